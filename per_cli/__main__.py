@@ -1,0 +1,3 @@
+from per_cli.cli import app
+
+app(prog_name="per")

@@ -1,0 +1,73 @@
+"""Environment factory: aliases, registered Gymnasium ids, and the Atari pipeline."""
+
+from __future__ import annotations
+
+import difflib
+
+import gymnasium as gym
+
+from per_cli.config import ConfigError, EnvConfig
+
+ALIASES: dict[str, str] = {
+    "cartpole": "CartPole-v1",
+    "acrobot": "Acrobot-v1",
+    "mountaincar": "MountainCar-v0",
+    "pong": "ALE/Pong-v5",
+}
+
+
+def resolve_env_id(name: str) -> str:
+    return ALIASES.get(name.lower(), name)
+
+
+def is_atari_id(env_id: str) -> bool:
+    return env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4") or env_id.endswith("NoFrameskip-v0")
+
+
+def _register_optional_envs(env_id: str) -> None:
+    """Make ids of optional packages (ale-py's Atari games) visible in Gymnasium's registry."""
+    if is_atari_id(env_id) and env_id not in gym.registry:
+        try:
+            import ale_py
+        except ImportError:  # pragma: no cover - ale-py is a dependency
+            raise ConfigError(
+                f"env.id: {env_id} needs ale-py; install it with pip install 'gymnasium[atari]'"
+            ) from None
+        gym.register_envs(ale_py)
+
+
+def check_env_id(name: str) -> None:
+    env_id = resolve_env_id(name)
+    _register_optional_envs(env_id)
+    if env_id in gym.registry:
+        return
+    candidates = list(ALIASES) + list(gym.registry)
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise ConfigError(
+        f"env.id: unknown env {name!r}; {hint}use an alias ({', '.join(ALIASES)}) or a registered Gymnasium id"
+    )
+
+
+def env_label(name: str) -> str:
+    """A short, file-name-safe label: the alias where one is used, else the id with '/' replaced."""
+    return name.lower() if name.lower() in ALIASES else name.replace("/", "-")
+
+
+def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
+    """Build the env described by ``cfg``; evaluation envs skip training-only shaping (Atari reward clipping
+    and life-loss terminals). The env is reset once with ``seed`` so its RNG is seeded."""
+    env_id = resolve_env_id(cfg.id)
+    check_env_id(cfg.id)
+    if is_atari_id(env_id):
+        from per_cli.envs.atari import make_atari_env
+
+        env = make_atari_env(env_id, cfg, evaluation=evaluation)
+    else:
+        kwargs = dict(cfg.kwargs)
+        if cfg.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = cfg.max_episode_steps
+        env = gym.make(env_id, **kwargs)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    return env

@@ -1,0 +1,92 @@
+"""The run directory: resolved config, TensorBoard events, per-episode CSV, and an atomic summary."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EPISODE_COLUMNS = [
+    "step", "episode", "return", "length", "wall_time", "epsilon", "success",
+    "loss", "q_values", "td_error_mean", "td_error_max", "correlation_count", "sample_age", "is_weight_mean",
+]  # fmt: skip
+# per-episode means of these update scalars go into the CSV columns on the right
+EPISODE_UPDATE_COLUMNS = {
+    "losses/td_loss": "loss",
+    "losses/q_values": "q_values",
+    "td_error/mean": "td_error_mean",
+    "td_error/max": "td_error_max",
+    "replay/correlation_count": "correlation_count",
+    "replay/sample_age": "sample_age",
+    "replay/is_weight_mean": "is_weight_mean",
+}
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename, so readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a summary is for everyone who can read the run
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    clean = {k: _jsonable(v) for k, v in summary.items()}
+    atomic_write_text(run_dir / "summary.json", json.dumps(clean, indent=2) + "\n")
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+class RunLogger:
+    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs."""
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False):
+        self.run_dir = run_dir
+        csv_path = run_dir / "metrics.csv"
+        new_csv = not (append and csv_path.exists())
+        self._csv_file = open(csv_path, "w" if new_csv else "a", newline="")  # noqa: SIM115 - closed in close()
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=EPISODE_COLUMNS, extrasaction="ignore")
+        if new_csv:
+            self._csv.writeheader()
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(run_dir))
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        if self._tb is not None:
+            for tag, value in values.items():
+                self._tb.add_scalar(tag, value, step)
+
+    def episode(self, row: dict[str, Any]) -> None:
+        self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        self._csv_file.flush()
+
+    def close(self) -> None:
+        self._csv_file.close()
+        if self._tb is not None:
+            self._tb.flush()
+            self._tb.close()

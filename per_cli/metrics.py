@@ -1,0 +1,114 @@
+"""What the study measures about each update and each episode.
+
+* TD-error statistics of |δ| over the sampled batch (the δ that updates priorities).
+* Correlation count: the number of pairs i < j of sampled states whose Pearson correlation |r| exceeds a
+  threshold (the seed notebook's i.i.d.-ness measure). States are flattened; a constant state has no
+  defined correlation and counts as uncorrelated.
+* Sample age: transitions added since each sampled one, averaged over the batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+
+def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
+    """Pairs i < j of rows of ``states`` (flattened) with |Pearson r| > ``threshold``."""
+    return int(batched_correlation_counts(states[None], threshold)[0])
+
+
+def td_error_stats(td_abs: np.ndarray) -> dict[str, float]:
+    return {
+        "td_error/mean": float(td_abs.mean()),
+        "td_error/median": float(np.median(td_abs)),
+        "td_error/max": float(td_abs.max()),
+        "td_error/std": float(td_abs.std()),
+    }
+
+
+class RunningMeans:
+    """Sums of named scalars since the last ``pop``; ``pop`` returns their means and starts over."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, float] = defaultdict(float)
+        self._counts: dict[str, int] = defaultdict(int)
+
+    def add(self, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self._sums[key] += value
+            self._counts[key] += 1
+
+    def add_many(self, values: dict[str, np.ndarray]) -> None:
+        for key, array in values.items():
+            self._sums[key] += float(np.sum(array))
+            self._counts[key] += len(array)
+
+    def pop(self) -> dict[str, float]:
+        means = {k: self._sums[k] / self._counts[k] for k in self._sums}
+        self._sums.clear()
+        self._counts.clear()
+        return means
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+
+def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
+    """``correlation_count`` for each batch in ``states`` of shape (U, B, ...) at once."""
+    u, b = states.shape[:2]
+    x = states.reshape(u, b, -1).astype(np.float32)
+    x -= x.mean(axis=2, keepdims=True)
+    norms = np.sqrt(np.einsum("ubd,ubd->ub", x, x))
+    scale = np.where(norms > 1e-6 * np.maximum(norms.max(axis=1, keepdims=True), 1.0), norms, np.inf)
+    x /= scale[..., None]  # constant states become zero rows: correlation 0, no NaN
+    r = np.einsum("ubd,ucd->ubc", x, x)
+    upper = np.triu(np.ones((b, b), dtype=bool), k=1)
+    return np.count_nonzero(np.abs(r[:, upper]) > threshold, axis=1)
+
+
+class UpdateWindow:
+    """Raw per-update data kept until ``pop``, which computes every update's scalars in one vectorized pass.
+
+    Deferring the work keeps the per-step cost of the metrics to a few list appends.
+    """
+
+    def __init__(self, correlation_threshold: float | None):
+        self.threshold = correlation_threshold
+        self._td: list[np.ndarray] = []
+        self._obs: list[np.ndarray] = []
+        self._ages: list[np.ndarray] = []
+        self._weights: list[np.ndarray] = []
+        self._loss: list[float] = []
+        self._q: list[float] = []
+
+    def add(self, batch, result) -> None:
+        self._td.append(result.td_errors)
+        if self.threshold is not None:
+            self._obs.append(batch.obs)
+        self._ages.append(batch.ages)
+        self._weights.append(batch.weights)
+        self._loss.append(result.loss)
+        self._q.append(result.q_mean)
+
+    def pop(self) -> dict[str, np.ndarray]:
+        """Per-update values (one array entry per update) of every logged tag; empty if no updates."""
+        if not self._td:
+            return {}
+        td = np.abs(np.stack(self._td))
+        values = {
+            "losses/td_loss": np.asarray(self._loss),
+            "losses/q_values": np.asarray(self._q),
+            "td_error/mean": td.mean(axis=1),
+            "td_error/median": np.median(td, axis=1),
+            "td_error/max": td.max(axis=1),
+            "td_error/std": td.std(axis=1),
+            "replay/sample_age": np.stack(self._ages).mean(axis=1),
+            "replay/is_weight_mean": np.stack(self._weights).mean(axis=1),
+        }
+        if self.threshold is not None:
+            values["replay/correlation_count"] = batched_correlation_counts(np.stack(self._obs), self.threshold)
+        for buffer in (self._td, self._obs, self._ages, self._weights, self._loss, self._q):
+            buffer.clear()
+        return values

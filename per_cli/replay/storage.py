@@ -1,0 +1,89 @@
+"""Preallocated ring storage: turns slot indices into batch arrays.
+
+Every transition gets a monotonically increasing id (the number of transitions added before it). Ids,
+not slots, leave the memory in a batch, so a priority update that arrives after its slot was overwritten
+can be recognised and ignored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class TransitionStorage:
+    """Stores (obs, action, reward, next_obs, terminated, truncated) in fixed numpy arrays."""
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
+        if capacity < 1:
+            raise ValueError(f"replay.capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
+        self.next_obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.terminated = np.zeros(capacity, dtype=np.float32)
+        self.truncated = np.zeros(capacity, dtype=bool)
+        self.ids = np.full(capacity, -1, dtype=np.int64)
+        self.cursor = 0  # the slot the next add writes
+        self.size = 0
+        self.added = 0  # transitions ever added; also the id of the next one
+
+    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
+        slot = self.cursor
+        self.obs[slot] = obs
+        self.next_obs[slot] = next_obs
+        self.actions[slot] = action
+        self.rewards[slot] = reward
+        self.terminated[slot] = terminated
+        self.truncated[slot] = truncated
+        self.ids[slot] = self.added
+        self.added += 1
+        self.cursor = (slot + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+        return slot
+
+    @property
+    def latest_slot(self) -> int:
+        return (self.cursor - 1) % self.capacity
+
+    def sampleable(self, slots: np.ndarray) -> np.ndarray:
+        """Which slots hold a complete transition (all filled slots, here)."""
+        return self.ids[slots] >= 0
+
+    def slots_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Slots of transition ids, and a mask of those still holding that transition."""
+        slots = ids % self.capacity
+        return slots, self.ids[slots] == ids
+
+    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        return {
+            "obs": self.obs[slots],
+            "actions": self.actions[slots],
+            "rewards": self.rewards[slots],
+            "next_obs": self.next_obs[slots],
+            "terminated": self.terminated[slots],
+        }
+
+    def state_dict(self) -> dict:
+        return {
+            k: getattr(self, k)
+            for k in (
+                "obs",
+                "next_obs",
+                "actions",
+                "rewards",
+                "terminated",
+                "truncated",
+                "ids",
+                "cursor",
+                "size",
+                "added",
+            )
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            if isinstance(value, np.ndarray):
+                getattr(self, key)[...] = value
+            else:
+                setattr(self, key, value)

@@ -1,0 +1,28 @@
+"""Linear schedules for ε-greedy exploration and the importance-sampling exponent β."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LinearSchedule:
+    """``start`` at step 0, moving linearly to ``end`` at ``duration`` steps, then constant."""
+
+    start: float
+    end: float
+    duration: int
+
+    def __call__(self, step: int) -> float:
+        if self.duration <= 0 or step >= self.duration:
+            return self.end
+        return self.start + (self.end - self.start) * (step / self.duration)
+
+
+def epsilon_schedule(eps_start: float, eps_end: float, eps_fraction: float, total_steps: int) -> LinearSchedule:
+    return LinearSchedule(eps_start, eps_end, int(eps_fraction * total_steps))
+
+
+def beta_schedule(beta0: float, end_step: int | None, total_steps: int) -> LinearSchedule:
+    """β anneals from β0 to 1 by ``end_step`` (the end of training by default), as in Schaul et al. 2016."""
+    return LinearSchedule(beta0, 1.0, end_step if end_step is not None else total_steps)
