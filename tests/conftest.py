@@ -1,0 +1,29 @@
+"""Shared fixtures: paths to the repo's configs and small, fast run configurations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+
+# A CartPole run of a few hundred steps that exercises learning, evaluation and logging.
+TINY_CARTPOLE = [
+    "train.total_steps=400",
+    "train.learning_starts=100",
+    "train.eval_every=200",
+    "train.eval_episodes=2",
+    "train.train_freq=4",
+    "train.gradient_steps=1",
+    "replay.capacity=1000",
+    "replay.batch_size=32",
+    "agent.hidden_sizes=[32]",
+    "log.every=10",
+]
+
+
+@pytest.fixture
+def configs_dir() -> Path:
+    return CONFIGS

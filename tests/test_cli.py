@@ -1,0 +1,147 @@
+"""`per train` through Typer's CliRunner: the run directory contract and bad input."""
+
+import csv
+import json
+
+import pytest
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from typer.testing import CliRunner
+
+from per_cli.cli import app
+
+from .conftest import CONFIGS, TINY_CARTPOLE
+
+runner = CliRunner()
+
+REQUIRED_TAGS = {
+    "charts/episodic_return",
+    "charts/episodic_length",
+    "charts/epsilon",
+    "charts/SPS",
+    "losses/td_loss",
+    "losses/q_values",
+    "eval/return",
+}
+
+
+def _train(tmp_path, *extra):
+    sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
+    return runner.invoke(
+        app, ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), *sets, "--runs-dir", str(tmp_path), *extra]
+    )
+
+
+def test_train_writes_the_run_directory_contract(tmp_path):
+    result = _train(tmp_path, "--seed", "3", "--name", "tiny")
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "tiny"
+    assert sorted(p.name for p in run.iterdir() if not p.name.startswith("events.")) == [
+        "config.yaml",
+        "metrics.csv",
+        "summary.json",
+    ]
+
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert resolved["seed"] == 3 and resolved["train"]["total_steps"] == 400
+
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert (summary["env"], summary["replay"], summary["seed"], summary["total_steps"]) == (
+        "cartpole",
+        "uniform",
+        3,
+        400,
+    )
+    for key in ("episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean"):
+        assert summary[key] is not None and summary[key] > 0, key
+    assert "error" not in summary
+
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert len(rows) == summary["episodes"]
+    assert {"step", "episode", "return", "length", "wall_time"} <= set(rows[0])
+    assert sum(int(r["length"]) for r in rows) <= 400
+    assert [int(r["episode"]) for r in rows] == list(range(1, len(rows) + 1))
+    last20 = [float(r["return"]) for r in rows[-20:]]
+    assert summary["final_return_mean"] == pytest.approx(sum(last20) / len(last20))
+
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert tags >= REQUIRED_TAGS, REQUIRED_TAGS - tags
+    returns = events.Scalars("charts/episodic_return")
+    assert [e.value for e in returns] == pytest.approx([float(r["return"]) for r in rows])
+    assert [e.step for e in returns] == [int(r["step"]) for r in rows]  # x-axis: env steps
+    assert events.Scalars("eval/return")[-1].value == pytest.approx(summary["eval_return_mean"])
+
+
+def test_default_run_name_and_plain_progress(tmp_path):
+    result = _train(tmp_path)
+    assert result.exit_code == 0, result.output
+    (run,) = list(tmp_path.iterdir())
+    assert run.name.startswith("cartpole__uniform__s1__")
+    assert "step 400/400" in result.output  # not a TTY: plain progress lines
+    assert "run directory:" in result.output
+
+
+def test_quiet_prints_nothing(tmp_path):
+    result = _train(tmp_path, "--quiet")
+    assert result.exit_code == 0
+    assert result.output == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "missing.yaml"], "config file not found: missing.yaml"),
+        (["--set", "agent.lrr=1"], "unknown key 'agent.lrr'; did you mean 'agent.lr'?"),
+        (["--set", "replay.capacity=-1"], "replay.capacity: -1 is out of range"),
+        (["--set", "replay.kind=nope"], "replay.kind: unknown replay kind 'nope'"),
+        (["--set", "env.id=Nope-v0"], "env.id: unknown env 'Nope-v0'"),
+        (["--set", "agent.gamma=2"], "agent.gamma: 2.0 is out of range"),
+        (["--device", "tpu"], "device: 'tpu' is not allowed; choose one of auto, cpu, cuda"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_on_disk(tmp_path, args, message):
+    runs = tmp_path / "runs"
+    result = runner.invoke(app, ["train", *args, "--runs-dir", str(runs)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    assert not runs.exists()
+
+
+def test_malformed_yaml_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agent: {lr: 1\n")
+    result = runner.invoke(app, ["train", "--config", str(bad), "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2 and "malformed YAML" in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_existing_run_name_is_refused(tmp_path):
+    (tmp_path / "taken").mkdir()
+    result = _train(tmp_path, "--name", "taken")
+    assert result.exit_code == 2 and "already exists" in result.output
+
+
+def test_a_crash_inside_a_run_is_recorded_and_exits_1(tmp_path):
+    # a learning rate that makes the loss diverge: the first non-finite TD error stops the run
+    result = _train(
+        tmp_path,
+        "--name",
+        "diverges",
+        "--set",
+        "agent.lr=1e30",
+        "--set",
+        "agent.max_grad_norm=null",
+        "--set",
+        "agent.loss=mse",
+    )
+    assert result.exit_code == 1, result.output
+    summary = json.loads((tmp_path / "diverges" / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert "non-finite TD error" in summary["error"]
+    assert "Traceback" in summary["traceback"]
+    assert "error: run failed" in result.output
