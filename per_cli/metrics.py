@@ -55,17 +55,36 @@ class RunningMeans:
         return bool(self._counts)
 
 
+# states are processed this many bytes (as float32) at a time: bounded memory for image batches
+_CHUNK_BYTES = 16 << 20
+
+
 def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
-    """``correlation_count`` for each batch in ``states`` of shape (U, B, ...) at once."""
+    """``correlation_count`` for each batch in ``states`` of shape (U, B, ...) at once.
+
+    Per batch: centre each flattened state, form the Gram matrix G = X Xᵀ with one matrix product, and scale
+    it by the inverse norms (the square roots of its diagonal) into the correlation matrix. A constant state
+    centres to exactly zero (its mean is accumulated in float64, which is exact for such a row), so its inverse
+    norm is set to zero and all its correlations are 0: counted as uncorrelated, no division by zero.
+    """
     u, b = states.shape[:2]
-    x = states.reshape(u, b, -1).astype(np.float32)
-    x -= x.mean(axis=2, keepdims=True)
-    norms = np.sqrt(np.einsum("ubd,ubd->ub", x, x))
-    scale = np.where(norms > 1e-6 * np.maximum(norms.max(axis=1, keepdims=True), 1.0), norms, np.inf)
-    x /= scale[..., None]  # constant states become zero rows: correlation 0, no NaN
-    r = np.einsum("ubd,ucd->ubc", x, x)
+    flat = states.reshape(u, b, -1)
     upper = np.triu(np.ones((b, b), dtype=bool), k=1)
-    return np.count_nonzero(np.abs(r[:, upper]) > threshold, axis=1)
+    counts = np.empty(u, dtype=np.int64)
+    chunk = max(1, _CHUNK_BYTES // (4 * b * flat.shape[2]))
+    for lo in range(0, u, chunk):
+        x = flat[lo : lo + chunk].astype(np.float32)  # a copy, centred in place
+        x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
+        r = x @ x.transpose(0, 2, 1)
+        squared_norms = np.diagonal(r, axis1=1, axis2=2)
+        inv = np.zeros(squared_norms.shape, dtype=np.float32)
+        np.divide(1.0, np.sqrt(squared_norms), out=inv, where=squared_norms > 0)
+        r *= inv[:, :, None]
+        r *= inv[:, None, :]
+        above = np.abs(r, out=r) > threshold
+        above &= upper
+        counts[lo : lo + chunk] = np.count_nonzero(above.reshape(len(x), -1), axis=1)
+    return counts
 
 
 class UpdateWindow:

@@ -1,0 +1,129 @@
+"""What the per-update metrics cost a CartPole run.
+
+Three builds of the same run (same seed, so the same episodes and updates), interleaved and repeated:
+
+* ``full``           every metric, the correlation count included (the default);
+* ``no-correlation`` ``metrics.correlation: false``;
+* ``no-window``      the update window replaced by one that keeps and computes nothing (no per-update
+                     metrics at all: the baseline).
+
+The overhead is the median time of a build over the baseline's, minus one, in CPU time of this process (the
+run is single-threaded for an MLP, so CPU time is the work done and barely moves with other load on the
+machine) and in wall time. The issue's budget is 10%. A second table times ``UpdateWindow.pop`` alone per
+update for CartPole-, Acrobot- and Atari-shaped batches.
+
+    python benchmarks/metrics_overhead.py [--steps 20000] [--repeats 3] [--config configs/cartpole_uniform.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from per_cli.config import load_config
+from per_cli.loop import Trainer
+from per_cli.metrics import UpdateWindow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class NullWindow:
+    """An update window that keeps nothing: the loop without per-update metrics."""
+
+    def add(self, batch, result) -> None:
+        pass
+
+    def pop(self) -> dict[str, np.ndarray]:
+        return {}
+
+
+def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds, gradient updates) of one run of ``build``."""
+    overrides = [f"train.total_steps={steps}", "train.eval_episodes=0"]
+    if build == "no-correlation":
+        overrides.append("metrics.correlation=false")
+    cfg = load_config(config, overrides, device="cpu")
+    trainer = Trainer(cfg)
+    if build == "no-window":
+        trainer._window = NullWindow()
+    cpu, wall = time.process_time(), time.perf_counter()
+    trainer.run(out / f"{build}-{time.monotonic_ns()}")
+    return time.process_time() - cpu, time.perf_counter() - wall, trainer.agent.updates
+
+
+def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, repeats: int = 3) -> float:
+    """CPU microseconds per update that ``UpdateWindow.pop`` spends on ``updates`` batches of this shape."""
+    rng = np.random.default_rng(0)
+    obs = (rng.random((batch, *obs_shape)) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+    batch_ns = SimpleNamespace(obs=obs, ages=np.arange(batch), weights=np.ones(batch, np.float32))
+    result = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32), loss=0.1, q_mean=1.0)
+    best = float("inf")
+    for _ in range(repeats):
+        window = UpdateWindow(0.8)
+        for _ in range(updates):
+            window.add(batch_ns, result)
+        start = time.process_time()
+        window.pop()
+        best = min(best, time.process_time() - start)
+    return best / updates * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "cartpole_uniform.yaml")
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    builds = ["no-window", "no-correlation", "full"]
+    times: dict[str, list[tuple[float, float, int]]] = {b: [] for b in builds}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        one_run(args.config, 2_000, "full", Path(tmp))  # warm-up: imports, compilation, allocator, CPU clocks
+        for r in range(args.repeats):
+            order = builds if r % 2 == 0 else builds[::-1]  # alternate to cancel drift in machine load
+            for build in order:
+                times[build].append(one_run(args.config, args.steps, build, Path(tmp)))
+    load_after = os.getloadavg()
+
+    print(
+        f"CartPole run: {args.config.name}, {args.steps} env steps, eval off, CPU, torch threads "
+        f"{torch.get_num_threads()}, {os.cpu_count()} cores, {args.repeats} repeats; load average (1/5/15 min) "
+        f"before {'/'.join(f'{x:.2f}' for x in load_before)}, after {'/'.join(f'{x:.2f}' for x in load_after)}"
+    )
+    print(f"{'build':<16}{'CPU s (median)':>16}{'overhead':>10}{'wall s (median)':>17}{'overhead':>10}{'steps/s':>9}")
+    base = [statistics.median(t[i] for t in times["no-window"]) for i in (0, 1)]
+    for build in builds:
+        cpu, wall = (statistics.median(t[i] for t in times[build]) for i in (0, 1))
+        print(
+            f"{build:<16}{cpu:>16.2f}{(cpu / base[0] - 1) * 100:>9.1f}%{wall:>17.2f}{(wall / base[1] - 1) * 100:>9.1f}%"
+            f"{args.steps / wall:>9.0f}"
+        )
+    print("all (CPU s, wall s):", {b: [(round(c, 2), round(w, 2)) for c, w, _ in t] for b, t in times.items()})
+    updates = times["no-window"][0][2]
+    per_update = base[0] / updates * 1e6
+    print(
+        f"{updates} updates a run; a run without metrics spends {per_update:.0f} CPU µs per update (env steps included)"
+    )
+
+    print("\nUpdateWindow.pop alone, CPU µs per update (100 updates a window; min of 3), and as a share of the above:")
+    for label, shape, dtype, batch in [
+        ("CartPole 4 floats, B=64", (4,), np.float32, 64),
+        ("Acrobot 6 floats, B=128", (6,), np.float32, 128),
+        ("Atari 4x84x84 uint8, B=32", (4, 84, 84), np.uint8, 32),
+    ]:
+        cost = window_cost(shape, dtype, batch, 100)
+        share = f"{cost / per_update * 100:>7.1f}%" if label.startswith("CartPole") else ""
+        print(f"  {label:<28}{cost:>10.1f}{share}")
+
+
+if __name__ == "__main__":
+    main()

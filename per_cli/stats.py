@@ -1,0 +1,109 @@
+"""Interval estimates over a few seeds (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice").
+
+* ``iqm``: the interquartile mean, the mean of the middle 50% of scores (``scipy.stats.trim_mean(x, 0.25)``:
+  ``floor(n / 4)`` scores are cut from each end, so n < 4 gives the plain mean).
+* ``stratified_bootstrap_ci``: a percentile bootstrap CI of a statistic, resampling runs with replacement
+  within each stratum (task), as rliable does; with one stratum it is the ordinary bootstrap.
+* ``mean_band``: per point of a step grid, the mean over seeds and a percentile bootstrap CI of that mean,
+  for seeds whose curves may stop early (runs in progress).
+* ``spearman``: rank correlation, for the hypothesis figure.
+
+Every bootstrap takes a seed, so figures and tables are reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+DEFAULT_REPS = 10_000
+
+
+def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """Interquartile mean along ``axis`` (NaN for no scores)."""
+    x = np.sort(np.asarray(scores, dtype=np.float64), axis=axis)
+    n = x.shape[axis]
+    if n == 0:
+        return np.nan if x.ndim == 1 else np.full(np.delete(x.shape, axis % x.ndim), np.nan)
+    cut = n // 4
+    middle = np.take(x, np.arange(cut, n - cut), axis=axis)
+    result = middle.mean(axis=axis)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def stratified_bootstrap_ci(
+    strata: Sequence[np.ndarray],
+    statistic: Callable[..., np.ndarray] = iqm,
+    *,
+    reps: int = DEFAULT_REPS,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(point estimate, CI low, CI high) of ``statistic`` over the scores of all strata.
+
+    ``statistic(x, axis=-1)`` must reduce the last axis. Each of ``reps`` bootstrap samples draws, within every
+    stratum, as many scores as it has, with replacement; the CI is the percentile interval.
+    """
+    strata = [np.asarray(s, dtype=np.float64).ravel() for s in strata]
+    strata = [s for s in strata if len(s)]
+    if not strata:
+        return (np.nan, np.nan, np.nan)
+    point = float(statistic(np.concatenate(strata), axis=-1))
+    rng = np.random.default_rng(seed)
+    samples = np.concatenate([s[rng.integers(0, len(s), size=(reps, len(s)))] for s in strata], axis=1)
+    values = statistic(samples, axis=-1)
+    tail = (1.0 - confidence) / 2 * 100
+    lo, hi = np.percentile(values, [tail, 100 - tail])
+    return point, float(lo), float(hi)
+
+
+def mean_band(
+    curves: np.ndarray, *, reps: int = 2_000, confidence: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and bootstrap CI of the mean across seeds at each grid point.
+
+    ``curves`` is (seeds, points) with NaN where a seed has no value (its run had not reached that step). The
+    mean uses the seeds present at each point; the band is NaN where fewer than two are present.
+    """
+    curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+    present = ~np.isnan(curves)
+    count = present.sum(axis=0)
+    mean = np.full(curves.shape[1], np.nan)
+    np.divide(np.where(present, curves, 0.0).sum(axis=0), count, out=mean, where=count > 0)
+    lo = np.full_like(mean, np.nan)
+    hi = np.full_like(mean, np.nan)
+    rng = np.random.default_rng(seed)
+    tail = (1.0 - confidence) / 2 * 100
+    # the points that the same seeds cover share one set of resampled seeds
+    patterns, which = np.unique(present.T, axis=0, return_inverse=True)
+    for p, pattern in enumerate(patterns):
+        seeds = np.flatnonzero(pattern)
+        if len(seeds) < 2:
+            continue
+        cols = np.flatnonzero(which.ravel() == p)
+        values = curves[np.ix_(seeds, cols)]  # (k, points)
+        draws = rng.integers(0, len(seeds), size=(reps, len(seeds)))
+        means = values[draws].mean(axis=1)  # (reps, points)
+        lo[cols], hi[cols] = np.percentile(means, [tail, 100 - tail], axis=0)
+    return mean, lo, hi
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n with ties given their average rank."""
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = np.arange(1, len(x) + 1)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse.ravel(), weights=ranks)
+    return sums[inverse.ravel()] / counts[inverse.ravel()]
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation of paired samples; NaN for fewer than 3 pairs or a constant side."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(x) < 3:
+        return np.nan
+    rx, ry = _ranks(x) - (len(x) + 1) / 2, _ranks(y) - (len(y) + 1) / 2
+    denom = np.sqrt((rx @ rx) * (ry @ ry))
+    return float(rx @ ry / denom) if denom > 0 else np.nan
