@@ -47,6 +47,8 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = field(default=None, metadata=_bounds(1))
     atari: AtariConfig = field(default_factory=AtariConfig)
+    # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
+    n_bits: int | None = field(default=None, metadata=_bounds(1))
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,13 @@ class AgentConfig:
     target_update_period: int = field(default=500, metadata=_bounds(1))
     tau: float = field(default=1.0, metadata=_bounds(0.0, 1.0, lo_open=True))
     max_grad_norm: float | None = field(default=10.0, metadata=_bounds(0.0, lo_open=True))
+    # auto: the numba engine (one compiled call per update) for an MLP on the CPU, torch autograd otherwise
+    engine: Literal["auto", "torch", "numba"] = "auto"
+
+
+# (alpha, beta0) of each prioritized kind when the config leaves them out: the paper's Atari values
+# (Schaul et al. 2016, Table 3); other kinds ignore them (their IS weights are ones)
+PRIORITY_DEFAULTS: dict[str, tuple[float, float]] = {"prioritized": (0.6, 0.4), "rank": (0.7, 0.5)}
 
 
 @dataclass(frozen=True)
@@ -68,12 +77,28 @@ class ReplayConfig:
     kind: str = "uniform"
     capacity: int = field(default=100_000, metadata=_bounds(1))
     batch_size: int = field(default=64, metadata=_bounds(1))
-    alpha: float = field(default=0.6, metadata=_bounds(0.0))
-    beta0: float = field(default=0.4, metadata=_bounds(0.0, 1.0))
+    # null: the kind's default from PRIORITY_DEFAULTS (resolved at construction, so dumps show the value)
+    alpha: float | None = field(default=None, metadata=_bounds(0.0))
+    beta0: float | None = field(default=None, metadata=_bounds(0.0, 1.0))
     beta_end_step: int | None = field(default=None, metadata=_bounds(1))
     priority_eps: float = field(default=1e-6, metadata=_bounds(0.0))
     initial_priority: Literal["max", "td_error"] = "max"
-    rank_resort_period: int = field(default=1_000, metadata=_bounds(1))
+    # rank: exact re-sort of the heap every this many priority updates (calls); null: once per `capacity`
+    # updated priorities (about one pass over the memory)
+    rank_resort_period: int | None = field(default=None, metadata=_bounds(1))
+    # kind hindsight (goal relabelling, per_cli/replay/hindsight.py): which goals, relabelled copies stored per
+    # transition, and the sampler of the stored transitions (any other kind: uniform, prioritized, rank, ...)
+    her_strategy: Literal["final", "future", "episode", "random"] = "future"
+    her_k: int = field(default=4, metadata=_bounds(1))
+    her_sampler: str = "uniform"
+
+    def __post_init__(self) -> None:
+        sampling = self.her_sampler if self.kind == "hindsight" else self.kind
+        alpha, beta0 = PRIORITY_DEFAULTS.get(sampling, PRIORITY_DEFAULTS["prioritized"])
+        if self.alpha is None:
+            object.__setattr__(self, "alpha", alpha)
+        if self.beta0 is None:
+            object.__setattr__(self, "beta0", beta0)
 
 
 @dataclass(frozen=True)
@@ -205,7 +230,7 @@ def _unknown_key(key: str, name: str, valid: list[str]) -> ConfigError:
 
 def _build(cls: type, data: Any, prefix: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping of keys, got {data!r}")
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
@@ -233,6 +258,20 @@ def _check_relations(cfg: Config) -> None:
         close = difflib.get_close_matches(r.kind, list(REPLAY_KINDS), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise ConfigError(f"replay.kind: unknown replay kind {r.kind!r}; {hint}choose one of {', '.join(REPLAY_KINDS)}")
+    if r.kind == "hindsight":
+        under = [k for k in REPLAY_KINDS if k != "hindsight"]
+        if r.her_sampler not in under:
+            close = difflib.get_close_matches(r.her_sampler, under, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ConfigError(
+                f"replay.her_sampler: {r.her_sampler!r} cannot sample under hindsight; "
+                f"{hint}choose one of {', '.join(under)}"
+            )
+        if r.initial_priority == "td_error":
+            raise ConfigError(
+                "replay.initial_priority: td_error does not work with replay.kind hindsight (transitions are stored "
+                "when their episode ends); use max"
+            )
     if r.batch_size > r.capacity:
         raise ConfigError(
             f"replay.batch_size: {r.batch_size} is larger than replay.capacity ({r.capacity}); "
@@ -243,6 +282,11 @@ def _check_relations(cfg: Config) -> None:
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
     check_env_id(cfg.env.id)
+    if cfg.env.n_bits is not None:
+        from per_cli.envs import accepts_n_bits
+
+        if not accepts_n_bits(cfg.env.id):
+            raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from per_cli.replay.samplers import Sampler
@@ -22,6 +23,25 @@ class Batch:
     ages: np.ndarray  # transitions added since each sampled one (0 = the latest)
 
 
+@numba.njit(cache=True, nogil=True)
+def _current(ids, td_errors, stored_ids, capacity):
+    """(slots, abs(TD)) of the ids their slot still holds, and whether every TD error is finite."""
+    n = ids.shape[0]
+    slots = np.empty(n, dtype=np.int64)
+    td_abs = np.empty(n, dtype=np.float64)
+    m = 0
+    for j in range(n):
+        td = np.float64(td_errors[j])
+        if not np.isfinite(td):
+            return slots[:0], td_abs[:0], False
+        slot = ids[j] % capacity
+        if stored_ids[slot] == ids[j]:
+            slots[m] = slot
+            td_abs[m] = abs(td)
+            m += 1
+    return slots[:m], td_abs[:m], True
+
+
 class ReplayMemory:
     def __init__(self, storage: TransitionStorage, sampler: Sampler):
         self.storage = storage
@@ -33,6 +53,9 @@ class ReplayMemory:
     def add(self, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
         slot = self.storage.add(obs, action, reward, next_obs, terminated, truncated)
         self.sampler.on_add(slot)
+        dropped = getattr(self.storage, "newly_unsampleable", None)  # frame storage: history overwritten
+        if dropped is not None and dropped.size:
+            self.sampler.on_invalidate(dropped)
 
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
         if batch_size > len(self):
@@ -49,16 +72,24 @@ class ReplayMemory:
         return Batch(**self.storage.gather(slots), indices=ids, weights=weights, ages=self.storage.added - 1 - ids)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped."""
-        td_abs = np.abs(np.asarray(td_errors, dtype=np.float64))
-        if not np.all(np.isfinite(td_abs)):
+        """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped.
+
+        One compiled pass does the finiteness check and ``storage.slots_of``'s stale-id filter (slot =
+        id % capacity still holding that id): the numpy version of the same cost more than the sum tree."""
+        indices, td_errors = np.asarray(indices), np.asarray(td_errors)
+        fused = getattr(self.sampler, "update_current", None)  # prioritized kinds: all of it compiled
+        if fused is not None:
+            finite = fused(indices, td_errors, self.storage.ids)
+            slots = None
+        else:
+            slots, td_abs, finite = _current(indices, td_errors, self.storage.ids, self.storage.capacity)
+        if not finite:
             raise FloatingPointError(
                 "non-finite TD error in a priority update: the loss diverged "
                 "(lower agent.lr, set agent.max_grad_norm, or use agent.loss=huber)"
             )
-        slots, current = self.storage.slots_of(np.asarray(indices))
-        if current.any():
-            self.sampler.update(slots[current], td_abs[current])
+        if slots is not None and slots.size:
+            self.sampler.update(slots, td_abs)
 
     def stats(self) -> dict[str, float]:
         return self.sampler.stats()

@@ -1,0 +1,200 @@
+"""The rank-based sampler's data: a binary heap of priority keys whose array approximates the rank order,
+and the stratified inverse-CDF draw of ranks; hot loops compiled by numba.
+
+A key packs one transition in a ``uint64``: the complemented bits of its float32 abs(δ) in the high half,
+its slot in the low half. For non-negative floats the bit pattern grows with the value, so its complement
+shrinks: a *min*-heap of keys is a max-heap of abs(δ), ties broken by slot, and sorting the keys ascending
+sorts the transitions by abs(δ) descending (one SIMD ``np.sort`` of a uint64 array, no argsort, no gathers).
+Each heap step then moves one 8-byte word, with ``pos_of[slot]`` (int32) following it.
+
+Heap position ``i`` is read as rank ``i + 1``. A heap is only a partial order (its level d holds ranks
+2^d .. 2^(d+1)-1 in no particular order), which is the paper's approximation; ``sort_keys`` makes it exact.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+SLOT_MASK = np.uint64(0xFFFFFFFF)
+_LOW = 0xFFFFFFFF
+_FLOAT32_INF_BITS = 0x7F800000
+_ONE_BITS = 0x3F800000  # float32 1.0: the first transition's priority
+
+
+@numba.njit(cache=True, nogil=True)
+def _key(bits, slot):
+    return np.uint64((~np.uint32(bits)) & np.uint32(_LOW)) << np.uint64(32) | np.uint64(slot)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bits(key):
+    """float32 bits of the priority inside ``key``."""
+    return np.uint32(~np.uint32(key >> np.uint64(32)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _slot(key):
+    return np.int64(key & np.uint64(_LOW))
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_up(keys, pos_of, i):
+    k = keys[i]
+    while i > 0:
+        parent = (i - 1) >> 1
+        if keys[parent] <= k:
+            break
+        keys[i] = keys[parent]
+        pos_of[_slot(keys[i])] = i
+        i = parent
+    keys[i] = k
+    pos_of[_slot(k)] = i
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_down(keys, pos_of, i, n):
+    k = keys[i]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and keys[child + 1] < keys[child]:
+            child += 1
+        if keys[child] >= k:
+            break
+        keys[i] = keys[child]
+        pos_of[_slot(keys[i])] = i
+        i = child
+    keys[i] = k
+    pos_of[_slot(k)] = i
+
+
+@numba.njit(cache=True, nogil=True)
+def heap_add(keys, pos_of, n, slot):
+    """Enter ``slot`` at rank 1: with the priority one float32 step above the current maximum, so it
+    passes every equal one (1.0 for the first transition). Returns the new heap size."""
+    if n > 0:
+        bits = _bits(keys[0])
+        if bits < _FLOAT32_INF_BITS:
+            bits += 1
+    else:
+        bits = np.uint32(_ONE_BITS)
+    i = pos_of[slot]
+    if i < 0:  # a slot not in the heap (new, or unsampleable until now)
+        i = n
+        n += 1
+    keys[i] = _key(bits, slot)
+    pos_of[slot] = i
+    _sift_up(keys, pos_of, i)
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def heap_remove(keys, pos_of, n, slots):
+    """Drop ``slots`` from the heap (unsampleable: zero probability); returns the new heap size."""
+    for j in range(slots.shape[0]):
+        i = pos_of[slots[j]]
+        if i < 0:
+            continue
+        pos_of[slots[j]] = -1
+        n -= 1
+        if i == n:
+            continue
+        keys[i] = keys[n]
+        pos_of[_slot(keys[i])] = i
+        if i > 0 and keys[(i - 1) >> 1] > keys[i]:
+            _sift_up(keys, pos_of, i)
+        else:
+            _sift_down(keys, pos_of, i, n)
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def heap_update(keys, pos_of, n, slots, td_abs):
+    """New abs(δ) of slots in the heap (slots outside it are ignored)."""
+    for j in range(slots.shape[0]):
+        slot = slots[j]
+        i = pos_of[slot]
+        if i < 0:
+            continue
+        old = keys[i]
+        new = _key(np.float32(td_abs[j]).view(np.uint32), slot)
+        keys[i] = new
+        if new < old:
+            _sift_up(keys, pos_of, i)
+        else:
+            _sift_down(keys, pos_of, i, n)
+
+
+@numba.njit(cache=True, nogil=True)
+def heap_update_current(keys, pos_of, n, ids, td_errors, stored_ids, capacity):
+    """``ReplayMemory.update_priorities`` in one compiled call: -1 (and nothing changed) if a TD error is
+    not finite; else the ids their slot still holds get their abs(δ), and the count updated is returned."""
+    for j in range(td_errors.shape[0]):
+        if not np.isfinite(td_errors[j]):
+            return -1
+    count = 0
+    for j in range(ids.shape[0]):
+        slot = ids[j] % capacity
+        if stored_ids[slot] != ids[j]:
+            continue
+        i = pos_of[slot]
+        if i < 0:
+            continue
+        old = keys[i]
+        new = _key(np.float32(abs(td_errors[j])).view(np.uint32), slot)
+        keys[i] = new
+        if new < old:
+            _sift_up(keys, pos_of, i)
+        else:
+            _sift_down(keys, pos_of, i, n)
+        count += 1
+    return count
+
+
+def sort_keys(keys: np.ndarray, pos_of: np.ndarray, n: int) -> None:
+    """Exact re-sort of the heap array (a sorted array is a valid heap)."""
+    head = keys[:n]
+    head.sort()
+    pos_of[(head & SLOT_MASK).astype(np.int64)] = np.arange(n, dtype=pos_of.dtype)
+
+
+def slots_in_order(keys: np.ndarray, n: int) -> np.ndarray:
+    return (keys[:n] & SLOT_MASK).astype(np.int64)
+
+
+def priorities_in_order(keys: np.ndarray, n: int) -> np.ndarray:
+    return (~(keys[:n] >> np.uint64(32)).astype(np.uint32)).view(np.float32)
+
+
+@numba.njit(cache=True, nogil=True)
+def rank_sample(cum, n, keys, uniforms, exponent):
+    """Stratified inverse-CDF draws of ranks: segment j of k covers probability mass [j/k, (j+1)/k) and
+    the 0-based rank r with cum[r-1] <= u < cum[r] is drawn exactly (clamped to the last rank when
+    rounding puts u at the total). The k binary searches run in lockstep, one step for all at a time, so
+    their cache misses on ``cum`` overlap. Weight (rank / n) ** exponent, exponent = α·β."""
+    k = uniforms.shape[0]
+    segment = cum[n - 1] / k
+    u = np.empty(k, dtype=np.float64)
+    base = np.zeros(k, dtype=np.int64)
+    for j in range(k):
+        u[j] = (j + uniforms[j]) * segment
+    size = n
+    while size > 1:  # invariant: the answer (first r with cum[r] > u) lies in [base, base + size]
+        half = size >> 1
+        for j in range(k):
+            if cum[base[j] + half - 1] <= u[j]:
+                base[j] += half
+        size -= half
+    slots = np.empty(k, dtype=np.int64)
+    weights = np.empty(k, dtype=np.float32)
+    inv_n = np.float32(1.0 / n)
+    exponent32 = np.float32(exponent)
+    for j in range(k):
+        r = base[j] + (cum[base[j]] <= u[j])
+        if r > n - 1:
+            r = n - 1
+        slots[j] = _slot(keys[r])
+        weights[j] = (np.float32(r + 1) * inv_n) ** exponent32
+    return slots, weights

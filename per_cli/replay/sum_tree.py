@@ -1,0 +1,319 @@
+"""A batched K-ary sum tree with min and max trees, its hot loops compiled by numba.
+
+Layout: level 0 holds the leaf values (``capacity`` of them, zero-padded to a multiple of ``K``); node ``j``
+of level ``l >= 1`` summarises the ``K`` consecutive nodes ``j*K .. j*K+K-1`` of level ``l-1``; the last
+level is the root. All levels live in one ``(3, n_nodes)`` float64 array: row 0 sums, row 1 minima and row
+2 maxima of the *positive* leaves below a node (a zero leaf -- empty, padding or unsampleable -- counts as
++inf for the min and 0 for the max, so it is never the minimum priority nor the maximum). Rows 1 and 2 are
+unused at level 0, where the leaf value itself is both.
+
+Why K-ary (K = 16) rather than binary: a prefix search or an update touches one node per level,
+and below the top few levels every touch is a cache miss. Sixteen float64 siblings are two adjacent cache
+lines, so a tree over 10^6 leaves has 5 levels instead of 20: about a quarter of the misses, for a few
+extra additions per level.
+
+Every node is recomputed from its ``K`` children in a fixed order on each update (never adjusted by a
+delta), so rounding errors cannot accumulate: after any sequence of updates each node is exactly the
+float64 sum of its children as stored.
+
+``find(prefixes)`` clamps each prefix into ``[0, total]`` and descends from the root entering only children
+with positive mass; when rounding leaves a prefix past the last positive child of a node it takes that
+child. So it returns a leaf with positive mass for every prefix: an empty, padding or zero-priority leaf is
+never returned (a final re-check raises if the tree was corrupted).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+SUM, MIN, MAX = 0, 1, 2
+K = 16  # fanout: a compile-time constant, so the loops over a node's children unroll and vectorise
+# reassociation lets LLVM vectorise the K-wide sum/min/max of a node's children; no 'ninf' (mins use +inf)
+_FAST = {"nnan", "reassoc", "nsz", "arcp", "contract"}
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _recompute(tree, offsets, level, j):
+    """Node ``j`` of ``level`` (>= 1) from its ``K`` children, in a fixed order."""
+    sums = tree[SUM]
+    mins = tree[MIN]
+    maxs = tree[MAX]
+    base = offsets[level - 1] + j * K
+    s = 0.0
+    lo = np.inf
+    hi = 0.0
+    if level == 1:  # the children are leaves: zero ones count for neither min nor max
+        for c in range(K):
+            v = sums[base + c]
+            s += v
+            lo = min(lo, v if v > 0.0 else np.inf)
+            hi = max(hi, v)
+    else:
+        for c in range(K):
+            s += sums[base + c]
+            lo = min(lo, mins[base + c])
+            hi = max(hi, maxs[base + c])
+    node = offsets[level] + j
+    sums[node] = s
+    mins[node] = lo
+    maxs[node] = hi
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def set_leaf(tree, offsets, leaf, value):
+    """One leaf and its ancestors (a scalar call: the per-transition ``on_add`` path)."""
+    tree[SUM, leaf] = value
+    j = leaf
+    for level in range(1, offsets.shape[0] - 1):
+        j //= K
+        _recompute(tree, offsets, level, j)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _propagate(tree, offsets, nodes, m, mark):
+    """Recompute the distinct level-1 nodes ``nodes[:m]`` and, level by level, each of their distinct
+    ancestors once (a batch of B leaves shares most of its upper ancestors; the independent nodes of a
+    level also overlap their cache misses). ``mark`` (all zero on entry and on exit) deduplicates."""
+    top = offsets.shape[0] - 2
+    for level in range(1, top + 1):
+        m_next = 0
+        for i in range(m):
+            j = nodes[i]
+            _recompute(tree, offsets, level, j)
+            if level < top:
+                parent = j // K
+                g = offsets[level + 1] + parent
+                if mark[g] == 0:
+                    mark[g] = 1
+                    nodes[m_next] = parent  # in place: m_next <= i, already read
+                    m_next += 1
+        if level < top:
+            for i in range(m_next):
+                mark[offsets[level + 1] + nodes[i]] = 0
+        m = m_next
+
+
+@numba.njit(cache=True, nogil=True)
+def _mark_parent(offsets, leaf, nodes, m, mark):
+    parent = leaf // K
+    g = offsets[1] + parent
+    if mark[g] == 0:
+        mark[g] = 1
+        nodes[m] = parent
+        m += 1
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _clear_marks(offsets, nodes, m, mark):
+    for i in range(m):
+        mark[offsets[1] + nodes[i]] = 0
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _set_leaves(tree, offsets, mark, leaves, values):
+    sums = tree[SUM]
+    nodes = np.empty(leaves.shape[0], dtype=np.int64)
+    m = 0
+    for j in range(leaves.shape[0]):
+        sums[leaves[j]] = values[j]
+        m = _mark_parent(offsets, leaves[j], nodes, m, mark)
+    _clear_marks(offsets, nodes, m, mark)
+    _propagate(tree, offsets, nodes, m, mark)
+
+
+@numba.njit(cache=True, nogil=True)
+def _find(tree, offsets, prefixes):
+    """Leaf of each prefix, all prefixes descending together one level at a time: their loads are
+    independent, so the cache misses of the lower levels overlap instead of queueing.
+
+    At a node, the chosen child is the number of children whose running sum is <= the prefix (branch
+    free). That child has positive mass: its running sum rose past the prefix. When rounding leaves the
+    prefix at or past the node's last running sum, the last positive child is taken and the prefix set to
+    its mass, so the walk continues to that subtree's last positive leaf. Returns -1 for a prefix only if
+    the tree has no positive leaf at all."""
+    sums = tree[SUM]
+    top = offsets.shape[0] - 2
+    total = sums[offsets[top]]
+    n = prefixes.shape[0]
+    nodes = np.zeros(n, dtype=np.int64)
+    rest = np.empty(n, dtype=np.float64)
+    for j in range(n):
+        rest[j] = min(max(prefixes[j], 0.0), total)
+    for level in range(top - 1, -1, -1):
+        offset = offsets[level]
+        for j in range(n):
+            base = offset + nodes[j] * K
+            prefix = rest[j]
+            acc = 0.0
+            below = 0.0
+            count = 0
+            for c in range(K):
+                acc += sums[base + c]
+                le = acc <= prefix
+                count += le
+                below = acc if le else below
+            if count < K:
+                rest[j] = prefix - below
+            else:  # rounding: prefix >= this node's running total
+                count = K - 1
+                while count > 0 and not sums[base + count] > 0.0:
+                    count -= 1
+                rest[j] = sums[base + count]
+            nodes[j] = nodes[j] * K + count
+    for j in range(n):
+        if not sums[nodes[j]] > 0.0:
+            nodes[j] = -1
+    return nodes
+
+
+@numba.njit(cache=True, nogil=True)
+def _stratified_sample(tree, offsets, uniforms, beta):
+    """One draw per equal segment of the total mass, and IS weights (p / p_min) ** -beta."""
+    root = offsets[offsets.shape[0] - 2]
+    if not tree[SUM, root] > 0.0:
+        raise ValueError("no sampleable transition in the memory (zero total priority)")
+    k = uniforms.shape[0]
+    segment = tree[SUM, root] / k
+    prefixes = np.empty(k, dtype=np.float64)
+    for j in range(k):
+        prefixes[j] = (j + uniforms[j]) * segment
+    leaves = _find(tree, offsets, prefixes)
+    inv_min = np.float32(1.0 / tree[MIN, root])
+    neg_beta = np.float32(-beta)
+    weights = np.empty(k, dtype=np.float32)
+    for j in range(k):
+        if leaves[j] < 0:
+            raise FloatingPointError("sum tree: no positive-mass leaf found (zero total or corrupted tree)")
+        weights[j] = (np.float32(tree[SUM, leaves[j]]) * inv_min) ** neg_beta
+    return leaves, weights
+
+
+@numba.njit(cache=True, nogil=True)
+def _update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
+    """Leaves get (|δ| + ε) ** α; a leaf with zero mass (unsampleable, see samplers.py) stays zero."""
+    sums = tree[SUM]
+    nodes = np.empty(leaves.shape[0], dtype=np.int64)
+    m = 0
+    for j in range(leaves.shape[0]):
+        leaf = leaves[j]
+        if not sums[leaf] > 0.0:
+            continue
+        sums[leaf] = (td_abs[j] + eps) ** alpha
+        m = _mark_parent(offsets, leaf, nodes, m, mark)
+    _clear_marks(offsets, nodes, m, mark)
+    _propagate(tree, offsets, nodes, m, mark)
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away
+def _update_current(tree, offsets, mark, ids, td_errors, stored_ids, capacity, eps, alpha):
+    """``ReplayMemory.update_priorities`` in one compiled call: False (and nothing changed) if a TD error is
+    not finite; else the ids their slot still holds (slot = id % capacity) get (|δ| + ε) ** α, except
+    zero-mass (unsampleable) leaves."""
+    for j in range(td_errors.shape[0]):
+        if not np.isfinite(td_errors[j]):
+            return False
+    sums = tree[SUM]
+    nodes = np.empty(ids.shape[0], dtype=np.int64)
+    m = 0
+    for j in range(ids.shape[0]):
+        leaf = ids[j] % capacity
+        if stored_ids[leaf] != ids[j] or not sums[leaf] > 0.0:
+            continue
+        sums[leaf] = (abs(np.float64(td_errors[j])) + eps) ** alpha
+        m = _mark_parent(offsets, leaf, nodes, m, mark)
+    _clear_marks(offsets, nodes, m, mark)
+    _propagate(tree, offsets, nodes, m, mark)
+    return True
+
+
+def _level_offsets(capacity: int, fanout: int = K) -> np.ndarray:
+    """Start of each level in the node array, then the total node count (one entry past the root)."""
+    sizes = [-(-capacity // fanout) * fanout]
+    while sizes[-1] > 1:
+        parents = sizes[-1] // fanout
+        sizes.append(parents if parents == 1 else -(-parents // fanout) * fanout)
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+class SumTree:
+    """Sum, min and max of ``capacity`` non-negative leaf values; batched updates and prefix search.
+
+    >>> t = SumTree(4); t.update(np.array([0, 2]), np.array([1.0, 3.0])); t.total, t.min, t.max
+    (4.0, 1.0, 3.0)
+    """
+
+    fanout = K
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"SumTree capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.offsets = _level_offsets(self.capacity)
+        self.root = int(self.offsets[-2])
+        self.tree = np.zeros((3, int(self.offsets[-1])), dtype=np.float64)
+        self.tree[MIN] = np.inf
+        self.mark = np.zeros(self.tree.shape[1], dtype=np.uint8)  # scratch of the batched updates
+
+    # ------------------------------------------------------------------------------------------------------
+    # queries
+
+    @property
+    def total(self) -> float:
+        return float(self.tree[SUM, self.root])
+
+    @property
+    def min(self) -> float:
+        """The smallest positive leaf (+inf when none is positive)."""
+        return float(self.tree[MIN, self.root])
+
+    @property
+    def max(self) -> float:
+        """The largest leaf (0 when none is positive)."""
+        return float(self.tree[MAX, self.root])
+
+    @property
+    def depth(self) -> int:
+        """Levels above the leaves."""
+        return len(self.offsets) - 2
+
+    def values(self, leaves: np.ndarray | None = None) -> np.ndarray:
+        """Leaf values (all ``capacity`` of them by default)."""
+        row = self.tree[SUM, : self.capacity]
+        return row.copy() if leaves is None else row[leaves]
+
+    def level(self, level: int, row: int = SUM) -> np.ndarray:
+        """The nodes of one level (0 = the leaves, ``depth`` = the root), padding included."""
+        return self.tree[row, self.offsets[level] : self.offsets[level + 1]]
+
+    def find(self, prefixes: np.ndarray) -> np.ndarray:
+        """For each prefix in ``[0, total]``, the leaf ``i`` with ``sum(v[:i]) <= prefix < sum(v[:i+1])``,
+        never a zero leaf (prefixes are clamped at the ends). Requires ``total > 0``."""
+        if not self.total > 0.0:
+            raise ValueError("SumTree.find on a tree with zero total mass")
+        prefixes = np.ascontiguousarray(prefixes, dtype=np.float64)
+        return _find(self.tree, self.offsets, prefixes)
+
+    # ------------------------------------------------------------------------------------------------------
+    # updates
+
+    def update(self, leaves: np.ndarray, values: np.ndarray) -> None:
+        """Set leaves to values (>= 0, finite); a later duplicate in ``leaves`` wins."""
+        leaves = np.ascontiguousarray(leaves, dtype=np.int64)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        if leaves.shape != values.shape or leaves.ndim != 1:
+            raise ValueError(f"leaves {leaves.shape} and values {values.shape} must be 1-D of one shape")
+        if leaves.size and (leaves.min() < 0 or leaves.max() >= self.capacity):
+            raise IndexError(f"leaf index out of range [0, {self.capacity})")
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError("SumTree values must be finite and >= 0")
+        _set_leaves(self.tree, self.offsets, self.mark, leaves, values)
+
+    def state_dict(self) -> dict:
+        return {"capacity": self.capacity, "tree": self.tree}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["capacity"] != self.capacity or state["tree"].shape != self.tree.shape:
+            raise ValueError(f"sum tree of capacity {state['capacity']} loaded into one of {self.capacity}")
+        self.tree[...] = state["tree"]

@@ -1,0 +1,145 @@
+"""The K-ary sum tree: every internal node is the sum (min, max) of its children after any sequence of
+updates, and ``find`` returns the right leaf, never a zero one."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from per_cli.replay.sum_tree import MAX, MIN, SUM, SumTree
+
+
+def check_invariants(tree: SumTree, values: np.ndarray) -> None:
+    """Leaves equal ``values``; each node is the sum/min/max of its K children."""
+    np.testing.assert_array_equal(tree.values(), values)
+    k = tree.fanout
+    for level in range(1, tree.depth + 1):
+        child_sums = tree.level(level - 1, SUM)
+        if level == 1:
+            positive = np.where(child_sums > 0, child_sums, np.inf)
+            child_mins, child_maxs = positive, child_sums
+        else:
+            child_mins, child_maxs = tree.level(level - 1, MIN), tree.level(level - 1, MAX)
+        for row, children, reduce, rtol in (
+            (SUM, child_sums, np.sum, 1e-12),
+            (MIN, child_mins, np.min, 0),
+            (MAX, child_maxs, np.max, 0),
+        ):
+            nodes = tree.level(level, row)
+            for j in range(len(nodes) if level < tree.depth else 1):
+                block = children[j * k : (j + 1) * k]
+                expected = reduce(block) if block.size else (0.0 if row != MIN else np.inf)
+                if rtol:
+                    assert nodes[j] == pytest.approx(expected, rel=rtol, abs=1e-300), (level, j)
+                else:
+                    assert nodes[j] == expected, (level, row, j)
+    positive = values[values > 0]
+    assert tree.total == pytest.approx(values.sum(), rel=1e-12, abs=1e-300)
+    assert tree.min == (positive.min() if positive.size else np.inf)
+    assert tree.max == (values.max() if values.size else 0.0)
+
+
+def check_find(tree: SumTree, values: np.ndarray, prefixes: np.ndarray) -> None:
+    """The found leaf is positive and its cumulative interval holds the prefix (within rounding)."""
+    leaves = tree.find(prefixes)
+    cum = np.concatenate([[0.0], np.cumsum(values)])
+    tol = 1e-9 * max(values.sum(), 1e-300)
+    for prefix, leaf in zip(np.clip(prefixes, 0, values.sum()), leaves, strict=True):
+        assert 0 <= leaf < len(values)
+        assert values[leaf] > 0, (prefix, leaf)
+        assert cum[leaf] - tol <= prefix, (prefix, leaf)
+        last_positive = np.nonzero(values)[0].max()
+        assert prefix < cum[leaf + 1] + tol or leaf == last_positive, (prefix, leaf)
+
+
+values_strategy = st.floats(min_value=0.0, max_value=1e3, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(min_value=1, max_value=600),
+    batches=st.lists(
+        st.lists(st.tuples(st.integers(min_value=0, max_value=10**6), values_strategy), min_size=1, max_size=40),
+        min_size=1,
+        max_size=12,
+    ),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_random_update_sequences_keep_every_node_consistent_and_find_correct(capacity, batches, seed):
+    tree = SumTree(capacity)
+    values = np.zeros(capacity)
+    for batch in batches:
+        leaves = np.array([leaf % capacity for leaf, _ in batch])
+        new = np.array([v for _, v in batch])
+        tree.update(leaves, new)
+        for leaf, v in zip(leaves, new, strict=True):  # a later duplicate wins
+            values[leaf] = v
+        check_invariants(tree, values)
+    if values.sum() > 0:
+        rng = np.random.default_rng(seed)
+        total = values.sum()
+        prefixes = np.concatenate([rng.random(50) * total, [0.0, total, total * (1 + 1e-12), np.nextafter(total, 0)]])
+        check_find(tree, values, prefixes)
+
+
+def test_find_matches_searchsorted_on_a_large_tree():
+    rng = np.random.default_rng(0)
+    values = rng.random(100_003) ** 3
+    values[rng.random(values.size) < 0.2] = 0.0  # zero-mass leaves scattered through the tree
+    tree = SumTree(values.size)
+    tree.update(np.arange(values.size), values)
+    check_invariants(tree, values)
+    prefixes = rng.random(20_000) * values.sum()
+    expected = np.searchsorted(np.cumsum(values), prefixes, side="right")
+    found = tree.find(prefixes)
+    mismatch = found != expected
+    assert mismatch.mean() < 1e-3  # only at float-rounding boundaries ...
+    check_find(tree, values, prefixes[mismatch])  # ... and there still a correct, positive leaf
+
+
+def test_rounding_never_reaches_an_empty_or_zero_leaf():
+    # trailing zero leaves (the unfilled part of a memory, the padding to a multiple of K) and a prefix
+    # at or beyond the float total
+    tree = SumTree(1000)
+    values = np.zeros(1000)
+    values[:7] = [1e-300, 3.0, 1e16, 0.1, 0.0, 0.2, 0.3]
+    tree.update(np.arange(7), values[:7])
+    total = tree.total
+    for prefix in [total, np.nextafter(total, np.inf), total * 2, 1e300, -1.0, 0.0]:
+        (leaf,) = tree.find(np.array([prefix]))
+        assert values[leaf] > 0
+    (last,) = tree.find(np.array([total]))
+    assert last == 6
+
+
+def test_min_and_max_track_updates_and_zeros():
+    tree = SumTree(40)
+    tree.update(np.arange(40), np.arange(1, 41, dtype=float))
+    assert (tree.min, tree.max, tree.total) == (1.0, 40.0, 820.0)
+    tree.update(np.array([0, 39]), np.array([0.0, 0.0]))  # zero leaves leave the min and the max
+    assert (tree.min, tree.max) == (2.0, 39.0)
+    tree.update(np.arange(40), np.zeros(40))
+    assert (tree.min, tree.max, tree.total) == (np.inf, 0.0, 0.0)
+    with pytest.raises(ValueError, match="zero total"):
+        tree.find(np.array([0.0]))
+
+
+def test_update_rejects_bad_input():
+    tree = SumTree(8)
+    with pytest.raises(ValueError, match="finite"):
+        tree.update(np.array([0]), np.array([np.nan]))
+    with pytest.raises(ValueError, match="finite"):
+        tree.update(np.array([0]), np.array([-1.0]))
+    with pytest.raises(IndexError):
+        tree.update(np.array([8]), np.array([1.0]))
+    with pytest.raises(ValueError, match="capacity"):
+        SumTree(0)
+
+
+def test_state_dict_round_trip():
+    a, b = SumTree(50), SumTree(50)
+    a.update(np.arange(50), np.linspace(0, 1, 50))
+    b.load_state_dict(a.state_dict())
+    np.testing.assert_array_equal(a.tree, b.tree)
+    with pytest.raises(ValueError):
+        SumTree(51).load_state_dict(a.state_dict())
