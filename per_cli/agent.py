@@ -1,4 +1,10 @@
-"""DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync."""
+"""DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync.
+
+Two update engines give the same results (to float32 rounding): ``torch`` (autograd + ``torch.optim.Adam``
++ ``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.mlp_engine`: the whole update
+of an MLP in one compiled call, several times faster on a CPU). ``agent.engine: auto`` picks numba for an
+MLP on the CPU.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from per_cli.config import AgentConfig
-from per_cli.networks import make_q_network
+from per_cli.config import AgentConfig, ConfigError
+from per_cli.mlp_engine import MLPEngine
+from per_cli.networks import MLPQNetwork, make_q_network
 from per_cli.replay import Batch
 
 
@@ -30,6 +37,20 @@ def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Te
     return rewards + gamma * (1.0 - terminated) * next_q
 
 
+def resolve_engine(name: str, q_net: nn.Module, device: torch.device) -> str:
+    """``auto`` -> ``numba`` for an MLP on the CPU, else ``torch``; an impossible ``numba`` is a config error."""
+    fits = isinstance(q_net, MLPQNetwork) and device.type == "cpu"
+    if name == "auto":
+        return "numba" if fits else "torch"
+    if name == "numba" and not fits:
+        what = "a CUDA device" if device.type != "cpu" else f"a {type(q_net).__name__}"
+        raise ConfigError(
+            f"agent.engine: numba updates an MLP Q-network on the CPU, but this run has {what}; "
+            "use agent.engine=auto or torch"
+        )
+    return name
+
+
 class DQNAgent:
     def __init__(self, cfg: AgentConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device):
         self.cfg = cfg
@@ -39,7 +60,23 @@ class DQNAgent:
         self.target_net = make_q_network(cfg.network, obs_shape, n_actions, cfg.hidden_sizes).to(device)
         self.target_net.load_state_dict(self.q_net.state_dict())
         self.target_net.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q_net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        self.engine = resolve_engine(cfg.engine, self.q_net, device)
+        self._fast: MLPEngine | None = None
+        if self.engine == "numba":
+            # the networks' parameters become views of flat buffers that the compiled update writes in place
+            self._fast = MLPEngine(
+                self.q_net,
+                self.target_net,
+                gamma=cfg.gamma,
+                loss=cfg.loss,
+                double_dqn=cfg.double_dqn,
+                max_grad_norm=cfg.max_grad_norm,
+                lr=cfg.lr,
+                adam_eps=cfg.adam_eps,
+            )
+            self.optimizer = self._fast.optimizer  # FlatAdam: torch.optim.Adam's state_dict format
+        else:
+            self.optimizer = torch.optim.Adam(self.q_net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.updates = 0
 
     def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
@@ -47,8 +84,13 @@ class DQNAgent:
             return int(rng.integers(self.n_actions))
         return self.greedy_action(obs)
 
-    @torch.inference_mode()
     def greedy_action(self, obs: np.ndarray) -> int:
+        if self._fast is not None:  # ~2 µs instead of a ~60 µs torch forward
+            return self._fast.greedy_action(obs)
+        return self._torch_greedy_action(obs)
+
+    @torch.inference_mode()
+    def _torch_greedy_action(self, obs: np.ndarray) -> int:
         q = self.q_net(torch.as_tensor(obs, device=self.device).unsqueeze(0))
         return int(q.argmax(dim=1).item())
 
@@ -68,12 +110,20 @@ class DQNAgent:
 
     def td_errors(self, batch: Batch) -> np.ndarray:
         """δ for a batch without learning (used for insertion-time priorities)."""
+        if self._fast is not None:
+            b = batch
+            return self._fast.td_errors(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
         with torch.no_grad():
             q = self.q_net(self._to_device(batch.obs)).gather(1, self._to_device(batch.actions)[:, None]).squeeze(1)
             return (self._targets(batch) - q).cpu().numpy()
 
     def learn(self, batch: Batch) -> UpdateResult:
         """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean."""
+        if self._fast is not None:
+            b = batch
+            td, loss, q_mean = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
+            self.updates += 1
+            return UpdateResult(td_errors=td, loss=loss, q_mean=q_mean)
         actions = self._to_device(batch.actions)
         q = self.q_net(self._to_device(batch.obs)).gather(1, actions[:, None]).squeeze(1)
         target = self._targets(batch)
@@ -93,6 +143,9 @@ class DQNAgent:
 
     def sync_target(self) -> None:
         """Hard copy when tau == 1, else Polyak averaging θ' ← τθ + (1 − τ)θ'."""
+        if self._fast is not None:
+            self._fast.sync_target(self.cfg.tau)
+            return
         if self.cfg.tau >= 1.0:
             self.target_net.load_state_dict(self.q_net.state_dict())
             return
@@ -113,3 +166,5 @@ class DQNAgent:
         self.target_net.load_state_dict(state["target_net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = state["updates"]
+        if self._fast is not None:
+            self._fast.check_shared()
