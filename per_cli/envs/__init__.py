@@ -13,7 +13,18 @@ ALIASES: dict[str, str] = {
     "acrobot": "Acrobot-v1",
     "mountaincar": "MountainCar-v0",
     "pong": "ALE/Pong-v5",
+    "bitflip": "BitFlip-v0",
+    "cliffwalk": "BlindCliffwalk-v0",
 }
+
+# the project's own research envs (entry points are imported only when an env is made)
+PROJECT_ENVS: dict[str, str] = {
+    "BitFlip-v0": "per_cli.envs.bitflip:BitFlipEnv",  # kwargs: n_bits (env.n_bits)
+    "BlindCliffwalk-v0": "per_cli.envs.cliffwalk:BlindCliffwalkEnv",  # kwargs: n_states
+}
+for _env_id, _entry_point in PROJECT_ENVS.items():
+    if _env_id not in gym.registry:
+        gym.register(_env_id, entry_point=_entry_point)
 
 
 def resolve_env_id(name: str) -> str:
@@ -54,6 +65,11 @@ def env_label(name: str) -> str:
     return name.lower() if name.lower() in ALIASES else name.replace("/", "-")
 
 
+def accepts_n_bits(name: str) -> bool:
+    """Whether ``env.n_bits`` applies to this env (bit flipping only)."""
+    return resolve_env_id(name) == "BitFlip-v0"
+
+
 def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
     """Build the env described by ``cfg``; evaluation envs skip training-only shaping (Atari reward clipping
     and life-loss terminals). The env is reset once with ``seed`` so its RNG is seeded."""
@@ -67,6 +83,10 @@ def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
         kwargs = dict(cfg.kwargs)
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps
+        if getattr(cfg, "n_bits", None) is not None:
+            if not accepts_n_bits(cfg.id):
+                raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.id} does not")
+            kwargs["n_bits"] = cfg.n_bits
         env = gym.make(env_id, **kwargs)
     env.reset(seed=seed)
     env.action_space.seed(seed)
