@@ -17,7 +17,7 @@ import torch
 from per_cli.agent import DQNAgent
 from per_cli.config import Config, ConfigError, dump_config
 from per_cli.envs import env_label, make_env
-from per_cli.logger import EPISODE_UPDATE_COLUMNS, RunLogger, write_summary
+from per_cli.logger import EPISODE_UPDATE_COLUMNS, RunLogger, read_summary, write_summary
 from per_cli.metrics import RunningMeans, UpdateWindow
 from per_cli.replay import ReplayMemory, make_replay
 from per_cli.schedules import beta_schedule, epsilon_schedule
@@ -88,7 +88,7 @@ class Trainer:
         if len(obs_space.shape) == 1:
             torch.set_num_threads(1)  # small MLPs: thread hand-offs cost more than they save
         self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device)
-        self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed)
+        self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
         self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
         t = cfg.train
         self.epsilon = epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
@@ -101,6 +101,17 @@ class Trainer:
         self._log_means = RunningMeans()
         self._episode_means = RunningMeans()
         self.logger: RunLogger | None = None
+        # set by checkpoint.restore_trainer (per train --resume)
+        self._resumed_from: int | None = None
+        self._resume_obs: Any = None
+        self._elapsed_before = 0.0
+        self._min_fill = 0  # transitions the memory must hold before learning (refill after a resume)
+
+    def resume(self, run_dir: Path) -> int:
+        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step."""
+        from per_cli.checkpoint import restore_trainer
+
+        return restore_trainer(self, run_dir)
 
     # ------------------------------------------------------------------------------------------------------
     # the run
@@ -109,7 +120,7 @@ class Trainer:
         """Train for ``train.total_steps`` env steps; always leaves a ``summary.json`` (completed or failed)."""
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(dump_config(self.cfg))
-        started = time.time()
+        started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
         self._start_time = started
         base = {
             "status": "running",
@@ -119,12 +130,28 @@ class Trainer:
             "device": str(self.device),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         }
+        resumed = self._resumed_from is not None
+        if resumed:
+            from per_cli.checkpoint import truncate_metrics
+
+            base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
+            base["resumed_from_step"] = self._resumed_from
+            truncate_metrics(run_dir, self._resumed_from)
         write_summary(run_dir, base)
+        # Flush denormal floats to zero on this thread while training (torch, numpy and the numba engine alike):
+        # Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
+        # slower (it tripled the update time of configs/cartpole_uniform.yaml). Values below 1e-38 change
+        # nothing else. The flag is process state, so it is restored when the run ends.
+        torch.set_flush_denormal(True)
         try:
-            self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard)
-            self._train()
+            # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
+            purge = self._resumed_from + 1 if resumed else None
+            self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
+            obs = self._train()
             if self.cfg.train.eval_episodes > 0:
                 self._evaluate()
+            if self.cfg.train.checkpoint_every:
+                self._checkpoint(run_dir, obs)
             summary = {**base, **self._results(started), "status": "completed"}
         except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
             message = (
@@ -142,6 +169,7 @@ class Trainer:
             write_summary(run_dir, summary)
             raise
         finally:
+            torch.set_flush_denormal(False)
             if self.logger is not None:
                 self.logger.close()
             self.env.close()
@@ -150,9 +178,14 @@ class Trainer:
         write_summary(run_dir, summary)
         return summary
 
-    def _train(self) -> None:
+    def _train(self) -> Any:
+        """Run the remaining steps; returns the observation in hand (for the final checkpoint)."""
         cfg, s = self.cfg, self.state
-        obs, _ = self.env.reset(seed=cfg.seed)
+        if self._resume_obs is not None:
+            obs, self._resume_obs = self._resume_obs, None
+        else:
+            obs, _ = self.env.reset(seed=cfg.seed)
+        checkpoint_every = cfg.train.checkpoint_every
         initial_td = cfg.replay.initial_priority == "td_error"
         for step in range(s.step, cfg.train.total_steps):
             s.step = step
@@ -177,8 +210,17 @@ class Trainer:
                 self._evaluate()
             if (step + 1) % 1000 == 0:
                 self.progress.update(step + 1, self._progress_info(epsilon))
+            if checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < cfg.train.total_steps:
+                s.step = step + 1  # the step to run next
+                self._checkpoint(self.logger.run_dir, obs)
         s.step = cfg.train.total_steps
         self.progress.update(s.step, self._progress_info(self.epsilon(s.step)))
+        return obs
+
+    def _checkpoint(self, run_dir: Path, obs: Any) -> None:
+        from per_cli.checkpoint import save_trainer
+
+        save_trainer(self, run_dir, obs)
 
     # ------------------------------------------------------------------------------------------------------
     # phases
@@ -191,7 +233,8 @@ class Trainer:
 
     def _maybe_learn(self, step: int) -> None:
         cfg = self.cfg
-        if step + 1 < self.learn_from:
+        # hindsight stores transitions when their episode ends, so the memory can lag the step count
+        if step + 1 < self.learn_from or len(self.memory) < max(self._min_fill, cfg.replay.batch_size):
             return
         if (step + 1) % cfg.train.train_freq == 0:
             beta = self.beta(step)
