@@ -51,6 +51,15 @@ def train(
     name: Annotated[str | None, typer.Option(help="Run directory name (default: ENV__REPLAY__sSEED__TIME).")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda (overrides the config).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN_DIR",
+            help="Continue RUN_DIR from its latest checkpoint, with its config.yaml; --set may change train.*, "
+            "log.* and metrics.* keys (e.g. --set train.total_steps=2000000 to train longer).",
+        ),
+    ] = None,
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory."""
     from per_cli.config import load_config
@@ -58,12 +67,22 @@ def train(
     from per_cli.progress import train_progress
 
     try:
-        cfg = load_config(config, overrides or [], seed=seed, device=device)
-        run_dir = runs_dir / (name or default_run_name(cfg))
-        if run_dir.exists():
-            raise ConfigError(f"--name: run directory {run_dir} already exists; choose another --name")
+        if resume is not None:
+            if config is not None or seed is not None or name is not None:
+                raise ConfigError("--resume: the run continues with its own config.yaml; drop --config, --seed, --name")
+            if not (resume / "config.yaml").is_file():
+                raise ConfigError(f"--resume: {resume} is not a run directory (it has no config.yaml)")
+            cfg = load_config(resume / "config.yaml", overrides or [], device=device)
+            run_dir = resume
+        else:
+            cfg = load_config(config, overrides or [], seed=seed, device=device)
+            run_dir = runs_dir / (name or default_run_name(cfg))
+            if run_dir.exists():
+                raise ConfigError(f"--name: run directory {run_dir} already exists; choose another --name")
         progress = train_progress(cfg.train.total_steps, run_dir.name, quiet)
         trainer = Trainer(cfg, progress=progress)
+        if resume is not None:
+            trainer.resume(run_dir)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
     try:
@@ -77,6 +96,192 @@ def train(
         raise typer.Exit(EXIT_RUN_FAILED) from None
     if not quiet:
         _print_summary(run_dir, summary)
+
+
+@app.command()
+def grid(
+    envs: Annotated[str, typer.Option("--envs", help="Comma-separated envs: cartpole,acrobot or Gymnasium ids.")],
+    replays: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated replay kinds (default: every kind with a config for the env)."),
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="Seed count N (seeds 1..N) or a list: 1,5,9.")] = "3",
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option("--sweep", help="Add a config key as an axis: --sweep replay.capacity=1000,100000 (repeatable)."),
+    ] = None,
+    overrides: SetOpt = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Base config for every run (env.id, replay.kind set per run).")
+    ] = None,
+    configs_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where configs/<env>_<kind>.yaml live (default: ./configs, else the repository's)."),
+    ] = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+    name: Annotated[
+        str | None, typer.Option(help="Grid directory name (default: grid-TIME, or the grid this request made).")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Runs at once (default: CPU cores; Ray: its CPUs).")
+    ] = None,
+    backend: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start Ray here).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the runs and their state; write nothing.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run failed runs again.")] = False,
+    plot: Annotated[bool, typer.Option("--plot", help="Run per plot on the grid directory afterwards.")] = False,
+) -> None:
+    """Run env × replay × seed (× --sweep) as separate runs on local cores or Ray; re-run the same command
+    to resume (completed runs are skipped)."""
+    from per_cli import grid as grid_mod
+
+    try:
+        if backend not in ("local", "ray"):
+            raise ConfigError(f"--backend {backend!r}: choose local or ray")
+        if ray_address is not None and backend != "ray":
+            raise ConfigError("--ray-address needs --backend ray")
+        if backend == "ray" and not dry_run:
+            try:
+                import ray  # noqa: F401
+            except ImportError:
+                raise ConfigError("--backend ray needs Ray: pip install 'per-cli[ray]'") from None
+        if plot and "plot" not in {c.name or c.callback.__name__ for c in app.registered_commands}:
+            raise ConfigError("--plot: this version has no `per plot` command")
+        request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
+        plan = grid_mod.plan_grid(request)
+        grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)
+        if dry_run:
+            grid_mod.dry_run_table(plan, grid_dir, exists, retry_failed)
+            return
+        if backend == "local":
+            grid_mod.check_devices(plan)
+        outcome = grid_mod.run_grid(
+            plan, grid_dir, workers=workers, backend=backend, ray_address=ray_address, retry_failed=retry_failed
+        )
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
+    if plot and outcome.exit_code != 130:  # a separate process: plotting does not share the grid's imports
+        import subprocess
+
+        done = subprocess.run([sys.executable, "-m", "per_cli", "plot", str(outcome.grid_dir)], check=False)
+        if done.returncode != 0 and outcome.exit_code == 0:
+            raise typer.Exit(done.returncode)
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def plot(
+    runs_dir: Annotated[Path, typer.Argument(help="Directory searched recursively for run directories.")],
+    out: Annotated[Path | None, typer.Option(help="Where figures and tables go (default: RUNS_DIR/plots).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Figure format: png or svg.")] = "png",
+    smooth: Annotated[
+        int, typer.Option(help="Trailing mean over N logged points (1 = none); also the steps-to-threshold window.")
+    ] = 10,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="Also plot this logged scalar per env, e.g. replay/sample_age (repeatable)."),
+    ] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="Return threshold for 'steps to threshold': ENV=VALUE, e.g. cartpole=475 (repeatable; "
+            "default: the env's registered reward_threshold; ENV=none turns it off).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Processes reading event files (default: CPU cores).")
+    ] = None,
+) -> None:
+    """Figures (return, TD error, correlation count with 95% bootstrap bands; the hypothesis scatter) and
+    tables (IQM of the final return with a stratified bootstrap CI) from run directories."""
+    from per_cli.plot import make_plots, parse_thresholds
+
+    try:
+        report = make_plots(
+            runs_dir,
+            out,
+            fmt=fmt,
+            smooth=smooth,
+            metrics=metric or [],
+            thresholds=parse_thresholds(threshold or []),
+            workers=workers,
+        )
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
+    typer.echo(report.table_md)
+    counts = {s: sum(r.status == s for r in report.runs) for s in ("completed", "running", "failed")}
+    typer.echo(
+        f"{len(report.runs)} runs in {len(report.groups)} groups ("
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + f"); wrote {len(report.files)} files to {report.out}:"
+    )
+    for path in report.files:
+        typer.echo(f"  {path}")
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+@app.command()
+def cliffwalk(
+    n: Annotated[
+        str, typer.Option("--n", help="Chain lengths: a range 2..14 (inclusive) or a list 4,8,12 (paper: 2..16).")
+    ] = "2..12",
+    methods: Annotated[
+        str, typer.Option(help="Comma-separated: uniform, prioritized, rank, oracle.")
+    ] = "uniform,prioritized,rank,oracle",
+    runs: Annotated[int, typer.Option(min=1, help="Runs per method and n (median, min and max are reported).")] = 10,
+    learner: Annotated[str, typer.Option(help="tabular or linear (one-hot features plus a bias).")] = "tabular",
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory (default: runs/cliffwalk__LEARNER__TIME).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Base seed (weights and sampler draws per n and run).")] = 0,
+    max_updates: Annotated[
+        int | None, typer.Option(min=1, help="Cap per run (default: max(1e5, 200 × memory size)).")
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(min=0.0, help="Priority exponent α (default: prioritized 0.6, rank 0.7, as on Atari)."),
+    ] = None,
+    beta: Annotated[float, typer.Option(min=0.0, max=1.0, help="IS exponent β (0: every weight is 1).")] = 0.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the result table.")] = False,
+) -> None:
+    """The Blind Cliffwalk (Schaul et al. 2016, Fig. 1-2): Q-learning updates until the MSE of Q < 1e-3 per
+    replay method and chain length; writes cliffwalk.csv, cliffwalk.json and a log-log cliffwalk.png."""
+    import time
+
+    from per_cli.cliffwalk import (
+        LEARNERS,
+        CliffwalkSettings,
+        default_out_dir,
+        format_table,
+        parse_methods,
+        parse_ns,
+        run_experiment,
+        write_outputs,
+    )
+
+    try:
+        if learner not in LEARNERS:
+            raise ConfigError(f"--learner: {learner!r} is not one of {', '.join(LEARNERS)}")
+        settings = CliffwalkSettings(
+            ns=parse_ns(n),
+            methods=parse_methods(methods),
+            runs=runs,
+            learner=learner,
+            seed=seed,
+            max_updates=max_updates,
+            alpha=alpha,
+            beta=beta,
+        )
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
+    out_dir = out or default_out_dir(learner)
+    started = time.perf_counter()
+    results, rows = run_experiment(settings, progress=None if quiet else typer.echo)
+    write_outputs(out_dir, settings, results, rows, time.perf_counter() - started)
+    typer.echo(format_table(rows))
+    typer.echo(f"wrote {out_dir / 'cliffwalk.csv'}, {out_dir / 'cliffwalk.json'}, {out_dir / 'cliffwalk.png'}")
 
 
 def _print_summary(run_dir: Path, summary: dict) -> None:

@@ -62,7 +62,7 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 class RunLogger:
     """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs."""
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False):
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False, purge_step: int | None = None):
         self.run_dir = run_dir
         csv_path = run_dir / "metrics.csv"
         new_csv = not (append and csv_path.exists())
@@ -74,7 +74,8 @@ class RunLogger:
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(run_dir))
+            # purge_step: TensorBoard hides this dir's older events at steps >= it (a resumed run logs them anew)
+            self._tb = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         if self._tb is not None:

@@ -1,0 +1,135 @@
+"""The Atari pipeline: ALE games through Gymnasium's own preprocessing, plus the few wrappers it lacks.
+
+Chain, innermost first (``make_atari_env``)::
+
+    ALE/<Game>-v5 (frameskip=1, sticky actions = env.atari.sticky_actions, default 0)   or <Game>NoFrameskip-v4
+    AtariPreprocessing       Gymnasium: noop starts, frame skip with max-pooling, grayscale, resize to 84x84
+    TimeLimit                only when env.max_episode_steps is set (counted in agent steps)
+    RecordEpisodeStatistics  whole games, unclipped rewards: what the training loop logs
+    LifeLossTerminal         training only (env.atari.terminal_on_life_loss): a lost life ends the episode
+    FireOnReset              games with a FIRE action (env.atari.fire_reset): press FIRE to launch the game
+    UnitRewardClip           training only (env.atari.clip_rewards): rewards clipped to [-1, 1] (integer ALE
+                             rewards: their sign)
+    FrameStackObservation    Gymnasium: the last env.atari.frame_stack frames, zero-padded at an episode start
+
+Evaluation envs (``evaluation=True``) skip the two training-only wrappers: they see unclipped rewards and
+play whole games.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from per_cli.config import ConfigError, EnvConfig
+
+# FrameStackObservation pads the first stack of an episode; "zero" keeps episodes apart (a stack never
+# repeats the reset frame as if it had been seen before), and it is what the frame storage reproduces.
+STACK_PADDING = "zero"
+
+
+def _ale(env: gym.Env):
+    return env.unwrapped.ale
+
+
+class LifeLossTerminal(gym.Wrapper):
+    """End an episode when a life is lost, without resetting the game (Mnih et al. 2015).
+
+    ``step`` reports ``terminated=True`` on a life loss; the next ``reset`` then continues the same game with
+    one no-op step instead of restarting it. Only a real game over (or an explicit seed) resets the game, so
+    the statistics recorded underneath still cover whole games.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = _ale(self.env).lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if self.game_over or seed is not None or options:
+            obs, info = self.env.reset(seed=seed, options=options)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)  # step past the lost life
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        self.game_over = False
+        self.lives = _ale(self.env).lives()
+        return obs, info
+
+
+class UnitRewardClip(gym.RewardWrapper):
+    """Rewards clipped to [-1, 1] (Mnih et al. 2015). Gymnasium's ``ClipReward`` does the same with a lambda,
+    which cannot be pickled, and checkpoints pickle the env."""
+
+    def reward(self, reward):
+        return float(min(max(reward, -1.0), 1.0))
+
+
+class FireOnReset(gym.Wrapper):
+    """Press FIRE (then the next action) after every reset, for games that wait for it to start."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        if len(meanings) < 3 or meanings[1] != "FIRE":
+            raise ValueError(f"FireOnReset needs FIRE as action 1, the game has {meanings}")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:  # a game that ends while starting: start over, without firing
+                return self.env.reset()
+        return obs, info
+
+
+def has_fire_action(env: gym.Env) -> bool:
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def make_atari_env(env_id: str, cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
+    """Build the pipeline above for any ALE id (``ALE/<Game>-v5`` or ``<Game>NoFrameskip-v4``)."""
+    a = cfg.atari
+    kwargs: dict[str, Any] = {
+        "frameskip": 1,  # AtariPreprocessing skips frames (and max-pools the last two)
+        "repeat_action_probability": a.sticky_actions,
+        "full_action_space": a.full_action_space,
+        "obs_type": "grayscale",  # AtariPreprocessing reads the screen itself; this only saves an RGB copy
+        **cfg.kwargs,
+    }
+    try:
+        env = gym.make(env_id, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"env.kwargs: {env_id} rejected {sorted(cfg.kwargs)} ({exc})") from None
+    if a.noop_max > 0 and env.unwrapped.get_action_meanings()[0] != "NOOP":
+        raise ConfigError(f"env.atari.noop_max: {env_id} has no NOOP action 0; set env.atari.noop_max=0")
+    env = gym.wrappers.AtariPreprocessing(
+        env,
+        noop_max=a.noop_max,
+        frame_skip=a.frame_skip,
+        screen_size=a.screen_size,
+        terminal_on_life_loss=False,  # ours keeps the game going after a lost life; Gymnasium's resets it
+        grayscale_obs=True,
+        scale_obs=False,  # uint8 frames; the network scales them on the device
+    )
+    if cfg.max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=cfg.max_episode_steps)
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    if a.terminal_on_life_loss and not evaluation:
+        env = LifeLossTerminal(env)
+    if a.fire_reset and has_fire_action(env):
+        env = FireOnReset(env)
+    if a.clip_rewards and not evaluation:
+        env = UnitRewardClip(env)
+    return gym.wrappers.FrameStackObservation(env, a.frame_stack, padding_type=STACK_PADDING)
