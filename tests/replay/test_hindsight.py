@@ -179,7 +179,6 @@ def test_short_bitflip_run_with_hindsight_learns(tmp_path):
          "train.eval_episodes=50", "replay.capacity=20000", "replay.batch_size=32", "agent.hidden_sizes=[64]",
          "log.tensorboard=false", "metrics.correlation=false"],
     )
-    import torch
 
     summary = Trainer(cfg, device="cpu").run(tmp_path / "run")
     # uniform replay with the same budget: about 0.1 (random goals are rarely hit)
