@@ -42,6 +42,7 @@ import os
 import numpy as np
 
 from per_cli.config import ConfigError
+from per_cli.replay.storage import RingBookkeeping, TransitionStorage
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong
 # game lasts 760+ agent steps); shorter episodes only make the oldest transitions unsampleable
@@ -89,7 +90,7 @@ def ensure_memory_fits(nbytes: int, what: str, *, per_unit: int | None = None, k
     )
 
 
-class FrameStackStorage:
+class FrameStackStorage(RingBookkeeping):
     """Ring storage for ``(S, H, W)`` frame-stack observations; same face as ``TransitionStorage``."""
 
     def __init__(
@@ -179,14 +180,7 @@ class FrameStackStorage:
         self._write_frame(next_obs[-1])
         if not 0 <= action < 256:
             raise ValueError(f"FrameStackStorage keeps actions as uint8 (Atari has <= 18), got {action}")
-        self.actions[slot] = action
-        self.rewards[slot] = reward
-        self.terminated[slot] = terminated
-        self.truncated[slot] = truncated
-        self.ids[slot] = self.added
-        self.added += 1
-        self.cursor = (slot + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+        self._record(action, reward, terminated, truncated)
         self._episode_open = not (terminated or truncated)
         self._last_next[...] = next_obs
         self._advance_first_sampleable()
@@ -280,6 +274,5 @@ def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
     """The storage for a run: each frame once for Atari frame stacks, transitions as they come otherwise."""
     if uses_frame_storage(cfg, obs_shape):
         return FrameStackStorage(cfg.replay.capacity, obs_shape, obs_dtype)
-    from per_cli.replay.storage import TransitionStorage
 
     return TransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)

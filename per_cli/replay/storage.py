@@ -10,7 +10,25 @@ from __future__ import annotations
 import numpy as np
 
 
-class TransitionStorage:
+class RingBookkeeping:
+    """The per-transition columns and ring counters every storage shares (``actions``, ``rewards``,
+    ``terminated``, ``truncated``, ``ids``, ``cursor``, ``size``, ``added``, ``capacity``)."""
+
+    def _record(self, action, reward, terminated, truncated) -> int:
+        """Write the scalar columns of the transition at the cursor, then advance the ring; returns its slot."""
+        slot = self.cursor
+        self.actions[slot] = action
+        self.rewards[slot] = reward
+        self.terminated[slot] = terminated
+        self.truncated[slot] = truncated
+        self.ids[slot] = self.added
+        self.added += 1
+        self.cursor = (slot + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+        return slot
+
+
+class TransitionStorage(RingBookkeeping):
     """Stores (obs, action, reward, next_obs, terminated, truncated) in fixed numpy arrays."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
@@ -29,18 +47,9 @@ class TransitionStorage:
         self.added = 0  # transitions ever added; also the id of the next one
 
     def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
-        slot = self.cursor
-        self.obs[slot] = obs
-        self.next_obs[slot] = next_obs
-        self.actions[slot] = action
-        self.rewards[slot] = reward
-        self.terminated[slot] = terminated
-        self.truncated[slot] = truncated
-        self.ids[slot] = self.added
-        self.added += 1
-        self.cursor = (slot + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
-        return slot
+        self.obs[self.cursor] = obs
+        self.next_obs[self.cursor] = next_obs
+        return self._record(action, reward, terminated, truncated)
 
     @property
     def latest_slot(self) -> int:
