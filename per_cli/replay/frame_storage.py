@@ -213,11 +213,6 @@ class FrameStackStorage(RingBookkeeping):
         """Which slots hold a transition whose frames are all still in the ring."""
         return self.ids[slots] >= self.first_sampleable_id  # empty slots hold id -1
 
-    def slots_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Slots of transition ids, and a mask of those still holding that transition."""
-        slots = ids % self.capacity
-        return slots, self.ids[slots] == ids
-
     def stacks(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(obs, next_obs) stacks of the transitions in ``slots``, rebuilt from the frame ring."""
         slots = np.asarray(slots, dtype=np.int64)
