@@ -43,7 +43,7 @@ def main() -> None:
 
     from per_cli.config import load_config
     from per_cli.replay import make_replay
-    from per_cli.replay.frame_storage import FrameStackStorage
+    from per_cli.replay.storage.frames import FrameStackStorage
 
     stack, size = 4, 84
     shape = (stack, size, size)

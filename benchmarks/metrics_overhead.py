@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from per_cli.config import load_config
-from per_cli.loop import Trainer
-from per_cli.metrics import UpdateWindow
+from per_cli.train.metrics import UpdateWindow
+from per_cli.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler
-from per_cli.replay.storage import TransitionStorage
+from per_cli.replay.storage.ring import TransitionStorage
 
 ALPHA, BETA, EPS = 0.6, 0.4, 1e-6
 OBS_DIM = 4
@@ -296,7 +296,7 @@ t0 = time.perf_counter()
 import numpy as np
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler
-from per_cli.replay.storage import TransitionStorage
+from per_cli.replay.storage.ring import TransitionStorage
 t1 = time.perf_counter()
 for cls in (PrioritizedSampler, RankSampler):
     st = TransitionStorage(1000, (4,), np.float32)
@@ -334,7 +334,7 @@ def train_throughput(steps: int, repeats: int) -> None:
     import pathlib
 
     from per_cli.config import load_config
-    from per_cli.loop import Trainer
+    from per_cli.train.trainer import Trainer
 
     root = pathlib.Path(__file__).resolve().parents[1]
     overrides = [

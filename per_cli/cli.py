@@ -63,8 +63,8 @@ def train(
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory."""
     from per_cli.config import load_config
-    from per_cli.loop import Trainer, default_run_name
-    from per_cli.progress import train_progress
+    from per_cli.train.progress import train_progress
+    from per_cli.train.trainer import Trainer, default_run_name
 
     try:
         if resume is not None:
@@ -133,7 +133,7 @@ def grid(
 ) -> None:
     """Run env × replay × seed (× --sweep) as separate runs on local cores or Ray; re-run the same command
     to resume (completed runs are skipped)."""
-    from per_cli import grid as grid_mod
+    from per_cli.sweep import grid as grid_mod
 
     try:
         if backend not in ("local", "ray"):
@@ -195,7 +195,7 @@ def plot(
 ) -> None:
     """Figures (return, TD error, correlation count with 95% bootstrap bands; the hypothesis scatter) and
     tables (IQM of the final return with a stratified bootstrap CI) from run directories."""
-    from per_cli.plot import make_plots, parse_thresholds
+    from per_cli.analysis.plot import make_plots, parse_thresholds
 
     try:
         report = make_plots(
@@ -250,7 +250,7 @@ def cliffwalk(
     replay method and chain length; writes cliffwalk.csv, cliffwalk.json and a log-log cliffwalk.png."""
     import time
 
-    from per_cli.cliffwalk import (
+    from per_cli.experiments.cliffwalk.study import (
         LEARNERS,
         CliffwalkSettings,
         default_out_dir,

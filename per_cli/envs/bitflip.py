@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 if TYPE_CHECKING:
-    from per_cli.replay.hindsight import GoalLayout
+    from per_cli.replay.writers.hindsight import GoalLayout
 
 
 class BitFlipEnv(gym.Env):
@@ -67,7 +67,7 @@ class BitFlipEnv(gym.Env):
         return -np.any(achieved_goal != desired_goal, axis=-1).astype(np.float32)
 
     def goal_layout(self) -> GoalLayout:
-        from per_cli.replay.hindsight import GoalLayout
+        from per_cli.replay.writers.hindsight import GoalLayout
 
         n = self.n_bits
         return GoalLayout(

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from per_cli.replay.frame_storage import make_storage
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers import (
     CombinedSampler,
@@ -16,6 +15,7 @@ from per_cli.replay.samplers import (
     Sampler,
     UniformSampler,
 )
+from per_cli.replay.storage.frames import make_storage
 
 SamplerFactory = Callable[..., Sampler]
 
@@ -38,7 +38,7 @@ def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int,
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
     sampler = REPLAY_KINDS[cfg.replay.kind](cfg.replay, storage, rng)
     if cfg.replay.kind == "hindsight":
-        from per_cli.replay.hindsight import make_hindsight
+        from per_cli.replay.writers.hindsight import make_hindsight
 
         return make_hindsight(cfg, storage, sampler, env, seed)
     return ReplayMemory(storage, sampler)

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.samplers import Sampler
-from per_cli.replay.storage import TransitionStorage
+from per_cli.replay.storage.ring import TransitionStorage
 
 
 @dataclass

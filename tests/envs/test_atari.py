@@ -11,13 +11,13 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from typer.testing import CliRunner
 
-from per_cli.checkpoint import latest_checkpoint
 from per_cli.cli import app
 from per_cli.config import ConfigError, load_config
 from per_cli.envs import is_atari_id, make_env, resolve_env_id
 from per_cli.envs.atari import FireOnReset, LifeLossTerminal
-from per_cli.loop import Trainer
-from per_cli.replay.frame_storage import FrameStackStorage
+from per_cli.replay.storage.frames import FrameStackStorage
+from per_cli.train.checkpoint import latest_checkpoint
+from per_cli.train.trainer import Trainer
 
 
 def _chain(env: gym.Env) -> list[type]:

@@ -7,9 +7,9 @@ import pytest
 from per_cli.config import ConfigError, load_config
 from per_cli.envs.bitflip import BitFlipEnv
 from per_cli.replay import make_replay
-from per_cli.replay.hindsight import GoalLayout, HindsightMemory
 from per_cli.replay.samplers import PrioritizedSampler, UniformSampler
-from per_cli.replay.storage import TransitionStorage
+from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.writers.hindsight import GoalLayout, HindsightMemory
 
 REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -171,7 +171,7 @@ def test_config_errors():
 
 
 def test_short_bitflip_run_with_hindsight_learns(tmp_path):
-    from per_cli.loop import Trainer
+    from per_cli.train.trainer import Trainer
 
     cfg = load_config(
         REPO_CONFIGS / "bitflip_her.yaml",

@@ -8,7 +8,7 @@ from per_cli.config import ConfigError, load_config
 from per_cli.replay import make_replay
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler, UniformSampler
-from per_cli.replay.storage import TransitionStorage
+from per_cli.replay.storage.ring import TransitionStorage
 
 from ..conftest import CONFIGS
 

@@ -13,7 +13,7 @@ from per_cli.replay.samplers import (
     RecentSampler,
     UniformSampler,
 )
-from per_cli.replay.storage import TransitionStorage
+from per_cli.replay.storage.ring import TransitionStorage
 
 SIGNIFICANCE = 1e-3  # a correct sampler fails a fixed-seed test with this probability; the seeds are fixed
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from per_cli.replay.sum_tree import MAX, MIN, SUM, SumTree
+from per_cli.replay.structures.sum_tree import MAX, MIN, SUM, SumTree
 
 
 def check_invariants(tree: SumTree, values: np.ndarray) -> None:

@@ -1,0 +1,273 @@
+"""Replay storage for stacked image observations that keeps each frame once.
+
+An Atari observation is a stack of the last ``S`` frames (``FrameStackObservation``), and consecutive
+observations of an episode share ``S - 1`` of them. Storing ``obs`` and ``next_obs`` stacks as they come
+costs ``2 S`` frames per transition (56 GB for 10^6 transitions of 4 x 84 x 84); this storage writes each
+frame once into a ring of frames and rebuilds both stacks at sample time.
+
+Layout
+------
+* ``frames``: a ring of ``n_frames = capacity + extra`` frames. Each frame has a global id ``gid`` (frames
+  written before it) and lives at ``gid % n_frames`` until it is overwritten.
+* Per transition slot: ``frame_gid`` (the gid of the newest frame of ``obs``), ``hist`` (how many frames
+  before it, ``0 .. S-1``, belong to the stack; the rest are padding), action, reward, flags, id.
+* The newest frame of ``next_obs`` is always the frame written right after ``frame_gid``.
+
+An episode's first ``add`` writes the frames of its first stack (leading all-zero frames, i.e. the zero
+padding that ``FrameStackObservation(padding_type="zero")`` puts there, are not written but remembered
+as padding); every ``add`` then writes one frame, the newest of ``next_obs``. So an episode of ``T``
+transitions costs ``T + 1`` frames, and the final ``next_obs`` of every episode is kept exactly: a
+transition cut by a time limit bootstraps from its real next observation.
+
+Rebuilding a stack takes frames ``frame_gid - hist .. frame_gid`` and zeros before them, so a stack never
+mixes two episodes, also across the ring's wrap-around. ``obs`` and ``next_obs`` are gathered together as
+``S + 1`` consecutive frames per sample.
+
+Sampleable transitions
+----------------------
+The ``extra`` frames hold what the transitions in memory need beyond one frame each: one more per
+episode, and up to ``S - 1`` frames of history of the oldest one. When episodes are shorter than
+``capacity / extra`` steps on average, the oldest frames are overwritten while the oldest transitions
+still need them: those transitions are *unsampleable*. Because frames and transitions are written in the
+same order, the unsampleable transitions are always the oldest ones: exactly the live transitions with
+``id < first_sampleable_id``. Samplers ask ``sampleable(slots)``; after each ``add``,
+``newly_unsampleable`` holds the slots it made unsampleable, which ``ReplayMemory.add`` hands to
+``sampler.on_invalidate`` (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from per_cli.config import ConfigError
+from per_cli.replay.storage.ring import RingBookkeeping, TransitionStorage
+
+# extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong
+# game lasts 760+ agent steps); shorter episodes only make the oldest transitions unsampleable
+EXTRA_DIVISOR = 512
+# leave this fraction of the available memory to the rest of the process (network, batches, the env)
+MEMORY_HEADROOM = 0.9
+
+_NONE = np.zeros(0, dtype=np.int64)
+_PER_SLOT_BYTES = 8 + 1 + 1 + 4 + 1 + 1 + 8  # frame_gid, hist, action, reward, terminated, truncated, id
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the system can give this process without swapping (``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:  # other Unixes: free pages (an underestimate: caches could be dropped)
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def ensure_memory_fits(nbytes: int, what: str, *, per_unit: int | None = None, key: str = "replay.capacity") -> None:
+    """Raise ConfigError when ``nbytes`` is more than the system can give (before anything is allocated)."""
+    available = available_memory_bytes()
+    if available is None:
+        return
+    budget = int(available * MEMORY_HEADROOM)
+    if nbytes <= budget:
+        return
+    hint = ""
+    if per_unit:
+        hint = f"lower {key} to at most {max(budget // per_unit, 1):,} or free memory"
+    raise ConfigError(
+        f"{key}: {what} needs {_gb(nbytes)} of memory but only {_gb(available)} is available; "
+        f"{hint or 'lower ' + key + ' or free memory'}"
+    )
+
+
+class FrameStackStorage(RingBookkeeping):
+    """Ring storage for ``(S, H, W)`` frame-stack observations; same face as ``TransitionStorage``."""
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype = np.uint8,
+        *,
+        extra_frames: int | None = None,
+        check_memory: bool = True,
+    ):
+        if capacity < 1:
+            raise ValueError(f"replay.capacity must be >= 1, got {capacity}")
+        if len(obs_shape) != 3:
+            raise ValueError(f"FrameStackStorage needs (stack, height, width) observations, got {obs_shape}")
+        self.capacity = int(capacity)
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.stack = self.obs_shape[0]
+        self.frame_shape = self.obs_shape[1:]
+        self.obs_dtype = np.dtype(obs_dtype)
+        if extra_frames is None:
+            extra_frames = self.capacity // EXTRA_DIVISOR + 2 * self.stack
+        # a new episode writes S + 1 frames at once: the newest transition must always fit
+        self.n_frames = self.capacity + max(int(extra_frames), self.stack + 1)
+        if check_memory:
+            ensure_memory_fits(
+                self.bytes_needed(self.capacity, self.obs_shape, self.obs_dtype, extra_frames=extra_frames),
+                f"a replay memory of {self.capacity:,} frame-stack transitions {self.obs_shape}",
+                per_unit=int(np.prod(self.frame_shape)) * self.obs_dtype.itemsize + _PER_SLOT_BYTES,
+            )
+        # np.zeros maps untouched pages lazily: resident memory grows as the ring fills
+        self.frames = np.zeros((self.n_frames, *self.frame_shape), dtype=self.obs_dtype)
+        self.frame_gid = np.zeros(capacity, dtype=np.int64)
+        self.hist = np.zeros(capacity, dtype=np.uint8)
+        self.actions = np.zeros(capacity, dtype=np.uint8)  # ALE has at most 18 actions; int64 in batches
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.terminated = np.zeros(capacity, dtype=bool)  # float32 in batches
+        self.truncated = np.zeros(capacity, dtype=bool)
+        self.ids = np.full(capacity, -1, dtype=np.int64)
+        self.cursor = 0  # the slot the next add writes
+        self.size = 0
+        self.added = 0  # transitions ever added; also the id of the next one
+        self.frames_written = 0  # frames ever written; also the gid of the next one
+        self.first_sampleable_id = 0  # live transitions with a smaller id lost a frame to the ring
+        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (for samplers' on_invalidate)
+        self._episode_open = False  # the last transition did not end its episode
+        self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # its next_obs
+        self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
+
+    @staticmethod
+    def bytes_needed(
+        capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype = np.uint8, *, extra_frames: int | None = None
+    ) -> int:
+        stack = obs_shape[0]
+        if extra_frames is None:
+            extra_frames = capacity // EXTRA_DIVISOR + 2 * stack
+        frame_bytes = int(np.prod(obs_shape[1:])) * np.dtype(obs_dtype).itemsize
+        return (capacity + max(extra_frames, stack + 1)) * frame_bytes + capacity * _PER_SLOT_BYTES
+
+    # ------------------------------------------------------------------------------------------------------
+    # writing
+
+    def _write_frame(self, frame: np.ndarray) -> None:
+        self.frames[self.frames_written % self.n_frames] = frame
+        self.frames_written += 1
+
+    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
+        obs = np.asarray(obs)
+        next_obs = np.asarray(next_obs)
+        if obs.shape != self.obs_shape or next_obs.shape != self.obs_shape:
+            raise ValueError(f"expected observations of shape {self.obs_shape}, got {obs.shape} and {next_obs.shape}")
+        s = self.stack
+        if not np.array_equal(next_obs[:-1], obs[1:]):
+            raise ValueError("FrameStackStorage needs next_obs to be obs shifted by one frame (a frame stack)")
+        if self._episode_open and np.array_equal(obs, self._last_next):
+            hist = min(int(self.hist[(self.cursor - 1) % self.capacity]) + 1, s - 1)
+        else:  # an episode starts: write its first stack, leaving out the leading zero (padding) frames
+            pad = 0
+            while pad < s - 1 and not obs[pad].any():
+                pad += 1
+            for frame in obs[pad:]:
+                self._write_frame(frame)
+            hist = s - 1 - pad
+        slot = self.cursor
+        self.frame_gid[slot] = self.frames_written - 1
+        self.hist[slot] = hist
+        self._write_frame(next_obs[-1])
+        if not 0 <= action < 256:
+            raise ValueError(f"FrameStackStorage keeps actions as uint8 (Atari has <= 18), got {action}")
+        self._record(action, reward, terminated, truncated)
+        self._episode_open = not (terminated or truncated)
+        self._last_next[...] = next_obs
+        self._advance_first_sampleable()
+        return slot
+
+    def _advance_first_sampleable(self) -> None:
+        """Move ``first_sampleable_id`` past the live transitions whose oldest frame was overwritten."""
+        oldest_kept = self.frames_written - self.n_frames  # gids below this are gone
+        start = first = max(self.first_sampleable_id, self.added - self.size)
+        while first < self.added:
+            slot = first % self.capacity
+            if self.frame_gid[slot] - int(self.hist[slot]) >= oldest_kept:
+                break
+            first += 1
+        self.first_sampleable_id = first
+        self.newly_unsampleable = np.arange(start, first, dtype=np.int64) % self.capacity if first > start else _NONE
+
+    # ------------------------------------------------------------------------------------------------------
+    # reading
+
+    @property
+    def latest_slot(self) -> int:
+        return (self.cursor - 1) % self.capacity
+
+    @property
+    def num_sampleable(self) -> int:
+        return self.added - max(self.first_sampleable_id, self.added - self.size)
+
+    def sampleable(self, slots: np.ndarray) -> np.ndarray:
+        """Which slots hold a transition whose frames are all still in the ring."""
+        return self.ids[slots] >= self.first_sampleable_id  # empty slots hold id -1
+
+    def stacks(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(obs, next_obs) stacks of the transitions in ``slots``, rebuilt from the frame ring."""
+        slots = np.asarray(slots, dtype=np.int64)
+        base = self.frame_gid[slots]
+        gids = base[:, None] + self._offsets  # (B, S + 1): obs = [:, :S], next_obs = [:, 1:]
+        frames = self.frames[gids % self.n_frames]
+        # position j of the union is padding when j < S - 1 - hist (the same cut holds for next_obs,
+        # whose history is one frame longer, up to S - 1)
+        padding = np.arange(self.stack + 1) < (self.stack - 1 - self.hist[slots].astype(np.int64))[:, None]
+        if padding.any():
+            frames[padding] = 0
+        return frames[:, :-1], frames[:, 1:]
+
+    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        obs, next_obs = self.stacks(slots)
+        return {
+            "obs": obs,
+            "actions": self.actions[slots].astype(np.int64),
+            "rewards": self.rewards[slots],
+            "next_obs": next_obs,
+            "terminated": self.terminated[slots].astype(np.float32),
+        }
+
+    # ------------------------------------------------------------------------------------------------------
+    # checkpoints
+
+    _ARRAYS = ("frames", "frame_gid", "hist", "actions", "rewards", "terminated", "truncated", "ids", "_last_next")
+    _SCALARS = ("cursor", "size", "added", "frames_written", "first_sampleable_id", "_episode_open")
+
+    def state_dict(self) -> dict:
+        state = {k: getattr(self, k) for k in self._ARRAYS + self._SCALARS}
+        state["n_frames"] = self.n_frames
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["n_frames"] != self.n_frames or state["frames"].shape != self.frames.shape:
+            raise ValueError(
+                f"frame storage checkpoint holds {state['frames'].shape} frames, this memory {self.frames.shape}"
+            )
+        for key in self._ARRAYS:
+            getattr(self, key)[...] = state[key]
+        for key in self._SCALARS:
+            setattr(self, key, type(getattr(self, key))(state[key]))
+
+
+def uses_frame_storage(cfg, obs_shape: tuple[int, ...]) -> bool:
+    """Atari frame stacks (``(env.atari.frame_stack, H, W)`` observations of an ALE game)."""
+    from per_cli.envs import is_atari_id, resolve_env_id
+
+    return is_atari_id(resolve_env_id(cfg.env.id)) and len(obs_shape) == 3 and obs_shape[0] == cfg.env.atari.frame_stack
+
+
+def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
+    """The storage for a run: each frame once for Atari frame stacks, transitions as they come otherwise."""
+    if uses_frame_storage(cfg, obs_shape):
+        return FrameStackStorage(cfg.replay.capacity, obs_shape, obs_dtype)
+
+    return TransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)

@@ -1,0 +1,355 @@
+"""The one training loop every replay kind and env shares: act, step, store, learn, update priorities,
+evaluate, log. It never branches on the replay kind: every memory has the same face."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from per_cli.config import Config, ConfigError, dump_config
+from per_cli.envs import env_label, make_env
+from per_cli.replay import ReplayMemory, make_replay
+from per_cli.rl.agent import DQNAgent
+from per_cli.rl.schedules import beta_schedule, epsilon_schedule
+from per_cli.train.logger import EPISODE_UPDATE_COLUMNS, RunLogger, read_summary, write_summary
+from per_cli.train.metrics import RunningMeans, UpdateWindow
+
+EVAL_SEED_OFFSET = 1_000_003
+FINAL_RETURN_WINDOW = 20
+
+
+class ProgressSink(Protocol):
+    def update(self, step: int, info: dict[str, Any]) -> None: ...
+
+
+class _NoProgress:
+    def update(self, step: int, info: dict[str, Any]) -> None:
+        pass
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device: cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+    return torch.device(name)
+
+
+def default_run_name(cfg: Config) -> str:
+    return f"{env_label(cfg.env.id)}__{cfg.replay.kind}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _reports_episodes(env: gym.Env) -> bool:
+    """True when a RecordEpisodeStatistics wrapper sits in the chain (Atari: under the life-loss wrapper,
+    so only whole games are reported); otherwise the loop counts returns itself."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.RecordEpisodeStatistics):
+            return True
+        env = env.env
+    return False
+
+
+@dataclass
+class LoopState:
+    step: int = 0
+    episode: int = 0
+    episode_return: float = 0.0
+    episode_length: int = 0
+    recent_returns: deque = field(default_factory=lambda: deque(maxlen=FINAL_RETURN_WINDOW))
+    eval_return_mean: float | None = None
+    eval_return_std: float | None = None
+    success_rate: float | None = None
+
+
+class Trainer:
+    """Builds env, agent and memory from a config (before any run directory exists, so bad input leaves
+    nothing behind), then ``run(run_dir)`` trains and logs."""
+
+    def __init__(self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None):
+        self.cfg = cfg
+        self.device = resolve_device(device or cfg.device)
+        self.progress = progress or _NoProgress()
+        torch.manual_seed(cfg.seed)
+        self.env = make_env(cfg.env, cfg.seed)
+        if not isinstance(self.env.action_space, gym.spaces.Discrete):
+            raise ConfigError(
+                f"env.id: {cfg.env.id} has a {type(self.env.action_space).__name__} action space; "
+                "DQN needs a Discrete one"
+            )
+        obs_space = self.env.observation_space
+        if len(obs_space.shape) == 1:
+            torch.set_num_threads(1)  # small MLPs: thread hand-offs cost more than they save
+        self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device)
+        self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
+        self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
+        t = cfg.train
+        self.epsilon = epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
+        self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
+        self.learn_from = max(t.learning_starts, cfg.replay.batch_size)
+        self.state = LoopState()
+        self._env_reports_episodes = _reports_episodes(self.env)
+        self._eval_env: gym.Env | None = None
+        self._window = UpdateWindow(cfg.metrics.correlation_threshold if cfg.metrics.correlation else None)
+        self._log_means = RunningMeans()
+        self._episode_means = RunningMeans()
+        self.logger: RunLogger | None = None
+        # set by checkpoint.restore_trainer (per train --resume)
+        self._resumed_from: int | None = None
+        self._resume_obs: Any = None
+        self._elapsed_before = 0.0
+        self._min_fill = 0  # transitions the memory must hold before learning (refill after a resume)
+
+    def resume(self, run_dir: Path) -> int:
+        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step."""
+        from per_cli.train.checkpoint import restore_trainer
+
+        return restore_trainer(self, run_dir)
+
+    # ------------------------------------------------------------------------------------------------------
+    # the run
+
+    def run(self, run_dir: Path) -> dict[str, Any]:
+        """Train for ``train.total_steps`` env steps; always leaves a ``summary.json`` (completed or failed)."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(dump_config(self.cfg))
+        started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
+        self._start_time = started
+        base = {
+            "status": "running",
+            "env": self.cfg.env.id,
+            "replay": self.cfg.replay.kind,
+            "seed": self.cfg.seed,
+            "device": str(self.device),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        }
+        resumed = self._resumed_from is not None
+        if resumed:
+            from per_cli.train.checkpoint import truncate_metrics
+
+            base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
+            base["resumed_from_step"] = self._resumed_from
+            truncate_metrics(run_dir, self._resumed_from)
+        write_summary(run_dir, base)
+        # Flush denormal floats to zero on this thread while training (torch, numpy and the numba engine alike):
+        # Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
+        # slower (it tripled the update time of configs/cartpole_uniform.yaml). Values below 1e-38 change
+        # nothing else. The flag is process state, so it is restored when the run ends.
+        torch.set_flush_denormal(True)
+        try:
+            # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
+            purge = self._resumed_from + 1 if resumed else None
+            self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
+            obs = self._train()
+            if self.cfg.train.eval_episodes > 0:
+                self._evaluate()
+            if self.cfg.train.checkpoint_every:
+                self._checkpoint(run_dir, obs)
+            summary = {**base, **self._results(started), "status": "completed"}
+        except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
+            message = (
+                "interrupted (KeyboardInterrupt)"
+                if isinstance(exc, KeyboardInterrupt)
+                else f"{type(exc).__name__}: {exc}"
+            )
+            summary = {
+                **base,
+                **self._results(started),
+                "status": "failed",
+                "error": message,
+                "traceback": traceback.format_exc(),
+            }
+            write_summary(run_dir, summary)
+            raise
+        finally:
+            torch.set_flush_denormal(False)
+            if self.logger is not None:
+                self.logger.close()
+            self.env.close()
+            if self._eval_env is not None:
+                self._eval_env.close()
+        write_summary(run_dir, summary)
+        return summary
+
+    def _train(self) -> Any:
+        """Run the remaining steps; returns the observation in hand (for the final checkpoint)."""
+        cfg, s = self.cfg, self.state
+        if self._resume_obs is not None:
+            obs, self._resume_obs = self._resume_obs, None
+        else:
+            obs, _ = self.env.reset(seed=cfg.seed)
+        checkpoint_every = cfg.train.checkpoint_every
+        initial_td = cfg.replay.initial_priority == "td_error"
+        for step in range(s.step, cfg.train.total_steps):
+            s.step = step
+            epsilon = self.epsilon(step)
+            action = self.agent.act(obs, epsilon, self.action_rng)
+            next_obs, reward, terminated, truncated, info = self.env.step(action)
+            self.memory.add(obs, action, reward, next_obs, terminated, truncated)
+            if initial_td:
+                self._set_insertion_priority()
+            s.episode_return += float(reward)
+            s.episode_length += 1
+            obs = next_obs
+            if terminated or truncated:
+                self._end_episode(info, epsilon)
+                obs, _ = self.env.reset()
+            self._maybe_learn(step)
+            if (
+                (step + 1) % cfg.train.eval_every == 0
+                and cfg.train.eval_episodes > 0
+                and step + 1 < cfg.train.total_steps
+            ):
+                self._evaluate()
+            if (step + 1) % 1000 == 0:
+                self.progress.update(step + 1, self._progress_info(epsilon))
+            if checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < cfg.train.total_steps:
+                s.step = step + 1  # the step to run next
+                self._checkpoint(self.logger.run_dir, obs)
+        s.step = cfg.train.total_steps
+        self.progress.update(s.step, self._progress_info(self.epsilon(s.step)))
+        return obs
+
+    def _checkpoint(self, run_dir: Path, obs: Any) -> None:
+        from per_cli.train.checkpoint import save_trainer
+
+        save_trainer(self, run_dir, obs)
+
+    # ------------------------------------------------------------------------------------------------------
+    # phases
+
+    def _set_insertion_priority(self) -> None:
+        """``replay.initial_priority: td_error``: the new transition's priority from its own TD error, at the
+        cost of one extra forward pass per step (the seed notebook's scheme)."""
+        latest = self.memory.latest()
+        self.memory.update_priorities(latest.indices, self.agent.td_errors(latest))
+
+    def _maybe_learn(self, step: int) -> None:
+        cfg = self.cfg
+        # hindsight stores transitions when their episode ends, so the memory can lag the step count
+        if step + 1 < self.learn_from or len(self.memory) < max(self._min_fill, cfg.replay.batch_size):
+            return
+        if (step + 1) % cfg.train.train_freq == 0:
+            beta = self.beta(step)
+            for _ in range(cfg.train.gradient_steps):
+                batch = self.memory.sample(cfg.replay.batch_size, beta)
+                result = self.agent.learn(batch)
+                self.memory.update_priorities(batch.indices, result.td_errors)
+                self._window.add(batch, result)
+                if self.agent.updates % cfg.log.every == 0:
+                    self._log_updates(step + 1, beta)
+        if (step + 1) % cfg.agent.target_update_period == 0:
+            self.agent.sync_target()
+
+    def _flush_window(self) -> None:
+        values = self._window.pop()
+        if values:
+            self._log_means.add_many(values)
+            self._episode_means.add_many(values)
+
+    def _log_updates(self, step: int, beta: float) -> None:
+        self._flush_window()
+        scalars = self._log_means.pop()
+        scalars["replay/beta"] = beta
+        scalars.update({f"replay/{k}": v for k, v in self.memory.stats().items()})
+        self.logger.scalars(scalars, step)
+
+    def _end_episode(self, info: dict[str, Any], epsilon: float) -> None:
+        s = self.state
+        if self._env_reports_episodes:
+            if "episode" not in info:  # a life lost, not a game over: keep counting
+                return
+            ep_return, ep_length = float(info["episode"]["r"]), int(info["episode"]["l"])
+        else:
+            ep_return, ep_length = s.episode_return, s.episode_length
+        s.episode += 1
+        s.recent_returns.append(ep_return)
+        s.episode_return, s.episode_length = 0.0, 0
+        step = s.step + 1
+        sps = step / max(time.time() - self._start_time, 1e-9)
+        scalars = {
+            "charts/episodic_return": ep_return,
+            "charts/episodic_length": ep_length,
+            "charts/epsilon": epsilon,
+            "charts/SPS": sps,
+        }
+        success = info.get("is_success")
+        if success is not None:
+            scalars["charts/success_rate"] = float(success)
+        self.logger.scalars(scalars, step)
+        self._flush_window()
+        update_means = self._episode_means.pop()
+        row = {
+            "step": step,
+            "episode": s.episode,
+            "return": ep_return,
+            "length": ep_length,
+            "wall_time": round(time.time() - self._start_time, 3),
+            "epsilon": round(epsilon, 6),
+            "success": None if success is None else int(bool(success)),
+        }
+        row.update({col: update_means.get(tag) for tag, col in EPISODE_UPDATE_COLUMNS.items()})
+        self.logger.episode(row)
+
+    def _evaluate(self) -> None:
+        """Greedy (``train.eval_eps``) episodes on a separate env with evaluation settings."""
+        cfg, s = self.cfg, self.state
+        if self._eval_env is None:
+            self._eval_env = make_env(cfg.env, cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
+        returns, successes = [], []
+        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, s.step, 0xE7A1]))
+        for _ in range(cfg.train.eval_episodes):
+            obs, _ = self._eval_env.reset()
+            total, done, info = 0.0, False, {}
+            while not done:
+                action = self.agent.act(obs, cfg.train.eval_eps, rng)
+                obs, reward, terminated, truncated, info = self._eval_env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+            if "is_success" in info:
+                successes.append(float(info["is_success"]))
+        s.eval_return_mean, s.eval_return_std = float(np.mean(returns)), float(np.std(returns))
+        scalars = {"eval/return": s.eval_return_mean, "eval/return_std": s.eval_return_std}
+        if successes:
+            s.success_rate = float(np.mean(successes))
+            scalars["eval/success_rate"] = s.success_rate
+        self.logger.scalars(scalars, min(s.step + 1, cfg.train.total_steps))
+
+    # ------------------------------------------------------------------------------------------------------
+    # reporting
+
+    def _progress_info(self, epsilon: float) -> dict[str, Any]:
+        s = self.state
+        elapsed = max(time.time() - self._start_time, 1e-9)
+        return {
+            "sps": s.step / elapsed,
+            "epsilon": epsilon,
+            "episodes": s.episode,
+            "recent_return": float(np.mean(s.recent_returns)) if s.recent_returns else None,
+            "eval_return": s.eval_return_mean,
+        }
+
+    def _results(self, started: float) -> dict[str, Any]:
+        s = self.state
+        wall = time.time() - started
+        recent = list(s.recent_returns)
+        return {
+            "total_steps": s.step,
+            "episodes": s.episode,
+            "updates": self.agent.updates,
+            "wall_time_s": round(wall, 3),
+            "steps_per_second": round(s.step / max(wall, 1e-9), 2),
+            "final_return_mean": float(np.mean(recent)) if recent else None,
+            "final_return_std": float(np.std(recent)) if recent else None,
+            "eval_return_mean": s.eval_return_mean,
+            "eval_return_std": s.eval_return_std,
+            "eval_success_rate": s.success_rate,
+        }

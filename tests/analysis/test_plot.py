@@ -1,0 +1,170 @@
+"""`per plot`: figures and tables from synthetic run directories and from a real short `per train` run."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import matplotlib
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from per_cli.analysis.plot import legend_label, make_plots, parse_thresholds, plot_curves
+from per_cli.analysis.results import RETURN_TAG, group_runs, load_runs
+from per_cli.cli import app
+from per_cli.config import ConfigError
+
+from ..conftest import CONFIGS, TINY_CARTPOLE
+from ..runfactory import write_run
+
+matplotlib.use("Agg")
+runner = CliRunner()
+PNG = b"\x89PNG\r\n\x1a\n"
+UPDATES = ("td_error/mean", "td_error/max", "replay/correlation_count")
+
+
+def _updates(last: int, level: float) -> dict[str, list[tuple[int, float]]]:
+    return {tag: [(s, level * (i + 1)) for s in range(100, last + 1, 100)] for i, tag in enumerate(UPDATES)}
+
+
+def _study(root, seeds=(1, 2, 3)):
+    """Two kinds × seeds on CartPole; return = step / 10 × (1 for uniform, 2 for combined)."""
+    for kind, slope in (("uniform", 0.1), ("combined", 0.2)):
+        for seed in seeds:
+            returns = [(s, slope * s) for s in range(50, 1001, 50)]
+            write_run(root / f"cartpole__{kind}__s{seed}", replay=kind, seed=seed, returns=returns,
+                      updates=_updates(1000, slope), final_return=slope * 1000 + seed)  # fmt: skip
+
+
+def _read_png(path):
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG
+    return matplotlib.image.imread(path)
+
+
+def test_figures_and_tables_from_synthetic_runs(tmp_path):
+    _study(tmp_path)
+    write_run(tmp_path / "cartpole__uniform__s9", replay="uniform", seed=9, status="failed", returns=[(50, 1e6)])
+    report = make_plots(tmp_path, workers=1)
+    out = tmp_path / "plots"
+    names = sorted(p.name for p in report.files)
+    assert names == sorted(
+        ["return_CartPole-v1.png", "td_CartPole-v1.png", "hypothesis.png", "summary.csv", "summary.md"]
+    )
+    for name in names:
+        if name.endswith(".png"):
+            image = _read_png(out / name)
+            assert image.shape[1] >= 600  # 3.5 in at 200 dpi or wider
+    rows = {r["replay"]: r for r in csv.DictReader(io.StringIO((out / "summary.csv").read_text()))}
+    assert rows["uniform"]["seeds"] == "3" and rows["uniform"]["failed"] == "1"
+    assert float(rows["uniform"]["final_return_iqm"]) == pytest.approx(102.0)  # 100 + mean of seeds 1..3
+    assert float(rows["combined"]["final_return_mean"]) == pytest.approx(202.0)
+    assert float(rows["uniform"]["threshold"]) == 475.0  # CartPole-v1's registered reward_threshold
+    assert "cartpole__uniform__s9" in (out / "summary.md").read_text()
+    assert [r.name for r in report.failed] == ["cartpole__uniform__s9"]
+
+
+def test_curves_mean_band_failed_and_single_seed(tmp_path):
+    _study(tmp_path, seeds=(1, 2))
+    write_run(tmp_path / "one__s1", replay="none", returns=[(s, 7.0) for s in range(50, 501, 50)])
+    write_run(tmp_path / "bad", replay="uniform", seed=5, status="failed", returns=[(50, 1e6), (1000, 1e6)])
+    import matplotlib.pyplot as plt
+
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    colors = {g.label: "C0" for g in groups}
+    fig, ax = plt.subplots()
+    assert plot_curves(ax, groups, RETURN_TAG, 1, colors)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"none (n=1)", "uniform (n=2)", "combined (n=2)"}  # the failed run is not counted
+    x, y = lines["uniform (n=2)"].get_data()
+    np.testing.assert_allclose(y, 0.1 * x)  # both seeds are 0.1 × step; the failed 1e6 is left out
+    none_x, none_y = lines["none (n=1)"].get_data()
+    assert np.all(np.isnan(none_y[none_x > 500])) and np.all(none_y[none_x <= 500] == 7.0)  # partial curve
+    assert len(ax.collections) == 2  # bands for the two-seed groups, none for the single seed
+    plt.close(fig)
+
+
+def test_in_progress_runs_give_partial_curves(tmp_path):
+    write_run(tmp_path / "a", seed=1, returns=[(s, 1.0) for s in range(10, 1001, 10)], total_steps=1200)
+    write_run(tmp_path / "b", seed=2, status="running", returns=[(s, 3.0) for s in range(10, 501, 10)])
+    import matplotlib.pyplot as plt
+
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    assert legend_label(groups[0]) == "uniform (n=2, 1 running)"
+    fig, ax = plt.subplots()
+    plot_curves(ax, groups, RETURN_TAG, 1, {groups[0].label: "C0"})
+    x, y = ax.get_lines()[0].get_data()
+    np.testing.assert_allclose(y[x <= 500], 2.0)  # both seeds
+    np.testing.assert_allclose(y[x > 500], 1.0)  # only the completed one goes on ...
+    assert x.max() == 1200.0  # ... to its last step, holding its last value after its last episode
+    plt.close(fig)
+    report = make_plots(tmp_path, tmp_path / "out", fmt="svg", workers=1)
+    assert (tmp_path / "out" / "return_CartPole-v1.svg").read_text().lstrip().startswith("<?xml")
+    assert any("hypothesis" in note for note in report.notes)  # no update metrics logged: no scatter
+
+
+def test_metric_option_threshold_and_several_envs(tmp_path):
+    _study(tmp_path / "cp", seeds=(1, 2))
+    for seed in (1, 2):
+        write_run(tmp_path / f"acrobot__uniform__s{seed}", env="acrobot", seed=seed,
+                  returns=[(s, -500 + s / 4) for s in range(50, 2001, 50)], updates=_updates(2000, 1.0))  # fmt: skip
+    report = make_plots(
+        tmp_path, metrics=["td_error/max"], thresholds=parse_thresholds(["acrobot=-300", "cartpole=none"]), workers=1
+    )
+    names = {p.name for p in report.files}
+    assert {"returns.png", "metric_td_error_max_Acrobot-v1.png", "metric_td_error_max_CartPole-v1.png"} <= names
+    rows = {(r["env"], r["replay"]): r for r in csv.DictReader(io.StringIO((report.out / "summary.csv").read_text()))}
+    acrobot = rows[("Acrobot-v1", "uniform")]
+    assert float(acrobot["threshold"]) == -300 and float(acrobot["steps_to_threshold"]) > 0
+    assert rows[("CartPole-v1", "uniform")]["threshold"] == ""
+
+
+def test_bad_input_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="ENV=VALUE"):
+        parse_thresholds(["cartpole"])
+    with pytest.raises(ConfigError, match="not a number"):
+        parse_thresholds(["cartpole=high"])
+    _study(tmp_path, seeds=(1,))
+    with pytest.raises(ConfigError, match="did you mean 'td_error/mean'"):
+        make_plots(tmp_path, metrics=["td_error/maen"], workers=1)
+    with pytest.raises(ConfigError, match="png or svg"):
+        make_plots(tmp_path, fmt="pdf", workers=1)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "no run directories"),
+        (["--threshold", "cartpole"], "ENV=VALUE"),
+        (["--format", "jpg"], "png or svg"),
+    ],
+)
+def test_cli_bad_input_exits_2(tmp_path, args, message):
+    if args:
+        _study(tmp_path, seeds=(1,))
+    result = runner.invoke(app, ["plot", str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_real_short_runs_then_plot(tmp_path):
+    runs = tmp_path / "runs"
+    sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
+    for kind, seed in (("uniform", 1), ("uniform", 2), ("combined", 1)):
+        result = runner.invoke(
+            app,
+            ["train", "-c", str(CONFIGS / "cartpole_uniform.yaml"), *sets, "--set", f"replay.kind={kind}",
+             "--seed", str(seed), "--runs-dir", str(runs), "--name", f"cartpole__{kind}__s{seed}", "-q"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["plot", str(runs), "--smooth", "3", "--metric", "replay/sample_age"])
+    assert result.exit_code == 0, result.output
+    out = runs / "plots"
+    for name in ("return_CartPole-v1", "td_CartPole-v1", "hypothesis", "metric_replay_sample_age_CartPole-v1"):
+        _read_png(out / f"{name}.png")
+        assert str(out / f"{name}.png") in result.output
+    rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
+    assert [(r["replay"], r["seeds"]) for r in rows] == [("uniform", "2"), ("combined", "1")]  # kinds in registry order
+    assert "| CartPole-v1 | uniform | 2 |" in result.output

@@ -1,0 +1,90 @@
+"""The TD target by hand, for a terminated and a truncated transition, and the loop's storage of both."""
+
+import numpy as np
+import pytest
+import torch
+
+from per_cli.config import AgentConfig, load_config
+from per_cli.replay import Batch
+from per_cli.rl.agent import DQNAgent, td_targets
+from per_cli.train.trainer import Trainer
+
+
+def _batch(obs, actions, rewards, next_obs, terminated):
+    n = len(actions)
+    return Batch(
+        obs=np.asarray(obs, np.float32),
+        actions=np.asarray(actions, np.int64),
+        rewards=np.asarray(rewards, np.float32),
+        next_obs=np.asarray(next_obs, np.float32),
+        terminated=np.asarray(terminated, np.float32),
+        indices=np.arange(n),
+        weights=np.ones(n, np.float32),
+        ages=np.zeros(n, np.int64),
+    )
+
+
+def test_td_target_formula():
+    target = td_targets(torch.tensor([1.0, 1.0]), torch.tensor([1.0, 0.0]), torch.tensor([5.0, 5.0]), 0.9)
+    assert target.tolist() == pytest.approx([1.0, 1.0 + 0.9 * 5.0])
+
+
+@pytest.mark.parametrize("double_dqn", [False, True])
+def test_terminated_does_not_bootstrap_and_truncated_does(double_dqn):
+    torch.manual_seed(0)
+    agent = DQNAgent(AgentConfig(hidden_sizes=[8], gamma=0.9, double_dqn=double_dqn), (3,), 2, torch.device("cpu"))
+    with torch.no_grad():  # make the target net differ from the online net, so double DQN matters
+        for p in agent.target_net.parameters():
+            p.add_(0.3)
+    obs = [[0.1, 0.2, 0.3], [0.3, -0.2, 0.5]]
+    next_obs = [[1.0, -1.0, 0.5], [0.4, 0.4, -0.4]]
+    # row 0 terminated, row 1 truncated by a time limit: the stored flag is terminated only
+    batch = _batch(obs, [0, 1], [1.0, 2.0], next_obs, [1.0, 0.0])
+    with torch.no_grad():
+        q = agent.q_net(torch.tensor(obs)).numpy()
+        q_next_target = agent.target_net(torch.tensor(next_obs)).numpy()
+        q_next_online = agent.q_net(torch.tensor(next_obs)).numpy()
+    a1 = int(q_next_online[1].argmax()) if double_dqn else int(q_next_target[1].argmax())
+    expected = np.array([1.0 - q[0, 0], 2.0 + 0.9 * q_next_target[1, a1] - q[1, 1]])
+    np.testing.assert_allclose(agent.td_errors(batch), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_loop_stores_truncation_as_not_terminated_with_the_real_last_observation(tmp_path):
+    cfg = load_config(
+        None,
+        [
+            "env.max_episode_steps=5",
+            "train.total_steps=5",
+            "train.eval_episodes=0",
+            "replay.capacity=16",
+            "replay.batch_size=4",
+            "train.learning_starts=100",
+        ],
+    )
+    trainer = Trainer(cfg, device="cpu")
+    trainer.run(tmp_path / "run")
+    storage = trainer.memory.storage
+    assert storage.size == 5
+    assert storage.truncated[4] and storage.terminated[4] == 0.0
+    # the stored next observation of the truncated step is the episode's last one, not the reset one
+    np.testing.assert_array_equal(storage.obs[1:5], storage.next_obs[0:4])
+    reset_obs, _ = trainer.env.reset(seed=cfg.seed)
+    assert not np.array_equal(storage.next_obs[4], reset_obs)
+
+
+def test_terminated_transitions_are_stored_as_terminal(tmp_path):
+    cfg = load_config(
+        None,
+        [
+            "train.total_steps=200",
+            "train.eval_episodes=0",
+            "replay.capacity=256",
+            "replay.batch_size=4",
+            "train.learning_starts=1000",
+        ],
+    )
+    trainer = Trainer(cfg, device="cpu")
+    trainer.run(tmp_path / "run")
+    s = trainer.memory.storage
+    n_term = int(s.terminated[: s.size].sum())
+    assert n_term == trainer.state.episode > 0  # CartPole episodes of random play end by termination
