@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 
 app = typer.Typer(
     name="per",

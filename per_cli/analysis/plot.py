@@ -32,7 +32,7 @@ from per_cli.analysis.results import (
     table_markdown,
 )
 from per_cli.analysis.stats import mean_band, spearman
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 
 GRID_POINTS = 200
 SINGLE, DOUBLE = 3.5, 7.0  # figure widths in inches: one column, two columns of a paper

@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 from per_cli.train.logger import EPISODE_UPDATE_COLUMNS, read_summary
 
 RETURN_TAG = "charts/episodic_return"

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from per_cli.analysis.plot import legend_label, make_plots, parse_thresholds, plot_curves
 from per_cli.analysis.results import RETURN_TAG, group_runs, load_runs
 from per_cli.cli import app
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 from ..runfactory import write_run

@@ -26,7 +26,7 @@ from per_cli.analysis.results import (
     trailing_mean,
 )
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 from per_cli.train.logger import EPISODE_COLUMNS
 
 from ..runfactory import write_run

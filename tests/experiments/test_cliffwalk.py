@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from per_cli.cli import app
-from per_cli.config import ConfigError
 from per_cli.envs.cliffwalk import BlindCliffwalk
+from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.study import (
     CliffwalkSettings,
     LinearLearner,

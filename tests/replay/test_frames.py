@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 from per_cli.replay import REPLAY_KINDS, ReplayMemory
 from per_cli.replay.storage.frames import FrameStackStorage, ensure_memory_fits
 

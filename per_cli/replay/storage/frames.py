@@ -41,7 +41,7 @@ import os
 
 import numpy as np
 
-from per_cli.config import ConfigError
+from per_cli.errors import ConfigError
 from per_cli.replay.storage.ring import RingBookkeeping, TransitionStorage
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong

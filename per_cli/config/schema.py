@@ -1,0 +1,127 @@
+"""The config schema: a tree of frozen dataclasses whose type hints and ``metadata`` bounds drive validation
+(:mod:`per_cli.config.loading`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+def _bounds(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
+    return {"lo": lo, "hi": hi, "lo_open": lo_open}
+
+
+@dataclass(frozen=True)
+class AtariConfig:
+    """Options of the Atari pipeline (ignored for other envs)."""
+
+    frame_stack: int = field(default=4, metadata=_bounds(1, 16))
+    frame_skip: int = field(default=4, metadata=_bounds(1, 16))
+    screen_size: int = field(default=84, metadata=_bounds(8, 512))
+    noop_max: int = field(default=30, metadata=_bounds(0))
+    sticky_actions: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
+    fire_reset: bool = True
+    terminal_on_life_loss: bool = True
+    clip_rewards: bool = True
+    full_action_space: bool = False
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    id: str = "cartpole"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = field(default=None, metadata=_bounds(1))
+    atari: AtariConfig = field(default_factory=AtariConfig)
+    # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
+    n_bits: int | None = field(default=None, metadata=_bounds(1))
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    network: Literal["auto", "mlp", "cnn"] = "auto"
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    lr: float = field(default=1e-3, metadata=_bounds(0.0, lo_open=True))
+    adam_eps: float = field(default=1e-8, metadata=_bounds(0.0, lo_open=True))
+    gamma: float = field(default=0.99, metadata=_bounds(0.0, 1.0))
+    loss: Literal["huber", "mse"] = "huber"
+    double_dqn: bool = False
+    target_update_period: int = field(default=500, metadata=_bounds(1))
+    tau: float = field(default=1.0, metadata=_bounds(0.0, 1.0, lo_open=True))
+    max_grad_norm: float | None = field(default=10.0, metadata=_bounds(0.0, lo_open=True))
+    # auto: the numba engine (one compiled call per update) for an MLP on the CPU, torch autograd otherwise
+    engine: Literal["auto", "torch", "numba"] = "auto"
+
+
+# (alpha, beta0) of each prioritized kind when the config leaves them out: the paper's Atari values
+# (Schaul et al. 2016, Table 3); other kinds ignore them (their IS weights are ones)
+PRIORITY_DEFAULTS: dict[str, tuple[float, float]] = {"prioritized": (0.6, 0.4), "rank": (0.7, 0.5)}
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    kind: str = "uniform"
+    capacity: int = field(default=100_000, metadata=_bounds(1))
+    batch_size: int = field(default=64, metadata=_bounds(1))
+    # null: the kind's default from PRIORITY_DEFAULTS (resolved at construction, so dumps show the value)
+    alpha: float | None = field(default=None, metadata=_bounds(0.0))
+    beta0: float | None = field(default=None, metadata=_bounds(0.0, 1.0))
+    beta_end_step: int | None = field(default=None, metadata=_bounds(1))
+    priority_eps: float = field(default=1e-6, metadata=_bounds(0.0))
+    initial_priority: Literal["max", "td_error"] = "max"
+    # rank: exact re-sort of the heap every this many priority updates (calls); null: once per `capacity`
+    # updated priorities (about one pass over the memory)
+    rank_resort_period: int | None = field(default=None, metadata=_bounds(1))
+    # kind hindsight (goal relabelling, per_cli/replay/writers/hindsight.py): which goals, relabelled copies stored per
+    # transition, and the sampler of the stored transitions (any other kind: uniform, prioritized, rank, ...)
+    her_strategy: Literal["final", "future", "episode", "random"] = "future"
+    her_k: int = field(default=4, metadata=_bounds(1))
+    her_sampler: str = "uniform"
+
+    def __post_init__(self) -> None:
+        sampling = self.her_sampler if self.kind == "hindsight" else self.kind
+        alpha, beta0 = PRIORITY_DEFAULTS.get(sampling, PRIORITY_DEFAULTS["prioritized"])
+        if self.alpha is None:
+            object.__setattr__(self, "alpha", alpha)
+        if self.beta0 is None:
+            object.__setattr__(self, "beta0", beta0)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    total_steps: int = field(default=50_000, metadata=_bounds(1))
+    learning_starts: int = field(default=1_000, metadata=_bounds(0))
+    train_freq: int = field(default=1, metadata=_bounds(1))
+    gradient_steps: int = field(default=1, metadata=_bounds(1))
+    eps_start: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
+    eps_end: float = field(default=0.05, metadata=_bounds(0.0, 1.0))
+    eps_fraction: float = field(default=0.1, metadata=_bounds(0.0, 1.0))
+    eval_every: int = field(default=10_000, metadata=_bounds(1))
+    eval_episodes: int = field(default=10, metadata=_bounds(0))
+    eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
+    checkpoint_every: int = field(default=0, metadata=_bounds(0))
+    save_replay: bool = False
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    every: int = field(default=100, metadata=_bounds(1))
+    tensorboard: bool = True
+    print_every: int = field(default=0, metadata=_bounds(0))
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    correlation_threshold: float = field(default=0.8, metadata=_bounds(0.0, 1.0))
+    correlation: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    seed: int = field(default=1, metadata=_bounds(0))
+    device: Literal["auto", "cpu", "cuda"] = "auto"
