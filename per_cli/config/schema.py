@@ -38,7 +38,8 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    network: Literal["auto", "mlp", "cnn"] = "auto"
+    # auto: cnn for (C, H>=36, W>=36) Atari stacks, minatar for other (H, W, C) grids, mlp otherwise (rl/networks.py)
+    network: Literal["auto", "mlp", "cnn", "minatar"] = "auto"
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     lr: float = field(default=1e-3, metadata=_bounds(0.0, lo_open=True))
     adam_eps: float = field(default=1e-8, metadata=_bounds(0.0, lo_open=True))
@@ -111,8 +112,13 @@ class LogConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
+    """Per-update measures of the batch (docs/metrics.md). ``correlation``: the seed notebook's correlation
+    count (blind to dependence in time; kept for comparison). ``iid``: state and episode diversity, the
+    measures that separate consecutive from independent batches."""
+
     correlation_threshold: float = field(default=0.8, metadata=_bounds(0.0, 1.0))
     correlation: bool = True
+    iid: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,17 @@
-"""Q-networks: an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for image stacks."""
+"""Q-networks: an MLP for vector observations, the Nature CNN (Mnih et al. 2015) for Atari frame stacks and the
+MinAtar network (Young & Tian 2019) for MinAtar's 10×10×C grids.
+
+Which network fits which observation (``agent.network: auto``, see :func:`resolve_network`):
+
+* ``cnn``: 3-D observations in channels-first order (C, H, W) with H, W >= 36 (the smallest screen the Nature
+  CNN's 8/4 → 4/2 → 3/1 convolutions accept), such as Atari's (4, 84, 84) stacks of grey frames;
+* ``minatar``: other 3-D observations, read channels last (H, W, C) as MinAtar gives them, with H, W >= 3
+  (its one 3×3 convolution has no padding), such as Breakout's (10, 10, 4) or Seaquest's (10, 10, 10);
+* ``mlp``: everything else (1-D features; any shape is flattened).
+
+An explicit choice that does not fit is a :class:`~per_cli.errors.ConfigError` from :func:`check_network`,
+which needs only the observation shape, so a run or a whole sweep is rejected before it starts.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +19,11 @@ import math
 
 import torch
 from torch import nn
+
+from per_cli.errors import ConfigError
+
+CNN_MIN_SCREEN = 36  # 8x8/4 -> 4x4/2 -> 3x3/1 convolutions need at least a 36x36 screen
+MINATAR_KERNEL = 3
 
 
 class MLPQNetwork(nn.Module):
@@ -45,12 +63,76 @@ class NatureCNN(nn.Module):
         return self.head(self.features(obs.float() / 255.0))
 
 
+class MinAtarQNetwork(nn.Module):
+    """The MinAtar paper's DQN network: conv 16 × 3×3 stride 1 → ReLU → linear 128 → ReLU → one Q per action.
+
+    Takes (batch, H, W, C) observations channels last, bool or uint8 0/1 as MinAtar gives them (stored so in
+    replay); they are permuted to (batch, C, H, W) and cast to float on the device, with no scaling (the
+    channels are already 0/1).
+    """
+
+    def __init__(self, obs_shape: tuple[int, int, int], n_actions: int, hidden: int = 128):
+        super().__init__()
+        height, width, channels = obs_shape
+        self.conv = nn.Conv2d(channels, 16, MINATAR_KERNEL, stride=1)
+        n_flat = 16 * (height - MINATAR_KERNEL + 1) * (width - MINATAR_KERNEL + 1)
+        self.head = nn.Sequential(nn.Linear(n_flat, hidden), nn.ReLU(), nn.Linear(hidden, n_actions))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv(obs.permute(0, 3, 1, 2).float()))
+        return self.head(x.flatten(1))
+
+
+def resolve_network(kind: str, obs_shape: tuple[int, ...]) -> str:
+    """``auto`` → ``cnn`` for (C, H, W) screens of at least 36×36, ``minatar`` for other 3-D (H, W, C) grids,
+    ``mlp`` otherwise (see the module docstring); an explicit kind is returned unchanged."""
+    if kind != "auto":
+        return kind
+    if len(obs_shape) == 3:
+        if min(obs_shape[1:]) >= CNN_MIN_SCREEN:
+            return "cnn"
+        if min(obs_shape[:2]) >= MINATAR_KERNEL:
+            return "minatar"
+    return "mlp"
+
+
+def network_misfit(kind: str, obs_shape: tuple[int, ...]) -> str | None:
+    """Why network ``kind`` cannot take observations of ``obs_shape``, or None when it can."""
+    kind = resolve_network(kind, obs_shape)
+    shape = tuple(int(d) for d in obs_shape)
+    if kind == "cnn" and (len(shape) != 3 or min(shape[1:]) < CNN_MIN_SCREEN):
+        return (
+            f"cnn needs (channels, height, width) image observations of at least {CNN_MIN_SCREEN}x{CNN_MIN_SCREEN}, "
+            f"but this env's observations have shape {shape}"
+        )
+    if kind == "minatar" and (len(shape) != 3 or min(shape[:2]) < MINATAR_KERNEL):
+        return (
+            f"minatar needs (height, width, channels) grid observations of at least "
+            f"{MINATAR_KERNEL}x{MINATAR_KERNEL} (MinAtar's 10x10xC), but this env's observations have shape {shape}"
+        )
+    if kind not in ("mlp", "cnn", "minatar"):
+        return f"unknown network {kind!r}"
+    return None
+
+
+def check_network(agent_cfg, obs_shape: tuple[int, ...]) -> None:
+    """Raise ConfigError (one line naming ``agent.network`` and the fix) when ``agent_cfg.network`` cannot take
+    observations of ``obs_shape``. Needs no env and no training: preflight calls it for every run of a sweep."""
+    why = network_misfit(agent_cfg.network, obs_shape)
+    if why is not None:
+        fitting = resolve_network("auto", obs_shape)
+        raise ConfigError(f"agent.network: {why}; use agent.network=auto (which picks {fitting} here)")
+
+
 def make_q_network(kind: str, obs_shape: tuple[int, ...], n_actions: int, hidden_sizes: list[int]) -> nn.Module:
-    """``kind`` 'auto' picks the CNN for (C, H, W) image observations and the MLP otherwise."""
-    if kind == "auto":
-        kind = "cnn" if len(obs_shape) == 3 else "mlp"
+    """The Q-network ``kind`` (auto: see :func:`resolve_network`) for ``obs_shape``; ``hidden_sizes`` shapes the
+    MLP only (the CNN and the MinAtar network are the papers' fixed architectures)."""
+    why = network_misfit(kind, obs_shape)
+    if why is not None:
+        raise ConfigError(f"agent.network: {why}; use agent.network=auto")
+    kind = resolve_network(kind, obs_shape)
     if kind == "cnn":
-        if len(obs_shape) != 3:
-            raise ValueError(f"agent.network: cnn needs (channels, height, width) observations, got {obs_shape}")
         return NatureCNN(obs_shape[0], n_actions, obs_shape[1])
+    if kind == "minatar":
+        return MinAtarQNetwork(tuple(obs_shape), n_actions)
     return MLPQNetwork(math.prod(obs_shape), n_actions, hidden_sizes)
