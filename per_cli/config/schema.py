@@ -27,11 +27,20 @@ class AtariConfig:
 
 
 @dataclass(frozen=True)
+class MinAtarConfig:
+    """Options of the MinAtar games (ignored for other envs); the defaults are MinAtar's and its paper's."""
+
+    sticky_actions: float = field(default=0.1, metadata=_bounds(0.0, 1.0))  # P(the previous action is repeated)
+    difficulty_ramping: bool = True  # games speed up as they go
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     id: str = "cartpole"
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = field(default=None, metadata=_bounds(1))
     atari: AtariConfig = field(default_factory=AtariConfig)
+    minatar: MinAtarConfig = field(default_factory=MinAtarConfig)
     # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
     n_bits: int | None = field(default=None, metadata=_bounds(1))
 

@@ -1,4 +1,7 @@
-"""Environment factory: aliases, registered Gymnasium ids, and the Atari pipeline."""
+"""Environment factory: aliases, registered Gymnasium ids, the Atari pipeline and the MinAtar games.
+
+Names are validated once, before a run starts (``check_env_id``, called by config validation / preflight);
+``make_env`` builds what it is given and does not repeat those checks."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import difflib
 import gymnasium as gym
 
 from per_cli.config import ConfigError, EnvConfig
+from per_cli.envs import minatar
 
 ALIASES: dict[str, str] = {
     "cartpole": "CartPole-v1",
@@ -15,6 +19,7 @@ ALIASES: dict[str, str] = {
     "pong": "ALE/Pong-v5",
     "bitflip": "BitFlip-v0",
     "cliffwalk": "BlindCliffwalk-v0",
+    **minatar.ALIASES,  # breakout-minatar, ... -> MinAtar/<Game>-v1
 }
 
 # the project's own research envs (entry points are imported only when an env is made)
@@ -36,7 +41,9 @@ def is_atari_id(env_id: str) -> bool:
 
 
 def _register_optional_envs(env_id: str) -> None:
-    """Make ids of optional packages (ale-py's Atari games) visible in Gymnasium's registry."""
+    """Make ids of optional packages (ale-py's Atari games, minatar's games) visible in Gymnasium's registry."""
+    if minatar.looks_like_minatar(env_id):
+        minatar.register()
     if is_atari_id(env_id) and env_id not in gym.registry:
         try:
             import ale_py
@@ -52,6 +59,8 @@ def check_env_id(name: str) -> None:
     _register_optional_envs(env_id)
     if env_id in gym.registry:
         return
+    if minatar.looks_like_minatar(name):
+        raise minatar.unknown_game(name)
     candidates = list(ALIASES) + list(gym.registry)
     close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     hint = f"did you mean '{close[0]}'? " if close else ""
@@ -71,23 +80,26 @@ def accepts_n_bits(name: str) -> bool:
 
 
 def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
-    """Build the env described by ``cfg``; evaluation envs skip training-only shaping (Atari reward clipping
-    and life-loss terminals). The env is reset once with ``seed`` so its RNG is seeded."""
+    """Build the env described by ``cfg`` (already validated: see ``check_env_id``); evaluation envs skip
+    training-only shaping (Atari reward clipping and life-loss terminals). The env is reset once with ``seed``
+    so its RNG is seeded."""
     env_id = resolve_env_id(cfg.id)
-    check_env_id(cfg.id)
+    _register_optional_envs(env_id)
     if is_atari_id(env_id):
         from per_cli.envs.atari import make_atari_env
 
         env = make_atari_env(env_id, cfg, evaluation=evaluation)
     else:
-        kwargs = dict(cfg.kwargs)
+        kwargs = minatar.minatar_kwargs(cfg) if minatar.is_minatar_id(env_id) else {}
+        kwargs.update(cfg.kwargs)
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps
-        if getattr(cfg, "n_bits", None) is not None:
-            if not accepts_n_bits(cfg.id):
-                raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.id} does not")
+        if cfg.n_bits is not None:
             kwargs["n_bits"] = cfg.n_bits
-        env = gym.make(env_id, **kwargs)
+        try:
+            env = gym.make(env_id, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"env.kwargs: {env_id} rejected {sorted(kwargs)} ({exc})") from None
     env.reset(seed=seed)
     env.action_space.seed(seed)
     return env

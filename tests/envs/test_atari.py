@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from per_cli.cli import app
 from per_cli.config import ConfigError, load_config
-from per_cli.envs import is_atari_id, make_env, resolve_env_id
+from per_cli.envs import check_env_id, is_atari_id, make_env, resolve_env_id
 from per_cli.envs.atari import FireOnReset, LifeLossTerminal
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.train.checkpoint import latest_checkpoint
@@ -36,7 +36,7 @@ def test_pong_alias_and_atari_ids():
     assert resolve_env_id("pong") == "ALE/Pong-v5"
     assert is_atari_id("ALE/Breakout-v5") and is_atari_id("PongNoFrameskip-v4")
     with pytest.raises(ConfigError, match="env.id"):
-        _cfg("env.id=ALE/NoSuchGame-v5")
+        check_env_id("ALE/NoSuchGame-v5")
 
 
 def test_training_chain_and_observations():
