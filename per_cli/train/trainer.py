@@ -3,10 +3,9 @@ evaluate, log. It never branches on the replay kind: every memory has the same f
 
 from __future__ import annotations
 
+import pickle
 import time
 import traceback
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -14,16 +13,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from per_cli.config import Config, ConfigError, dump_config
+from per_cli.config import Config, ConfigError, dump_config, to_dict
 from per_cli.envs import env_label, make_env
 from per_cli.replay import ReplayMemory, make_replay
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.schedules import beta_schedule, epsilon_schedule
+from per_cli.train import checkpoint
+from per_cli.train.env_state import restore_env, snapshot_env
+from per_cli.train.evaluation import Evaluator
 from per_cli.train.logger import EPISODE_UPDATE_COLUMNS, RunLogger, read_summary, write_summary
+from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow
-
-EVAL_SEED_OFFSET = 1_000_003
-FINAL_RETURN_WINDOW = 20
+from per_cli.train.resume import check_resume
 
 
 class ProgressSink(Protocol):
@@ -57,18 +58,6 @@ def _reports_episodes(env: gym.Env) -> bool:
     return False
 
 
-@dataclass
-class LoopState:
-    step: int = 0
-    episode: int = 0
-    episode_return: float = 0.0
-    episode_length: int = 0
-    recent_returns: deque = field(default_factory=lambda: deque(maxlen=FINAL_RETURN_WINDOW))
-    eval_return_mean: float | None = None
-    eval_return_std: float | None = None
-    success_rate: float | None = None
-
-
 class Trainer:
     """Builds env, agent and memory from a config (before any run directory exists, so bad input leaves
     nothing behind), then ``run(run_dir)`` trains and logs."""
@@ -96,22 +85,85 @@ class Trainer:
         self.learn_from = max(t.learning_starts, cfg.replay.batch_size)
         self.state = LoopState()
         self._env_reports_episodes = _reports_episodes(self.env)
-        self._eval_env: gym.Env | None = None
+        self.evaluator = Evaluator(cfg)
         self._window = UpdateWindow(cfg.metrics.correlation_threshold if cfg.metrics.correlation else None)
         self._log_means = RunningMeans()
         self._episode_means = RunningMeans()
         self.logger: RunLogger | None = None
-        # set by checkpoint.restore_trainer (per train --resume)
+        self._obs: Any = None  # the observation in hand: set by the loop at checkpoints, or by a resume
+        self._start_time = time.time()
+        # set by resume (per train --resume)
         self._resumed_from: int | None = None
-        self._resume_obs: Any = None
         self._elapsed_before = 0.0
         self._min_fill = 0  # transitions the memory must hold before learning (refill after a resume)
 
-    def resume(self, run_dir: Path) -> int:
-        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step."""
-        from per_cli.train.checkpoint import restore_trainer
+    # ------------------------------------------------------------------------------------------------------
+    # checkpoints: each component saves itself; checkpoint.py only writes the files
 
-        return restore_trainer(self, run_dir)
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the replay memory that a resumed run needs to continue exactly: the agent, the loop
+        counters (also the position of the ε and β schedules), the evaluator, the RNGs (action selection, the
+        sampler's, torch's), the training env with the observation in hand, the metrics not yet logged, and
+        the wall time so far."""
+        return {
+            "config": to_dict(self.cfg),
+            "loop": self.state.state_dict(),
+            "agent": self.agent.state_dict(),
+            "evaluator": self.evaluator.state_dict(),
+            "rng": {
+                "action": self.action_rng.bit_generator.state,
+                "sampler": self.memory.sampler.rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            },
+            "env": snapshot_env(self.env),
+            "obs": self._obs,
+            "metrics": pickle.dumps((self._window, self._log_means, self._episode_means)),
+            "elapsed_s": time.time() - self._start_time,
+            "replay_saved": bool(self.cfg.train.save_replay),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The inverse of :meth:`state_dict`. An env that could not be pickled starts a new episode, seeded
+        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit)."""
+        self.agent.load_state_dict(state["agent"])
+        self.state.load_state_dict(state["loop"])
+        self.evaluator.load_state_dict(state["evaluator"])
+        rng = state["rng"]
+        self.action_rng.bit_generator.state = rng["action"]
+        self.memory.sampler.rng.bit_generator.state = rng["sampler"]
+        torch.set_rng_state(rng["torch"].cpu())
+        if rng["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([t.cpu() for t in rng["cuda"]])
+        if state["env"] is not None:
+            self.env.close()
+            self.env = restore_env(state["env"])
+            self._obs = state["obs"]
+        else:
+            self.state.episode_return, self.state.episode_length = 0.0, 0
+            self._obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
+        self._window, self._log_means, self._episode_means = pickle.loads(state["metrics"])
+        self._elapsed_before = float(state["elapsed_s"])
+
+    def resume(self, run_dir: Path) -> int:
+        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step.
+        ConfigError (nothing changed on disk) when it cannot be continued with this config."""
+        state, path = checkpoint.load_checkpoint(run_dir, self.device)
+        loop = state["loop"]
+        check_resume(state["config"], loop["step"], loop["episode"], self.cfg)
+        self.load_state_dict(state)
+        replay = checkpoint.load_replay(path) if state["replay_saved"] else None
+        if replay is not None:
+            self.memory.load_state_dict(replay)
+        else:  # an empty memory: collect learning_starts transitions again before learning
+            t = self.cfg.train
+            self._min_fill = min(max(t.learning_starts, self.cfg.replay.batch_size), self.cfg.replay.capacity)
+        self._resumed_from = self.state.step
+        return self.state.step
+
+    def _checkpoint(self, run_dir: Path) -> None:
+        replay = self.memory.state_dict() if self.cfg.train.save_replay else None
+        checkpoint.save_checkpoint(run_dir, self.state.step, self.state_dict(), replay)
 
     # ------------------------------------------------------------------------------------------------------
     # the run
@@ -132,11 +184,9 @@ class Trainer:
         }
         resumed = self._resumed_from is not None
         if resumed:
-            from per_cli.train.checkpoint import truncate_metrics
-
             base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
             base["resumed_from_step"] = self._resumed_from
-            truncate_metrics(run_dir, self._resumed_from)
+            checkpoint.truncate_metrics(run_dir, self._resumed_from)
         write_summary(run_dir, base)
         # Flush denormal floats to zero on this thread while training (torch, numpy and the numba engine alike):
         # Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
@@ -147,11 +197,11 @@ class Trainer:
             # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
             purge = self._resumed_from + 1 if resumed else None
             self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
-            obs = self._train()
+            self._train()
             if self.cfg.train.eval_episodes > 0:
                 self._evaluate()
             if self.cfg.train.checkpoint_every:
-                self._checkpoint(run_dir, obs)
+                self._checkpoint(run_dir)
             summary = {**base, **self._results(started), "status": "completed"}
         except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
             message = (
@@ -173,18 +223,14 @@ class Trainer:
             if self.logger is not None:
                 self.logger.close()
             self.env.close()
-            if self._eval_env is not None:
-                self._eval_env.close()
+            self.evaluator.close()
         write_summary(run_dir, summary)
         return summary
 
-    def _train(self) -> Any:
-        """Run the remaining steps; returns the observation in hand (for the final checkpoint)."""
+    def _train(self) -> None:
+        """Run the remaining steps; leaves the observation in hand in ``self._obs`` (for the final checkpoint)."""
         cfg, s = self.cfg, self.state
-        if self._resume_obs is not None:
-            obs, self._resume_obs = self._resume_obs, None
-        else:
-            obs, _ = self.env.reset(seed=cfg.seed)
+        obs = self._obs if self._obs is not None else self.env.reset(seed=cfg.seed)[0]
         checkpoint_every = cfg.train.checkpoint_every
         initial_td = cfg.replay.initial_priority == "td_error"
         for step in range(s.step, cfg.train.total_steps):
@@ -211,16 +257,10 @@ class Trainer:
             if (step + 1) % 1000 == 0:
                 self.progress.update(step + 1, self._progress_info(epsilon))
             if checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < cfg.train.total_steps:
-                s.step = step + 1  # the step to run next
-                self._checkpoint(self.logger.run_dir, obs)
-        s.step = cfg.train.total_steps
+                s.step, self._obs = step + 1, obs  # the step to run next
+                self._checkpoint(self.logger.run_dir)
+        s.step, self._obs = cfg.train.total_steps, obs
         self.progress.update(s.step, self._progress_info(self.epsilon(s.step)))
-        return obs
-
-    def _checkpoint(self, run_dir: Path, obs: Any) -> None:
-        from per_cli.train.checkpoint import save_trainer
-
-        save_trainer(self, run_dir, obs)
 
     # ------------------------------------------------------------------------------------------------------
     # phases
@@ -238,6 +278,7 @@ class Trainer:
             return
         if (step + 1) % cfg.train.train_freq == 0:
             beta = self.beta(step)
+            self.memory.begin_phase(cfg.train.gradient_steps)
             for _ in range(cfg.train.gradient_steps):
                 batch = self.memory.sample(cfg.replay.batch_size, beta)
                 result = self.agent.learn(batch)
@@ -269,9 +310,8 @@ class Trainer:
             ep_return, ep_length = float(info["episode"]["r"]), int(info["episode"]["l"])
         else:
             ep_return, ep_length = s.episode_return, s.episode_length
-        s.episode += 1
-        s.recent_returns.append(ep_return)
-        s.episode_return, s.episode_length = 0.0, 0
+        success = info.get("is_success")
+        s.finish_episode(ep_return, success)
         step = s.step + 1
         sps = step / max(time.time() - self._start_time, 1e-9)
         scalars = {
@@ -280,7 +320,6 @@ class Trainer:
             "charts/epsilon": epsilon,
             "charts/SPS": sps,
         }
-        success = info.get("is_success")
         if success is not None:
             scalars["charts/success_rate"] = float(success)
         self.logger.scalars(scalars, step)
@@ -299,29 +338,9 @@ class Trainer:
         self.logger.episode(row)
 
     def _evaluate(self) -> None:
-        """Greedy (``train.eval_eps``) episodes on a separate env with evaluation settings."""
-        cfg, s = self.cfg, self.state
-        if self._eval_env is None:
-            self._eval_env = make_env(cfg.env, cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
-        returns, successes = [], []
-        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, s.step, 0xE7A1]))
-        for _ in range(cfg.train.eval_episodes):
-            obs, _ = self._eval_env.reset()
-            total, done, info = 0.0, False, {}
-            while not done:
-                action = self.agent.act(obs, cfg.train.eval_eps, rng)
-                obs, reward, terminated, truncated, info = self._eval_env.step(action)
-                total += float(reward)
-                done = terminated or truncated
-            returns.append(total)
-            if "is_success" in info:
-                successes.append(float(info["is_success"]))
-        s.eval_return_mean, s.eval_return_std = float(np.mean(returns)), float(np.std(returns))
-        scalars = {"eval/return": s.eval_return_mean, "eval/return_std": s.eval_return_std}
-        if successes:
-            s.success_rate = float(np.mean(successes))
-            scalars["eval/success_rate"] = s.success_rate
-        self.logger.scalars(scalars, min(s.step + 1, cfg.train.total_steps))
+        s = self.state
+        scalars = self.evaluator.run(self.agent, seed_step=s.step)
+        self.logger.scalars(scalars, min(s.step + 1, self.cfg.train.total_steps))
 
     # ------------------------------------------------------------------------------------------------------
     # reporting
@@ -333,14 +352,14 @@ class Trainer:
             "sps": s.step / elapsed,
             "epsilon": epsilon,
             "episodes": s.episode,
-            "recent_return": float(np.mean(s.recent_returns)) if s.recent_returns else None,
-            "eval_return": s.eval_return_mean,
+            "recent_return": s.recent_return_mean,
+            "eval_return": self.evaluator.return_mean,
         }
 
     def _results(self, started: float) -> dict[str, Any]:
         s = self.state
         wall = time.time() - started
-        recent = list(s.recent_returns)
+        recent, ev = list(s.recent_returns), self.evaluator
         return {
             "total_steps": s.step,
             "episodes": s.episode,
@@ -349,7 +368,7 @@ class Trainer:
             "steps_per_second": round(s.step / max(wall, 1e-9), 2),
             "final_return_mean": float(np.mean(recent)) if recent else None,
             "final_return_std": float(np.std(recent)) if recent else None,
-            "eval_return_mean": s.eval_return_mean,
-            "eval_return_std": s.eval_return_std,
-            "eval_success_rate": s.success_rate,
+            "eval_return_mean": ev.return_mean,
+            "eval_return_std": ev.return_std,
+            "eval_success_rate": ev.success_rate,
         }

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from per_cli.cli import app
 from per_cli.config import load_config
-from per_cli.train.checkpoint import latest_checkpoint, restore_env, snapshot_env, truncate_metrics
+from per_cli.train.checkpoint import latest_checkpoint, truncate_metrics
+from per_cli.train.env_state import restore_env, snapshot_env
 from per_cli.train.trainer import Trainer
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
@@ -198,7 +199,7 @@ def test_checkpoint_holds_rng_and_schedule_state(tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
     Trainer(cfg).run(tmp_path / "r")
     state = torch.load(latest_checkpoint(tmp_path / "r") / "trainer.pt", weights_only=False)
-    assert state["step"] == 600
+    assert state["loop"]["step"] == 600
     assert {"action", "sampler", "torch"} <= set(state["rng"])
     assert {"q_net", "target_net", "optimizer", "updates"} <= set(state["agent"])
     assert state["env"] is not None and state["replay_saved"]

@@ -1,0 +1,37 @@
+"""What a resumed run may change: how long it trains and how it logs, not what it learns."""
+
+from __future__ import annotations
+
+from per_cli.config import Config, to_dict
+from per_cli.errors import ConfigError
+
+# config sections a resumed run may change
+RESUMABLE_SECTIONS = ("train", "log", "metrics", "device")
+
+
+def check_resume_overrides(saved: dict, new: dict) -> None:
+    """ConfigError for a change of a key outside RESUMABLE_SECTIONS (env, agent, replay, seed)."""
+    for section, value in new.items():
+        if section in RESUMABLE_SECTIONS:
+            continue
+        if isinstance(value, dict):
+            for key, v in value.items():
+                if saved.get(section, {}).get(key) != v:
+                    raise ConfigError(
+                        f"--set {section}.{key}: cannot change it when resuming (the checkpoint was trained with "
+                        f"{saved.get(section, {}).get(key)!r}); only {', '.join(RESUMABLE_SECTIONS)} keys may change"
+                    )
+        elif saved.get(section) != value:
+            raise ConfigError(f"{section}: cannot change it when resuming; only {', '.join(RESUMABLE_SECTIONS)} may")
+
+
+def check_resume(saved_config: dict, step: int, episodes: int, cfg: Config) -> None:  # noqa: ARG001
+    """ConfigError unless ``cfg`` may continue a checkpoint of ``saved_config`` taken after ``step`` steps
+    and ``episodes`` episodes: only resumable keys changed, and budget is left."""
+    check_resume_overrides(saved_config, to_dict(cfg))
+    t = cfg.train
+    if step >= t.total_steps:
+        raise ConfigError(
+            f"train.total_steps: the run already reached step {step}; resume with a larger one, "
+            f"e.g. --set train.total_steps={2 * step}"
+        )
