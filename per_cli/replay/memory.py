@@ -21,6 +21,7 @@ class Batch:
     indices: np.ndarray  # transition ids, handed back to update_priorities
     weights: np.ndarray  # importance-sampling weights; ones where not prioritized
     ages: np.ndarray  # transitions added since each sampled one (0 = the latest)
+    episodes: np.ndarray  # int64 episode id of each (episodes that ended before it, in this memory)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -51,11 +52,32 @@ class ReplayMemory:
         return self.storage.size
 
     def add(self, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
-        slot = self.storage.add(obs, action, reward, next_obs, terminated, truncated)
+        self._store(obs, action, reward, next_obs, terminated, truncated)
+
+    def _store(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> None:
+        slot = self.storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
         self.sampler.on_add(slot)
-        dropped = getattr(self.storage, "newly_unsampleable", None)  # frame storage: history overwritten
-        if dropped is not None and dropped.size:
+        dropped = self.storage.newly_unsampleable  # frame storage: history overwritten
+        if dropped.size:
             self.sampler.on_invalidate(dropped)
+
+    def begin_phase(self, n_batches: int) -> None:
+        """The training loop is about to draw ``n_batches`` batches with no add in between (one burst of
+        ``train.gradient_steps``); samplers whose batches depend on the phase (``none``, ``combined``) plan it."""
+        self.sampler.begin_phase(n_batches)
+
+    def episodes_held(self) -> int:
+        """Distinct episodes with at least one sampleable transition in the memory."""
+        return self.storage.episodes_held()
+
+    def reference_obs(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` observations drawn uniformly with replacement from the sampleable transitions, independent
+        of the sampler (and of its rng): the i.i.d. baseline the measures compare batches with."""
+        oldest = self.storage.oldest_sampleable_id()
+        if oldest >= self.storage.added:
+            raise ValueError("reference_obs from an empty memory")
+        ids = rng.integers(oldest, self.storage.added, size=n)
+        return self.storage.observations(ids % self.storage.capacity)
 
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
         if batch_size > len(self):
@@ -69,7 +91,13 @@ class ReplayMemory:
 
     def _batch(self, slots: np.ndarray, weights: np.ndarray) -> Batch:
         ids = self.storage.ids[slots]
-        return Batch(**self.storage.gather(slots), indices=ids, weights=weights, ages=self.storage.added - 1 - ids)
+        return Batch(
+            **self.storage.gather(slots),
+            indices=ids,
+            weights=weights,
+            ages=self.storage.added - 1 - ids,
+            episodes=self.storage.episode_ids[slots],
+        )
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped.

@@ -279,6 +279,7 @@ class Trainer:
         if (step + 1) % cfg.train.train_freq == 0:
             beta = self.beta(step)
             self.memory.begin_phase(cfg.train.gradient_steps)
+            self.memory.begin_phase(cfg.train.gradient_steps)
             for _ in range(cfg.train.gradient_steps):
                 batch = self.memory.sample(cfg.replay.batch_size, beta)
                 result = self.agent.learn(batch)

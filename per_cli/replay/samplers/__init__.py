@@ -118,6 +118,9 @@ class _UnweightedSampler:
     def on_invalidate(self, slots: np.ndarray) -> None:
         pass
 
+    def begin_phase(self, n_batches: int) -> None:
+        pass
+
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         pass
 
@@ -230,6 +233,9 @@ class PrioritizedSampler:
         slots = np.asarray(slots, dtype=np.int64)
         self.tree.update(slots, np.zeros(slots.shape))
 
+    def begin_phase(self, n_batches: int) -> None:
+        pass
+
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
         return _stratified_sample(self._tree, self._offsets, self.rng.random(batch_size), beta)
 
@@ -327,6 +333,9 @@ class RankSampler:
 
     def on_invalidate(self, slots: np.ndarray) -> None:
         self.n = heap_remove(self.keys, self.pos_of, self.n, np.asarray(slots, dtype=np.int64))
+
+    def begin_phase(self, n_batches: int) -> None:
+        pass
 
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
         if self.n == 0:

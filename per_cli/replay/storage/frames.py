@@ -129,10 +129,7 @@ class FrameStackStorage(RingBookkeeping):
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminated = np.zeros(capacity, dtype=bool)  # float32 in batches
         self.truncated = np.zeros(capacity, dtype=bool)
-        self.ids = np.full(capacity, -1, dtype=np.int64)
-        self.cursor = 0  # the slot the next add writes
-        self.size = 0
-        self.added = 0  # transitions ever added; also the id of the next one
+        self._init_ring(capacity)
         self.frames_written = 0  # frames ever written; also the gid of the next one
         self.first_sampleable_id = 0  # live transitions with a smaller id lost a frame to the ring
         self.newly_unsampleable = _NONE  # slots the last add made unsampleable (for samplers' on_invalidate)
@@ -157,7 +154,7 @@ class FrameStackStorage(RingBookkeeping):
         self.frames[self.frames_written % self.n_frames] = frame
         self.frames_written += 1
 
-    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
+    def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
         obs = np.asarray(obs)
         next_obs = np.asarray(next_obs)
         if obs.shape != self.obs_shape or next_obs.shape != self.obs_shape:
@@ -180,7 +177,7 @@ class FrameStackStorage(RingBookkeeping):
         self._write_frame(next_obs[-1])
         if not 0 <= action < 256:
             raise ValueError(f"FrameStackStorage keeps actions as uint8 (Atari has <= 18), got {action}")
-        self._record(action, reward, terminated, truncated)
+        self._record(action, reward, terminated, truncated, ends_episode)
         self._episode_open = not (terminated or truncated)
         self._last_next[...] = next_obs
         self._advance_first_sampleable()
@@ -201,13 +198,15 @@ class FrameStackStorage(RingBookkeeping):
     # ------------------------------------------------------------------------------------------------------
     # reading
 
-    @property
-    def latest_slot(self) -> int:
-        return (self.cursor - 1) % self.capacity
+    def oldest_sampleable_id(self) -> int:
+        return max(self.first_sampleable_id, self.added - self.size)
 
     @property
     def num_sampleable(self) -> int:
-        return self.added - max(self.first_sampleable_id, self.added - self.size)
+        return self.added - self.oldest_sampleable_id()
+
+    def observations(self, slots: np.ndarray) -> np.ndarray:
+        return self.stacks(slots)[0]
 
     def sampleable(self, slots: np.ndarray) -> np.ndarray:
         """Which slots hold a transition whose frames are all still in the ring."""
@@ -239,8 +238,11 @@ class FrameStackStorage(RingBookkeeping):
     # ------------------------------------------------------------------------------------------------------
     # checkpoints
 
-    _ARRAYS = ("frames", "frame_gid", "hist", "actions", "rewards", "terminated", "truncated", "ids", "_last_next")
-    _SCALARS = ("cursor", "size", "added", "frames_written", "first_sampleable_id", "_episode_open")
+    _ARRAYS = (
+        "frames", "frame_gid", "hist", "actions", "rewards", "terminated", "truncated", "ids", "episode_ids",
+        "_last_next",
+    )
+    _SCALARS = ("cursor", "size", "added", "episodes_ended", "frames_written", "first_sampleable_id", "_episode_open")
 
     def state_dict(self) -> dict:
         state = {k: getattr(self, k) for k in self._ARRAYS + self._SCALARS}
@@ -252,6 +254,8 @@ class FrameStackStorage(RingBookkeeping):
             raise ValueError(
                 f"frame storage checkpoint holds {state['frames'].shape} frames, this memory {self.frames.shape}"
             )
+        # checkpoints written before episode ids existed: every transition counts as one episode
+        state = {"episode_ids": state["ids"], "episodes_ended": int(state["added"]), **state}
         for key in self._ARRAYS:
             getattr(self, key)[...] = state[key]
         for key in self._SCALARS:
@@ -269,5 +273,9 @@ def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
     """The storage for a run: each frame once for Atari frame stacks, transitions as they come otherwise."""
     if uses_frame_storage(cfg, obs_shape):
         return FrameStackStorage(cfg.replay.capacity, obs_shape, obs_dtype)
+    if np.dtype(obs_dtype) == np.bool_:  # MinAtar's bool grids, bit-packed (storage/packed.py)
+        from per_cli.replay.storage.packed import PackedTransitionStorage
+
+        return PackedTransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)
 
     return TransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)

@@ -130,12 +130,13 @@ class HindsightMemory(ReplayMemory):
         achieved_next = next_obs[:, None, self.layout.achieved]
         new_rewards = np.broadcast_to(self.layout.compute_reward(achieved_next, goals), (t_len, copies))
         success = np.broadcast_to(self.layout.compute_success(achieved_next, goals), (t_len, copies))
-        for t in range(t_len):
-            super().add(obs[t], actions[t], rewards[t], next_obs[t], terminated[t], truncated[t])
+        for t in range(t_len):  # the episode's last stored transition (its last copy) ends it
+            self._store(obs[t], actions[t], rewards[t], next_obs[t], terminated[t], truncated[t], False)
             for j in range(copies):
                 term = bool(success[t, j]) if self.layout.terminate_on_success else terminated[t]
-                super().add(new_obs[t, j], actions[t], float(new_rewards[t, j]), new_next[t, j], term,
-                            truncated[t] and not term)
+                last = t == t_len - 1 and j == copies - 1
+                self._store(new_obs[t, j], actions[t], float(new_rewards[t, j]), new_next[t, j], term,
+                            truncated[t] and not term, last)
         self.relabelled += t_len * copies
         self.episodes += 1
         self._episode.clear()
