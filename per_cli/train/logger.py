@@ -6,7 +6,9 @@ import csv
 import json
 import math
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,37 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+EVENT_FILE_PREFIX = "events.out.tfevents."
+_MAX_CLOCK_WAIT_S = 5.0
+
+
+def wait_for_a_later_event_file_name(run_dir: Path) -> None:
+    """Sleep until a new TensorBoard event file in ``run_dir`` will sort after every existing one.
+
+    TensorBoard reads a directory's event files in the order of their names,
+    ``events.out.tfevents.<10-digit second>.<host>.<pid>.<writer counter>``, and a resumed run relies on that
+    order: its file starts with a restart marker at ``purge_step`` that hides the crashed run's later events,
+    so it must be read last. Within one second the order falls to host, pid and counter, compared as text
+    (``...9`` sorts after ``...10``): the resumed run's events were then read first, the crashed run's after
+    them, and the scalars came back out of step order (the flaky resume test). A later second sorts last
+    whatever follows it, so wait for one (under a second, and only when resuming within a second of the
+    last write). A clock more than a few seconds behind the files' is only reported.
+    """
+    seconds = [int(field) for p in run_dir.glob(EVENT_FILE_PREFIX + "*")
+               if (field := p.name[len(EVENT_FILE_PREFIX):].split(".")[0]).isdigit()]  # fmt: skip
+    if not seconds:
+        return
+    delay = max(seconds) + 1 - time.time()
+    if delay > _MAX_CLOCK_WAIT_S:
+        print(
+            f"warning: event files in {run_dir} are dated {delay:.0f} s ahead of this machine's clock; "
+            "TensorBoard may order the resumed run's events before the earlier ones",
+            file=sys.stderr,
+        )
+    elif delay > 0:
+        time.sleep(delay)
+
+
 class RunLogger:
     """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs."""
 
@@ -75,6 +108,8 @@ class RunLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             # purge_step: TensorBoard hides this dir's older events at steps >= it (a resumed run logs them anew)
+            if append:
+                wait_for_a_later_event_file_name(run_dir)
             self._tb = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
@@ -85,6 +120,11 @@ class RunLogger:
     def episode(self, row: dict[str, Any]) -> None:
         self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
         self._csv_file.flush()
+
+    def flush(self) -> None:
+        """Put every event logged so far on disk (at checkpoints: a run killed later keeps what precedes them)."""
+        if self._tb is not None:
+            self._tb.flush()
 
     def close(self) -> None:
         self._csv_file.close()

@@ -163,6 +163,8 @@ class Trainer:
 
     def _checkpoint(self, run_dir: Path) -> None:
         replay = self.memory.state_dict() if self.cfg.train.save_replay else None
+        if self.logger is not None:
+            self.logger.flush()
         checkpoint.save_checkpoint(run_dir, self.state.step, self.state_dict(), replay)
 
     # ------------------------------------------------------------------------------------------------------
@@ -278,7 +280,6 @@ class Trainer:
             return
         if (step + 1) % cfg.train.train_freq == 0:
             beta = self.beta(step)
-            self.memory.begin_phase(cfg.train.gradient_steps)
             self.memory.begin_phase(cfg.train.gradient_steps)
             for _ in range(cfg.train.gradient_steps):
                 batch = self.memory.sample(cfg.replay.batch_size, beta)

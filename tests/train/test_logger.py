@@ -1,0 +1,52 @@
+"""The run directory's writers: TensorBoard event files of a resumed run, the summary."""
+
+from __future__ import annotations
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.utils.tensorboard import SummaryWriter
+
+from per_cli.train.logger import RunLogger
+
+EVENT_FILE_PREFIX = "events.out.tfevents."
+
+
+def _writer_counter(folder) -> int:
+    """The process-wide counter TensorBoard puts last in an event file name, read by making one file."""
+    writer = SummaryWriter(str(folder))
+    writer.close()
+    newest = max(folder.glob(EVENT_FILE_PREFIX + "*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+    return int(newest.name.rsplit(".", 1)[1])
+
+
+def test_a_resumed_logger_file_is_read_after_the_crashed_one(tmp_path):
+    # The flaky resume test: both runs wrote their event files in the same second, with writer counters 9
+    # and 10 (or 99 and 100); by name "...10" sorts before "...9", TensorBoard read the resumed file first
+    # and the scalars came back out of order. Reproduce that: bring the counter to just below a power of ten.
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    counter = _writer_counter(junk)
+    power = 10
+    while power <= counter + 1:
+        power *= 10
+    while counter + 1 < power - 1:  # the next two files get counters power - 1 and power
+        counter = _writer_counter(junk)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    crashed = RunLogger(run)
+    for step in range(1, 11):
+        crashed.scalars({"x": float(step)}, step)
+    crashed.close()
+    resumed = RunLogger(run, append=True, purge_step=6)  # the checkpoint was at step 5
+    for step in range(6, 11):
+        resumed.scalars({"x": 10.0 * step}, step)
+    resumed.close()
+
+    names = sorted(p.name for p in run.glob(EVENT_FILE_PREFIX + "*"))
+    assert [n.rsplit(".", 1)[1] for n in names] == [str(power - 1), str(power)]  # the resumed file sorts last
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("x")] == [
+        *((s, float(s)) for s in range(1, 6)),
+        *((s, 10.0 * s) for s in range(6, 11)),
+    ]
