@@ -1,0 +1,76 @@
+"""Ring storage for boolean observations, eight states' bits to a byte (``np.packbits``).
+
+MinAtar gives (10, 10, C) ``bool`` grids. NumPy stores a bool in a whole byte, so keeping them as they come
+costs 8x the information, and as float32 32x. Here each state is flattened and bit-packed into
+``ceil(H * W * C / 8)`` bytes (Breakout, C = 4: 50 bytes; Seaquest, C = 10: 125), ``obs`` and ``next_obs``
+alike; ``gather`` unpacks a batch in one vectorized ``np.unpackbits`` call, back to ``bool`` of the original
+shape. Everything else (ids, episode ids, the scalar columns, checkpoints) is the plain ring's
+(:class:`~per_cli.replay.storage.ring.TransitionStorage`): this class only packs on the way in and unpacks
+on the way out, and its ``obs``/``next_obs`` arrays hold the packed rows.
+
+Only ``bool`` observations are packed (``make_storage`` dispatches on the dtype): other dtypes would lose
+values, so they never reach this class.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from per_cli.replay.storage.frames import ensure_memory_fits
+from per_cli.replay.storage.ring import TransitionStorage
+
+# the plain ring's per-transition columns: action int64, reward float32, terminated float32, truncated bool,
+# id int64, episode id int64
+_PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8
+
+
+def packed_row_bytes(obs_shape: tuple[int, ...]) -> int:
+    """Bytes one packed state takes: its bits rounded up to whole bytes."""
+    return math.ceil(math.prod(obs_shape) / 8)
+
+
+class PackedTransitionStorage(TransitionStorage):
+    """:class:`TransitionStorage` for ``bool`` observations, kept bit-packed (same face, same batches)."""
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype = np.bool_, *, check_memory=True):
+        if np.dtype(obs_dtype) != np.bool_:
+            raise ValueError(f"PackedTransitionStorage packs bool observations, got {np.dtype(obs_dtype)}")
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.n_bits = math.prod(self.obs_shape)
+        row = packed_row_bytes(self.obs_shape)
+        if check_memory:
+            ensure_memory_fits(
+                self.bytes_needed(capacity, self.obs_shape),
+                f"a replay memory of {capacity:,} bit-packed transitions {self.obs_shape}",
+                per_unit=2 * row + _PER_SLOT_BYTES,
+            )
+        super().__init__(capacity, (row,), np.uint8)  # obs / next_obs: (capacity, row) packed bytes
+
+    @staticmethod
+    def bytes_needed(capacity: int, obs_shape: tuple[int, ...]) -> int:
+        """Bytes the storage allocates for ``capacity`` transitions: two packed states and the scalar columns."""
+        return capacity * (2 * packed_row_bytes(obs_shape) + _PER_SLOT_BYTES)
+
+    def _pack(self, obs) -> np.ndarray:
+        obs = np.asarray(obs)
+        if obs.shape != self.obs_shape or obs.dtype != np.bool_:
+            raise ValueError(f"expected bool observations of shape {self.obs_shape}, got {obs.dtype} {obs.shape}")
+        return np.packbits(obs.reshape(-1))
+
+    def _unpack(self, rows: np.ndarray) -> np.ndarray:
+        bits = np.unpackbits(rows, axis=1, count=self.n_bits)  # uint8 0/1, one row per state
+        return bits.view(np.bool_).reshape(len(rows), *self.obs_shape)
+
+    def add(self, obs, action, reward, next_obs, *args, **kwargs) -> int:
+        return super().add(self._pack(obs), action, reward, self._pack(next_obs), *args, **kwargs)
+
+    def observations(self, slots: np.ndarray) -> np.ndarray:
+        return self._unpack(super().observations(slots))
+
+    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        batch = super().gather(slots)
+        batch["obs"] = self._unpack(batch["obs"])
+        batch["next_obs"] = self._unpack(batch["next_obs"])
+        return batch
