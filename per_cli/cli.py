@@ -3,24 +3,58 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
+from per_cli import __version__
 from per_cli.errors import ConfigError
+
+EXIT_BAD_INPUT = 2
+EXIT_RUN_FAILED = 1
+
+# Click's exceptions, from the click that Typer runs on (recent Typer versions vendor their own copy)
+_clicks = importlib.import_module(TyperGroup.__mro__[1].__module__.rpartition(".")[0] + ".exceptions")
+_NO_ARGS = getattr(_clicks, "NoArgsIsHelpError", ())  # click >= 8.2; older ones print the help themselves
+
+
+class OneLineErrors(TyperGroup):
+    """Click's and Typer's own usage errors (``--seed abc``, ``--workers 0``, an unknown option) as the tool's
+    one-line ``error: ...`` with exit code 2, like every other bad input; ``per`` alone prints the help, exit 0."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS:
+            code = super().main(["--help"], prog_name, complete_var, standalone_mode=False, **extra)
+        except _clicks.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "per"
+            typer.echo(f"error: {exc.format_message()} (see {command} --help)", err=True)
+            code = EXIT_BAD_INPUT
+        except _clicks.ClickException as exc:
+            typer.echo(f"error: {exc.format_message()}", err=True)
+            code = exc.exit_code
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            code = 1
+        code = code if isinstance(code, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
 
 app = typer.Typer(
     name="per",
+    cls=OneLineErrors,
     help="Experiment runner for experience replay in deep Q-learning.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-EXIT_BAD_INPUT = 2
-EXIT_RUN_FAILED = 1
 
 
 def fail_input(message: str) -> typer.Exit:
@@ -28,15 +62,53 @@ def fail_input(message: str) -> typer.Exit:
     return typer.Exit(EXIT_BAD_INPUT)
 
 
+def check_run_name(name: str | None, option: str = "--name") -> None:
+    """A run (or grid) name is one folder name inside --runs-dir: no separators, not '.' or '..'."""
+    if name is None:
+        return
+    parts = PurePosixPath(name).parts + PureWindowsPath(name).parts
+    if not name.strip() or name in (".", "..") or len(set(parts)) != 1 or "/" in name or "\\" in name:
+        raise ConfigError(f"{option} {name!r}: a name is one folder name inside --runs-dir (no '/', '\\' or '..')")
+
+
 ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="YAML config file (defaults apply without one).")
+    str | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="A YAML file, or a shipped config by name (cartpole_per, seed001/cartpole_per; see per configs). "
+        "Defaults apply without one.",
+    ),
 ]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any key: --set agent.lr=3e-4 (repeatable).")]
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"per {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Experiment runner for experience replay in deep Q-learning: train, sweep, plot."""
+
+
+def resolve_config_option(config: str | None) -> Path | None:
+    """``--config`` as a file: an existing path, else a shipped config by name; a note when a local file
+    shadows a shipped config. Raises ConfigError for an unknown or ambiguous name."""
+    if config is None:
+        return None
+    from per_cli.config.shipped import resolve_config
+
+    resolved = resolve_config(config)
+    if resolved.note:
+        typer.echo(f"note: {resolved.note}", err=True)
+    return resolved.path
 
 
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories are created.")]
@@ -63,6 +135,7 @@ def train(
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory."""
     from per_cli.config import load_config
+    from per_cli.train.preflight import preflight
     from per_cli.train.progress import train_progress
     from per_cli.train.trainer import Trainer, default_run_name
 
@@ -75,10 +148,12 @@ def train(
             cfg = load_config(resume / "config.yaml", overrides or [], device=device)
             run_dir = resume
         else:
-            cfg = load_config(config, overrides or [], seed=seed, device=device)
+            check_run_name(name)
+            cfg = load_config(resolve_config_option(config), overrides or [], seed=seed, device=device)
             run_dir = runs_dir / (name or default_run_name(cfg))
             if run_dir.exists():
                 raise ConfigError(f"--name: run directory {run_dir} already exists; choose another --name")
+        preflight(cfg)
         progress = train_progress(cfg.train.total_steps, run_dir.name, quiet)
         trainer = Trainer(cfg, progress=progress)
         if resume is not None:
@@ -88,14 +163,48 @@ def train(
     try:
         with progress:
             summary = trainer.run(run_dir)
-    except KeyboardInterrupt:
-        typer.echo(f"interrupted; recorded in {run_dir / 'summary.json'}", err=True)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trainer raises RunInterrupted (exit 128 + signal)
+        typer.echo(f"{exc or 'interrupted'}; recorded in {run_dir / 'summary.json'}", err=True)
+        raise typer.Exit(getattr(exc, "exit_code", 130)) from None
     except Exception as exc:  # noqa: BLE001 - recorded in summary.json by the trainer
         typer.echo(f"error: run failed: {type(exc).__name__}: {exc} (see {run_dir / 'summary.json'})", err=True)
         raise typer.Exit(EXIT_RUN_FAILED) from None
     if not quiet:
         _print_summary(run_dir, summary)
+
+
+@app.command()
+def configs(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A shipped config (or a file) to print resolved, with every default filled in."),
+    ] = None,
+) -> None:
+    """List the shipped configs with their one-line descriptions, or print one resolved (every default filled
+    in, ready to copy and edit): per configs cartpole_per > my.yaml."""
+    from per_cli.config import dump_config, load_config
+    from per_cli.config.shipped import describe, resolve_config, shipped_configs, shipped_root
+
+    try:
+        if name is None:
+            shipped = shipped_configs()
+            width = max(len(n) for n in shipped)
+            for config_name, path in shipped.items():
+                typer.echo(f"{config_name:<{width}}  {describe(path)}")
+            typer.echo(
+                f"{len(shipped)} configs in {shipped_root()}; per configs NAME prints one with every default; "
+                "per train --config NAME runs it"
+            )
+            return
+        resolved = resolve_config(name, option="per configs")
+        cfg = load_config(resolved.path)
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
+    if resolved.note:
+        typer.echo(f"note: {resolved.note}", err=True)
+    typer.echo(f"# {resolved.name or resolved.path}: {describe(resolved.path)}")
+    typer.echo(f"# resolved from {resolved.path} with every default filled in; edit and run with per train --config")
+    typer.echo(dump_config(cfg), nl=False)
 
 
 @app.command()
@@ -112,7 +221,10 @@ def grid(
     ] = None,
     overrides: SetOpt = None,
     config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="Base config for every run (env.id, replay.kind set per run).")
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="Base config for every run: a file or a shipped name (env.id, replay.kind per run)"
+        ),
     ] = None,
     configs_dir: Annotated[
         Path | None,
@@ -144,9 +256,12 @@ def grid(
             try:
                 import ray  # noqa: F401
             except ImportError:
-                raise ConfigError("--backend ray needs Ray: pip install 'per-cli[ray]'") from None
+                raise ConfigError(
+                    "--backend ray needs Ray: pip install -e '.[ray]' (in a clone; else pip install 'per-cli[ray]')"
+                ) from None
         if plot and "plot" not in {c.name or c.callback.__name__ for c in app.registered_commands}:
             raise ConfigError("--plot: this version has no `per plot` command")
+        check_run_name(name)
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
         plan = grid_mod.plan_grid(request)
         grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)

@@ -93,7 +93,15 @@ def test_quiet_prints_nothing(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--config", "missing.yaml"], "config file not found: missing.yaml"),
+        (["--config", "missing.yaml"], "--config missing.yaml: no such file and no shipped config of that name"),
+        (["--config", "cartpole_pre"], "closest: cartpole_per"),
+        (["--name", "../escape"], "--name '../escape': a name is one folder name inside --runs-dir"),
+        (["--name", "a/b"], "--name 'a/b': a name is one folder name"),
+        (["--name", ".."], "a name is one folder name"),
+        (["--set", "train.learning_starts=400", "--set", "train.total_steps=400"], "would never learn"),
+        (["--set", "agent.network=cnn"], "agent.network: cnn needs"),
+        (["--seed", "abc"], "Invalid value for '--seed'"),
+        (["--sed", "3"], "No such option: --sed"),
         (["--set", "agent.lrr=1"], "unknown key 'agent.lrr'; did you mean 'agent.lr'?"),
         (["--set", "replay.capacity=-1"], "replay.capacity: -1 is out of range"),
         (["--set", "replay.kind=nope"], "replay.kind: unknown replay kind 'nope'"),
@@ -145,3 +153,122 @@ def test_a_crash_inside_a_run_is_recorded_and_exits_1(tmp_path):
     assert "non-finite TD error" in summary["error"]
     assert "Traceback" in summary["traceback"]
     assert "error: run failed" in result.output
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the command line itself: help, version, usage errors, config files and names (issues 13 and 16)
+
+
+def _one_line_error(result, message):
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+
+
+def test_per_alone_prints_the_help_and_exits_0():
+    result = runner.invoke(app, [])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output and "train" in result.output and "configs" in result.output
+
+
+def test_version():
+    from per_cli import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"per {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "--seed", "abc"], "Invalid value for '--seed'"),
+        (["grid", "--envs", "cartpole", "--workers", "0"], "Invalid value for '--workers'"),
+        (["plot"], "Missing argument"),
+        (["trian"], "No such command 'trian'"),
+    ],
+)
+def test_usage_errors_are_the_tools_one_line_errors(args, message):
+    result = runner.invoke(app, args)
+    _one_line_error(result, message)
+    assert "╭" not in result.output  # no boxed panel
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the config is empty"),
+        ("# nothing but a comment\n\n", "the config is empty"),
+        ("agent:\n  lr: 0.001\nagent:\n  gamma: 0.9\n", "duplicate key 'agent' at line 3"),
+        ("replay:\n  kind: uniform\n  kind: rank\n", "duplicate key 'replay.kind' at line 3"),
+    ],
+)
+def test_bad_config_files_are_one_line_and_write_nothing(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    result = runner.invoke(app, ["train", "--config", str(path), "--runs-dir", str(tmp_path / "runs")])
+    _one_line_error(result, message)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_directory_as_config_is_named_as_one(tmp_path):
+    result = runner.invoke(app, ["train", "--config", str(tmp_path), "--runs-dir", str(tmp_path / "runs")])
+    _one_line_error(result, "is a directory")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_per_configs_lists_every_shipped_config_with_its_description():
+    from per_cli.config.shipped import describe, shipped_configs
+
+    result = runner.invoke(app, ["configs"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    shipped = shipped_configs()
+    assert len(lines) == len(shipped) + 1
+    for line, (name, path) in zip(lines, shipped.items(), strict=False):
+        assert line.split()[0] == name and line.endswith(describe(path))
+
+
+def test_per_configs_name_prints_the_config_with_every_default():
+    from per_cli.config import from_dict, load_config, to_dict
+
+    result = runner.invoke(app, ["configs", "pong_per"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.output)
+    assert printed == to_dict(load_config(CONFIGS / "pong_per.yaml"))  # every key, the file's values
+    assert "# pong_per: Double DQN with proportional prioritized replay on Pong" in result.output
+    assert from_dict(printed) == load_config(CONFIGS / "pong_per.yaml")
+    _one_line_error(runner.invoke(app, ["configs", "pong_pre"]), "closest: pong_per")
+
+
+def test_train_by_short_name_from_another_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
+    result = runner.invoke(app, ["train", "--config", "cartpole_per", *sets, "--name", "short", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load((tmp_path / "runs/short/config.yaml").read_text())["replay"]["kind"] == "prioritized"
+    # a local file of a shipped config's name is used, and the run says so
+    (tmp_path / "cartpole_per.yaml").write_text("env:\n  id: cartpole\nreplay:\n  kind: rank\n")
+    result = runner.invoke(app, ["train", "--config", "cartpole_per.yaml", *sets, "--name", "mine", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "note: cartpole_per.yaml is a local file; it shadows the shipped config 'cartpole_per'" in result.output
+    assert yaml.safe_load((tmp_path / "runs/mine/config.yaml").read_text())["replay"]["kind"] == "rank"
+
+
+def test_grid_names_are_one_folder_too(tmp_path):
+    result = runner.invoke(app, ["grid", "--envs", "cartpole", "--name", "../up", "--runs-dir", str(tmp_path)])
+    _one_line_error(result, "--name '../up': a name is one folder name")
+
+
+def test_without_ray_the_error_gives_the_readmes_install_command(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['ray'] = None\n"  # what `import ray` meets when Ray is not installed
+        "from per_cli.cli import app\n"
+        f"app(['grid', '--envs', 'cartpole', '--backend', 'ray', '--runs-dir', {str(tmp_path)!r}], prog_name='per')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "--backend ray needs Ray: pip install -e '.[ray]'" in done.stderr
+    assert "pip install -e '.[ray]'" in (CONFIGS.parent / "README.md").read_text()

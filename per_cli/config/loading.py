@@ -125,23 +125,14 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
 
 
 def _check_relations(cfg: Config) -> None:
-    """Constraints across keys, and names that live in registries (envs, replay kinds)."""
-    from per_cli.envs import check_env_id
-    from per_cli.replay import REPLAY_KINDS
-
+    """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay
+    kinds) and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither
+    envs nor replay)."""
     r, t = cfg.replay, cfg.train
-    if r.kind not in REPLAY_KINDS:
-        close = difflib.get_close_matches(r.kind, list(REPLAY_KINDS), n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ConfigError(f"replay.kind: unknown replay kind {r.kind!r}; {hint}choose one of {', '.join(REPLAY_KINDS)}")
     if r.kind == "hindsight":
-        under = [k for k in REPLAY_KINDS if k != "hindsight"]
-        if r.her_sampler not in under:
-            close = difflib.get_close_matches(r.her_sampler, under, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
+        if r.her_sampler == "hindsight":
             raise ConfigError(
-                f"replay.her_sampler: {r.her_sampler!r} cannot sample under hindsight; "
-                f"{hint}choose one of {', '.join(under)}"
+                "replay.her_sampler: 'hindsight' cannot sample under hindsight; choose a sampler such as uniform"
             )
         if r.initial_priority == "td_error":
             raise ConfigError(
@@ -157,12 +148,6 @@ def _check_relations(cfg: Config) -> None:
         raise ConfigError(f"train.eps_end: {t.eps_end} exceeds train.eps_start ({t.eps_start}); ε only anneals down")
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
-    check_env_id(cfg.env.id)
-    if cfg.env.n_bits is not None:
-        from per_cli.envs import accepts_n_bits
-
-        if not accepts_n_bits(cfg.env.id):
-            raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -227,19 +212,63 @@ def _walk_yaml_numbers(data: Any) -> Any:
     return data
 
 
-def read_yaml(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path} (give an existing YAML file, e.g. configs/cartpole_per.yaml)")
+def _find_duplicate_key(node: yaml.Node, prefix: str = "") -> tuple[str, int] | None:
+    """The first key given twice in one mapping (as a dotted key, with its line), or None. YAML itself keeps
+    the last value silently, which would hide a typo'd second section."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            dotted = f"{prefix}{key}"
+            if key is not None and key != "<<":
+                if key in seen:
+                    return dotted, key_node.start_mark.line + 1
+                seen.add(key)
+            found = _find_duplicate_key(value_node, dotted + ".")
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _find_duplicate_key(item, f"{prefix.rstrip('.')}[{i}].")
+            if found:
+                return found
+    return None
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    loader = yaml.SafeLoader(text)
     try:
-        data = yaml.safe_load(path.read_text())
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        duplicate = _find_duplicate_key(node)
+        if duplicate:
+            key, line = duplicate
+            raise ConfigError(f"{path}: duplicate key '{key}' at line {line}; give each key once")
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "syntax error"
         raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
-    if data is None:
-        data = {}
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path) -> dict:
+    """The YAML mapping in ``path``: rejects a directory, a missing, empty or malformed file, a top level that
+    is not a mapping, and a key given twice."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config {path}: is a directory; give a YAML file (per configs lists the shipped ones)")
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path} (give an existing YAML file or a name from per configs)")
+    data = _parse_yaml(path, path.read_text(encoding="utf-8"))
+    if data is None or data == {}:
+        raise ConfigError(
+            f"{path}: the config is empty (nothing but comments or blank lines); give at least one section, "
+            "or leave out --config to run the defaults"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (env, agent, replay, ...)")
     return _walk_yaml_numbers(data)

@@ -1,0 +1,41 @@
+"""preflight(cfg): every check that can be made before a run starts, as one-line ConfigErrors."""
+
+import pytest
+
+from per_cli.config import ConfigError, load_config
+from per_cli.config.shipped import shipped_configs
+from per_cli.train.preflight import observation_space, preflight
+
+
+@pytest.mark.parametrize("name", sorted(shipped_configs()))
+def test_every_shipped_config_passes(name):
+    preflight(load_config(shipped_configs()[name]))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["replay.kind=unifrom"], "replay.kind: unknown replay kind 'unifrom'; did you mean 'uniform'?"),
+        (["env.id=cartpol"], "env.id: unknown env 'cartpol'; did you mean 'cartpole'?"),
+        (["env.id=NoSuchEnv-v9"], "env.id: unknown env 'NoSuchEnv-v9'"),
+        (["env.n_bits=5"], "env.n_bits: only bit flipping (env.id: bitflip) has bits"),
+        (["train.learning_starts=500", "train.total_steps=500"], "train.learning_starts: 500 is not below"),
+        (["train.learning_starts=2000", "train.total_steps=500"], "so the agent would never learn"),
+        (["agent.network=cnn"], "agent.network: cnn needs (channels, height, width) image observations"),
+    ],
+)
+def test_settings_that_cannot_run_are_one_line_config_errors(overrides, expected):
+    cfg = load_config(None, overrides)  # the config layer alone accepts them
+    with pytest.raises(ConfigError) as info:
+        preflight(cfg)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_learning_starts_just_below_total_steps_is_fine():
+    preflight(load_config(None, ["train.learning_starts=499", "train.total_steps=500"]))
+
+
+def test_observation_space_of_an_env():
+    cfg = load_config(None, ["env.id=acrobot"])
+    shape, dtype = observation_space(cfg.env)
+    assert shape == (6,) and dtype.kind == "f"
