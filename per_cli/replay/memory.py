@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from per_cli.replay.samplers import Sampler
@@ -22,25 +21,6 @@ class Batch:
     weights: np.ndarray  # importance-sampling weights; ones where not prioritized
     ages: np.ndarray  # transitions added since each sampled one (0 = the latest)
     episodes: np.ndarray  # int64 episode id of each (episodes that ended before it, in this memory)
-
-
-@numba.njit(cache=True, nogil=True)
-def _current(ids, td_errors, stored_ids, capacity):
-    """(slots, abs(TD)) of the ids their slot still holds, and whether every TD error is finite."""
-    n = ids.shape[0]
-    slots = np.empty(n, dtype=np.int64)
-    td_abs = np.empty(n, dtype=np.float64)
-    m = 0
-    for j in range(n):
-        td = np.float64(td_errors[j])
-        if not np.isfinite(td):
-            return slots[:0], td_abs[:0], False
-        slot = ids[j] % capacity
-        if stored_ids[slot] == ids[j]:
-            slots[m] = slot
-            td_abs[m] = abs(td)
-            m += 1
-    return slots[:m], td_abs[:m], True
 
 
 class ReplayMemory:
@@ -100,36 +80,26 @@ class ReplayMemory:
         )
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped.
-
-        One compiled pass does the finiteness check and ``storage.slots_of``'s stale-id filter (slot =
-        id % capacity still holding that id): the numpy version of the same cost more than the sum tree."""
-        indices, td_errors = np.asarray(indices), np.asarray(td_errors)
-        fused = getattr(self.sampler, "update_current", None)  # prioritized kinds: all of it compiled
-        if fused is not None:
-            finite = fused(indices, td_errors, self.storage.ids)
-            slots = None
-        else:
-            slots, td_abs, finite = _current(indices, td_errors, self.storage.ids, self.storage.capacity)
+        """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped
+        (the sampler's ``update_current``: one compiled pass for the prioritized kinds)."""
+        finite = self.sampler.update_current(np.asarray(indices), np.asarray(td_errors), self.storage.ids)
         if not finite:
             raise FloatingPointError(
                 "non-finite TD error in a priority update: the loss diverged "
                 "(lower agent.lr, set agent.max_grad_norm, or use agent.loss=huber)"
             )
-        if slots is not None and slots.size:
-            self.sampler.update(slots, td_abs)
 
     def stats(self) -> dict[str, float]:
         return self.sampler.stats()
 
     def state_dict(self) -> dict:
-        state = {"storage": self.storage.state_dict(), "rng": self.sampler.rng.bit_generator.state}
-        if hasattr(self.sampler, "state_dict"):
-            state["sampler"] = self.sampler.state_dict()
-        return state
+        return {
+            "storage": self.storage.state_dict(),
+            "rng": self.sampler.rng.bit_generator.state,
+            "sampler": self.sampler.state_dict(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.storage.load_state_dict(state["storage"])
         self.sampler.rng.bit_generator.state = state["rng"]
-        if "sampler" in state:
-            self.sampler.load_state_dict(state["sampler"])
+        self.sampler.load_state_dict(state.get("sampler", {}))

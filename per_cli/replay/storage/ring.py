@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from per_cli.replay.structures.ids import current_slots
+
 _NONE = np.zeros(0, dtype=np.int64)
 
 
@@ -74,10 +76,10 @@ class RingBookkeeping:
         return self.gather(slots)["obs"]
 
     def slots_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Slots of transition ids, and a mask of those still holding that transition (``ReplayMemory``
-        runs the same rule compiled, fused with its finiteness check)."""
-        slots = ids % self.capacity
-        return slots, self.ids[slots] == ids
+        """Slots of transition ids, and a mask of those still holding that transition (the one stale-id
+        rule, ``structures.ids.current_slot``)."""
+        current = current_slots(np.asarray(ids, dtype=np.int64), self.ids)
+        return np.asarray(ids) % self.capacity, current >= 0
 
 
 class TransitionStorage(RingBookkeeping):

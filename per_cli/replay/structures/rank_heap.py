@@ -16,6 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.structures.ids import all_finite, current_slot
+
 SLOT_MASK = np.uint64(0xFFFFFFFF)
 _LOW = 0xFFFFFFFF
 _FLOAT32_INF_BITS = 0x7F800000
@@ -128,16 +130,16 @@ def heap_update(keys, pos_of, n, slots, td_abs):
 
 
 @numba.njit(cache=True, nogil=True)
-def heap_update_current(keys, pos_of, n, ids, td_errors, stored_ids, capacity):
+def heap_update_current(keys, pos_of, n, ids, td_errors, stored_ids):
     """``ReplayMemory.update_priorities`` in one compiled call: -1 (and nothing changed) if a TD error is
-    not finite; else the ids their slot still holds get their abs(δ), and the count updated is returned."""
-    for j in range(td_errors.shape[0]):
-        if not np.isfinite(td_errors[j]):
-            return -1
+    not finite; else the ids their slot still holds (``ids.current_slot``) get their abs(δ), and the count
+    updated is returned."""
+    if not all_finite(td_errors):
+        return -1
     count = 0
     for j in range(ids.shape[0]):
-        slot = ids[j] % capacity
-        if stored_ids[slot] != ids[j]:
+        slot = current_slot(stored_ids, ids[j])
+        if slot < 0:
             continue
         i = pos_of[slot]
         if i < 0:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.structures.ids import all_finite, current_slot
+
 SUM, MIN, MAX = 0, 1, 2
 K = 16  # fanout: a compile-time constant, so the loops over a node's children unroll and vectorise
 # reassociation lets LLVM vectorise the K-wide sum/min/max of a node's children; no 'ninf' (mins use +inf)
@@ -169,7 +171,7 @@ def _find(tree, offsets, prefixes):
 
 
 @numba.njit(cache=True, nogil=True)
-def _stratified_sample(tree, offsets, uniforms, beta):
+def stratified_sample(tree, offsets, uniforms, beta):
     """One draw per equal segment of the total mass, and IS weights (p / p_min) ** -beta."""
     root = offsets[offsets.shape[0] - 2]
     if not tree[SUM, root] > 0.0:
@@ -191,7 +193,7 @@ def _stratified_sample(tree, offsets, uniforms, beta):
 
 
 @numba.njit(cache=True, nogil=True)
-def _update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
+def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
     """Leaves get (|δ| + ε) ** α; a leaf with zero mass (unsampleable, see samplers.py) stays zero."""
     sums = tree[SUM]
     nodes = np.empty(leaves.shape[0], dtype=np.int64)
@@ -207,19 +209,18 @@ def _update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away
-def _update_current(tree, offsets, mark, ids, td_errors, stored_ids, capacity, eps, alpha):
+def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha):
     """``ReplayMemory.update_priorities`` in one compiled call: False (and nothing changed) if a TD error is
-    not finite; else the ids their slot still holds (slot = id % capacity) get (|δ| + ε) ** α, except
+    not finite; else the ids their slot still holds (``ids.current_slot``) get (|δ| + ε) ** α, except
     zero-mass (unsampleable) leaves."""
-    for j in range(td_errors.shape[0]):
-        if not np.isfinite(td_errors[j]):
-            return False
+    if not all_finite(td_errors):
+        return False
     sums = tree[SUM]
     nodes = np.empty(ids.shape[0], dtype=np.int64)
     m = 0
     for j in range(ids.shape[0]):
-        leaf = ids[j] % capacity
-        if stored_ids[leaf] != ids[j] or not sums[leaf] > 0.0:
+        leaf = current_slot(stored_ids, ids[j])
+        if leaf < 0 or not sums[leaf] > 0.0:
             continue
         sums[leaf] = (abs(np.float64(td_errors[j])) + eps) ** alpha
         m = _mark_parent(offsets, leaf, nodes, m, mark)

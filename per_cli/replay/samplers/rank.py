@@ -1,0 +1,135 @@
+"""``rank``: rank-based prioritized replay on a binary heap of priorities (``structures/rank_heap.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from per_cli.replay.samplers.base import Sampler, Storage
+from per_cli.replay.structures.rank_heap import (
+    heap_add,
+    heap_remove,
+    heap_update,
+    heap_update_current,
+    priorities_in_order,
+    rank_sample,
+    slots_in_order,
+    sort_keys,
+)
+
+
+class RankSampler(Sampler):
+    """Rank-based prioritized replay (Schaul et al. 2016, section 3.3): p_i = 1 / rank(i) by abs(δ),
+    P(i) = p_i^α / Σ_k p_k^α.
+
+    ``RankSampler(storage, rng, alpha=0.7, resort_period=None)`` works on any storage with the contract in
+    the package docstring.
+
+    How the order is kept (as the paper does): a binary heap on abs(δ) over the sampleable slots
+    (``rank_heap.py``), whose *array* serves as the approximately sorted rank list (heap position 0 =
+    rank 1). An update sifts its entry up or down, O(log N); a new transition enters one float32 step above
+    the current maximum abs(δ), so at rank 1 exactly, and keeps it until it is replayed or a newer one
+    arrives. Between re-sorts the ranks are approximate (a heap is a partial order: its level d holds ranks
+    2^d .. 2^(d+1)-1 in no particular order); every ``resort_period`` calls to ``update`` the array is
+    re-sorted exactly (a sorted array is a valid heap). ``resort_period=None`` re-sorts once ``capacity``
+    priorities have been updated since the last sort (about once per pass over the memory: every
+    capacity / B learning steps), which keeps the amortised O(N log N) sort near the cost of the heap
+    updates (``benchmarks/replay.py`` prints both).
+
+    Sampling: the probability of rank r depends only on (r, N, α), so the unnormalised CDF
+    ``cum[r] = Σ_{j<=r+1} j^-α`` is precomputed once per (capacity, α) and serves every N <= capacity.
+    ``sample(B, β)`` splits the mass into B segments of equal probability and draws one rank per segment
+    *exactly* (inverse CDF by binary search inside the segment), rather than uniformly among the ranks of
+    the segment as the paper's piecewise-linear approximation does. IS weights, normalised by the weight of
+    the lowest rank N: w = (rank / N)^(αβ).
+    """
+
+    def __init__(
+        self, storage: Storage, rng: np.random.Generator, alpha: float = 0.7, resort_period: int | None = None
+    ):
+        if alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if resort_period is not None and resort_period < 1:
+            raise ValueError(f"resort_period must be >= 1 or None, got {resort_period}")
+        capacity = storage.capacity
+        if capacity >= 2**31:
+            raise ValueError(f"RankSampler supports capacities below 2**31, got {capacity}")
+        super().__init__(storage, rng)
+        self.alpha = float(alpha)
+        self.resort_period = resort_period
+        self.cum = np.cumsum(np.arange(1, capacity + 1, dtype=np.float64) ** -self.alpha)
+        self.keys = np.zeros(capacity, dtype=np.uint64)  # the heap: (~float32 bits of abs(δ)) << 32 | slot
+        self.pos_of = np.full(capacity, -1, dtype=np.int32)  # slot -> heap position, -1 if absent
+        self.n = 0  # slots in the heap (the sampleable ones)
+        self.updated_since_sort = 0  # update() calls, or updated priorities when resort_period is None
+        self.sorts = 0
+
+    def on_add(self, slot: int) -> None:
+        if self.storage.sampleable(np.array([slot]))[0]:
+            self.n = heap_add(self.keys, self.pos_of, self.n, slot)
+        else:
+            self.on_invalidate(np.array([slot]))
+
+    def on_invalidate(self, slots: np.ndarray) -> None:
+        self.n = heap_remove(self.keys, self.pos_of, self.n, np.asarray(slots, dtype=np.int64))
+
+    def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        if self.n == 0:
+            raise ValueError("no sampleable transition in the memory")
+        return rank_sample(self.cum, self.n, self.keys, self.rng.random(batch_size), self.alpha * beta)
+
+    def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
+        heap_update(self.keys, self.pos_of, self.n, slots, td_abs)
+        self._count_updates(len(slots))
+
+    def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
+        """The memory's fast path (see ``PrioritizedSampler.update_current``)."""
+        count = heap_update_current(self.keys, self.pos_of, self.n, ids, td_errors, stored_ids)
+        if count < 0:
+            return False
+        if count:
+            self._count_updates(count)
+        return True
+
+    def _count_updates(self, count: int) -> None:
+        if self.resort_period is None:
+            self.updated_since_sort += count
+            due = self.updated_since_sort >= self.storage.capacity
+        else:
+            self.updated_since_sort += 1
+            due = self.updated_since_sort >= self.resort_period
+        if due:
+            self.resort()
+
+    def resort(self) -> None:
+        """Sort the heap array exactly by abs(δ), descending (O(N log N))."""
+        sort_keys(self.keys, self.pos_of, self.n)
+        self.updated_since_sort = 0
+        self.sorts += 1
+
+    def ranks(self) -> np.ndarray:
+        """The slots in rank order (rank 1 first), as the sampler reads them now."""
+        return slots_in_order(self.keys, self.n)
+
+    def priorities(self) -> np.ndarray:
+        """abs(δ) (float32) in rank order, as the sampler reads them now."""
+        return priorities_in_order(self.keys, self.n)
+
+    def probabilities(self) -> np.ndarray:
+        """P(i) of every slot under the current order (for tests and analysis)."""
+        p = np.zeros(self.storage.capacity)
+        mass = np.diff(self.cum[: self.n], prepend=0.0)
+        p[self.ranks()] = mass / self.cum[self.n - 1]
+        return p
+
+    def stats(self) -> dict[str, float]:
+        """``priority_max``: the largest abs(δ) held (the heap's top)."""
+        return {"priority_max": float(self.priorities()[0]) if self.n else 0.0}
+
+    def state_dict(self) -> dict:
+        return {"keys": self.keys, "pos_of": self.pos_of, "n": self.n, "updated_since_sort": self.updated_since_sort}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.keys[...] = state["keys"]
+        self.pos_of[...] = state["pos_of"]
+        self.n = int(state["n"])
+        self.updated_since_sort = int(state["updated_since_sort"])
