@@ -124,15 +124,3 @@ def _closest(name: str, shipped: dict[str, Path]) -> str:
     if close:
         return f"; closest: {', '.join(close)} (per configs lists them all)"
     return "; per configs lists them all"
-
-
-def find_kind_configs(env_label: str, configs_dir: Path | None = None) -> dict[str, Path]:
-    """The configs ``<env_label>_<suffix>.yaml`` directly in ``configs_dir`` (default: the shipped configs),
-    by suffix: ``{'per': .../cartpole_per.yaml, 'uniform': ...}``. What ``per grid`` runs for an env."""
-    folder = shipped_root() if configs_dir is None else Path(configs_dir)
-    prefix = f"{env_label}_"
-    found = {}
-    for path in sorted(folder.glob(f"{prefix}*")):
-        if path.suffix in SUFFIXES and path.is_file():
-            found[path.stem[len(prefix) :]] = path
-    return found

@@ -7,7 +7,6 @@ import pytest
 from per_cli.config import ConfigError, load_config
 from per_cli.config.shipped import (
     describe,
-    find_kind_configs,
     normalize_name,
     resolve_config,
     shipped_configs,
@@ -99,11 +98,3 @@ def test_every_shipped_config_has_a_one_line_description():
         text = describe(path)
         assert text and "\n" not in text and len(text) <= 110, name
     assert describe(shipped_root() / "cartpole_per.yaml").startswith("DQN on CartPole-v1 with proportional prioritized")
-
-
-def test_find_kind_configs_lists_an_envs_files_by_suffix(tmp_path):
-    shipped = find_kind_configs("cartpole")
-    assert {"per", "uniform", "rank", "none", "combined"} <= set(shipped)
-    assert shipped["per"] == shipped_root() / "cartpole_per.yaml"
-    own = _tree(tmp_path, "cartpole_mine.yaml", "acrobot_per.yaml", "cartpole_x.txt")
-    assert find_kind_configs("cartpole", own) == {"mine": own / "cartpole_mine.yaml"}
