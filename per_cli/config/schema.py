@@ -81,19 +81,34 @@ class ReplayConfig:
     # rank: exact re-sort of the heap every this many priority updates (calls); null: once per `capacity`
     # updated priorities (about one pass over the memory)
     rank_resort_period: int | None = field(default=None, metadata=_bounds(1))
-    # kind hindsight (goal relabelling, per_cli/replay/writers/hindsight.py): which goals, relabelled copies stored per
-    # transition, and the sampler of the stored transitions (any other kind: uniform, prioritized, rank, ...)
-    her_strategy: Literal["final", "future", "episode", "random"] = "future"
+    # goal relabelling (Hindsight Experience Replay, per_cli/replay/writers/hindsight.py) over the sampler of
+    # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
+    her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
     her_k: int = field(default=4, metadata=_bounds(1))
-    her_sampler: str = "uniform"
 
     def __post_init__(self) -> None:
-        sampling = self.her_sampler if self.kind == "hindsight" else self.kind
-        alpha, beta0 = PRIORITY_DEFAULTS.get(sampling, PRIORITY_DEFAULTS["prioritized"])
+        self._check()
+        alpha, beta0 = PRIORITY_DEFAULTS.get(self.kind, PRIORITY_DEFAULTS["prioritized"])
         if self.alpha is None:
             object.__setattr__(self, "alpha", alpha)
         if self.beta0 is None:
             object.__setattr__(self, "beta0", beta0)
+
+    def _check(self) -> None:
+        """Constraints among replay keys (kind names themselves are checked against the registry in
+        per_cli.train.preflight)."""
+        from per_cli.errors import ConfigError
+
+        if self.kind == "hindsight":
+            raise ConfigError(
+                "replay.kind: hindsight is now a writer over any sampler; use replay.kind: uniform (or "
+                "prioritized, rank, ...) with replay.her_strategy: future"
+            )
+        if self.her_strategy != "off" and self.initial_priority == "td_error":
+            raise ConfigError(
+                "replay.initial_priority: td_error does not work with replay.her_strategy (transitions are stored "
+                "when their episode ends); use max"
+            )
 
 
 @dataclass(frozen=True)

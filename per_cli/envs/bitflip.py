@@ -13,13 +13,10 @@ and how to recompute rewards for a substituted goal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import gymnasium as gym
 import numpy as np
 
-if TYPE_CHECKING:
-    from per_cli.replay.writers.hindsight import GoalLayout
+from per_cli.envs.goals import GoalLayout
 
 
 class BitFlipEnv(gym.Env):
@@ -67,8 +64,6 @@ class BitFlipEnv(gym.Env):
         return -np.any(achieved_goal != desired_goal, axis=-1).astype(np.float32)
 
     def goal_layout(self) -> GoalLayout:
-        from per_cli.replay.writers.hindsight import GoalLayout
-
         n = self.n_bits
         return GoalLayout(
             achieved=slice(0, n),

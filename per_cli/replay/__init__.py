@@ -1,4 +1,4 @@
-"""``make_replay(cfg, ...)``: the registry of replay kinds."""
+"""``make_replay(cfg, ...)``: the registry of replay kinds (samplers), the writer, and the run label."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from per_cli.replay.samplers import (
     UniformSampler,
 )
 from per_cli.replay.storage.frames import make_storage
+from per_cli.replay.writers.base import Writer
 
 SamplerFactory = Callable[..., Sampler]
 
@@ -26,22 +27,31 @@ REPLAY_KINDS: dict[str, SamplerFactory] = {
     "combined": lambda cfg, storage, rng: CombinedSampler(storage, rng),
     "prioritized": lambda cfg, storage, rng: PrioritizedSampler(storage, rng, cfg.alpha, cfg.priority_eps),
     "rank": lambda cfg, storage, rng: RankSampler(storage, rng, cfg.alpha, cfg.rank_resort_period),
-    # goal relabelling (replay/hindsight.py): the sampler of replay.her_sampler under a HindsightMemory
-    "hindsight": lambda cfg, storage, rng: REPLAY_KINDS[cfg.her_sampler](cfg, storage, rng),
 }
 
 
+def replay_label(replay_cfg) -> str:
+    """The name of a run's replay in run names and ``summary.json``: the kind, ``kind+her`` with relabelling."""
+    return replay_cfg.kind if replay_cfg.her_strategy == "off" else f"{replay_cfg.kind}+her"
+
+
+def make_writer(cfg, storage, env, seed: int) -> Writer:
+    """The writer of ``cfg.replay``: hindsight relabelling when ``her_strategy`` is not ``off`` (it needs the
+    env's goal layout), else each transition stored as it comes."""
+    if cfg.replay.her_strategy == "off":
+        return Writer()
+    from per_cli.replay.writers.hindsight import make_hindsight
+
+    return make_hindsight(cfg.replay, storage, env, seed)
+
+
 def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int, env=None) -> ReplayMemory:
-    """Build the memory for ``cfg.replay`` (``cfg`` is the whole run config). ``env`` is needed only by
-    ``hindsight``, for the env's goal layout and reward function."""
+    """Build the memory for ``cfg.replay`` (``cfg`` is the whole run config). ``env`` is needed only with
+    relabelling (``replay.her_strategy``), for the env's goal layout and reward function."""
     storage = make_storage(cfg, obs_shape, obs_dtype)  # Atari frame stacks: each frame stored once
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
     sampler = REPLAY_KINDS[cfg.replay.kind](cfg.replay, storage, rng)
-    if cfg.replay.kind == "hindsight":
-        from per_cli.replay.writers.hindsight import make_hindsight
-
-        return make_hindsight(cfg, storage, sampler, env, seed)
-    return ReplayMemory(storage, sampler)
+    return ReplayMemory(storage, sampler, make_writer(cfg, storage, env, seed))
 
 
-__all__ = ["Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay"]
+__all__ = ["Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay", "replay_label"]

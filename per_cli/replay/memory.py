@@ -8,6 +8,7 @@ import numpy as np
 
 from per_cli.replay.samplers import Sampler
 from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.writers.base import Writer
 
 
 @dataclass
@@ -24,15 +25,20 @@ class Batch:
 
 
 class ReplayMemory:
-    def __init__(self, storage: TransitionStorage, sampler: Sampler):
+    """``storage`` holds transitions, ``sampler`` picks batches, ``writer`` decides what ``add`` stores (each
+    transition as it comes by default; hindsight relabelling stores episodes with relabelled copies)."""
+
+    def __init__(self, storage: TransitionStorage, sampler: Sampler, writer: Writer | None = None):
         self.storage = storage
         self.sampler = sampler
+        self.writer = writer if writer is not None else Writer()
 
     def __len__(self) -> int:
+        """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
         return self.storage.size
 
     def add(self, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
-        self._store(obs, action, reward, next_obs, terminated, truncated)
+        self.writer.add(self._store, obs, action, reward, next_obs, terminated, truncated)
 
     def _store(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> None:
         slot = self.storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
@@ -90,16 +96,18 @@ class ReplayMemory:
             )
 
     def stats(self) -> dict[str, float]:
-        return self.sampler.stats()
+        return {**self.sampler.stats(), **self.writer.stats()}
 
     def state_dict(self) -> dict:
         return {
             "storage": self.storage.state_dict(),
             "rng": self.sampler.rng.bit_generator.state,
             "sampler": self.sampler.state_dict(),
+            "writer": self.writer.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.storage.load_state_dict(state["storage"])
         self.sampler.rng.bit_generator.state = state["rng"]
         self.sampler.load_state_dict(state.get("sampler", {}))
+        self.writer.load_state_dict(state.get("writer", state.get("hindsight", {})))  # "hindsight": older runs

@@ -6,10 +6,12 @@ import pytest
 
 from per_cli.config import ConfigError, load_config
 from per_cli.envs.bitflip import BitFlipEnv
-from per_cli.replay import make_replay
-from per_cli.replay.samplers import PrioritizedSampler, UniformSampler
+from per_cli.envs.goals import GoalLayout
+from per_cli.replay import make_replay, replay_label
+from per_cli.replay.memory import ReplayMemory
+from per_cli.replay.samplers import PrioritizedSampler, RankSampler, UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.replay.writers.hindsight import GoalLayout, HindsightMemory
+from per_cli.replay.writers.hindsight import HindsightWriter
 
 REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -26,17 +28,18 @@ GOAL = 99.0  # the episode's real goal, never reached
 def memory(strategy: str, k: int = 4, capacity: int = 10_000, seed: int = 0, layout=COUNTER, obs_dim=2):
     storage = TransitionStorage(capacity, (obs_dim,), np.float32)
     rng = np.random.default_rng(seed)
-    return HindsightMemory(storage, UniformSampler(storage, rng), layout, strategy, k, np.random.default_rng(seed + 1))
+    writer = HindsightWriter(layout, strategy, k, np.random.default_rng(seed + 1), storage)
+    return ReplayMemory(storage, UniformSampler(storage, rng), writer)
 
 
-def run_episode(mem: HindsightMemory, length: int, truncate: bool = True) -> None:
+def run_episode(mem: ReplayMemory, length: int, truncate: bool = True) -> None:
     for t in range(length):
         last = t == length - 1
         obs, next_obs = np.array([t, GOAL], np.float32), np.array([t + 1, GOAL], np.float32)
         mem.add(obs, t % 3, -1.0, next_obs, False, last and truncate)
 
 
-def stored(mem: HindsightMemory):
+def stored(mem: ReplayMemory):
     s = mem.storage
     n = len(mem)
     return s.obs[:n], s.actions[:n], s.rewards[:n], s.next_obs[:n], s.terminated[:n].astype(bool)
@@ -52,9 +55,9 @@ def copies_of(mem):
 def test_episode_is_stored_at_its_end_with_k_copies_each():
     mem = memory("future", k=4)
     run_episode(mem, 5, truncate=False)
-    assert len(mem) == 0 and mem.pending == 5  # not sampleable until the episode ends
+    assert len(mem) == 0 and mem.writer.pending == 5  # not sampleable until the episode ends
     mem.add(np.array([5, GOAL], np.float32), 0, -1.0, np.array([6, GOAL], np.float32), False, True)
-    assert len(mem) == 6 * (1 + 4) and mem.pending == 0
+    assert len(mem) == 6 * (1 + 4) and mem.writer.pending == 0
     obs, actions, rewards, next_obs, terminated = stored(mem)
     originals = obs[:, 1] == GOAL
     assert originals.sum() == 6
@@ -130,15 +133,16 @@ def test_bitflip_relabelling_uses_the_envs_reward():
     assert len(flipped) == len(o)
 
 
-def test_hindsight_over_prioritized_replay():
+@pytest.mark.parametrize(("kind", "sampler_cls"), [("prioritized", PrioritizedSampler), ("rank", RankSampler)])
+def test_hindsight_over_prioritized_replay(kind, sampler_cls):
     cfg = load_config(
         None,
-        ["env.id=bitflip", "env.n_bits=4", "replay.kind=hindsight", "replay.her_sampler=prioritized",
-         "replay.capacity=1000"],
+        ["env.id=bitflip", "env.n_bits=4", f"replay.kind={kind}", "replay.her_strategy=future", "replay.capacity=1000"],
     )
+    assert replay_label(cfg.replay) == f"{kind}+her"
     env = BitFlipEnv(4)
     mem = make_replay(cfg, (8,), np.float32, seed=0, env=env)
-    assert isinstance(mem, HindsightMemory) and isinstance(mem.sampler, PrioritizedSampler)
+    assert isinstance(mem.writer, HindsightWriter) and isinstance(mem.sampler, sampler_cls)
     obs, _ = env.reset(seed=0)
     for t in range(4):
         next_obs, reward, terminated, truncated, _ = env.step(t)
@@ -149,23 +153,50 @@ def test_hindsight_over_prioritized_replay():
     assert len(mem) > 0
     batch = mem.sample(4, beta=0.5)
     mem.update_priorities(batch.indices, np.full(4, 3.0))
-    assert mem.stats()["priority_max"] > 1.0
+    assert mem.stats()["priority_max"] > 1.0 and mem.stats()["her_relabelled"] > 0
 
 
-def test_priority_defaults_follow_the_sampler_underneath():
-    rank = load_config(None, ["env.id=bitflip", "replay.kind=hindsight", "replay.her_sampler=rank"]).replay
-    prop = load_config(None, ["env.id=bitflip", "replay.kind=hindsight", "replay.her_sampler=prioritized"]).replay
+def test_copies_count_in_the_episode_they_were_made_from():
+    mem = memory("future", k=3)
+    for length in (4, 2, 5):
+        run_episode(mem, length)
+    episodes = mem.storage.episode_ids[: len(mem)]
+    np.testing.assert_array_equal(episodes, np.repeat([0, 1, 2], [4 * 4, 2 * 4, 5 * 4]))
+    assert mem.episodes_held() == 3
+
+
+def test_relabelling_state_round_trips_with_the_memory():
+    a = memory("future", k=2)
+    run_episode(a, 3)
+    run_episode(a, 4, truncate=False)  # an episode still open
+    b = memory("future", k=2)
+    b.load_state_dict(a.state_dict())
+    for mem in (a, b):
+        mem.add(np.array([9, GOAL], np.float32), 0, -1.0, np.array([10, GOAL], np.float32), False, True)
+    np.testing.assert_array_equal(a.storage.obs, b.storage.obs)
+    assert a.stats() == b.stats() and b.writer.episodes == 2
+
+
+def test_priority_defaults_follow_the_sampler():
+    rank = load_config(None, ["env.id=bitflip", "replay.kind=rank", "replay.her_strategy=final"]).replay
+    prop = load_config(None, ["env.id=bitflip", "replay.kind=prioritized", "replay.her_strategy=final"]).replay
     assert (rank.alpha, rank.beta0) == (0.7, 0.5) and (prop.alpha, prop.beta0) == (0.6, 0.4)
 
 
+def test_replay_label_is_the_kind_without_relabelling():
+    assert replay_label(load_config(None, ["replay.kind=combined"]).replay) == "combined"
+
+
 def test_config_errors():
+    with pytest.raises(ConfigError, match=r"replay.kind: hindsight .*replay.her_strategy: future"):
+        load_config(None, ["env.id=bitflip", "replay.kind=hindsight"])
     with pytest.raises(ConfigError, match="replay.her_sampler"):
-        load_config(None, ["env.id=bitflip", "replay.kind=hindsight", "replay.her_sampler=hindsight"])
+        load_config(None, ["env.id=bitflip", "replay.her_sampler=uniform"])  # gone: an unknown key
     with pytest.raises(ConfigError, match="replay.her_strategy"):
-        load_config(None, ["env.id=bitflip", "replay.kind=hindsight", "replay.her_strategy=past"])
+        load_config(None, ["env.id=bitflip", "replay.her_strategy=past"])
     with pytest.raises(ConfigError, match="initial_priority"):
-        load_config(None, ["env.id=bitflip", "replay.kind=hindsight", "replay.initial_priority=td_error"])
-    cfg = load_config(None, ["env.id=cartpole", "replay.kind=hindsight"])
+        load_config(None, ["env.id=bitflip", "replay.her_strategy=future", "replay.initial_priority=td_error"])
+    cfg = load_config(None, ["env.id=cartpole", "replay.her_strategy=future"])
     with pytest.raises(ConfigError, match="goal-conditioned"):
         make_replay(cfg, (4,), np.float32, seed=0, env=gym.make("CartPole-v1"))
 
