@@ -50,6 +50,10 @@ class AgentConfig:
     # auto: cnn for (C, H>=36, W>=36) Atari stacks, minatar for other (H, W, C) grids, mlp otherwise (rl/networks.py)
     network: Literal["auto", "mlp", "cnn", "minatar"] = "auto"
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    activation: Literal["relu", "tanh"] = "relu"  # between the MLP's layers (the numba engine: relu only)
+    # adam (eps: adam_eps), or rmsprop as the MinAtar paper's DQN uses it (centered, alpha 0.95, eps 0.01; torch
+    # engine only); lr is either's step size
+    optimizer: Literal["adam", "rmsprop"] = "adam"
     lr: float = field(default=1e-3, metadata=_bounds(0.0, lo_open=True))
     adam_eps: float = field(default=1e-8, metadata=_bounds(0.0, lo_open=True))
     gamma: float = field(default=0.99, metadata=_bounds(0.0, 1.0))
@@ -58,7 +62,8 @@ class AgentConfig:
     target_update_period: int = field(default=500, metadata=_bounds(1))
     tau: float = field(default=1.0, metadata=_bounds(0.0, 1.0, lo_open=True))
     max_grad_norm: float | None = field(default=10.0, metadata=_bounds(0.0, lo_open=True))
-    # auto: the numba engine (one compiled call per update) for an MLP on the CPU, torch autograd otherwise
+    # torch: autograd, any network and device; numba: one compiled call per update, for the configs that
+    # per_cli.rl.engines.supports accepts (a ReLU MLP on the CPU, ...); auto: see per_cli/rl/engines/__init__.py
     engine: Literal["auto", "torch", "numba"] = "auto"
 
 
@@ -131,7 +136,6 @@ class TrainConfig:
 class LogConfig:
     every: int = field(default=100, metadata=_bounds(1))
     tensorboard: bool = True
-    print_every: int = field(default=0, metadata=_bounds(0))
 
 
 @dataclass(frozen=True)

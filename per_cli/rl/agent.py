@@ -1,9 +1,9 @@
 """DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync.
 
-Two update engines give the same results (to float32 rounding): ``torch`` (autograd + ``torch.optim.Adam``
-+ ``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.rl.engines.numba_mlp`: the whole update
-of an MLP in one compiled call, several times faster on a CPU). ``agent.engine: auto`` picks numba for an
-MLP on the CPU.
+Two update engines give the same results (to float32 rounding): ``torch`` (autograd + the optimizer +
+``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: the whole update of a
+ReLU MLP in one compiled call, several times faster on a CPU). :func:`per_cli.rl.engines.choose_engine` picks
+one; ``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which.
 """
 
 from __future__ import annotations
@@ -15,10 +15,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from per_cli.config import AgentConfig, ConfigError
+from per_cli.config import AgentConfig
 from per_cli.replay import Batch
-from per_cli.rl.engines.numba_mlp import MLPEngine
-from per_cli.rl.networks import MLPQNetwork, make_q_network
+from per_cli.rl.engines import choose_engine
+from per_cli.rl.engines.mlp import MLPEngine
+from per_cli.rl.networks import MLPQNetwork, MLPSpec, check_network, make_q_network
+
+# The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
+# momentum 0.95, "min squared gradient" 0.01 added to the denominator, centered.
+RMSPROP_ALPHA, RMSPROP_EPS = 0.95, 0.01
 
 
 @dataclass
@@ -37,18 +42,10 @@ def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Te
     return rewards + gamma * (1.0 - terminated) * next_q
 
 
-def resolve_engine(name: str, q_net: nn.Module, device: torch.device) -> str:
-    """``auto`` -> ``numba`` for an MLP on the CPU, else ``torch``; an impossible ``numba`` is a config error."""
-    fits = isinstance(q_net, MLPQNetwork) and device.type == "cpu"
-    if name == "auto":
-        return "numba" if fits else "torch"
-    if name == "numba" and not fits:
-        what = "a CUDA device" if device.type != "cpu" else f"a {type(q_net).__name__}"
-        raise ConfigError(
-            f"agent.engine: numba updates an MLP Q-network on the CPU, but this run has {what}; "
-            "use agent.engine=auto or torch"
-        )
-    return name
+def make_optimizer(cfg: AgentConfig, params) -> torch.optim.Optimizer:
+    if cfg.optimizer == "rmsprop":
+        return torch.optim.RMSprop(params, lr=cfg.lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS, centered=True)
+    return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
 
 
 class DQNAgent:
@@ -56,15 +53,17 @@ class DQNAgent:
         self.cfg = cfg
         self.device = device
         self.n_actions = n_actions
-        self.q_net = make_q_network(cfg.network, obs_shape, n_actions, cfg.hidden_sizes).to(device)
-        self.target_net = make_q_network(cfg.network, obs_shape, n_actions, cfg.hidden_sizes).to(device)
-        self.target_net.load_state_dict(self.q_net.state_dict())
-        self.target_net.requires_grad_(False)
-        self.engine = resolve_engine(cfg.engine, self.q_net, device)
+        check_network(cfg, obs_shape)
+        self.engine, self.engine_note = choose_engine(cfg, obs_shape, device)
         self._fast: MLPEngine | None = None
         if self.engine == "numba":
-            # the networks' parameters become views of flat buffers that the compiled update writes in place
+            # both networks and the kernel come from one spec; the networks' parameters become views of flat
+            # buffers that the compiled update writes in place
+            spec = MLPSpec.from_config(cfg, obs_shape, n_actions)
+            self.q_net, self.target_net = MLPQNetwork(spec), MLPQNetwork(spec)
+            self._init_target()
             self._fast = MLPEngine(
+                spec,
                 self.q_net,
                 self.target_net,
                 gamma=cfg.gamma,
@@ -76,8 +75,16 @@ class DQNAgent:
             )
             self.optimizer = self._fast.optimizer  # FlatAdam: torch.optim.Adam's state_dict format
         else:
-            self.optimizer = torch.optim.Adam(self.q_net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+            build = (cfg.network, obs_shape, n_actions, cfg.hidden_sizes, cfg.activation)
+            self.q_net = make_q_network(*build).to(device)
+            self.target_net = make_q_network(*build).to(device)
+            self._init_target()
+            self.optimizer = make_optimizer(cfg, self.q_net.parameters())
         self.updates = 0
+
+    def _init_target(self) -> None:
+        self.target_net.load_state_dict(self.q_net.state_dict())
+        self.target_net.requires_grad_(False)
 
     def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
         if rng.random() < epsilon:

@@ -16,6 +16,7 @@ which needs only the observation shape, so a run or a whole sweep is rejected be
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -26,15 +27,41 @@ CNN_MIN_SCREEN = 36  # 8x8/4 -> 4x4/2 -> 3x3/1 convolutions need at least a 36x3
 MINATAR_KERNEL = 3
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+@dataclass(frozen=True)
+class MLPSpec:
+    """One explicit description of an MLP Q-network: (input_dim, *hidden, n_actions) Linear layers with
+    ``activation`` between them and nothing else. The torch module (:class:`MLPQNetwork`) and the numba
+    engine's kernel (:mod:`per_cli.rl.engines`) are both built from it, so they cannot disagree on the network."""
+
+    input_dim: int
+    hidden: tuple[int, ...]
+    n_actions: int
+    activation: str = "relu"
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return (self.input_dim, *self.hidden, self.n_actions)
+
+    @classmethod
+    def from_config(cls, agent_cfg, obs_shape: tuple[int, ...], n_actions: int) -> MLPSpec:
+        return cls(math.prod(obs_shape), tuple(agent_cfg.hidden_sizes), n_actions, agent_cfg.activation)
+
+
 class MLPQNetwork(nn.Module):
-    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: list[int]):
+    """The torch module of an :class:`MLPSpec`; observations of any shape are flattened and cast to float."""
+
+    def __init__(self, spec: MLPSpec):
         super().__init__()
+        self.spec = spec
         layers: list[nn.Module] = []
-        width = obs_dim
-        for h in hidden_sizes:
-            layers += [nn.Linear(width, h), nn.ReLU()]
+        width = spec.input_dim
+        for h in spec.hidden:
+            layers += [nn.Linear(width, h), ACTIVATIONS[spec.activation]()]
             width = h
-        layers.append(nn.Linear(width, n_actions))
+        layers.append(nn.Linear(width, spec.n_actions))
         self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -124,9 +151,11 @@ def check_network(agent_cfg, obs_shape: tuple[int, ...]) -> None:
         raise ConfigError(f"agent.network: {why}; use agent.network=auto (which picks {fitting} here)")
 
 
-def make_q_network(kind: str, obs_shape: tuple[int, ...], n_actions: int, hidden_sizes: list[int]) -> nn.Module:
-    """The Q-network ``kind`` (auto: see :func:`resolve_network`) for ``obs_shape``; ``hidden_sizes`` shapes the
-    MLP only (the CNN and the MinAtar network are the papers' fixed architectures)."""
+def make_q_network(
+    kind: str, obs_shape: tuple[int, ...], n_actions: int, hidden_sizes: list[int], activation: str = "relu"
+) -> nn.Module:
+    """The Q-network ``kind`` (auto: see :func:`resolve_network`) for ``obs_shape``; ``hidden_sizes`` and
+    ``activation`` shape the MLP only (the CNN and the MinAtar network are the papers' fixed architectures)."""
     why = network_misfit(kind, obs_shape)
     if why is not None:
         raise ConfigError(f"agent.network: {why}; use agent.network=auto")
@@ -135,4 +164,4 @@ def make_q_network(kind: str, obs_shape: tuple[int, ...], n_actions: int, hidden
         return NatureCNN(obs_shape[0], n_actions, obs_shape[1])
     if kind == "minatar":
         return MinAtarQNetwork(tuple(obs_shape), n_actions)
-    return MLPQNetwork(math.prod(obs_shape), n_actions, hidden_sizes)
+    return MLPQNetwork(MLPSpec(math.prod(obs_shape), tuple(hidden_sizes), n_actions, activation))

@@ -5,23 +5,13 @@ import pytest
 import torch
 
 from per_cli.config import AgentConfig, load_config
-from per_cli.replay import Batch
 from per_cli.rl.agent import DQNAgent, td_targets
 from per_cli.train.trainer import Trainer
+from tests.rl.batches import batch as make_batch
 
 
 def _batch(obs, actions, rewards, next_obs, terminated):
-    n = len(actions)
-    return Batch(
-        obs=np.asarray(obs, np.float32),
-        actions=np.asarray(actions, np.int64),
-        rewards=np.asarray(rewards, np.float32),
-        next_obs=np.asarray(next_obs, np.float32),
-        terminated=np.asarray(terminated, np.float32),
-        indices=np.arange(n),
-        weights=np.ones(n, np.float32),
-        ages=np.zeros(n, np.int64),
-    )
+    return make_batch(np.asarray(obs, np.float32), actions, rewards, np.asarray(next_obs, np.float32), terminated)
 
 
 def test_td_target_formula():

@@ -1,0 +1,82 @@
+"""Update engines: which one runs a config, and why.
+
+* ``torch``: autograd + ``torch.optim.Adam`` + ``clip_grad_norm_``; any network, any device. The reference.
+* ``numba`` (:class:`~per_cli.rl.engines.mlp.MLPEngine`): the whole update of a ReLU MLP in one compiled call on
+  the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
+  (:data:`KERNEL_VALUES`) and names the first one it does not, and a setting it does not know is refused too.
+* ``auto``: numba where :func:`supports` accepts the config and :func:`auto_rule` says it pays, torch otherwise;
+  :func:`choose_engine` returns the reason for the fallback, which the trainer records as ``engine_note``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from per_cli.errors import ConfigError
+from per_cli.rl.networks import resolve_network
+
+ANY = None  # a setting the kernel takes as a number, whatever its (validated) value
+
+# Every agent setting the numba kernel computes with, and the values it implements (ANY: every valid value).
+# The equivalence tests (tests/rl/test_engines.py) are generated from this table.
+KERNEL_VALUES: dict[str, tuple | None] = {
+    "hidden_sizes": ANY,
+    "activation": ("relu",),
+    "optimizer": ("adam",),
+    "lr": ANY,
+    "adam_eps": ANY,
+    "gamma": ANY,
+    "loss": ("huber", "mse"),
+    "double_dqn": (False, True),
+    "tau": ANY,
+    "max_grad_norm": ANY,
+}
+# Settings that do not change what an update computes: the loop's (when to sync) or the choice itself.
+ENGINE_NEUTRAL = frozenset({"network", "engine", "target_update_period", "target_update_on_episode_end"})
+
+
+def supports(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str = "cpu") -> str | None:
+    """None when the numba engine computes exactly what the torch engine would for this config, else the
+    reason why not (one human sentence)."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        return f"the numba engine runs on the CPU, and this run's device is {device.type}"
+    network = resolve_network(agent_cfg.network, obs_shape)
+    if network != "mlp":
+        return f"the numba engine updates MLPs, and agent.network is {network} for observations of shape {obs_shape}"
+    for f in dataclasses.fields(agent_cfg):
+        if f.name in ENGINE_NEUTRAL:
+            continue
+        if f.name not in KERNEL_VALUES:
+            return f"agent.{f.name} is a setting the numba engine does not know"
+        allowed, value = KERNEL_VALUES[f.name], getattr(agent_cfg, f.name)
+        if allowed is not ANY and value not in allowed:
+            return f"the numba engine does not implement agent.{f.name}={value} (only {', '.join(map(str, allowed))})"
+    return None
+
+
+def auto_rule(agent_cfg, obs_shape: tuple[int, ...]) -> str | None:
+    """For a config numba supports: None when ``auto`` should pick numba, else why it keeps torch.
+
+    Until issue 17's MountainCar gap is settled, ``auto`` does not pick numba at all.
+    """
+    return "auto keeps the torch engine until the numba engine's MountainCar gap (issue 17) is settled"
+
+
+def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str) -> tuple[str, str | None]:
+    """(engine, note): the engine that runs ``agent_cfg`` and, when ``auto`` did not pick numba, why.
+
+    An explicit ``numba`` that :func:`supports` refuses is a ConfigError naming the reason.
+    """
+    if agent_cfg.engine == "torch":
+        return "torch", None
+    reason = supports(agent_cfg, obs_shape, device)
+    if agent_cfg.engine == "numba":
+        if reason is not None:
+            raise ConfigError(f"agent.engine: numba cannot run this config: {reason}; use agent.engine=auto or torch")
+        return "numba", None
+    if reason is None:
+        reason = auto_rule(agent_cfg, obs_shape)
+    return ("torch", reason) if reason is not None else ("numba", None)

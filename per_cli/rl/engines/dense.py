@@ -1,0 +1,157 @@
+"""Dense-layer building blocks of the numba engine: flat parameter layout, views, and the matrix products.
+
+Layout. A network's parameters live in ONE flat float32 buffer, in the order of ``module.parameters()``: per
+Linear layer its weight (out, in) row-major, then its bias. ``dims`` = (input, hidden..., n_actions).
+
+Matrix products. No BLAS (so no SciPy dependency and no BLAS thread pool fighting torch's): the products are
+written out, each in the loop order that vectorizes for its shape. Activations are batch-major
+(``(batch, features)``, as torch keeps them). A product with a long reduction (a hidden layer's forward or input
+gradient, a hidden-to-hidden weight gradient) is computed as 2 × 4 blocks of dot products, so each loaded value
+feeds several multiply-adds; one with a short reduction (the 4 inputs of CartPole, the 2 actions) as axpy loops
+over contiguous rows. The kernels are compiled with reassociation allowed (so the dot products vectorize;
+rounding then differs from torch's by float32 noise, ~1e-7 relative) but without ``nnan``/``ninf``, so a
+diverging loss still shows up as NaN and the loop's finiteness check catches it.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_FASTMATH = {"reassoc", "contract"}  # vectorize reductions and fuse multiply-adds; keep NaN/inf semantics
+JIT = {"cache": True, "fastmath": _FASTMATH, "nogil": True}
+SHORT = 16  # reductions shorter than this use axpy loops instead of blocked dot products
+
+
+@numba.njit(**JIT)
+def offsets(dims):
+    """Start of each layer's weight in the flat buffer (its bias follows the weight); the last entry is the
+    number of parameters."""
+    n_layers = dims.shape[0] - 1
+    offs = np.empty(n_layers + 1, dtype=np.int64)
+    pos = 0
+    for layer in range(n_layers):
+        offs[layer] = pos
+        pos += dims[layer + 1] * dims[layer] + dims[layer + 1]
+    offs[n_layers] = pos
+    return offs
+
+
+@numba.njit(**JIT)
+def layer_views(flat, dims, offs, layer):
+    """Views (weight (out, in), bias (out,)) of one layer in a flat buffer of parameters or gradients."""
+    d_in, d_out = dims[layer], dims[layer + 1]
+    w_off = offs[layer]
+    b_off = w_off + d_out * d_in
+    return flat[w_off:b_off].reshape(d_out, d_in), flat[b_off : b_off + d_out]
+
+
+@numba.njit(**JIT)
+def matrix(flat, start, rows, cols):
+    """A (rows, cols) C-contiguous view into a flat scratch buffer."""
+    return flat[start : start + rows * cols].reshape(rows, cols)
+
+
+@numba.njit(**JIT)
+def max_width(dims):
+    width = 0
+    for d in dims:
+        width = max(width, d)
+    return width
+
+
+@numba.njit(**JIT)
+def transpose(x, out):
+    """out = xᵀ, written row by row (contiguous stores; the strided side is the reads)."""
+    rows, cols = x.shape
+    for j in range(cols):
+        for i in range(rows):
+            out[j, i] = x[i, j]
+
+
+@numba.njit(**JIT)
+def gemm_nn(a, b, c):
+    """c[i, :] = Σ_k a[i, k] b[k, :] for row-major a (m, k), b (k, n): axpy loops over contiguous rows of b,
+    the better form when k is small."""
+    m, k = a.shape
+    n = b.shape[1]
+    for i in range(m):
+        for j in range(n):
+            c[i, j] = 0.0
+        for kk in range(k):
+            x = a[i, kk]
+            for j in range(n):
+                c[i, j] += x * b[kk, j]
+
+
+@numba.njit(**JIT)
+def _gemm_nt_blocked(a, b, c):
+    """c = a bᵀ as 2 × 4 blocks of dot products over k (k long: each loaded value feeds several FMAs)."""
+    m, k = a.shape
+    n = b.shape[0]
+    m2 = m - m % 2
+    n4 = n - n % 4
+    zero = np.float32(0.0)
+    for i in range(0, m2, 2):
+        for j in range(0, n4, 4):
+            s00, s01, s02, s03 = zero, zero, zero, zero
+            s10, s11, s12, s13 = zero, zero, zero, zero
+            for kk in range(k):
+                x0 = a[i, kk]
+                x1 = a[i + 1, kk]
+                w = b[j, kk]
+                s00 += x0 * w
+                s10 += x1 * w
+                w = b[j + 1, kk]
+                s01 += x0 * w
+                s11 += x1 * w
+                w = b[j + 2, kk]
+                s02 += x0 * w
+                s12 += x1 * w
+                w = b[j + 3, kk]
+                s03 += x0 * w
+                s13 += x1 * w
+            c[i, j], c[i, j + 1], c[i, j + 2], c[i, j + 3] = s00, s01, s02, s03
+            c[i + 1, j], c[i + 1, j + 1], c[i + 1, j + 2], c[i + 1, j + 3] = s10, s11, s12, s13
+        for j in range(n4, n):
+            s0, s1 = zero, zero
+            for kk in range(k):
+                w = b[j, kk]
+                s0 += a[i, kk] * w
+                s1 += a[i + 1, kk] * w
+            c[i, j], c[i + 1, j] = s0, s1
+    for i in range(m2, m):
+        for j in range(n):
+            s = zero
+            for kk in range(k):
+                s += a[i, kk] * b[j, kk]
+            c[i, j] = s
+
+
+@numba.njit(**JIT)
+def gemm_nt(a, b, c, scratch):
+    """c[i, j] = Σ_k a[i, k] b[j, k] for row-major a (m, k), b (n, k), c (m, n).
+
+    Long reductions (k >= 16): blocked dot products. Short ones (an input layer of 4 features, an output layer
+    of 2 actions): b is transposed into ``scratch`` (>= k * n floats) and rows of c are built as vectorized
+    axpy loops over j.
+    """
+    k = a.shape[1]
+    n = b.shape[0]
+    if k < SHORT:
+        bt = scratch[: k * n].reshape(k, n)
+        transpose(b, bt)
+        gemm_nn(a, bt, c)
+        return
+    _gemm_nt_blocked(a, b, c)
+
+
+@numba.njit(**JIT)
+def dense(w, bias, x, y, relu, scratch):
+    """y = x wᵀ + bias (then ReLU): x (batch, in), w (out, in), y (batch, out)."""
+    gemm_nt(x, w, y, scratch)
+    batch, d_out = y.shape
+    for b in range(batch):
+        for j in range(d_out):
+            value = y[b, j] + bias[j]
+            y[b, j] = np.float32(0.0) if relu and value < 0.0 else value

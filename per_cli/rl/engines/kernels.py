@@ -1,0 +1,115 @@
+"""The numba engine's three entry points: one whole DQN update, TD errors without learning, a greedy action.
+
+Each works in a workspace, one flat float32 buffer that the engine allocates once (:func:`workspace_size`)
+and that :func:`carve` cuts into the scratch buffers of a call, so a call allocates nothing but its outputs.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from per_cli.rl.engines.dense import JIT, max_width, offsets
+from per_cli.rl.engines.optim import adam_step, clip_grad_norm
+from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
+from per_cli.rl.engines.td import loss_and_dq, next_values, targets
+
+_N_SQUARE, _N_WIDE = 2, 7  # workspace buffers of width² floats, then of width·batch floats (see carve)
+
+
+@numba.njit(**JIT)
+def workspace_size(dims, batch):
+    """Floats of workspace that calls with up to ``batch`` samples need."""
+    width = max_width(dims)
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    n_acts = activation_offsets(dims, batch, act_off)
+    return _N_SQUARE * width * width + _N_WIDE * width * batch + 2 * batch + n_acts + offsets(dims)[-1]
+
+
+@numba.njit(**JIT)
+def carve(ws, dims, batch, act_off):
+    """Views of the workspace for a call on ``batch`` samples (fills ``act_off``, see activation_offsets):
+    scratch, w_t (width² each), buf_a, buf_b, q_copy, dz, dx, dz_t, x_t (width·batch each), next_q, target
+    (batch each), acts (every layer's output) and grad (one float per parameter)."""
+    width = max_width(dims)
+    n_acts = activation_offsets(dims, batch, act_off)
+    ends = np.empty(13, dtype=np.int64)
+    pos = 0
+    for i in range(13):
+        if i < _N_SQUARE:
+            pos += width * width
+        elif i < _N_SQUARE + _N_WIDE:
+            pos += width * batch
+        elif i < 11:
+            pos += batch
+        elif i == 11:
+            pos += n_acts
+        else:
+            pos += offsets(dims)[-1]
+        ends[i] = pos
+    e = ends
+    return (
+        ws[0 : e[0]], ws[e[0] : e[1]], ws[e[1] : e[2]], ws[e[2] : e[3]], ws[e[3] : e[4]], ws[e[4] : e[5]],
+        ws[e[5] : e[6]], ws[e[6] : e[7]], ws[e[7] : e[8]], ws[e[8] : e[9]], ws[e[9] : e[10]],
+        ws[e[10] : e[11]], ws[e[11] : e[12]],
+    )  # fmt: skip
+
+
+@numba.njit(**JIT)
+def update_kernel(
+    params, tparams, m, v, dims, obs, actions, rewards, next_obs, terminated, weights, td_out, hyper, step, ws
+):
+    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out``.
+
+    ``hyper`` = [gamma, double_dqn, loss code, max_grad_norm (<= 0: no clipping), lr, beta1, beta2, eps];
+    ``step`` is Adam's step count after this update (1 on the first); ``ws`` a workspace of at least
+    ``workspace_size(dims, batch)`` floats. Returns (loss, mean Q(s, a)), from the weights before the update.
+    """
+    gamma, double_dqn, loss_code, max_norm = hyper[0], hyper[1] != 0.0, int(hyper[2]), hyper[3]
+    batch = obs.shape[0]
+    n_actions = dims[dims.shape[0] - 1]
+    offs = offsets(dims)
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    scratch, w_t, buf_a, buf_b, q_copy, dz_buf, dx, dz_t, x_t, next_q, target, acts, grad = carve(
+        ws, dims, batch, act_off
+    )
+    q_all = forward_keep(params, dims, offs, obs, acts, act_off, scratch)
+    # TD targets from the target net (and the online net for double DQN), before any change
+    next_values(params, tparams, dims, offs, next_obs, double_dqn, buf_a, buf_b, q_copy, scratch, next_q)
+    targets(rewards, terminated, next_q, gamma, target)
+    dz_buf[: batch * n_actions] = 0.0
+    dq = dz_buf[: batch * n_actions].reshape(batch, n_actions)
+    loss_sum, q_sum = loss_and_dq(q_all, target, actions, weights, loss_code, td_out, dq)
+    backward(params, grad, dims, offs, obs, acts, act_off, dz_buf, dx, dz_t, x_t, w_t, scratch)
+    clip_grad_norm(grad, max_norm)
+    adam_step(params, grad, m, v, hyper[4], hyper[5], hyper[6], hyper[7], step)
+    return loss_sum / batch, q_sum / batch
+
+
+@numba.njit(**JIT)
+def td_errors_kernel(params, tparams, dims, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, ws):
+    """δ = target − Q(s, a) without learning."""
+    batch = obs.shape[0]
+    offs = offsets(dims)
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    scratch, _, buf_a, buf_b, q_copy, _, _, _, _, next_q, target, _, _ = carve(ws, dims, batch, act_off)
+    next_values(params, tparams, dims, offs, next_obs, double_dqn, buf_a, buf_b, q_copy, scratch, next_q)
+    targets(rewards, terminated, next_q, gamma, target)
+    q = forward_out(params, dims, offs, obs, buf_a, buf_b, scratch)
+    td = np.empty(batch, dtype=np.float32)
+    for b in range(batch):
+        td[b] = target[b] - q[b, actions[b]]
+    return td
+
+
+@numba.njit(**JIT)
+def greedy_kernel(params, dims, obs, ws):
+    """argmax_a Q(obs, a) for one flat observation (the first maximum on ties, like torch.argmax)."""
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    scratch, _, buf_a, buf_b, _, _, _, _, _, _, _, _, _ = carve(ws, dims, 1, act_off)
+    q = forward_out(params, dims, offsets(dims), obs.reshape(1, obs.shape[0]), buf_a, buf_b, scratch)
+    best = 0
+    for a in range(1, q.shape[1]):
+        if q[0, a] > q[0, best]:
+            best = a
+    return best
