@@ -150,7 +150,7 @@ def test_a_crash_inside_a_run_is_recorded_and_exits_1(tmp_path):
     assert result.exit_code == 1, result.output
     summary = json.loads((tmp_path / "diverges" / "summary.json").read_text())
     assert summary["status"] == "failed"
-    assert "non-finite TD error" in summary["error"]
+    assert "the loss became" in summary["error"] and "(agent.lr=1e30) is probably too high" in summary["error"]
     assert "Traceback" in summary["traceback"]
     assert "error: run failed" in result.output
 
@@ -240,13 +240,30 @@ def test_per_configs_name_prints_the_config_with_every_default():
     _one_line_error(runner.invoke(app, ["configs", "pong_pre"]), "closest: pong_per")
 
 
-def test_train_by_short_name_from_another_directory(tmp_path, monkeypatch):
+TINY_PONG = ["train.total_steps=120", "train.learning_starts=60", "train.eval_every=1000", "train.eval_episodes=0",
+             "replay.capacity=200", "replay.batch_size=8", "env.max_episode_steps=100", "device=cpu"]  # fmt: skip
+
+
+def test_the_design_cards_pong_command_from_another_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside the repository: pong_per.yaml is found among the shipped configs
+    sets = [arg for kv in TINY_PONG for arg in ("--set", kv)]
+    result = runner.invoke(app, ["train", "--config", "pong_per.yaml", *sets, "--name", "pong", "--quiet"])
+    assert result.exit_code == 0, result.output
+    resolved = yaml.safe_load((tmp_path / "runs/pong/config.yaml").read_text())
+    assert (resolved["env"]["id"], resolved["replay"]["kind"], resolved["train"]["total_steps"]) == (
+        "pong",
+        "prioritized",
+        120,
+    )
+    assert json.loads((tmp_path / "runs/pong/summary.json").read_text())["status"] == "completed"
+
+
+def test_a_local_file_shadowing_a_shipped_config_is_used_and_said(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
     result = runner.invoke(app, ["train", "--config", "cartpole_per", *sets, "--name", "short", "--quiet"])
     assert result.exit_code == 0, result.output
     assert yaml.safe_load((tmp_path / "runs/short/config.yaml").read_text())["replay"]["kind"] == "prioritized"
-    # a local file of a shipped config's name is used, and the run says so
     (tmp_path / "cartpole_per.yaml").write_text("env:\n  id: cartpole\nreplay:\n  kind: rank\n")
     result = runner.invoke(app, ["train", "--config", "cartpole_per.yaml", *sets, "--name", "mine", "--quiet"])
     assert result.exit_code == 0, result.output

@@ -14,7 +14,7 @@ from per_cli.config.shipped import shipped_configs, shipped_root
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.slow  # a wheel build and three fresh interpreters: about 20 s
+pytestmark = pytest.mark.slow  # a wheel build and four fresh interpreters: about 20 s on an idle machine
 
 
 @pytest.fixture(scope="module")
@@ -54,24 +54,21 @@ def _per(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_design_card_commands_work_from_a_wheel_outside_the_repository(wheel_install, tmp_path):
+    """From a directory with no configs/ and the wheel's per_cli first on the path: the shipped configs are
+    found in the installed package (a short Pong run by that name: tests/test_cli.py, in-process)."""
     _, site = wheel_install
     listed = _per(site, tmp_path, "configs")
     assert listed.returncode == 0, listed.stderr
     assert f"configs in {site / 'per_cli' / 'configs'}" in listed.stdout  # the installed copy, not the checkout
     assert "pong_per " in listed.stdout and "zz_nested_test/deeper" in listed.stdout
 
-    tiny = ["train.total_steps=120", "train.learning_starts=60", "train.eval_every=1000", "train.eval_episodes=0",
-            "replay.capacity=200", "replay.batch_size=8", "env.max_episode_steps=100", "device=cpu"]  # fmt: skip
-    sets = [a for kv in tiny for a in ("--set", kv)]
-    trained = _per(site, tmp_path, "train", "--config", "pong_per.yaml", *sets, "--name", "pong", "--quiet")
-    assert trained.returncode == 0, trained.stderr[-2000:]
-    assert "status: completed" not in trained.stderr
-    assert (tmp_path / "runs" / "pong" / "summary.json").is_file()
-    assert "id: pong" in (tmp_path / "runs" / "pong" / "config.yaml").read_text()
+    shown = _per(site, tmp_path, "configs", "pong_per.yaml")
+    assert shown.returncode == 0, shown.stderr
+    assert f"# resolved from {site / 'per_cli' / 'configs' / 'pong_per.yaml'}" in shown.stdout
+    assert "id: pong" in shown.stdout and "kind: prioritized" in shown.stdout
+    assert _per(site, tmp_path, "configs", "zz_nested_test/deeper").returncode == 0
 
     dry = _per(site, tmp_path, "grid", "--envs", "cartpole", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "cartpole__prioritized__s1" in dry.stdout or "cartpole" in dry.stdout
-    assert not (tmp_path / "runs" / "grid").exists() and sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
-        "pong"
-    ]
+    assert "cartpole" in dry.stdout and "prioritized" in dry.stdout
+    assert sorted(tmp_path.iterdir()) == []  # a dry run writes nothing
