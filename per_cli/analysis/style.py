@@ -1,0 +1,141 @@
+"""How every figure looks: paper sizes and fonts, one fixed colour per replay kind (the same in every figure,
+every folder and the Blind Cliffwalk plot), legends that stay inside the figure, and captions that say
+what the lines and bands are."""
+
+from __future__ import annotations
+
+import colorsys
+import textwrap
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+SINGLE, DOUBLE = 3.5, 7.0  # figure widths in inches: one column, two columns of a paper
+FORMATS = ("png", "svg", "pdf")
+DPI = 200
+# one colour per replay kind, everywhere (matplotlib's tab10 values); kind+her: the kind's colour, dashed
+KIND_COLORS = {
+    "none": "#7f7f7f",
+    "uniform": "#1f77b4",
+    "combined": "#2ca02c",
+    "prioritized": "#d62728",
+    "rank": "#ff7f0e",
+    "oracle": "#9467bd",  # the Blind Cliffwalk's oracle
+}
+SPARE_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939")  # other kinds, by name
+HER_DASHES = (0, (4, 1.5))
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "legend.title_fontsize": 6,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "lines.linewidth": 1.2,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "figure.constrained_layout.h_pad": 0.03,
+    "figure.constrained_layout.w_pad": 0.03,
+}
+
+
+def kind_color(replay: str) -> str:
+    """The fixed colour of a replay label's sampler kind (``prioritized+her`` -> prioritized's red)."""
+    kind = replay.partition("+")[0]
+    if kind in KIND_COLORS:
+        return KIND_COLORS[kind]
+    return SPARE_COLORS[zlib.crc32(kind.encode()) % len(SPARE_COLORS)]
+
+
+def shade(color: str, i: int, n: int) -> tuple[float, float, float]:
+    """The ``i``-th of ``n`` shades of ``color``, dark to light (variants of one kind: settings of a sweep)."""
+    from matplotlib.colors import to_rgb
+
+    if n <= 1:
+        return to_rgb(color)
+    h, lightness, s = colorsys.rgb_to_hls(*to_rgb(color))
+    lo, hi = max(0.18, lightness - 0.25), min(0.78, lightness + 0.25)
+    return colorsys.hls_to_rgb(h, lo + (hi - lo) * i / (n - 1), s)
+
+
+def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
+    """Matplotlib line properties per group label, from ``(group label, replay label)`` pairs in plotting
+    order: the kind's colour, shaded across the settings of one replay label; dashed for ``+her``."""
+    by_replay: dict[str, list[str]] = {}
+    for label, replay in labels:
+        members = by_replay.setdefault(replay, [])
+        if label not in members:
+            members.append(label)
+    styles = {}
+    for replay, members in by_replay.items():
+        for i, label in enumerate(members):
+            style = {"color": shade(kind_color(replay), i, len(members))}
+            if replay.endswith("+her"):
+                style["linestyle"] = HER_DASHES
+            styles[label] = style
+    return styles
+
+
+def band_caption(smooth: int, what: str = "mean over seeds") -> str:
+    """What a curve figure shows, in one line (the legend's title and the caption file)."""
+    smoothing = "no smoothing" if smooth <= 1 else f"trailing mean of {smooth} logged points"
+    return f"line: {what}; band: 95% bootstrap CI over seeds (none for 1 seed); {smoothing}"
+
+
+def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None, ncol_max: int = 3) -> None:
+    """One legend for every panel, below the panels (constrained layout makes room for it), with as many
+    columns as fit the figure's width and long labels wrapped, so that no entry is cut off."""
+    handles: dict[str, object] = {}
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    if not handles and not title:
+        return
+    rank = {label: i for i, label in enumerate(order)}
+    items = sorted(handles.items(), key=lambda item: rank.get(item[0], len(rank)))
+    width_pt = fig.get_figwidth() * 72
+    char_pt = 0.55 * 7  # legend font 7 pt
+    handle_pt = 40  # the line sample, its padding and the column gap
+    wrap = max(12, int((width_pt - handle_pt) / char_pt))
+    labels = [textwrap.fill(label, wrap) for label, _ in items]
+    longest = max((max(len(line) for line in lab.splitlines()) for lab in labels), default=1)
+    ncol = max(1, min(len(labels), ncol_max, int(width_pt // (longest * char_pt + handle_pt))))
+    fig.legend([h for _, h in items], labels, loc="outside lower center", ncol=ncol, frameon=False,
+               title=textwrap.fill(title, int(width_pt / (0.55 * 6))) if title else None)  # fmt: skip
+
+
+@dataclass
+class Output:
+    """Where figures go: the folder, the format, every file written, and each figure's caption (written
+    together as ``captions.md``)."""
+
+    dir: Path
+    fmt: str
+    files: list[Path] = field(default_factory=list)
+    captions: dict[str, str] = field(default_factory=dict)
+
+    def save(self, fig, stem: str, caption: str) -> Path:
+        """Write the figure as ``<stem>.<fmt>`` and close it."""
+        import matplotlib.pyplot as plt
+
+        path = self.dir / f"{stem}.{self.fmt}"
+        fig.savefig(path, format=self.fmt, dpi=DPI)
+        plt.close(fig)
+        self.files.append(path)
+        self.captions[path.name] = caption
+        return path
+
+    def write_captions(self) -> None:
+        if not self.captions:
+            return
+        lines = ["# Figures", ""] + [f"- `{name}`: {text}" for name, text in self.captions.items()]
+        path = self.dir / "captions.md"
+        path.write_text("\n".join(lines) + "\n")
+        self.files.append(path)

@@ -1,0 +1,31 @@
+"""Small text helpers shared by the tables of ``per plot`` and ``per grid``: file-name slugs, numbers in
+cells, and column-aligned plain-text tables."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+
+def slug(text: str) -> str:
+    """``text`` as one safe path component: runs of other characters than ``A-Za-z0-9._+-`` become ``-``;
+    never empty (``x``)."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-") or "x"
+
+
+def num(value: Any, digits: int = 1, missing: str = "-") -> str:
+    """A number with ``digits`` decimals; ``missing`` for None or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return missing
+    return f"{value:.{digits}f}"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Left-aligned columns two spaces apart, trailing blanks stripped; nothing printed for no rows."""
+    if not rows:
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for row in (header, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)

@@ -1,0 +1,78 @@
+"""Blind Cliffwalk runs that replay from the project's own samplers: the memory of every transition in the
+project's ``TransitionStorage`` under the replay registry's sampler (the code that trains DQNs), one
+transition per update, its |δ| handed back as the new priority."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from per_cli.config import ReplayConfig
+from per_cli.envs.cliffwalk import CliffwalkTransitions
+from per_cli.errors import ConfigError
+from per_cli.experiments.cliffwalk.learners import converged
+
+# uniform draws do not depend on the learning, so they are fetched in chunks (the same sampler, fewer calls);
+# chunks stay below 1/256 of the memory, so draws without replacement inside a chunk are practically i.i.d.
+UNIFORM_CHUNK_MAX = 256
+
+
+def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
+    """Fill the project's TransitionStorage with the memory and build the project's sampler for ``method``
+    through the replay registry (new transitions enter it exactly as in a DQN run)."""
+    from per_cli.replay import REPLAY_KINDS, ReplayMemory
+    from per_cli.replay.storage.ring import TransitionStorage
+
+    if method not in REPLAY_KINDS:
+        raise ConfigError(f"--methods: replay kind {method!r} is not available; registered: {', '.join(REPLAY_KINDS)}")
+    size = len(transitions)
+    extra = {} if settings.rank_resort_period is None else {"rank_resort_period": settings.rank_resort_period}
+    cfg = ReplayConfig(
+        kind=method,
+        capacity=size,
+        batch_size=1,
+        alpha=settings.alpha_for(method),
+        beta0=settings.beta,
+        priority_eps=settings.priority_eps,
+        **extra,
+    )
+    storage = TransitionStorage(size, (), np.int64)
+    memory = ReplayMemory(storage, REPLAY_KINDS[method](cfg, storage, rng))
+    order = rng.permutation(size)  # insertion order: no systematic tie-breaking in favour of any transition
+    t = transitions
+    for i in order:
+        memory.add(t.states[i], t.actions[i], t.rewards[i], t.next_states[i], t.terminated[i], False)
+    return memory
+
+
+def run_sampled(memory, learner, method: str, cap: int, sse_tol: float, settings) -> int:
+    sampler, storage = memory.sampler, memory.storage
+    # slot -> transition, as plain lists (the storage was filled in a shuffled order)
+    states = storage.obs.tolist()
+    actions = storage.actions.tolist()
+    rewards = storage.rewards.astype(np.float64).tolist()
+    next_states = storage.next_obs.tolist()
+    terminated = storage.terminated.astype(bool).tolist()
+    size = len(states)
+    # samplers whose draws do not depend on priorities can be asked for several draws at once
+    chunk = max(1, min(UNIFORM_CHUNK_MAX, size // 256)) if method == "uniform" else 1
+    feedback = method != "uniform"
+    step, beta, update = settings.step_size, settings.beta, learner.update
+    updates = 0
+    if converged(learner, sse_tol):
+        return 0
+    slot_buf = np.zeros(1, dtype=np.int64)
+    td_buf = np.zeros(1, dtype=np.float64)
+    while updates < cap:
+        slots, weights = sampler.sample(min(chunk, cap - updates), beta)
+        for slot, weight in zip(slots.tolist(), weights.tolist(), strict=True):
+            delta = update(
+                states[slot], actions[slot], rewards[slot], next_states[slot], terminated[slot], step * weight
+            )
+            updates += 1
+            if feedback:
+                slot_buf[0] = slot
+                td_buf[0] = abs(delta)
+                sampler.update(slot_buf, td_buf)
+            if learner.sse < sse_tol and converged(learner, sse_tol):
+                return updates
+    return updates

@@ -1,0 +1,43 @@
+"""The Blind Cliffwalk's oracle: at each step, the transition whose update lowers the global loss (the MSE of
+the Q-values against the true ones) the most."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from per_cli.envs.cliffwalk import BlindCliffwalk
+from per_cli.experiments.cliffwalk.learners import converged
+
+ORACLE_STALL = 2_000
+
+
+def run_oracle(mdp: BlindCliffwalk, learner, cap: int, sse_tol: float, step: float) -> int:
+    """Greedy in the true loss: update the (distinct) transition whose update leaves the smallest MSE. The
+    memory's duplicates are identical transitions, so choosing among the 2n distinct ones is the same choice.
+    Updates that change nothing (δ = 0) are not candidates.
+
+    Tabular, the oracle converges in O(n log(1/tolerance)) updates. With the linear learner the greedy choice
+    can stall: a state is reached where no single update lowers the loss (every update also moves the shared
+    bias). A run that finds no new lowest loss for ``ORACLE_STALL`` updates stops and counts as capped."""
+    n = mdp.n
+    right = mdp.right_action(np.arange(n))
+    updates, best, since_best = 0, math.inf, 0
+    while updates < cap and not converged(learner, sse_tol):
+        after, delta = learner.sse_after_each(step)
+        after = np.where(np.abs(delta) > 0.0, after, np.inf)
+        flat = int(np.argmin(after))
+        if not np.isfinite(after.flat[flat]):
+            break  # every δ is 0: a fixed point that is not the true Q (cannot happen tabular)
+        s, a = (int(x) for x in np.unravel_index(flat, after.shape))
+        r, s2, term = (0.0, s, True) if a != right[s] else ((1.0, s, True) if s == n - 1 else (0.0, s + 1, False))
+        learner.update(s, a, r, s2, term, step)
+        updates += 1
+        if learner.sse < best * (1 - 1e-9):
+            best, since_best = learner.sse, 0
+        else:
+            since_best += 1
+            if since_best >= ORACLE_STALL:
+                break
+    return updates
