@@ -14,6 +14,7 @@ fixed batch; SB3: ``model.train(1, 64)``), "rest µs" is what the loop spends pe
 (acting, env step, replay add/sample, metrics, logging), averaged over the run.
 
     python benchmarks/train_throughput.py [--steps 20000] [--repeats 1] [--only numba,torch,sb3]
+    python benchmarks/train_throughput.py --updates   # only: update µs of both engines per network shape
 
 Needs the `bench` extra for SB3 (`pip install -e ".[bench]"`); without it the SB3 row is skipped.
 """
@@ -76,20 +77,23 @@ def per_overrides(engine: str, steps: int, seed: int) -> list[str]:
     ]
 
 
-def fixed_batch(agent_obs_dim: int = 4, n_actions: int = 2, seed: int = 0):
+def fixed_batch(agent_obs_dim: int = 4, n_actions: int = 2, seed: int = 0, size: int = BATCH):
+    import dataclasses
+
     from per_cli.replay import Batch
 
     rng = np.random.default_rng(seed)
-    return Batch(
-        obs=rng.normal(size=(BATCH, agent_obs_dim)).astype(np.float32),
-        actions=rng.integers(n_actions, size=BATCH),
-        rewards=np.ones(BATCH, np.float32),
-        next_obs=rng.normal(size=(BATCH, agent_obs_dim)).astype(np.float32),
-        terminated=(rng.random(BATCH) < 0.05).astype(np.float32),
-        indices=np.arange(BATCH),
-        weights=np.ones(BATCH, np.float32),
-        ages=np.zeros(BATCH, np.int64),
-    )
+    given = {
+        "obs": rng.normal(size=(size, agent_obs_dim)).astype(np.float32),
+        "actions": rng.integers(n_actions, size=size),
+        "rewards": np.ones(size, np.float32),
+        "next_obs": rng.normal(size=(size, agent_obs_dim)).astype(np.float32),
+        "terminated": (rng.random(size) < 0.05).astype(np.float32),
+        "weights": np.ones(size, np.float32),
+    }
+    # bookkeeping fields (indices, ages, episode ids, ...) do not enter an update
+    rest = {f.name: np.zeros(size, np.int64) for f in dataclasses.fields(Batch) if f.name not in given}
+    return Batch(**given, **rest)
 
 
 def time_call(fn, n: int) -> float:
@@ -105,12 +109,39 @@ def time_call(fn, n: int) -> float:
     return statistics.median(rounds) * 1e6
 
 
-def per_update_us(engine: str) -> float:
+def per_update_us(engine: str, obs_dim: int = 4, n_actions: int = 2, hidden=(HIDDEN,), batch: int = BATCH) -> float:
     torch.manual_seed(0)
-    cfg = load_config(None, per_overrides(engine, 1000, 0))
-    agent = DQNAgent(cfg.agent, (4,), 2, torch.device("cpu"))
-    batch = fixed_batch()
-    return time_call(lambda: agent.learn(batch), 300 if engine == "numba" else 100)
+    cfg = load_config(None, per_overrides(engine, 1000, 0) + [f"agent.hidden_sizes=[{','.join(map(str, hidden))}]"])
+    agent = DQNAgent(cfg.agent, (obs_dim,), n_actions, torch.device("cpu"))
+    assert agent.engine == engine, (agent.engine, agent.engine_note)
+    fixed = fixed_batch(obs_dim, n_actions, size=batch)
+    dims = (obs_dim, *hidden, n_actions)
+    work = sum(a * b for a, b in zip(dims[:-1], dims[1:], strict=True))  # multiply-adds per sample
+    n = max(20, min(300, int(3e7 / (work * batch)))) if engine == "numba" else 100
+    return time_call(lambda: agent.learn(fixed), n)
+
+
+# (obs dim, hidden sizes, actions, batch): this benchmark's CartPole net, the shipped classic-control default,
+# configs/mountaincar_uniform.yaml, and sizes between them
+UPDATE_SHAPES = [
+    (4, (64,), 2, 64),
+    (4, (128,), 2, 64),
+    (4, (256,), 2, 64),
+    (4, (64, 64), 2, 64),
+    (4, (128, 128), 2, 64),
+    (4, (256, 256), 2, 64),
+    (2, (256, 256), 3, 128),
+]
+
+
+def update_table() -> None:
+    """One update (Huber, clipping, Adam), CPU µs, numba against torch eager, per network shape."""
+    print(f"{'network':>16} {'batch':>6} {'numba µs':>10} {'torch µs':>10} {'torch/numba':>12}")
+    for obs_dim, hidden, n_actions, batch in UPDATE_SHAPES:
+        fast = per_update_us("numba", obs_dim, n_actions, hidden, batch)
+        ref = per_update_us("torch", obs_dim, n_actions, hidden, batch)
+        name = "-".join(map(str, (obs_dim, *hidden, n_actions)))
+        print(f"{name:>16} {batch:>6} {fast:>10.0f} {ref:>10.0f} {ref / fast:>11.1f}x")
 
 
 def run_per(engine: str, steps: int, seed: int) -> tuple[float, float]:
@@ -192,9 +223,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every run (default 1)")
     parser.add_argument("--only", default="numba,torch,sb3", help="comma-separated subset of numba,torch,sb3")
+    parser.add_argument("--updates", action="store_true", help="only the table of update µs per network shape")
     args = parser.parse_args()
     which = [w.strip() for w in args.only.split(",") if w.strip()]
     torch.set_num_threads(args.threads)
+    if args.updates:
+        print(f"torch {torch.__version__}, {args.threads} torch thread(s), load {load_average()}")
+        warm_up_numba()
+        update_table()
+        print(f"load average after: {load_average()}")
+        return
 
     have_sb3 = True
     if "sb3" in which:

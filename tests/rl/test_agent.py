@@ -78,3 +78,27 @@ def test_terminated_transitions_are_stored_as_terminal(tmp_path):
     s = trainer.memory.storage
     n_term = int(s.terminated[: s.size].sum())
     assert n_term == trainer.state.episode > 0  # CartPole episodes of random play end by termination
+
+
+def test_rmsprop_is_the_minatar_papers_and_learns():
+    """agent.optimizer=rmsprop: torch's centered RMSprop with the MinAtar paper's alpha 0.95 and eps 0.01."""
+    torch.manual_seed(0)
+    cfg = AgentConfig(optimizer="rmsprop", lr=2.5e-4, hidden_sizes=[16], engine="auto")
+    agent = DQNAgent(cfg, (3,), 2, torch.device("cpu"))
+    assert agent.engine == "torch" and "agent.optimizer=rmsprop" in agent.engine_note
+    assert isinstance(agent.optimizer, torch.optim.RMSprop)
+    group = agent.optimizer.param_groups[0]
+    assert (group["lr"], group["alpha"], group["eps"], group["centered"], group["momentum"]) == (
+        2.5e-4,
+        0.95,
+        0.01,
+        True,
+        0,
+    )
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(32, 3)).astype(np.float32)
+    b = _batch(obs, rng.integers(2, size=32), np.ones(32), obs[::-1].copy(), np.ones(32))  # targets: r = 1
+    before = np.abs(agent.td_errors(b)).mean()
+    for _ in range(50):
+        agent.learn(b)
+    assert np.abs(agent.td_errors(b)).mean() < before
