@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from per_cli.analysis.plot import legend_label, make_plots, parse_thresholds, plot_curves
-from per_cli.analysis.results import RETURN_TAG, group_runs, load_runs
+from per_cli.analysis.figures import legend_label, plot_curves
+from per_cli.analysis.groups import group_runs
+from per_cli.analysis.plot import make_plots, parse_thresholds
+from per_cli.analysis.readers import RETURN_TAG
+from per_cli.analysis.runs import load_runs
+from per_cli.analysis.style import KIND_COLORS, line_styles
 from per_cli.cli import app
 from per_cli.errors import ConfigError
 
@@ -21,7 +25,7 @@ from ..runfactory import write_run
 matplotlib.use("Agg")
 runner = CliRunner()
 PNG = b"\x89PNG\r\n\x1a\n"
-UPDATES = ("td_error/mean", "td_error/max", "replay/correlation_count")
+UPDATES = ("td_error/mean", "td_error/max", "iid/state_diversity", "iid/episode_diversity")
 
 
 def _updates(last: int, level: float) -> dict[str, list[tuple[int, float]]]:
@@ -51,8 +55,15 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     out = tmp_path / "plots"
     names = sorted(p.name for p in report.files)
     assert names == sorted(
-        ["return_CartPole-v1.png", "td_CartPole-v1.png", "hypothesis.png", "summary.csv", "summary.md"]
-    )
+        ["return_CartPole-v1.png", "td_CartPole-v1.png", "iid_CartPole-v1.png", "hypothesis.png", "summary.csv",
+         "summary.md", "captions.md", "factors.csv", "factors.md", "factors_marginal_CartPole-v1.png"]
+    )  # fmt: skip
+    # two replay kinds, seeds 1..3 each: the kind explains 6 * 50^2 of 6 * 50^2 + 4 (finals 100+s, 200+s)
+    shares = {r["effect"]: r for r in csv.DictReader(io.StringIO((out / "factors.csv").read_text()))}
+    assert float(shares["replay"]["eta_sq"]) == pytest.approx(15000 / 15004)
+    captions = (out / "captions.md").read_text()
+    assert "`return_CartPole-v1.png`" in captions and "band: 95% bootstrap CI over seeds" in captions
+    assert "trailing mean of 10 logged points" in captions  # the default --smooth
     for name in names:
         if name.endswith(".png"):
             image = _read_png(out / name)
@@ -73,9 +84,9 @@ def test_curves_mean_band_failed_and_single_seed(tmp_path):
     import matplotlib.pyplot as plt
 
     groups = group_runs(load_runs(tmp_path, workers=1))
-    colors = {g.label: "C0" for g in groups}
+    styles = line_styles([(g.label, g.replay) for g in groups])
     fig, ax = plt.subplots()
-    assert plot_curves(ax, groups, RETURN_TAG, 1, colors)
+    assert plot_curves(ax, groups, RETURN_TAG, 1, styles)
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert set(lines) == {"none (n=1)", "uniform (n=2)", "combined (n=2)"}  # the failed run is not counted
     x, y = lines["uniform (n=2)"].get_data()
@@ -94,7 +105,7 @@ def test_in_progress_runs_give_partial_curves(tmp_path):
     groups = group_runs(load_runs(tmp_path, workers=1))
     assert legend_label(groups[0]) == "uniform (n=2, 1 running)"
     fig, ax = plt.subplots()
-    plot_curves(ax, groups, RETURN_TAG, 1, {groups[0].label: "C0"})
+    plot_curves(ax, groups, RETURN_TAG, 1, {groups[0].label: {"color": "C0"}})
     x, y = ax.get_lines()[0].get_data()
     np.testing.assert_allclose(y[x <= 500], 2.0)  # both seeds
     np.testing.assert_allclose(y[x > 500], 1.0)  # only the completed one goes on ...
@@ -129,8 +140,10 @@ def test_bad_input_is_a_config_error(tmp_path):
     _study(tmp_path, seeds=(1,))
     with pytest.raises(ConfigError, match="did you mean 'td_error/mean'"):
         make_plots(tmp_path, metrics=["td_error/maen"], workers=1)
-    with pytest.raises(ConfigError, match="png or svg"):
-        make_plots(tmp_path, fmt="pdf", workers=1)
+    with pytest.raises(ConfigError, match="png, svg or pdf"):
+        make_plots(tmp_path, fmt="jpg", workers=1)
+    with pytest.raises(ConfigError, match="did you mean 'cartpole'"):
+        parse_thresholds(["cartpol=100"])
 
 
 @pytest.mark.parametrize(
@@ -138,7 +151,8 @@ def test_bad_input_is_a_config_error(tmp_path):
     [
         ([], "no run directories"),
         (["--threshold", "cartpole"], "ENV=VALUE"),
-        (["--format", "jpg"], "png or svg"),
+        (["--format", "jpg"], "png, svg or pdf"),
+        (["--threshold", "cartpol=100"], "unknown env 'cartpol'; did you mean 'cartpole'?"),
     ],
 )
 def test_cli_bad_input_exits_2(tmp_path, args, message):
@@ -168,3 +182,45 @@ def test_real_short_runs_then_plot(tmp_path):
     rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
     assert [(r["replay"], r["seeds"]) for r in rows] == [("uniform", "2"), ("combined", "1")]  # kinds in registry order
     assert "| CartPole-v1 | uniform | 2 |" in result.output
+
+
+def test_one_colour_per_replay_kind_in_every_figure_and_folder():
+    from matplotlib.colors import to_rgb
+
+    alone = line_styles([("prioritized", "prioritized")])
+    mixed = line_styles([("none", "none"), ("uniform", "uniform"), ("prioritized", "prioritized")])
+    assert alone["prioritized"]["color"] == mixed["prioritized"]["color"] == to_rgb(KIND_COLORS["prioritized"])
+    assert mixed["uniform"]["color"] == to_rgb(KIND_COLORS["uniform"])
+    her = line_styles([("uniform+her", "uniform+her")])["uniform+her"]
+    assert her["color"] == to_rgb(KIND_COLORS["uniform"]) and "linestyle" in her  # the kind's colour, dashed
+    swept = line_styles([(f"prioritized, capacity={c}", "prioritized") for c in ("1k", "10k", "100k")])
+    hues = [matplotlib.colors.rgb_to_hsv(s["color"])[0] for s in swept.values()]
+    assert len({round(h, 2) for h in hues}) == 1 and len({s["color"] for s in swept.values()}) == 3  # shades
+
+
+def test_legend_with_long_labels_stays_inside_the_figure():
+    import matplotlib.pyplot as plt
+
+    from per_cli.analysis.style import STYLE, band_caption, legend_inside
+
+    labels = [f"prioritized, capacity={c}, alpha=0.{a}, hidden_sizes=[256,256,256], target_update_period=500"
+              for c in ("1k", "100k") for a in (4, 6, 7)]  # fmt: skip
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, 1, figsize=(3.5, 3.0), squeeze=False, layout="constrained")
+        for label in labels:
+            axes[0, 0].plot([0, 1], [0, 1], label=label)
+        legend_inside(fig, axes, title=band_caption(10))
+        fig.canvas.draw()
+        box, frame = fig.legends[0].get_window_extent(), fig.bbox
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+        assert "95% bootstrap CI over seeds" in fig.legends[0].get_title().get_text().replace("\n", " ")
+        plt.close(fig)
+
+
+def test_bookkeeping_settings_do_not_split_the_legend(tmp_path):
+    for seed, every in ((1, 1000), (2, 5000)):
+        bookkeeping = {"train.eval_every": every, "train.checkpoint_every": every, "log.every": seed}
+        write_run(tmp_path / f"r{seed}", seed=seed, returns=[(10, 1.0), (20, 2.0)], overrides=bookkeeping)
+    report = make_plots(tmp_path, workers=1)
+    assert [g.label for g in report.groups] == ["uniform"]
+    assert "| CartPole-v1 | uniform | 2 |" in report.table_md

@@ -10,22 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from per_cli.analysis.results import (
-    RETURN_TAG,
-    curve_on_grid,
-    dedup_steps,
-    find_run_dirs,
-    format_value,
-    group_runs,
-    load_run,
-    load_runs,
-    steps_to_threshold,
-    summarize,
-    table_csv,
-    table_markdown,
-    trailing_mean,
-)
+from per_cli.analysis.curves import curve_on_grid, dedup_steps, steps_to_threshold, trailing_mean
+from per_cli.analysis.groups import format_value, group_runs
+from per_cli.analysis.readers import RETURN_TAG
+from per_cli.analysis.runs import find_run_dirs, load_run, load_runs
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
+from per_cli.analysis.tables import summarize, table_csv, table_markdown
 from per_cli.errors import ConfigError
 from per_cli.train.logger import EPISODE_COLUMNS
 
@@ -112,6 +102,17 @@ def test_status_of_runs_in_progress_and_failed(tmp_path):
     assert failed.status == "failed" and failed.error == "ValueError: x"
 
 
+def test_interrupted_and_unreadable_runs(tmp_path):
+    stopped = load_run(write_run(tmp_path / "a", status="interrupted", returns=[(5, 1.0)]), tmp_path)
+    assert stopped.status == "interrupted" and stopped.final_return is None
+    broken = write_run(tmp_path / "b", returns=[(5, 1.0)])
+    (broken / "summary.json").write_text('{"status": "compl')  # truncated
+    run = load_run(broken, tmp_path)
+    assert run.status == "unreadable" and "summary.json" in run.error  # never taken for a run in progress
+    groups = group_runs([stopped, run])
+    assert [r.name for r in groups[0].curve_runs] == ["a"]  # interrupted: a partial curve; unreadable: none
+
+
 def test_parallel_loading_equals_serial(tmp_path):
     for seed in range(1, 6):
         write_run(tmp_path / f"r{seed}", seed=seed, returns=[(s, float(s * seed)) for s in range(10, 200, 10)])
@@ -147,18 +148,51 @@ def test_grid_runs_group_by_env_kind_and_swept_keys(tmp_path):
     groups = group_runs(load_runs(grid, workers=1))
     assert [(g.env, g.replay, g.settings, sorted(r.seed for r in g.runs)) for g in groups] == [
         ("Acrobot-v1", "uniform", (), [1, 2, 3]),
+        ("CartPole-v1", "uniform", (("replay.capacity", 1000),), [1, 2]),  # kinds in registry order
+        ("CartPole-v1", "uniform", (("replay.capacity", 100000),), [1, 2]),
         ("CartPole-v1", "combined", (("replay.capacity", 1000),), [1, 2]),
         ("CartPole-v1", "combined", (("replay.capacity", 100000),), [1, 2]),
-        ("CartPole-v1", "uniform", (("replay.capacity", 1000),), [1, 2]),
-        ("CartPole-v1", "uniform", (("replay.capacity", 100000),), [1, 2]),
     ]
     assert [g.label for g in groups] == [
         "uniform",
-        "combined, capacity=1k",
-        "combined, capacity=100k",
         "uniform, capacity=1k",
         "uniform, capacity=100k",
+        "combined, capacity=1k",
+        "combined, capacity=100k",
     ]
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "splits"),
+    [
+        ("seed", (1, 2), False),
+        ("device", ("cpu", "cuda"), False),
+        ("train.checkpoint_every", (0, 1000), False),
+        ("train.save_replay", (False, True), False),
+        ("train.eval_every", (1000, 5000), False),
+        ("train.eval_episodes", (5, 10), False),
+        ("log.every", (10, 100), False),
+        ("log.tensorboard", (True, False), False),
+        ("metrics.correlation_threshold", (0.5, 0.8), False),
+        ("train.total_steps", (4000, 8000), True),  # settings that change what is learnt split a group
+        ("train.eval_eps", (0.0, 0.05), True),
+        ("replay.capacity", (1000, 5000), True),
+        ("agent.engine", ("torch", "numba"), True),
+    ],
+)
+def test_only_settings_that_change_results_split_groups(tmp_path, key, values, splits):
+    from per_cli.analysis.groups import BOOKKEEPING_KEYS, is_bookkeeping
+
+    assert set(BOOKKEEPING_KEYS) == {"seed", "device", "train.checkpoint_every", "train.save_replay",
+                                     "train.eval_every", "train.eval_episodes", "log.", "metrics."}  # fmt: skip
+    assert is_bookkeeping(key) is not splits
+    for i, value in enumerate(values):
+        overrides = {} if key == "seed" else {key: value}
+        write_run(tmp_path / f"r{i}", seed=value if key == "seed" else 1, returns=[(10, 1.0)], overrides=overrides)
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    assert len(groups) == (2 if splits else 1)
+    if not splits:
+        assert groups[0].label == "uniform" and len(groups[0].runs) == 2
 
 
 def test_settings_labels():
@@ -207,7 +241,7 @@ def test_summary_table_values(tmp_path):
     runs = load_runs(tmp_path, workers=1)
     groups = group_runs(runs)
     rows = summarize(groups, {"CartPole-v1": 100.0}, window=1, reps=2000)
-    combined, uniform = rows
+    uniform, combined = rows
     assert (uniform.replay, uniform.seeds, uniform.running, uniform.failed) == ("uniform", 5, 1, 1)
     assert uniform.final_return_iqm == pytest.approx(iqm(np.array(finals))) == pytest.approx(30.0)
     assert (uniform.final_return_ci_low, uniform.final_return_ci_high) == pytest.approx(
@@ -216,16 +250,18 @@ def test_summary_table_values(tmp_path):
     assert uniform.final_return_ci_low < 30.0 < uniform.final_return_ci_high
     assert uniform.final_return_mean == 30.0 and uniform.eval_return_mean == 31.0
     assert uniform.steps_to_threshold == 300.0 and uniform.reached == 5  # median of 100, 200, ..., 500
-    assert (combined.seeds, combined.final_return_iqm, combined.final_return_ci_low) == (1, 7.0, 7.0)
+    assert (combined.seeds, combined.final_return_iqm) == (1, 7.0)
 
     table = list(csv.DictReader(io.StringIO(table_csv(rows))))
-    assert table[1]["replay"] == "uniform" and table[1]["seeds"] == "5" and float(table[1]["final_return_iqm"]) == 30
-    assert table[0]["eval_return_mean"] == ""  # not recorded: blank, not "nan"
+    assert table[0]["replay"] == "uniform" and table[0]["seeds"] == "5" and float(table[0]["final_return_iqm"]) == 30
+    assert table[1]["eval_return_mean"] == ""  # not recorded: blank, not "nan"
 
     md = table_markdown(rows, [r for r in runs if r.status == "failed"], 1, tmp_path)
     assert "| CartPole-v1 | uniform | 5 (+1 running) (+1 failed) | 30.0 [" in md
     assert "300 (≥ 100: 5/5)" in md
-    assert "## Failed runs" in md and "`u7`: RuntimeError: boom" in md
+    assert "## Failed or unreadable runs" in md and "`u7` (failed): RuntimeError: boom" in md
+    assert "| CartPole-v1 | combined | 1 | 7.0 | 7.0 |" in md  # one seed: no interval, not 7.0 [7.0, 7.0]
+    assert math.isnan(combined.final_return_ci_low) and table[1]["final_return_ci_low"] == ""
 
 
 def test_threshold_never_reached_by_most(tmp_path):

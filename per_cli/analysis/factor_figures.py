@@ -1,0 +1,83 @@
+"""Figures of a grid with swept keys (the two-factor study): per env, a heat map of the final-return IQM over
+the first two factors (W × α in the study) and each factor's marginal effect with 95% CIs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from per_cli.analysis.factors import Design
+from per_cli.analysis.groups import format_value
+from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
+from per_cli.analysis.style import DOUBLE, SINGLE, Output
+from per_cli.analysis.text import slug
+
+CI_REPS = 2_000
+
+
+def cell_iqm(design: Design, i: int, j: int) -> np.ndarray:
+    """IQM of the final return in each (level of factor i, level of factor j), over seeds and other factors."""
+    y = np.moveaxis(design.y[..., :], (i, j), (0, 1))
+    return iqm(y.reshape(y.shape[0], y.shape[1], -1), axis=-1)
+
+
+def marginal(design: Design, i: int, reps: int = CI_REPS, seed: int = 0) -> list[tuple[float, float, float]]:
+    """(IQM, CI low, CI high) of the final return at each level of factor i: the runs of every cell of the other
+    factors pooled, resampled within each cell (a stratified bootstrap over seeds)."""
+    y = np.moveaxis(design.y, i, 0)
+    out = []
+    for level in y:
+        strata = list(level.reshape(-1, level.shape[-1]))
+        out.append(stratified_bootstrap_ci(strata, iqm, reps=reps, seed=seed))
+    return out
+
+
+def figure_heatmap(design: Design, out: Output) -> bool:
+    """The IQM of the final return over the first two factors; False for a one-factor design."""
+    if len(design.factors) < 2:
+        return False
+    import matplotlib.pyplot as plt
+
+    values = cell_iqm(design, 0, 1)
+    rows, cols = design.levels[0], design.levels[1]
+    fig, ax = plt.subplots(figsize=(SINGLE, 0.9 + 0.32 * len(rows) + 0.6), layout="constrained")
+    image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
+    lo, hi = np.nanmin(values), np.nanmax(values)
+    for (r, c), v in np.ndenumerate(values):
+        dark = hi > lo and (v - lo) / (hi - lo) < 0.5
+        ax.text(c, r, f"{v:.3g}", ha="center", va="center", fontsize=6, color="white" if dark else "black")
+    ax.set_xticks(range(len(cols)), [format_value(v) for v in cols])
+    ax.set_yticks(range(len(rows)), [format_value(v) for v in rows])
+    ax.set_xlabel(design.factors[1])
+    ax.set_ylabel(design.factors[0])
+    ax.grid(False)
+    others = f", pooled over {', '.join(design.factors[2:])}" if len(design.factors) > 2 else ""
+    ax.set_title(f"{design.env}: final-return IQM over {len(design.seeds)} seeds{others}")
+    fig.colorbar(image, ax=ax, label="final return IQM")
+    caption = (
+        f"{design.env}: IQM over seeds of the final return (mean of the last 20 training episodes) in each cell of "
+        f"{design.factors[0]} × {design.factors[1]}{others}"
+    )
+    out.save(fig, f"factors_heatmap_{slug(design.env)}", caption)
+    return True
+
+
+def figure_marginals(design: Design, out: Output) -> None:
+    """One panel per factor: the final-return IQM at each of its levels with a 95% bootstrap CI."""
+    import matplotlib.pyplot as plt
+
+    k = len(design.factors)
+    fig, axes = plt.subplots(1, k, figsize=(SINGLE if k == 1 else DOUBLE, 2.3), squeeze=False, layout="constrained")
+    for i, ax in enumerate(axes[0]):
+        stats = np.array(marginal(design, i))
+        x = np.arange(len(design.levels[i]))
+        ax.errorbar(x, stats[:, 0], yerr=[stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]], color="0.2",
+                    marker="o", markersize=3, capsize=2, linewidth=1)  # fmt: skip
+        ax.set_xticks(x, [format_value(v) for v in design.levels[i]])
+        ax.set_xlabel(design.factors[i])
+        ax.set_ylabel("final return IQM" if i == 0 else "")
+    fig.suptitle(f"{design.env}: marginal effect of each factor (95% CI over seeds)", fontsize=8)
+    caption = (
+        f"{design.env}: IQM of the final return at each level of each factor, pooled over the other factors' "
+        f"levels; bars: 95% stratified bootstrap CI resampling seeds within each cell ({len(design.seeds)} seeds)"
+    )
+    out.save(fig, f"factors_marginal_{slug(design.env)}", caption)

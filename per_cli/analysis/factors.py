@@ -1,0 +1,214 @@
+"""How much of the variance in final return each swept factor explains: ANOVA η² over a full factorial
+design, with bootstrap CIs over seeds. This is the two-factor study's answer (issue 10): with
+``--sweep replay.window=... --sweep replay.alpha=...`` the factors are W and α.
+
+For a balanced design (every cell of the factorial holds the same seeds) the sums of squares of the main
+effects and of the interactions are orthogonal, so each η² = SS_effect / SS_total is that effect's share of
+the total variance and the shares add up with the residual (seed-to-seed noise and higher-order interactions)
+to 1. Per env the factors are the replay label (when runs of several are present) and every key swept
+among them. Cells are made balanced by keeping only the seeds that completed in every cell; a design that is
+not a full factorial gets a note and no table.
+
+η² is biased upward for small samples: a factor with L levels and no effect has an expected η² of about
+(L - 1) / (N - 1) over N runs. The CIs resample seeds within each cell (10,000 times by default).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from per_cli.analysis.groups import Group, format_value, short_key
+from per_cli.analysis.runs import Run
+
+REPLAY_FACTOR = "replay"
+
+
+@dataclass
+class Design:
+    """A balanced full factorial of one env: ``y[level of factor 1, ..., level of factor k, seed]``."""
+
+    env: str
+    factors: list[str]
+    levels: list[list[Any]]
+    seeds: list[Any]
+    y: np.ndarray
+    dropped: int = 0  # completed runs left out to balance the design
+
+    def short(self, factor: str) -> str:
+        return short_key(factor, self.factors)
+
+
+@dataclass
+class EffectShare:
+    env: str
+    effect: str  # "replay.alpha", "replay.alpha × replay.window" or "residual"
+    eta_sq: float
+    ci_low: float
+    ci_high: float
+    levels: int  # levels of the effect (product for an interaction; runs for the residual)
+
+
+@dataclass
+class FactorReport:
+    designs: list[Design] = field(default_factory=list)
+    shares: list[EffectShare] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _level_of(run: Run, factor: str) -> Any:
+    return run.replay if factor == REPLAY_FACTOR else run.config.get(factor)
+
+
+def _sorted_levels(values: Sequence[Any]) -> list[Any]:
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    return sorted(values) if numeric else sorted(values, key=repr)
+
+
+def build_design(env: str, groups: Sequence[Group]) -> tuple[Design | None, str | None]:
+    """The balanced design of one env's groups, or (None, why not)."""
+    factors = ([REPLAY_FACTOR] if len({g.replay for g in groups}) > 1 else []) + sorted(
+        {k for g in groups for k, _ in g.settings}
+    )
+    if not factors:
+        return None, None
+    runs = [r for g in groups for r in g.completed if r.final_return is not None]
+    levels = [_sorted_levels(list({repr(_level_of(r, f)): _level_of(r, f) for r in runs}.values())) for f in factors]
+    cells: dict[tuple, dict[Any, float]] = {}
+    for r in runs:
+        key = tuple(repr(_level_of(r, f)) for f in factors)
+        cells.setdefault(key, {})[r.seed] = r.final_return
+    wanted = list(itertools.product(*[[repr(v) for v in lv] for lv in levels]))
+    missing = [c for c in wanted if c not in cells]
+    if missing:
+        return None, f"{env}: not a full factorial of {', '.join(factors)} ({len(missing)} of {len(wanted)} cells " \
+                     "have no completed run); no variance shares"  # fmt: skip
+    seeds = sorted(set.intersection(*[set(c) for c in cells.values()]), key=repr)
+    if len(seeds) < 2:
+        return None, f"{env}: fewer than 2 seeds completed in every cell of {', '.join(factors)}; no variance shares"
+    y = np.array([[cells[c][s] for s in seeds] for c in wanted], dtype=np.float64)
+    y = y.reshape(*[len(lv) for lv in levels], len(seeds))
+    dropped = len(runs) - y.size
+    return Design(env, factors, levels, seeds, y, dropped), None
+
+
+def effects(y: np.ndarray, k: int) -> dict[tuple[int, ...], np.ndarray]:
+    """η² of every main effect and two-way interaction of a balanced design.
+
+    ``y`` has shape ``(*batch, L_1, ..., L_k, R)``: leading batch axes (bootstrap samples), one axis per
+    factor, then R replicates. Each effect's sum of squares is the sum over all observations of its squared
+    deviation (main effect: level mean minus grand mean; interaction of i and j: cell mean of (i, j) minus both
+    level means plus the grand mean), divided by the total sum of squares. Returns ``{(i,): η²_i,
+    (i, j): η²_ij}``, each with the batch shape (NaN where the total variance is 0)."""
+    batch = y.ndim - k - 1
+    fac_axes = tuple(batch + i for i in range(k))
+    obs_axes = (*fac_axes, y.ndim - 1)
+
+    def mean_over_all_but(keep: tuple[int, ...]) -> np.ndarray:
+        return y.mean(axis=tuple(a for i, a in enumerate(fac_axes) if i not in keep) + (y.ndim - 1,), keepdims=True)
+
+    grand = y.mean(axis=obs_axes, keepdims=True)
+    total = ((y - grand) ** 2).sum(axis=obs_axes)
+
+    def share(deviation: np.ndarray) -> np.ndarray:
+        ss = (np.broadcast_to(deviation, y.shape) ** 2).sum(axis=obs_axes)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total > 0, ss / np.where(total > 0, total, 1.0), np.nan)
+
+    main = {i: mean_over_all_but((i,)) - grand for i in range(k)}
+    out: dict[tuple[int, ...], np.ndarray] = {(i,): share(main[i]) for i in range(k)}
+    for i, j in itertools.combinations(range(k), 2):
+        out[(i, j)] = share(mean_over_all_but((i, j)) - main[i] - main[j] - grand)
+    return out
+
+
+def bootstrap_effects(design: Design, reps: int, seed: int) -> dict[tuple[int, ...], np.ndarray]:
+    """``reps`` η² of every effect from designs whose replicates are resampled with replacement in each cell."""
+    rng = np.random.default_rng(seed)
+    k, r = len(design.factors), design.y.shape[-1]
+    idx = rng.integers(0, r, size=(reps, *design.y.shape))
+    samples = np.take_along_axis(np.broadcast_to(design.y, idx.shape), idx, axis=-1)
+    return effects(samples, k)
+
+
+def effect_name(design: Design, key: tuple[int, ...]) -> str:
+    return " × ".join(design.factors[i] for i in key)
+
+
+def variance_shares(
+    design: Design, *, reps: int = 10_000, seed: int = 0, confidence: float = 0.95
+) -> list[EffectShare]:
+    """Each effect's η² with a percentile bootstrap CI, then the residual's share."""
+    k = len(design.factors)
+    point = effects(design.y, k)
+    boot = bootstrap_effects(design, reps, seed)
+    tail = (1 - confidence) / 2 * 100
+    shares = []
+    for key, value in point.items():
+        lo, hi = np.nanpercentile(boot[key], [tail, 100 - tail])
+        levels = math.prod(len(design.levels[i]) for i in key)
+        shares.append(EffectShare(design.env, effect_name(design, key), float(value), float(lo), float(hi), levels))
+    rest = 1.0 - sum(point.values())
+    boot_rest = 1.0 - sum(boot.values())
+    lo, hi = np.nanpercentile(boot_rest, [tail, 100 - tail])
+    shares.append(EffectShare(design.env, "residual", float(rest), float(lo), float(hi), design.y.size))
+    return shares
+
+
+def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0) -> FactorReport:
+    """Designs and variance shares of every env with at least one factor."""
+    report = FactorReport()
+    for env, groups in by_env.items():
+        design, why = build_design(env, groups)
+        if why:
+            report.notes.append(why)
+        if design is None:
+            continue
+        report.designs.append(design)
+        report.shares += variance_shares(design, reps=reps, seed=seed)
+        if design.dropped:
+            report.notes.append(f"{env}: {design.dropped} completed runs left out to balance the design "
+                                f"(seeds kept: {len(design.seeds)})")  # fmt: skip
+    return report
+
+
+FACTOR_COLUMNS = ("env", "effect", "eta_sq", "ci_low", "ci_high", "levels")
+
+
+def factors_csv(report: FactorReport) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(FACTOR_COLUMNS)
+    for s in report.shares:
+        writer.writerow([s.env, s.effect, f"{s.eta_sq:.6g}", f"{s.ci_low:.6g}", f"{s.ci_high:.6g}", s.levels])
+    return out.getvalue()
+
+
+def factors_markdown(report: FactorReport) -> str:
+    lines = [
+        "# Variance in final return explained by each factor",
+        "",
+        "η² = SS_effect / SS_total of a balanced full-factorial ANOVA over the completed runs of each env (final "
+        "return: mean of the last 20 training episodes). Residual: seed-to-seed variance and higher-order "
+        "interactions. 95% CI: percentile bootstrap resampling seeds within each cell. A factor with L levels "
+        "and no effect still gets η² ≈ (L − 1)/(N − 1) on N runs.",
+    ]
+    for design in report.designs:
+        levels = "; ".join(
+            f"{f}: {', '.join(format_value(v) for v in lv)}"
+            for f, lv in zip(design.factors, design.levels, strict=True)
+        )
+        lines += ["", f"## {design.env}", "", f"{len(design.seeds)} seeds per cell; levels: {levels}", "",
+                  "| effect | η² | 95% CI |", "|---|---:|---:|"]  # fmt: skip
+        for s in (s for s in report.shares if s.env == design.env):
+            lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}] |")
+    if report.notes:
+        lines += ["", *[f"Note: {n}" for n in report.notes]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,205 @@
+"""The curve figures of ``per plot``: per env, episodic return, TD-error statistics, the i.i.d. measures and
+any ``--metric`` over env steps (the mean over seeds with a 95% bootstrap band), every env's returns side by
+side, and the hypothesis figure (per completed run, the batch measures against its final return)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from per_cli.analysis.curves import curve_on_grid
+from per_cli.analysis.groups import Group
+from per_cli.analysis.readers import RETURN_TAG
+from per_cli.analysis.runs import Run
+from per_cli.analysis.stats import mean_band, spearman
+from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_inside
+from per_cli.analysis.text import slug
+
+GRID_POINTS = 200
+TD_TAGS = ("td_error/mean", "td_error/max")
+IID_TAGS = ("iid/state_diversity", "iid/episode_diversity")
+HYPOTHESIS_TAGS = (*IID_TAGS, "td_error/mean")  # the x axes of the hypothesis figure
+LABELS = {
+    RETURN_TAG: "episodic return",
+    "eval/return": "evaluation return",
+    "td_error/mean": "mean |TD error| in batch",
+    "td_error/max": "max |TD error| in batch",
+    "td_error/median": "median |TD error| in batch",
+    "td_error/std": "std of |TD error| in batch",
+    "iid/state_diversity": "state diversity of batch (1 = i.i.d.)",
+    "iid/episode_diversity": "episode diversity of batch",
+    "replay/correlation_count": "correlated state pairs in batch",
+    "replay/sample_age": "mean sample age (env steps)",
+    "replay/is_weight_mean": "mean IS weight",
+    "losses/td_loss": "TD loss (IS-weighted)",
+    "losses/td_loss_unweighted": "TD loss (unweighted)",
+    "losses/q_values": "mean Q(s, a)",
+    "charts/episodic_length": "episode length (steps)",
+    "charts/epsilon": "ε (exploration)",
+    "charts/SPS": "env steps per second",
+    "charts/success_rate": "success rate",
+}
+
+
+def label_of(tag: str) -> str:
+    return LABELS.get(tag, tag)
+
+
+def legend_label(group: Group, counts: bool = True) -> str:
+    """The group label with its seeds: ``uniform (n=5, 1 running)``; failed runs are not counted."""
+    if not counts:
+        return group.label
+    runs = group.curve_runs
+    extra = [f"{n} {s}" for s in ("running", "interrupted") if (n := sum(r.status == s for r in runs))]
+    return f"{group.label} (n={len(runs)}" + "".join(f", {e}" for e in extra) + ")"
+
+
+def _steps_axis(ax) -> None:
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_xlabel("environment steps")
+
+
+def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
+    spans = [
+        (steps.min(), max(steps.max(), r.end_step or 0))
+        for r in runs
+        if tag in r.scalars and len(steps := r.scalars[tag][0])
+    ]
+    if not spans:
+        return None
+    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    return np.linspace(lo, hi, GRID_POINTS) if hi > lo else np.array([float(lo)])
+
+
+def plot_curves(
+    ax, groups: Sequence[Group], tag: str, smooth: int, styles: dict[str, dict], counts: bool = True
+) -> bool:
+    """Mean over seeds and 95% bootstrap band of ``tag`` for each group on ``ax``; False if none logged it.
+    Legend labels carry the seed counts unless ``counts`` is false (figures that span envs)."""
+    grid = _grid([r for g in groups for r in g.curve_runs], tag)
+    if grid is None:
+        ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
+        return False
+    for g in groups:
+        runs = [r for r in g.curve_runs if tag in r.scalars]
+        if not runs:
+            continue
+        curves = np.stack([curve_on_grid(*r.scalars[tag], grid, smooth, r.end_step) for r in runs])
+        mean, lo, hi = mean_band(curves)
+        style = styles[g.label]
+        marker = "o" if len(grid) == 1 else None
+        ax.plot(grid, mean, label=legend_label(g, counts), marker=marker, markersize=3, **style)
+        band = np.isfinite(lo)
+        if band.any():
+            ax.fill_between(grid, lo, hi, where=band, color=style["color"], alpha=0.2, linewidth=0)
+    _steps_axis(ax)
+    ax.set_ylabel(label_of(tag))
+    return True
+
+
+def _threshold_line(ax, value: float | None) -> None:
+    if value is not None:
+        ax.axhline(value, color="0.4", linestyle="--", linewidth=0.8, zorder=1)
+        ax.annotate(f"threshold {value:g}", (0.01, value), xycoords=("axes fraction", "data"), xytext=(0, 2),
+                    textcoords="offset points", fontsize=6, color="0.4", va="bottom")  # fmt: skip
+
+
+def _subplots(rows: int, cols: int, width: float, height: float):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False, layout="constrained")
+    return fig, axes
+
+
+def _legend_height(n: int, cols: int = 2) -> float:
+    return 0.35 + 0.14 * math.ceil(n / cols)
+
+
+def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: str, smooth: int,
+                  styles: dict[str, dict], out: Output, threshold: float | None = None) -> bool:  # fmt: skip
+    """One panel per tag (a row); False, and nothing written, when no run logged any of them."""
+    if not any(tag in r.scalars for g in groups for r in g.curve_runs for tag in tags):
+        return False
+    width = SINGLE if len(tags) == 1 else DOUBLE
+    fig, axes = _subplots(1, len(tags), width, 2.0 + _legend_height(len(groups), 2 if len(tags) == 1 else 3))
+    for ax, tag in zip(axes[0], tags, strict=True):
+        plot_curves(ax, groups, tag, smooth, styles)
+        if tag == RETURN_TAG:
+            _threshold_line(ax, threshold)
+    if len(tags) == 1:
+        axes[0, 0].set_title(env)
+    else:
+        fig.suptitle(env, fontsize=8)
+    caption = band_caption(smooth)
+    legend_inside(fig, axes, list(styles), title=caption, ncol_max=2 if len(tags) == 1 else 3)
+    out.save(fig, f"{stem}_{slug(env)}", f"{env}: {', '.join(label_of(t) for t in tags)} against env steps; {caption}")
+    return True
+
+
+def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict[str, dict],
+                       thresholds: dict[str, float | None], out: Output) -> None:  # fmt: skip
+    envs = list(by_env)
+    cols = min(len(envs), 3)
+    rows = math.ceil(len(envs) / cols)
+    labels = {g.label for gs in by_env.values() for g in gs}
+    fig, axes = _subplots(rows, cols, DOUBLE, 2.0 * rows + _legend_height(len(labels), 3))
+    for ax, env in zip(axes.ravel(), envs, strict=False):
+        plot_curves(ax, by_env[env], RETURN_TAG, smooth, styles, counts=False)
+        _threshold_line(ax, thresholds.get(env))
+        ax.set_title(env)
+    for ax in axes.ravel()[len(envs) :]:
+        ax.remove()
+    caption = band_caption(smooth)
+    legend_inside(fig, axes.ravel()[: len(envs)], list(styles), title=caption)
+    out.save(fig, "returns", f"episodic return against env steps, every env; {caption}")
+
+
+def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict], env: str) -> bool:
+    xs, ys = [], []
+    for g in groups:
+        pts = [(r.mean_of(tag), r.final_return) for r in g.completed]
+        pts = [(x, y) for x, y in pts if x is not None and y is not None]
+        if not pts:
+            continue
+        x, y = np.array(pts).T
+        ax.scatter(x, y, s=14, color=styles[g.label]["color"], label=g.label, alpha=0.85, edgecolors="none")
+        xs += list(x)
+        ys += list(y)
+    rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan
+    ax.set_title(env + (f" (Spearman ρ = {rho:.2f}, {len(xs)} runs)" if math.isfinite(rho) else ""))
+    if not xs:
+        ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
+    ax.set_xlabel(f"run mean of {label_of(tag)}")
+    ax.set_ylabel("final return (last 20 episodes)")
+    return bool(xs)
+
+
+def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], out: Output,
+                      tags: Sequence[str] = HYPOTHESIS_TAGS) -> bool:  # fmt: skip
+    """Per completed run: its mean of each batch measure (the i.i.d. measures, the mean |TD error|) against
+    its final return, one row per env. False, and nothing written, if no run has both."""
+    envs = [env for env, gs in by_env.items() if any(r.final_return is not None for g in gs for r in g.completed)]
+    if not envs:
+        return False
+    labels = {g.label for env in envs for g in by_env[env]}
+    fig, axes = _subplots(len(envs), len(tags), DOUBLE, 2.1 * len(envs) + _legend_height(len(labels), 3))
+    anything = False
+    for row, env in enumerate(envs):
+        for col, tag in enumerate(tags):
+            anything |= _scatter_panel(axes[row, col], by_env[env], tag, styles, env)
+    if not anything:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return False
+    legend_inside(fig, axes, list(styles), title="one point per completed run; ρ: Spearman rank correlation")
+    caption = (
+        "per completed run: the run's mean of each batch measure against its final return (mean of the last 20 "
+        "training episodes); ρ: Spearman rank correlation over the env's runs"
+    )
+    out.save(fig, "hypothesis", caption)
+    return True

@@ -1,0 +1,174 @@
+"""Run directories read back: find them under a folder and load each one's config, summary and scalars.
+
+A run directory is any directory holding ``summary.json`` or ``config.yaml`` (what ``per train`` and
+``per grid`` write). A run's status is its summary's: ``completed``, ``failed``, ``interrupted`` (stopped by
+Ctrl-C or SIGTERM; a partial curve, resumable), ``running`` (also a run without summary.json, just started,
+or whose process died) or ``unreadable`` (a summary.json that cannot be parsed: never taken for a run in
+progress).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from per_cli.analysis.readers import Scalars, read_scalars
+from per_cli.errors import ConfigError
+from per_cli.train.logger import RUNNING, STATUSES, UNREADABLE, read_summary
+
+RUN_MARKERS = ("summary.json", "config.yaml")
+PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts
+
+
+@dataclass
+class Run:
+    path: Path
+    name: str  # path relative to the directory searched
+    status: str  # one of STATUSES
+    env: str  # the Gymnasium id (aliases resolved)
+    replay: str  # the replay label (kind, or kind+her)
+    seed: int | None
+    config: dict[str, Any]  # flattened: {"replay.capacity": 1000, ...}; empty if config.yaml is missing
+    summary: dict[str, Any]
+    scalars: Scalars = field(default_factory=dict)
+    source: str = "none"  # tensorboard, metrics.csv or none
+    read_error: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self.summary.get("error") or self.read_error
+
+    @property
+    def final_return(self) -> float | None:
+        """Mean return of the run's last training episodes (summary ``final_return_mean``); None until done."""
+        value = self.summary.get("final_return_mean") if self.status == "completed" else None
+        return None if value is None else float(value)
+
+    @property
+    def end_step(self) -> float | None:
+        """The last env step of a completed run (its curves hold their last value until there)."""
+        steps = self.summary.get("total_steps") if self.status == "completed" else None
+        return None if steps is None else float(steps)
+
+    def mean_of(self, tag: str) -> float | None:
+        """The mean of every logged value of ``tag`` (None if never logged)."""
+        if tag not in self.scalars or not len(self.scalars[tag][1]):
+            return None
+        values = self.scalars[tag][1]
+        values = values[np.isfinite(values)]
+        return float(values.mean()) if len(values) else None
+
+
+def find_run_dirs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
+    """Run directories under ``root`` (``root`` itself included), sorted; a run's subfolders are not searched."""
+    if not root.is_dir():
+        raise ConfigError(f"RUNS_DIR: {root} is not a directory")
+    skip = {p.resolve() for p in exclude}
+    found = []
+    for here, dirs, files in os.walk(root):
+        if Path(here).resolve() in skip:
+            dirs[:] = []
+            continue
+        if any(marker in files for marker in RUN_MARKERS) and ("summary.json" in files or "grid.yaml" not in files):
+            found.append(Path(here))
+            dirs[:] = []  # checkpoints/ and the like
+        else:
+            dirs.sort()
+    return sorted(found)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings to dotted keys; lists become tuples (hashable, comparable)."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    if isinstance(data, list):
+        return {prefix[:-1]: tuple(data)}
+    return {prefix[:-1]: data}
+
+
+def _env_id(name: str) -> str:
+    from per_cli.envs import resolve_env_id
+
+    return resolve_env_id(name)
+
+
+def _status(summary: dict[str, Any] | None) -> str:
+    status = (summary or {}).get("status", RUNNING)
+    return status if status in STATUSES else RUNNING
+
+
+def load_run(path: Path, root: Path, scalars: bool = True) -> Run:
+    """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot.
+    ``scalars`` False reads only its config and summary."""
+    summary = read_summary(path) or {}
+    config: dict[str, Any] = {}
+    read_error = None
+    try:
+        raw = yaml.safe_load((path / "config.yaml").read_text())
+        config = flatten(raw) if isinstance(raw, dict) else {}
+    except FileNotFoundError:
+        pass
+    except yaml.YAMLError as exc:
+        read_error = f"config.yaml: {type(exc).__name__}"
+    env = summary.get("env") or config.get("env.id") or "unknown"
+    run = Run(
+        path=path,
+        name=str(path.relative_to(root)) if path != root else path.name,
+        status=_status(summary),
+        env=_env_id(str(env)),
+        replay=str(summary.get("replay") or config.get("replay.kind") or "unknown"),
+        seed=summary.get("seed", config.get("seed")),
+        config=config,
+        summary=summary,
+        read_error=read_error,
+    )
+    if run.status == UNREADABLE and not run.read_error:
+        run.read_error = f"summary.json cannot be read: {summary.get('error', 'not valid JSON')}"
+    if scalars:
+        try:
+            run.scalars, run.source = read_scalars(path)
+        except Exception as exc:  # noqa: BLE001 - a damaged file costs its run's curves, not the whole plot
+            run.read_error = f"could not read scalars: {type(exc).__name__}: {exc}"
+    return run
+
+
+def _load_one(args: tuple[Path, Path]) -> Run:
+    return load_run(*args)
+
+
+def load_runs(root: Path, *, workers: int | None = None, exclude: Iterable[Path] = ()) -> list[Run]:
+    """Find and load every run under ``root``, in a process pool when there are many."""
+    dirs = find_run_dirs(root, exclude)
+    if not dirs:
+        raise ConfigError(
+            f"RUNS_DIR: no run directories under {root} (a run directory holds summary.json or config.yaml); "
+            "write some with per train or per grid"
+        )
+    workers = min(workers or os.cpu_count() or 1, len(dirs))
+    jobs = [(d, root) for d in dirs]
+    if workers <= 1 or len(dirs) < PARALLEL_FROM:
+        return [_load_one(job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        return list(pool.map(_load_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+
+
+def _pool_context():
+    """Workers forked from a clean server that has imported the readers (not from this process, which may
+    hold threads: torch's, a test runner's); plain spawn where there is no fork."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["per_cli.analysis.runs", "tensorboard.backend.event_processing.event_accumulator"])
+    return ctx

@@ -1,0 +1,102 @@
+"""Variance shares (ANOVA η²) on synthetic data with known answers, and the factor figures and tables of
+`per plot` on a synthetic two-factor grid of run directories."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from per_cli.analysis.factors import Design, analyse, build_design, effects, variance_shares
+from per_cli.analysis.groups import group_runs
+from per_cli.analysis.plot import make_plots
+from per_cli.analysis.runs import load_runs
+
+from ..runfactory import write_run
+
+
+def _design(y: np.ndarray) -> Design:
+    levels = [list(range(n)) for n in y.shape[:-1]]
+    return Design("Env-v0", [f"f{i}" for i in range(y.ndim - 1)], levels, list(range(y.shape[-1])), y)
+
+
+def test_eta_squared_by_hand_on_a_2x2_design():
+    # cells (a, b): (0,0) = [1, 3], (0,1) = [5, 7], (1,0) = [2, 4], (1,1) = [10, 12]; grand mean 5.5
+    y = np.array([[[1.0, 3.0], [5.0, 7.0]], [[2.0, 4.0], [10.0, 12.0]]])
+    # level means: a0 = 4, a1 = 7; b0 = 2.5, b1 = 8.5. SS_total = sum((y - 5.5)^2) = 106
+    # SS_A = 4 * (1.5^2 + 1.5^2) = 18; SS_B = 4 * (3^2 + 3^2) = 72
+    # interaction: cell means 2, 6, 3, 11 minus a and b means plus 5.5: -1, 1, 1, -1 -> SS_AB = 2 * 4 = 8
+    shares = effects(y, 2)
+    assert shares[(0,)] == pytest.approx(18 / 106)
+    assert shares[(1,)] == pytest.approx(72 / 106)
+    assert shares[(0, 1)] == pytest.approx(8 / 106)  # the residual: each run 1 from its cell mean: 18 + 72 + 8 + 8
+
+
+@pytest.mark.parametrize("which", ["A", "B", "AB"])
+def test_only_the_factor_with_an_effect_explains_the_variance(which):
+    rng = np.random.default_rng(7)
+    a = np.array([0.0, 1.0, 2.0, 3.0])[:, None, None] * 50
+    b = np.array([0.0, 1.0, 2.0])[None, :, None] * 50
+    signal = {"A": a + 0 * b, "B": b + 0 * a, "AB": (a - a.mean()) * (b - b.mean()) / 50}[which]
+    y = signal + rng.normal(0.0, 1.0, size=(4, 3, 10))
+    shares = variance_shares(_design(y), reps=500, seed=1)
+    eta = {s.effect: s for s in shares}
+    big = {"A": "f0", "B": "f1", "AB": "f0 × f1"}[which]
+    assert eta[big].eta_sq > 0.97 and eta[big].ci_low > 0.9
+    for name in {"f0", "f1", "f0 × f1"} - {big}:
+        assert eta[name].eta_sq < 0.01 and eta[name].ci_high < 0.02
+    assert sum(s.eta_sq for s in shares) == pytest.approx(1.0)
+
+
+def test_no_effect_gives_shares_near_their_null_expectation():
+    rng = np.random.default_rng(3)
+    y = rng.normal(0.0, 1.0, size=(4, 4, 30))  # N = 480 runs: a 4-level factor expects 3/479
+    shares = effects(y, 2)
+    assert shares[(0,)] < 0.03 and shares[(1,)] < 0.03 and shares[(0, 1)] < 0.05
+
+
+def _grid(root, alphas=(0.0, 0.5, 1.0), lrs=(1e-4, 1e-3), seeds=(1, 2, 3), missing=()):
+    """A two-factor grid: final return = 100 * alpha + seed (lr has no effect)."""
+    for alpha in alphas:
+        for lr in lrs:
+            for seed in seeds:
+                if (alpha, lr, seed) in missing:
+                    continue
+                final = 100 * alpha + seed
+                write_run(root / f"cartpole__prioritized__s{seed}__alpha={alpha}__lr={lr}", replay="prioritized",
+                          seed=seed, returns=[(100, final), (200, final)], final_return=final, tensorboard=False,
+                          overrides={"replay.alpha": alpha, "agent.lr": lr})  # fmt: skip
+
+
+def test_design_from_run_directories_balances_and_names_factors(tmp_path):
+    _grid(tmp_path, missing={(0.5, 1e-3, 3)})
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    design, why = build_design("CartPole-v1", groups)
+    assert why is None and design.factors == ["agent.lr", "replay.alpha"]
+    assert design.levels == [[1e-4, 1e-3], [0.0, 0.5, 1.0]] and design.seeds == [1, 2]  # seed 3 is not complete
+    assert design.y.shape == (2, 3, 2) and design.dropped == 5
+    np.testing.assert_allclose(design.y[1, 2], [101.0, 102.0])
+    report = analyse({"CartPole-v1": groups}, reps=200)
+    assert any("5 completed runs left out" in n for n in report.notes)
+
+
+def test_not_a_full_factorial_gets_a_note(tmp_path):
+    _grid(tmp_path, missing={(0.5, 1e-3, s) for s in (1, 2, 3)})
+    report = analyse({"CartPole-v1": group_runs(load_runs(tmp_path, workers=1))}, reps=100)
+    assert not report.designs and "not a full factorial" in report.notes[0]
+
+
+def test_plot_writes_heatmap_marginals_and_variance_table(tmp_path):
+    _grid(tmp_path)
+    report = make_plots(tmp_path, workers=1, fmt="pdf")
+    names = {p.name for p in report.files}
+    assert {"factors_heatmap_CartPole-v1.pdf", "factors_marginal_CartPole-v1.pdf", "factors.csv", "factors.md"} <= names
+    assert (report.out / "factors_heatmap_CartPole-v1.pdf").read_bytes()[:5] == b"%PDF-"
+    rows = {r["effect"]: r for r in csv.DictReader(io.StringIO((report.out / "factors.csv").read_text()))}
+    assert set(rows) == {"agent.lr", "replay.alpha", "agent.lr × replay.alpha", "residual"}
+    # alpha: SS = 6 * 3 * (50^2 + 0 + 50^2) ... shares: alpha ≈ 1 - 12 / (30000 + 12), lr and interaction 0
+    assert float(rows["replay.alpha"]["eta_sq"]) == pytest.approx(30000 / 30012)
+    assert float(rows["agent.lr"]["eta_sq"]) == pytest.approx(0.0, abs=1e-12)
+    assert "| replay.alpha | 1.000 |" in (report.out / "factors.md").read_text()
