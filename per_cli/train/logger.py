@@ -12,9 +12,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+# summary.json "status": running while the process trains; then completed, failed (an error, or the updates
+# diverged) or interrupted (Ctrl-C or SIGTERM: resumable from its latest checkpoint). UNREADABLE is never
+# written: read_summary reports a summary.json it cannot parse with it.
+RUNNING = "running"
+COMPLETED = "completed"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+UNREADABLE = "unreadable"
+STATUSES = (RUNNING, COMPLETED, FAILED, INTERRUPTED, UNREADABLE)
+
 EPISODE_COLUMNS = [
     "step", "episode", "return", "length", "wall_time", "epsilon", "success",
     "loss", "q_values", "td_error_mean", "td_error_max", "correlation_count", "sample_age", "is_weight_mean",
+    "td_loss_unweighted", "state_diversity", "episode_diversity",
 ]  # fmt: skip
 # per-episode means of these update scalars go into the CSV columns on the right
 EPISODE_UPDATE_COLUMNS = {
@@ -25,6 +36,9 @@ EPISODE_UPDATE_COLUMNS = {
     "replay/correlation_count": "correlation_count",
     "replay/sample_age": "sample_age",
     "replay/is_weight_mean": "is_weight_mean",
+    "losses/td_loss_unweighted": "td_loss_unweighted",
+    "iid/state_diversity": "state_diversity",
+    "iid/episode_diversity": "episode_diversity",
 }
 
 
@@ -55,10 +69,18 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary; None if it has none yet; ``{"status": UNREADABLE, "error": ...}`` if the file is
+    not a JSON object (truncated by a full disk, edited by hand): such a run is neither running nor done."""
+    path = run_dir / "summary.json"
     try:
-        return json.loads((run_dir / "summary.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {"status": UNREADABLE, "error": f"cannot read {path}: {type(exc).__name__}: {exc}"}
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        return {"status": UNREADABLE, "error": f"{path} is not a run summary (no status)"}
+    return data
 
 
 EVENT_FILE_PREFIX = "events.out.tfevents."

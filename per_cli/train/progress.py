@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 from rich.console import Console
@@ -57,7 +56,6 @@ class PlainTrainProgress:
         self.every = max(total // lines, 1)
         self._next = self.every
         self.stream = stream or sys.stderr
-        self._started = time.time()
 
     def __enter__(self) -> PlainTrainProgress:
         return self

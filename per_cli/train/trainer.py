@@ -22,10 +22,20 @@ from per_cli.rl.schedules import beta_schedule, epsilon_schedule
 from per_cli.train import checkpoint
 from per_cli.train.env_state import restore_env, snapshot_env
 from per_cli.train.evaluation import Evaluator
-from per_cli.train.logger import EPISODE_UPDATE_COLUMNS, RunLogger, read_summary, write_summary
+from per_cli.train.logger import (
+    COMPLETED,
+    EPISODE_UPDATE_COLUMNS,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    RunLogger,
+    read_summary,
+    write_summary,
+)
 from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow
 from per_cli.train.resume import check_resume
+from per_cli.train.stopping import RunDiverged, SignalStop, as_interrupt, check_logged, check_update, diverged
 
 
 class ProgressSink(Protocol):
@@ -89,12 +99,19 @@ class Trainer:
         self.state = LoopState()
         self._env_reports_episodes = _reports_episodes(self.env)
         self.evaluator = Evaluator(cfg)
-        self._window = UpdateWindow(cfg.metrics.correlation_threshold if cfg.metrics.correlation else None)
+        self._window = UpdateWindow(
+            cfg.metrics.correlation_threshold if cfg.metrics.correlation else None,
+            iid=cfg.metrics.iid,
+            loss=cfg.agent.loss,
+            refresh_every=cfg.log.every,
+            seed=cfg.seed,
+        )
         self._log_means = RunningMeans()
         self._episode_means = RunningMeans()
         self.logger: RunLogger | None = None
         self._obs: Any = None  # the observation in hand: set by the loop at checkpoints, or by a resume
         self._start_time = time.time()
+        self._stop = SignalStop()  # replaced by the one installed for the run
         # set by resume (per train --resume)
         self._resumed_from: int | None = None
         self._elapsed_before = 0.0
@@ -174,23 +191,15 @@ class Trainer:
     # the run
 
     def run(self, run_dir: Path) -> dict[str, Any]:
-        """Train for ``train.total_steps`` env steps; always leaves a ``summary.json`` (completed or failed)."""
+        """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
+        divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
+        resumable from the latest checkpoint). Numpy's overflow warnings stay quiet: divergence is checked."""
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(dump_config(self.cfg))
         started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
         self._start_time = started
-        base = {
-            "status": "running",
-            "env": self.cfg.env.id,
-            "replay": self.cfg.replay.kind,
-            "seed": self.cfg.seed,
-            "device": str(self.device),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        }
-        resumed = self._resumed_from is not None
-        if resumed:
-            base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
-            base["resumed_from_step"] = self._resumed_from
+        base = self._summary_base(run_dir, started)
+        if self._resumed_from is not None:
             checkpoint.truncate_metrics(run_dir, self._resumed_from)
         write_summary(run_dir, base)
         # Flush denormal floats to zero on this thread while training (torch, numpy and the numba engine alike):
@@ -198,39 +207,67 @@ class Trainer:
         # slower (it tripled the update time of configs/cartpole_uniform.yaml). Values below 1e-38 change
         # nothing else. The flag is process state, so it is restored when the run ends.
         torch.set_flush_denormal(True)
-        try:
-            # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
-            purge = self._resumed_from + 1 if resumed else None
-            self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
-            self._train()
-            if self.cfg.train.eval_episodes > 0:
-                self._evaluate()
-            if self.cfg.train.checkpoint_every:
-                self._checkpoint(run_dir)
-            summary = {**base, **self._results(started), "status": "completed"}
-        except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
-            message = (
-                "interrupted (KeyboardInterrupt)"
-                if isinstance(exc, KeyboardInterrupt)
-                else f"{type(exc).__name__}: {exc}"
-            )
-            summary = {
-                **base,
-                **self._results(started),
-                "status": "failed",
-                "error": message,
-                "traceback": traceback.format_exc(),
-            }
-            write_summary(run_dir, summary)
-            raise
-        finally:
-            torch.set_flush_denormal(False)
-            if self.logger is not None:
-                self.logger.close()
-            self.env.close()
-            self.evaluator.close()
+        with SignalStop().installed() as self._stop, np.errstate(over="ignore", invalid="ignore"):
+            try:
+                self._run_phases(run_dir)
+                summary = {**base, **self._results(started), "status": COMPLETED}
+            except KeyboardInterrupt as exc:
+                interrupt = as_interrupt(exc)
+                self._record_end(run_dir, base, INTERRUPTED, f"{interrupt} at step {self.state.step}; "
+                                 + self._resume_hint(run_dir))  # fmt: skip
+                raise interrupt from None
+            except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
+                message = str(exc) if isinstance(exc, RunDiverged) else f"{type(exc).__name__}: {exc}"
+                self._record_end(run_dir, base, FAILED, message, traceback.format_exc())
+                raise
+            finally:
+                torch.set_flush_denormal(False)
+                if self.logger is not None:
+                    self.logger.close()
+                self.env.close()
+                self.evaluator.close()
         write_summary(run_dir, summary)
         return summary
+
+    def _run_phases(self, run_dir: Path) -> None:
+        resumed = self._resumed_from is not None
+        # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
+        purge = self._resumed_from + 1 if resumed else None
+        self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
+        self._train()
+        if self.cfg.train.eval_episodes > 0:
+            self._evaluate()
+        if self.cfg.train.checkpoint_every:
+            self._checkpoint(run_dir)
+
+    def _summary_base(self, run_dir: Path, started: float) -> dict[str, Any]:
+        base = {
+            "status": RUNNING,
+            "env": self.cfg.env.id,
+            "replay": self.cfg.replay.kind,
+            "seed": self.cfg.seed,
+            "device": str(self.device),
+            "engine": self.agent.engine,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        }
+        if self.agent.engine_note:  # why `auto` did not pick the numba engine
+            base["engine_note"] = self.agent.engine_note
+        if self._resumed_from is not None:
+            base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
+            base["resumed_from_step"] = self._resumed_from
+        return base
+
+    def _record_end(self, run_dir: Path, base: dict, status: str, error: str, tb: str | None = None) -> None:
+        summary = {**base, **self._results(self._start_time), "status": status, "error": error}
+        if tb is not None:
+            summary["traceback"] = tb
+        write_summary(run_dir, summary)
+
+    @staticmethod
+    def _resume_hint(run_dir: Path) -> str:
+        if checkpoint.latest_checkpoint(run_dir) is None:
+            return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
+        return f"continue it with: per train --resume {run_dir}"
 
     def _train(self) -> None:
         """Run the remaining steps; leaves the observation in hand in ``self._obs`` (for the final checkpoint)."""
@@ -240,6 +277,7 @@ class Trainer:
         initial_td = cfg.replay.initial_priority == "td_error"
         for step in range(s.step, cfg.train.total_steps):
             s.step = step
+            self._stop.check()
             epsilon = self.epsilon(step)
             action = self.agent.act(obs, epsilon, self.action_rng)
             next_obs, reward, terminated, truncated, info = self.env.step(action)
@@ -287,16 +325,21 @@ class Trainer:
             for _ in range(cfg.train.gradient_steps):
                 batch = self.memory.sample(cfg.replay.batch_size, beta)
                 result = self.agent.learn(batch)
-                self.memory.update_priorities(batch.indices, result.td_errors)
-                self._window.add(batch, result)
+                check_update(result.loss, result.q_mean, step + 1, cfg.agent)
+                try:
+                    self.memory.update_priorities(batch.indices, result.td_errors)
+                except FloatingPointError:  # the memory checks every TD error
+                    raise diverged("a TD error became non-finite", step + 1, cfg.agent) from None
+                self._window.add(batch, result, self.memory)
                 if self.agent.updates % cfg.log.every == 0:
                     self._log_updates(step + 1, beta)
         if (step + 1) % cfg.agent.target_update_period == 0:
             self.agent.sync_target()
 
     def _flush_window(self) -> None:
-        values = self._window.pop()
+        values = self._window.pop(self.memory)
         if values:
+            check_logged(values, self.state.step + 1, self.cfg.agent)
             self._log_means.add_many(values)
             self._episode_means.add_many(values)
 

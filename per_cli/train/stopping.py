@@ -1,0 +1,122 @@
+"""How a run stops early: interrupted by a signal (resumable), or failed because the updates diverged.
+
+* Ctrl-C (SIGINT) and SIGTERM (``timeout``, Slurm, a container stop) both raise :class:`RunInterrupted`
+  inside the run, which records ``status: interrupted`` and re-raises it; the CLI exits 128 + the signal
+  number (130, 143). The handlers are installed for the run only and the previous ones restored after.
+* A non-finite loss or Q value, or TD errors whose squares overflow float32, raise :class:`RunDiverged`
+  with a message that names the likely cause.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from per_cli.config.schema import AgentConfig
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by a signal. A KeyboardInterrupt, so callers that stop on Ctrl-C stop on it too."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(f"interrupted by {signal.Signals(self.signum).name}")
+
+    def __reduce__(self):  # pickles (process pools, Ray) by its signal number
+        return (RunInterrupted, (self.signum,))
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a process ended by this signal: 128 + its number."""
+        return 128 + self.signum
+
+
+class RunDiverged(FloatingPointError):
+    """The updates produced values that are no longer numbers (or soon will not be): the run cannot go on."""
+
+
+class SignalStop:
+    """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`.
+
+    A signal handler's exception can be swallowed where Python cannot propagate it (inside a ctypes or
+    numba callback), so the signal is also remembered and :meth:`check` raises it again; the loop calls it
+    once per step.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def _handle(self, signum: int, frame) -> None:  # noqa: ARG002 - signal handler signature
+        self.signum = signum
+        raise RunInterrupted(signum)
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise RunInterrupted(self.signum)
+
+    @contextmanager
+    def installed(self) -> Iterator[SignalStop]:
+        if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+            yield self
+            return
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        signal.signal(signal.SIGTERM, self._handle)
+        if previous[signal.SIGINT] is signal.default_int_handler:  # SIG_IGN (a grid worker): leave it
+            signal.signal(signal.SIGINT, self._handle)
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:
+    """A KeyboardInterrupt raised outside our handler (e.g. a caller's own) counts as Ctrl-C."""
+    return exc if isinstance(exc, RunInterrupted) else RunInterrupted(signal.SIGINT)
+
+
+def check_update(loss: float, q_mean: float, step: int, agent_cfg: AgentConfig) -> None:
+    """Raise :class:`RunDiverged` if this update's loss or mean Q is not finite (two float checks: cheap
+    enough for every update). A NaN TD error is caught by the memory's priority update (FloatingPointError,
+    see :func:`diverged`), finite TD errors too large to square by :func:`check_logged`."""
+    if not math.isfinite(loss):
+        raise diverged(f"the loss became {loss}", step, agent_cfg)
+    if not math.isfinite(q_mean):
+        raise diverged(f"the Q values became {q_mean}", step, agent_cfg)
+
+
+def check_logged(values: dict[str, np.ndarray], step: int, agent_cfg: AgentConfig) -> None:
+    """Raise :class:`RunDiverged` if a per-update statistic of the metrics window is not finite: TD errors
+    beyond ~1.8e19 are still finite, but their squares (the TD standard deviation, an MSE loss) overflow
+    float32. Checked once per window (every ``log.every`` updates and at episode ends)."""
+    for tag, array in values.items():
+        if not np.isfinite(array).all():
+            raise diverged(f"{tag} became {float(array[~np.isfinite(array)][0])}", step, agent_cfg)
+
+
+def diverged(what: str, step: int, agent_cfg: AgentConfig) -> RunDiverged:
+    """The error that ends a diverged run: what happened, when, and the likely cause."""
+    return RunDiverged(f"{what} at step {step}: {likely_cause(agent_cfg)}")
+
+
+def _number(x: float) -> str:
+    return f"{x:g}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
+
+
+def likely_cause(a: AgentConfig) -> str:
+    """The most likely reason why DQN updates diverged, with the key to change."""
+    if a.lr > 1e-2:
+        return f"the learning rate (agent.lr={_number(a.lr)}) is probably too high; try 1e-3 or lower"
+    if a.max_grad_norm is None:
+        return "gradients are not clipped (agent.max_grad_norm: null); set it (e.g. 10) or lower agent.lr"
+    if a.loss == "mse":
+        return f"the MSE loss grows with δ²; use agent.loss=huber or lower agent.lr (now {_number(a.lr)})"
+    return (
+        f"the updates diverged with agent.lr={_number(a.lr)}, agent.gamma={a.gamma:g}; lower the learning rate, or "
+        "check the rewards' scale"
+    )
