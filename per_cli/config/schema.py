@@ -86,6 +86,9 @@ class ReplayConfig:
     # rank: exact re-sort of the heap every this many priority updates (calls); null: once per `capacity`
     # updated priorities (about one pass over the memory)
     rank_resort_period: int | None = field(default=None, metadata=_bounds(1))
+    # sample only among the `window` most recent transitions (uniform, combined, prioritized, rank); null: all of
+    # them. W = batch_size is `none`'s set of transitions, W = capacity ordinary replay (docs/replay.md)
+    window: int | None = field(default=None, metadata=_bounds(1))
     # goal relabelling (Hindsight Experience Replay, per_cli/replay/writers/hindsight.py) over the sampler of
     # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
     her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
@@ -109,6 +112,16 @@ class ReplayConfig:
                 "replay.kind: hindsight is now a writer over any sampler; use replay.kind: uniform (or "
                 "prioritized, rank, ...) with replay.her_strategy: future"
             )
+        if self.window is not None:
+            if self.kind == "none":
+                raise ConfigError(
+                    "replay.window: kind none always samples the newest batch_size transitions; drop replay.window"
+                )
+            if not self.batch_size <= self.window <= self.capacity:
+                raise ConfigError(
+                    f"replay.window: {self.window} must lie between replay.batch_size ({self.batch_size}) and "
+                    f"replay.capacity ({self.capacity}); null samples the whole memory"
+                )
         if self.her_strategy != "off" and self.initial_priority == "td_error":
             raise ConfigError(
                 "replay.initial_priority: td_error does not work with replay.her_strategy (transitions are stored "

@@ -20,13 +20,13 @@ from per_cli.replay.writers.base import Writer
 
 SamplerFactory = Callable[..., Sampler]
 
-# kind -> factory(replay_cfg, storage, rng) returning a sampler
+# kind -> factory(replay_cfg, storage, rng) returning a sampler (`none` has no window: it is W = B already)
 REPLAY_KINDS: dict[str, SamplerFactory] = {
     "none": lambda cfg, storage, rng: RecentSampler(storage, rng),
-    "uniform": lambda cfg, storage, rng: UniformSampler(storage, rng),
-    "combined": lambda cfg, storage, rng: CombinedSampler(storage, rng),
-    "prioritized": lambda cfg, storage, rng: PrioritizedSampler(storage, rng, cfg.alpha, cfg.priority_eps),
-    "rank": lambda cfg, storage, rng: RankSampler(storage, rng, cfg.alpha, cfg.rank_resort_period),
+    "uniform": lambda cfg, storage, rng: UniformSampler(storage, rng, cfg.window),
+    "combined": lambda cfg, storage, rng: CombinedSampler(storage, rng, cfg.window),
+    "prioritized": lambda cfg, storage, rng: PrioritizedSampler(storage, rng, cfg.alpha, cfg.priority_eps, cfg.window),
+    "rank": lambda cfg, storage, rng: RankSampler(storage, rng, cfg.alpha, cfg.rank_resort_period, cfg.window),
 }
 
 

@@ -186,12 +186,11 @@ def test_next_obs_must_be_the_shifted_stack():
 
 
 def _cfg(**replay):
-    base = {"alpha": 0.6, "priority_eps": 1e-6, "rank_resort_period": 50}
+    base = {"alpha": 0.6, "priority_eps": 1e-6, "rank_resort_period": 50, "window": None}
     return types.SimpleNamespace(**{**base, **replay})
 
 
-# every sampler kind (hindsight relabels goals of goal-conditioned envs on top of one of these)
-SAMPLER_KINDS = sorted(k for k in REPLAY_KINDS if k != "hindsight")
+SAMPLER_KINDS = sorted(REPLAY_KINDS)
 
 
 @pytest.mark.parametrize("kind", SAMPLER_KINDS)

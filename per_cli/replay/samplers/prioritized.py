@@ -13,6 +13,7 @@ from per_cli.replay.structures.sum_tree import (
     update_current,
     update_priorities,
 )
+from per_cli.replay.structures.window_tree import window_sample
 
 
 class PrioritizedSampler(Sampler):
@@ -22,14 +23,27 @@ class PrioritizedSampler(Sampler):
     package docstring. Leaf ``slot`` of a ``SumTree`` holds p^α with p = abs(δ) + ε. ``sample(B, β)`` splits
     [0, Σ p^α] into B equal segments and draws one prefix uniformly in each (stratified sampling), then
     finds its leaf; weights are (p_i^α / min_j p_j^α)^-β. ``update(slots, td_abs)`` sets new priorities.
+    With ``window`` W (``replay.window``) the draws and the minimum are over the W most recent transitions
+    only (``structures/window_tree.py``); priorities, and the max priority new transitions enter at, stay
+    those of the whole memory.
     """
 
-    def __init__(self, storage: Storage, rng: np.random.Generator, alpha: float = 0.6, eps: float = 1e-6):
+    def __init__(
+        self,
+        storage: Storage,
+        rng: np.random.Generator,
+        alpha: float = 0.6,
+        eps: float = 1e-6,
+        window: int | None = None,
+    ):
         if alpha < 0 or eps < 0:
             raise ValueError(f"alpha and eps must be >= 0, got alpha={alpha}, eps={eps}")
+        if window is not None and window < 1:
+            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
         super().__init__(storage, rng)
         self.alpha = float(alpha)
         self.eps = float(eps)
+        self.window = window
         self.tree = SumTree(storage.capacity)
         self._tree, self._offsets, self._mark = self.tree.tree, self.tree.offsets, self.tree.mark  # hot path
 
@@ -46,7 +60,12 @@ class PrioritizedSampler(Sampler):
         self.tree.update(slots, np.zeros(slots.shape))
 
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        return stratified_sample(self._tree, self._offsets, self.rng.random(batch_size), beta)
+        uniforms = self.rng.random(batch_size)
+        window, storage = self.window, self.storage
+        if window is None or window >= storage.size:
+            return stratified_sample(self._tree, self._offsets, uniforms, beta)
+        lo = (storage.cursor - window) % storage.capacity
+        return window_sample(self._tree, self._offsets, uniforms, beta, lo, window, storage.capacity)
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha)

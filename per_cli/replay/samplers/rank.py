@@ -12,6 +12,7 @@ from per_cli.replay.structures.rank_heap import (
     heap_update_current,
     priorities_in_order,
     rank_sample,
+    rank_window_sample,
     slots_in_order,
     sort_keys,
 )
@@ -41,13 +42,24 @@ class RankSampler(Sampler):
     *exactly* (inverse CDF by binary search inside the segment), rather than uniformly among the ranks of
     the segment as the paper's piecewise-linear approximation does. IS weights, normalised by the weight of
     the lowest rank N: w = (rank / N)^(αβ).
+
+    With ``window`` W (``replay.window``) only the heap entries of the W most recent transitions take part:
+    their ranks are their order in the heap array with the others left out, N is their number, and finding
+    them costs one pass over the heap array per batch (O(capacity)).
     """
 
     def __init__(
-        self, storage: Storage, rng: np.random.Generator, alpha: float = 0.7, resort_period: int | None = None
+        self,
+        storage: Storage,
+        rng: np.random.Generator,
+        alpha: float = 0.7,
+        resort_period: int | None = None,
+        window: int | None = None,
     ):
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if window is not None and window < 1:
+            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
         if resort_period is not None and resort_period < 1:
             raise ValueError(f"resort_period must be >= 1 or None, got {resort_period}")
         capacity = storage.capacity
@@ -56,6 +68,7 @@ class RankSampler(Sampler):
         super().__init__(storage, rng)
         self.alpha = float(alpha)
         self.resort_period = resort_period
+        self.window = window
         self.cum = np.cumsum(np.arange(1, capacity + 1, dtype=np.float64) ** -self.alpha)
         self.keys = np.zeros(capacity, dtype=np.uint64)  # the heap: (~float32 bits of abs(δ)) << 32 | slot
         self.pos_of = np.full(capacity, -1, dtype=np.int32)  # slot -> heap position, -1 if absent
@@ -75,7 +88,13 @@ class RankSampler(Sampler):
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
         if self.n == 0:
             raise ValueError("no sampleable transition in the memory")
-        return rank_sample(self.cum, self.n, self.keys, self.rng.random(batch_size), self.alpha * beta)
+        uniforms = self.rng.random(batch_size)
+        window, storage = self.window, self.storage
+        if window is None or window >= storage.size:
+            return rank_sample(self.cum, self.n, self.keys, uniforms, self.alpha * beta)
+        lo = (storage.cursor - window) % storage.capacity
+        exponent = self.alpha * beta
+        return rank_window_sample(self.cum, self.n, self.keys, uniforms, exponent, lo, window, storage.capacity)
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         heap_update(self.keys, self.pos_of, self.n, slots, td_abs)

@@ -171,11 +171,11 @@ def priorities_in_order(keys: np.ndarray, n: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def rank_sample(cum, n, keys, uniforms, exponent):
-    """Stratified inverse-CDF draws of ranks: segment j of k covers probability mass [j/k, (j+1)/k) and
-    the 0-based rank r with cum[r-1] <= u < cum[r] is drawn exactly (clamped to the last rank when
-    rounding puts u at the total). The k binary searches run in lockstep, one step for all at a time, so
-    their cache misses on ``cum`` overlap. Weight (rank / n) ** exponent, exponent = α·β."""
+def _draw_ranks(cum, n, uniforms):
+    """Stratified inverse-CDF draws of 0-based ranks among ``n``: segment j of k covers probability mass
+    [j/k, (j+1)/k) and the rank r with cum[r-1] <= u < cum[r] is drawn exactly (clamped to the last rank
+    when rounding puts u at the total). The k binary searches run in lockstep, one step for all at a time,
+    so their cache misses on ``cum`` overlap. The ranks come out non-decreasing."""
     k = uniforms.shape[0]
     segment = cum[n - 1] / k
     u = np.empty(k, dtype=np.float64)
@@ -189,14 +189,56 @@ def rank_sample(cum, n, keys, uniforms, exponent):
             if cum[base[j] + half - 1] <= u[j]:
                 base[j] += half
         size -= half
-    slots = np.empty(k, dtype=np.int64)
-    weights = np.empty(k, dtype=np.float32)
-    inv_n = np.float32(1.0 / n)
-    exponent32 = np.float32(exponent)
     for j in range(k):
         r = base[j] + (cum[base[j]] <= u[j])
-        if r > n - 1:
-            r = n - 1
-        slots[j] = _slot(keys[r])
-        weights[j] = (np.float32(r + 1) * inv_n) ** exponent32
-    return slots, weights
+        base[j] = min(r, n - 1)
+    return base
+
+
+@numba.njit(cache=True, nogil=True)
+def _rank_weights(ranks, n, exponent):
+    """IS weights (rank / n) ** exponent, exponent = α·β (normalised by the weight of the last rank)."""
+    weights = np.empty(ranks.shape[0], dtype=np.float32)
+    inv_n = np.float32(1.0 / n)
+    exponent32 = np.float32(exponent)
+    for j in range(ranks.shape[0]):
+        weights[j] = (np.float32(ranks[j] + 1) * inv_n) ** exponent32
+    return weights
+
+
+@numba.njit(cache=True, nogil=True)
+def rank_sample(cum, n, keys, uniforms, exponent):
+    """Stratified draws of ranks among the ``n`` in the heap (``_draw_ranks``); heap position = rank - 1."""
+    ranks = _draw_ranks(cum, n, uniforms)
+    slots = np.empty(ranks.shape[0], dtype=np.int64)
+    for j in range(ranks.shape[0]):
+        slots[j] = _slot(keys[ranks[j]])
+    return slots, _rank_weights(ranks, n, exponent)
+
+
+@numba.njit(cache=True, nogil=True)
+def rank_window_sample(cum, n, keys, uniforms, exponent, lo, width, capacity):
+    """``rank_sample`` among the heap entries whose slot lies in the window (the ``width`` slots from ``lo``,
+    mod ``capacity``): their ranks are their order in the heap array with the others left out, the same
+    approximation the whole-memory sampler makes. O(n) per call (one pass over the heap array)."""
+    members = 0
+    for i in range(n):
+        if (_slot(keys[i]) - lo) % capacity < width:
+            members += 1
+    if members == 0:
+        raise ValueError("no sampleable transition in the replay window")
+    ranks = _draw_ranks(cum, members, uniforms)
+    slots = np.empty(ranks.shape[0], dtype=np.int64)
+    seen = 0
+    j = 0
+    for i in range(n):  # ranks are non-decreasing: one pass maps each to its heap entry
+        slot = _slot(keys[i])
+        if (slot - lo) % capacity >= width:
+            continue
+        while j < ranks.shape[0] and ranks[j] == seen:
+            slots[j] = slot
+            j += 1
+        seen += 1
+        if j == ranks.shape[0]:
+            break
+    return slots, _rank_weights(ranks, members, exponent)

@@ -1,0 +1,133 @@
+"""Proportional sampling restricted to a window of the sum tree's leaves (``replay.window``), compiled.
+
+The window is the ``width`` most recent slots of the ring: the circular run of leaves ``lo, lo+1, ...,
+lo+width-1`` (mod ``capacity``), which wraps around the end of the leaf array at most once. Inside it a
+draw is proportional to the leaf values, and outside it nothing is ever drawn.
+
+How, without a second tree: a node of the sum tree lies wholly inside the window, wholly outside it, or
+contains one of the window's two cuts (the leaf boundaries at ``lo`` and ``lo + width``). Only the
+ancestors of the two cuts are *partial*: at most two per level. Their in-window sum and minimum are
+computed bottom-up once per ``sample`` call (O(K x depth)). The descent is then ``sum_tree._find``'s, with
+each child's *effective* mass: its sum when inside, 0 when outside, its in-window sum when partial. A draw
+enters only children of positive effective mass, so it ends on a positive leaf inside the window by
+construction (rounding cannot push it out: past the last running sum, the last positive child is taken).
+Once a draw enters a node wholly inside the window, the rest of its descent reads the tree as it is.
+
+IS weights are those of the window's distribution: w = (p_i / p_min)^-β with p_min the smallest positive
+leaf inside the window, i.e. ((N·P(i))^-β normalised by the largest weight, N = window size).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from per_cli.replay.structures.sum_tree import MIN, SUM, K
+
+
+@numba.njit(cache=True, nogil=True)
+def _inside(leaf, lo, width, capacity):
+    """Leaf ``leaf`` lies in the window; padding leaves (>= capacity, zero mass) count as the last real one."""
+    x = min(leaf, capacity - 1)
+    return (x - lo) % capacity < width
+
+
+@numba.njit(cache=True, nogil=True)
+def _partial_nodes(tree, offsets, lo, width, capacity):
+    """(index, in-window sum, in-window min) of the partial nodes, two slots per level (-1: none)."""
+    levels = offsets.shape[0] - 1
+    idx = np.full((levels, 2), -1, dtype=np.int64)
+    psum = np.zeros((levels, 2), dtype=np.float64)
+    pmin = np.full((levels, 2), np.inf, dtype=np.float64)
+    cuts = (lo, (lo + width) % capacity)
+    span = 1
+    for level in range(1, levels):
+        span *= K
+        for q in range(2):
+            c = cuts[q]
+            if c % span != 0:  # a cut strictly inside node c // span (a cut at 0 is no cut)
+                j = c // span
+                if not (q == 1 and idx[level, 0] == j):
+                    idx[level, q] = j
+        for q in range(2):
+            j = idx[level, q]
+            if j < 0:
+                continue
+            s = 0.0
+            m = np.inf
+            for c in range(K):
+                child = j * K + c
+                v, low = _effective(tree, offsets, idx, psum, pmin, level - 1, child, span // K, lo, width, capacity)
+                s += v
+                m = min(m, low)
+            psum[level, q] = s
+            pmin[level, q] = m
+    return idx, psum, pmin
+
+
+@numba.njit(cache=True, nogil=True)
+def _effective(tree, offsets, idx, psum, pmin, level, j, span, lo, width, capacity):
+    """(mass, min positive value) of node ``j`` of ``level`` restricted to the window."""
+    for q in range(2):
+        if idx[level, q] == j:
+            return psum[level, q], pmin[level, q]
+    if not _inside(j * span, lo, width, capacity):
+        return 0.0, np.inf
+    v = tree[SUM, offsets[level] + j]
+    if level == 0:
+        return v, (v if v > 0.0 else np.inf)
+    return v, tree[MIN, offsets[level] + j]
+
+
+@numba.njit(cache=True, nogil=True)
+def window_sample(tree, offsets, uniforms, beta, lo, width, capacity):
+    """Stratified draws (one per equal segment of the window's mass) among the window's leaves, and IS
+    weights (p / p_min over the window) ** -beta."""
+    top = offsets.shape[0] - 2
+    idx, psum, pmin = _partial_nodes(tree, offsets, lo, width, capacity)
+    total, low = _effective(tree, offsets, idx, psum, pmin, top, 0, K**top, lo, width, capacity)
+    if not total > 0.0:
+        raise ValueError("no sampleable transition in the replay window (zero total priority)")
+    k = uniforms.shape[0]
+    leaves = np.empty(k, dtype=np.int64)
+    masses = np.empty(K, dtype=np.float64)
+    for j in range(k):
+        rest = min(max((j + uniforms[j]) * (total / k), 0.0), total)
+        node = 0
+        whole = False  # the node is wholly inside the window: its subtree is read as it is
+        span = K**top
+        for level in range(top - 1, -1, -1):
+            span //= K
+            acc = 0.0
+            below = 0.0
+            count = 0
+            for c in range(K):
+                child = node * K + c
+                if whole:
+                    masses[c] = tree[SUM, offsets[level] + child]
+                else:
+                    masses[c] = _effective(tree, offsets, idx, psum, pmin, level, child, span, lo, width, capacity)[0]
+                acc += masses[c]
+                le = acc <= rest
+                count += le
+                below = acc if le else below
+            if count < K:
+                rest -= below
+            else:  # rounding: rest >= this node's running total; take the last positive child whole
+                count = K - 1
+                while count > 0 and not masses[count] > 0.0:
+                    count -= 1
+                rest = masses[count]
+            child = node * K + count
+            if not whole:
+                whole = idx[level, 0] != child and idx[level, 1] != child
+            node = child
+        if not (tree[SUM, node] > 0.0 and _inside(node, lo, width, capacity)):
+            raise FloatingPointError("window sum tree: no positive-mass leaf found inside the window")
+        leaves[j] = node
+    inv_min = np.float32(1.0 / low)
+    neg_beta = np.float32(-beta)
+    weights = np.empty(k, dtype=np.float32)
+    for j in range(k):
+        weights[j] = (np.float32(tree[SUM, leaves[j]]) * inv_min) ** neg_beta
+    return leaves, weights
