@@ -1,8 +1,9 @@
 """What the per-update metrics cost a CartPole run.
 
-Three builds of the same run (same seed, so the same episodes and updates), interleaved and repeated:
+Four builds of the same run (same seed, so the same episodes and updates), interleaved and repeated:
 
-* ``full``           every metric, the correlation count included (the default);
+* ``full``           every metric: the correlation count and the i.i.d. measures included (the default);
+* ``no-iid``         ``metrics.iid: false``: the metrics as they were before the i.i.d. measures ("before");
 * ``no-correlation`` ``metrics.correlation: false``;
 * ``no-window``      the update window replaced by one that keeps and computes nothing (no per-update
                      metrics at all: the baseline).
@@ -10,7 +11,7 @@ Three builds of the same run (same seed, so the same episodes and updates), inte
 The overhead is the median time of a build over the baseline's, minus one, in CPU time of this process (the
 run is single-threaded for an MLP, so CPU time is the work done and barely moves with other load on the
 machine) and in wall time. The issue's budget is 10%. A second table times ``UpdateWindow.pop`` alone per
-update for CartPole-, Acrobot- and Atari-shaped batches.
+update for CartPole-, Acrobot- and Atari-shaped batches of a real memory, with and without the i.i.d. measures.
 
     python benchmarks/metrics_overhead.py [--steps 20000] [--repeats 3] [--config configs/cartpole_uniform.yaml]
 """
@@ -28,7 +29,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from per_cli.config import load_config
+from per_cli.config import Config, ReplayConfig, load_config
+from per_cli.replay import make_replay
 from per_cli.train.metrics import UpdateWindow
 from per_cli.train.trainer import Trainer
 
@@ -38,10 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 class NullWindow:
     """An update window that keeps nothing: the loop without per-update metrics."""
 
-    def add(self, batch, result) -> None:
+    def add(self, batch, result, memory=None) -> None:
         pass
 
-    def pop(self) -> dict[str, np.ndarray]:
+    def pop(self, memory=None) -> dict[str, np.ndarray]:
         return {}
 
 
@@ -50,6 +52,8 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
     overrides = [f"train.total_steps={steps}", "train.eval_episodes=0"]
     if build == "no-correlation":
         overrides.append("metrics.correlation=false")
+    if build == "no-iid":
+        overrides.append("metrics.iid=false")
     cfg = load_config(config, overrides, device="cpu")
     trainer = Trainer(cfg)
     if build == "no-window":
@@ -59,19 +63,24 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
     return time.process_time() - cpu, time.perf_counter() - wall, trainer.agent.updates
 
 
-def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, repeats: int = 3) -> float:
-    """CPU microseconds per update that ``UpdateWindow.pop`` spends on ``updates`` batches of this shape."""
+def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid: bool, repeats: int = 3) -> float:
+    """CPU microseconds per update that ``UpdateWindow.pop`` spends on ``updates`` batches of this shape, drawn
+    from a real memory of 2,000 random states (episodes of 100); with ``iid``, a reference sample is drawn at
+    every pop (as at a log point)."""
     rng = np.random.default_rng(0)
-    obs = (rng.random((batch, *obs_shape)) * (255 if dtype == np.uint8 else 1)).astype(dtype)
-    batch_ns = SimpleNamespace(obs=obs, ages=np.arange(batch), weights=np.ones(batch, np.float32))
+    memory = make_replay(Config(replay=ReplayConfig(capacity=2000, batch_size=batch)), obs_shape, np.dtype(dtype), 0)
+    for t in range(2000):
+        obs = (rng.random(obs_shape) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+        memory.add(obs, 0, 0.0, obs, (t + 1) % 100 == 0, False)
+    batches = [memory.sample(batch) for _ in range(updates)]
     result = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32), loss=0.1, q_mean=1.0)
     best = float("inf")
     for _ in range(repeats):
-        window = UpdateWindow(0.8)
-        for _ in range(updates):
-            window.add(batch_ns, result)
+        window = UpdateWindow(0.8, iid=iid, refresh_every=updates)
+        for b in batches:
+            window.add(b, result, memory)
         start = time.process_time()
-        window.pop()
+        window.pop(memory)
         best = min(best, time.process_time() - start)
     return best / updates * 1e6
 
@@ -83,7 +92,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    builds = ["no-window", "no-correlation", "full"]
+    builds = ["no-window", "no-correlation", "no-iid", "full"]
     times: dict[str, list[tuple[float, float, int]]] = {b: [] for b in builds}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,15 +123,22 @@ def main() -> None:
         f"{updates} updates a run; a run without metrics spends {per_update:.0f} CPU µs per update (env steps included)"
     )
 
-    print("\nUpdateWindow.pop alone, CPU µs per update (100 updates a window; min of 3), and as a share of the above:")
+    print(
+        "\nUpdateWindow.pop alone, CPU µs per update (100 updates a window; min of 3), without and with the i.i.d. "
+        "measures, and as a share of the above:"
+    )
     for label, shape, dtype, batch in [
         ("CartPole 4 floats, B=64", (4,), np.float32, 64),
         ("Acrobot 6 floats, B=128", (6,), np.float32, 128),
         ("Atari 4x84x84 uint8, B=32", (4, 84, 84), np.uint8, 32),
     ]:
-        cost = window_cost(shape, dtype, batch, 100)
-        share = f"{cost / per_update * 100:>7.1f}%" if label.startswith("CartPole") else ""
-        print(f"  {label:<28}{cost:>10.1f}{share}")
+        before, after = (window_cost(shape, dtype, batch, 100, iid) for iid in (False, True))
+        share = (
+            f"{before / per_update * 100:>7.1f}%{after / per_update * 100:>7.1f}%"
+            if label.startswith("CartPole")
+            else ""
+        )
+        print(f"  {label:<28}{before:>10.1f}{after:>10.1f}{share}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """What the study measures about each update and each episode.
 
-* TD-error statistics of |δ| over the sampled batch (the δ that updates priorities).
+* TD-error statistics of |δ| over the sampled batch (the δ that updates priorities), and the unweighted TD
+  loss (``per_cli.train.iid.unweighted_td_loss``).
 * Correlation count: the number of pairs i < j of sampled states whose Pearson correlation |r| exceeds a
-  threshold (the seed notebook's i.i.d.-ness measure). States are flattened; a constant state has no
-  defined correlation and counts as uncorrelated.
+  threshold (the seed notebook's i.i.d.-ness measure, kept as the notebook defines it; it is blind to
+  dependence in time, see docs/metrics.md). States are flattened; a constant state has no defined
+  correlation and counts as uncorrelated.
+* The i.i.d. measures that do separate consecutive from independent batches: state diversity and episode
+  diversity (``per_cli.train.iid``).
 * Sample age: transitions added since each sampled one, averaged over the batch.
 """
 
@@ -13,19 +17,19 @@ from collections import defaultdict
 
 import numpy as np
 
+from per_cli.train.iid import (
+    REFERENCE_SIZE,
+    episode_diversity,
+    reference_variance,
+    state_diversity,
+    state_view,
+    unweighted_td_loss,
+)
+
 
 def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
     """Pairs i < j of rows of ``states`` (flattened) with |Pearson r| > ``threshold``."""
     return int(batched_correlation_counts(states[None], threshold)[0])
-
-
-def td_error_stats(td_abs: np.ndarray) -> dict[str, float]:
-    return {
-        "td_error/mean": float(td_abs.mean()),
-        "td_error/median": float(np.median(td_abs)),
-        "td_error/max": float(td_abs.max()),
-        "td_error/std": float(td_abs.std()),
-    }
 
 
 class RunningMeans:
@@ -90,34 +94,64 @@ def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarr
 class UpdateWindow:
     """Raw per-update data kept until ``pop``, which computes every update's scalars in one vectorized pass.
 
-    Deferring the work keeps the per-step cost of the metrics to a few list appends.
+    Deferring the work keeps the per-step cost of the metrics to a few list appends. With ``iid`` on, ``add``
+    and ``pop`` take the memory: ``add`` records how many episodes it holds (episode diversity's denominator at
+    sampling time), and ``pop`` draws a fresh reference sample of ``REFERENCE_SIZE`` states from it
+    (``memory.reference_obs``, with the window's own generator, so training is unaffected) at the first pop and
+    then at the first pop after every ``refresh_every`` updates (``log.every``: once per log window). Only the
+    reference's per-feature variance is kept, so the window pickles small (checkpoints hold it).
     """
 
-    def __init__(self, correlation_threshold: float | None):
+    def __init__(
+        self,
+        correlation_threshold: float | None,
+        *,
+        iid: bool = True,
+        loss: str = "huber",
+        refresh_every: int = 100,
+        seed: int = 0,
+    ):
         self.threshold = correlation_threshold
+        self.iid = iid
+        self.loss = loss
+        self.refresh_every = refresh_every
+        self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x11D]))
+        self._ref_var: np.ndarray | None = None
+        self._since_refresh = 0
+        self._obs_ndim = 1
         self._td: list[np.ndarray] = []
         self._obs: list[np.ndarray] = []
         self._ages: list[np.ndarray] = []
         self._weights: list[np.ndarray] = []
+        self._episodes: list[np.ndarray] = []
+        self._held: list[int] = []
         self._loss: list[float] = []
         self._q: list[float] = []
 
-    def add(self, batch, result) -> None:
+    def add(self, batch, result, memory=None) -> None:
         self._td.append(result.td_errors)
-        if self.threshold is not None:
+        if self.threshold is not None or self.iid:
             self._obs.append(batch.obs)
+            self._obs_ndim = batch.obs.ndim - 1
+        if self.iid:
+            if memory is None:
+                raise ValueError("UpdateWindow(iid=True).add needs the memory (episodes held)")
+            self._episodes.append(batch.episodes)
+            self._held.append(memory.episodes_held())
         self._ages.append(batch.ages)
         self._weights.append(batch.weights)
         self._loss.append(result.loss)
         self._q.append(result.q_mean)
 
-    def pop(self) -> dict[str, np.ndarray]:
+    def pop(self, memory=None) -> dict[str, np.ndarray]:
         """Per-update values (one array entry per update) of every logged tag; empty if no updates."""
         if not self._td:
             return {}
-        td = np.abs(np.stack(self._td))
+        raw_td = np.stack(self._td)
+        td = np.abs(raw_td)
         values = {
             "losses/td_loss": np.asarray(self._loss),
+            "losses/td_loss_unweighted": unweighted_td_loss(raw_td, self.loss),
             "losses/q_values": np.asarray(self._q),
             "td_error/mean": td.mean(axis=1),
             "td_error/median": np.median(td, axis=1),
@@ -126,8 +160,25 @@ class UpdateWindow:
             "replay/sample_age": np.stack(self._ages).mean(axis=1),
             "replay/is_weight_mean": np.stack(self._weights).mean(axis=1),
         }
+        obs = np.stack(self._obs) if self._obs else None
         if self.threshold is not None:
-            values["replay/correlation_count"] = batched_correlation_counts(np.stack(self._obs), self.threshold)
-        for buffer in (self._td, self._obs, self._ages, self._weights, self._loss, self._q):
+            values["replay/correlation_count"] = batched_correlation_counts(obs, self.threshold)
+        if self.iid:
+            values.update(self._iid_values(obs, memory))
+        for buffer in (self._td, self._obs, self._ages, self._weights, self._episodes, self._held, self._loss, self._q):
             buffer.clear()
+        return values
+
+    def _iid_values(self, obs: np.ndarray, memory) -> dict[str, np.ndarray]:
+        if memory is None:
+            raise ValueError("UpdateWindow(iid=True).pop needs the memory (the reference sample)")
+        self._since_refresh += len(obs)
+        if self._ref_var is None or self._since_refresh >= self.refresh_every:
+            reference = memory.reference_obs(REFERENCE_SIZE, self._rng)
+            self._ref_var = reference_variance(state_view(reference, self._obs_ndim))
+            self._since_refresh = 0
+        values = {"iid/episode_diversity": episode_diversity(np.stack(self._episodes), np.asarray(self._held))}
+        diversity = state_diversity(state_view(obs, self._obs_ndim), self._ref_var)
+        if not np.isnan(diversity).any():  # undefined while the memory holds one state value: not logged
+            values["iid/state_diversity"] = diversity
         return values

@@ -1,4 +1,5 @@
-"""The metric definitions: correlation count, TD-error statistics, the update window and running means.
+"""The metric definitions: correlation count, the update window (TD-error statistics, unweighted loss, i.i.d.
+measures, on real memories' batches) and running means.
 
 Every test here runs with warnings as errors: a constant state must not raise a NaN or divide warning.
 """
@@ -14,13 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from per_cli.config import Config, ReplayConfig
+from per_cli.replay import make_replay
 from per_cli.train import metrics
+from per_cli.train.iid import REFERENCE_SIZE, reference_variance, state_diversity, state_view
 from per_cli.train.metrics import (
     RunningMeans,
     UpdateWindow,
     batched_correlation_counts,
     correlation_count,
-    td_error_stats,
 )
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -138,14 +141,7 @@ def test_batched_counts_equal_one_batch_at_a_time_across_chunks(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# TD-error statistics, running means
-
-
-def test_td_error_stats():
-    td = np.array([0.5, 1.0, 2.0, 4.5], dtype=np.float32)
-    assert td_error_stats(td) == pytest.approx(
-        {"td_error/mean": 2.0, "td_error/median": 1.5, "td_error/max": 4.5, "td_error/std": np.sqrt(2.375)}
-    )
+# running means
 
 
 def test_running_means_average_since_the_last_pop():
@@ -159,56 +155,127 @@ def test_running_means_average_since_the_last_pop():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# the update window
+# the update window, fed with batches of a real memory
 
 
-def _updates(n: int, batch: int, obs_shape: tuple[int, ...], seed: int = 0):
+def _memory(obs_shape: tuple[int, ...], kind: str = "uniform", episode_length: int = 25, n: int = 400, seed: int = 0):
+    """A real replay memory holding ``n`` transitions of random states in episodes of ``episode_length``."""
+    dtype = np.uint8 if len(obs_shape) > 1 else np.float32
+    cfg = Config(replay=ReplayConfig(kind=kind, capacity=1000, batch_size=16))
+    memory = make_replay(cfg, obs_shape, np.dtype(dtype), seed)
+    rng = np.random.default_rng(seed)
+    for t in range(n):
+        obs = (rng.random(obs_shape) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+        ends = (t + 1) % episode_length == 0
+        memory.add(obs, int(rng.integers(2)), 1.0, obs, ends, False)
+    return memory
+
+
+def _updates(memory, n: int, batch: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     for k in range(n):
-        obs = rng.standard_normal((batch, *obs_shape)).astype(np.float32)
-        obs[: k % 3] = obs[0, ...].ravel()[0]  # some constant states
-        obs[k % 3 : k % 3 + 4] = obs[k % 3] * 2 + 1  # and some correlated ones
-        b = SimpleNamespace(
-            obs=obs,
-            ages=rng.integers(0, 1000, size=batch),
-            weights=rng.random(batch).astype(np.float32),
-        )
-        r = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32), loss=float(k), q_mean=0.5 * k)
+        b = memory.sample(batch)
+        b.obs[: k % 3] = b.obs[0].ravel()[0]  # some constant states
+        b.obs[k % 3 : k % 3 + 4] = b.obs[k % 3] // 2 + 1 if b.obs.dtype == np.uint8 else b.obs[k % 3] * 2 + 1
+        r = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32) * 2, loss=float(k), q_mean=0.5 * k)
         yield b, r
 
 
-@pytest.mark.parametrize("obs_shape", [(4,), (2, 6, 6)])
-def test_window_values_equal_a_per_update_loop(obs_shape):
-    window = UpdateWindow(correlation_threshold=0.8)
-    updates = list(_updates(23, 16, obs_shape))
-    for b, r in updates:
-        window.add(b, r)
-    values = window.pop()
+def _expected_row(b, r, loss: str, ref_var: np.ndarray, held: int) -> dict[str, float]:
+    """One update's scalars computed on their own, by the definitions."""
+    td = np.abs(r.td_errors.astype(np.float64))
+    per_sample = np.where(td < 1, 0.5 * td**2, td - 0.5) if loss == "huber" else td**2
+    return {
+        "td_error/mean": td.mean(),
+        "td_error/median": np.median(td),
+        "td_error/max": td.max(),
+        "td_error/std": td.std(),
+        "losses/td_loss": r.loss,
+        "losses/td_loss_unweighted": per_sample.mean(),
+        "losses/q_values": r.q_mean,
+        "replay/sample_age": float(np.mean(b.ages)),
+        "replay/is_weight_mean": float(np.mean(b.weights)),
+        "replay/correlation_count": correlation_count(b.obs, 0.8),
+        "iid/episode_diversity": len(set(b.episodes.tolist())) / min(len(b.episodes), held),
+        "iid/state_diversity": state_diversity(state_view(b.obs[None], b.obs.ndim - 1), ref_var)[0],
+    }
 
+
+@pytest.mark.parametrize("obs_shape, loss", [((4,), "huber"), ((2, 9, 9), "mse")])
+def test_window_values_equal_a_per_update_loop(obs_shape, loss):
+    memory = _memory(obs_shape)
+    window = UpdateWindow(correlation_threshold=0.8, loss=loss, seed=7)
+    updates = list(_updates(memory, 23, 16))
+    for b, r in updates:
+        window.add(b, r, memory)
+    values = window.pop(memory)
+
+    # the window's reference: REFERENCE_SIZE draws with its own generator, seeded by (seed, 0x11D)
+    rng = np.random.default_rng(np.random.SeedSequence([7, 0x11D]))
+    ref_var = reference_variance(state_view(memory.reference_obs(REFERENCE_SIZE, rng), len(obs_shape)))
     expected: dict[str, list[float]] = {}
     for b, r in updates:
-        row = {
-            **td_error_stats(np.abs(r.td_errors)),
-            "losses/td_loss": r.loss,
-            "losses/q_values": r.q_mean,
-            "replay/sample_age": float(np.mean(b.ages)),
-            "replay/is_weight_mean": float(np.mean(b.weights)),
-            "replay/correlation_count": correlation_count(b.obs, 0.8),
-        }
-        for key, value in row.items():
+        for key, value in _expected_row(b, r, loss, ref_var, memory.episodes_held()).items():
             expected.setdefault(key, []).append(value)
     assert set(values) == set(expected)
     for key in expected:
         assert len(values[key]) == len(updates), key
         np.testing.assert_allclose(values[key], expected[key], rtol=1e-6, err_msg=key)
     assert sum(expected["replay/correlation_count"]) > 0  # the data did exercise the count
+    assert memory.episodes_held() == 16  # 400 transitions in episodes of 25
 
 
-def test_window_pops_once_and_skips_correlation_when_off():
-    window = UpdateWindow(correlation_threshold=None)
+def test_td_error_statistics_by_hand():
+    memory = _memory((4,))
+    window = UpdateWindow(correlation_threshold=None, iid=False)
+    b = memory.sample(4)
+    window.add(b, SimpleNamespace(td_errors=np.array([0.5, -1.0, 2.0, -4.5], np.float32), loss=0.0, q_mean=0.0))
+    values = window.pop()
+    expected = {"td_error/mean": 2.0, "td_error/median": 1.5, "td_error/max": 4.5, "td_error/std": np.sqrt(2.375)}
+    for key, value in expected.items():
+        assert values[key][0] == pytest.approx(value), key
+    assert values["losses/td_loss_unweighted"][0] == pytest.approx((0.125 + 0.5 + 1.5 + 4.0) / 4)
+
+
+def test_one_episode_memory_and_none_batches_are_not_diverse():
+    """Consecutive batches (``none``) from a memory of many episodes score low on both measures; a memory
+    holding a single episode gives episode diversity 1 (nothing better was possible)."""
+    memory = _memory((4,), kind="none", episode_length=100)
+    window = UpdateWindow(correlation_threshold=None, seed=1)
+    for _ in range(5):
+        window.add(memory.sample(16), SimpleNamespace(td_errors=np.zeros(16, np.float32), loss=0.0, q_mean=0.0), memory)
+    values = window.pop(memory)
+    assert memory.episodes_held() == 4
+    # 16 newest transitions: one episode of the 4 held, so 1/min(16, 4)
+    np.testing.assert_allclose(values["iid/episode_diversity"], 1 / 4)
+    single = _memory((4,), kind="uniform", episode_length=1000, n=100)
+    window.add(single.sample(16), SimpleNamespace(td_errors=np.zeros(16, np.float32), loss=0.0, q_mean=0.0), single)
+    assert window.pop(single)["iid/episode_diversity"][0] == 1.0
+
+
+def test_reference_is_refreshed_once_per_log_window():
+    memory = _memory((4,))
+    draws = []
+    original = memory.reference_obs
+    memory.reference_obs = lambda n, rng: draws.append(n) or original(n, rng)  # count the draws
+    window = UpdateWindow(correlation_threshold=None, refresh_every=10)
+    for pops in ([4], [4], [2], [5], [9], [1]):  # updates added before each pop
+        for b, r in _updates(memory, pops[0], 16):
+            window.add(b, r, memory)
+        window.pop(memory)
+    # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1
+    assert draws == [REFERENCE_SIZE] * 3
+
+
+def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
+    memory = _memory((4,))
+    window = UpdateWindow(correlation_threshold=None, iid=False)
     assert window.pop() == {}
-    for b, r in _updates(3, 8, (4,)):
+    for b, r in _updates(memory, 3, 8):
         window.add(b, r)
     values = window.pop()
-    assert "replay/correlation_count" not in values and len(values["td_error/mean"]) == 3
+    assert "replay/correlation_count" not in values and "iid/state_diversity" not in values
+    assert len(values["td_error/mean"]) == 3
     assert window.pop() == {}  # the window starts over
+    with pytest.raises(ValueError, match="needs the memory"):
+        UpdateWindow(correlation_threshold=None).add(b, r)

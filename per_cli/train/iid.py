@@ -1,0 +1,130 @@
+"""How far a batch is from independent draws from the memory: the study's i.i.d. measures.
+
+* **State diversity.** The batch's mean pairwise squared distance between states, each feature standardized by
+  the memory's standard deviation, divided by the value expected for B independent draws from the memory.
+  With z = (x − μ)/σ per feature, the mean over the B(B−1)/2 pairs i < j of ‖zᵢ − zⱼ‖² equals
+  2 Σₖ s²ₖ / σ²ₖ, where s²ₖ is the batch's unbiased (ddof 1) variance of feature k; the mean μ cancels. For
+  independent draws s²ₖ is an unbiased estimate of σ²ₖ, so the expected value is 2·d for the d features with
+  nonzero spread, and
+
+      state_diversity = (1/d) Σₖ s²ₖ(batch) / σ²ₖ(memory)
+
+  which is about 1 for a uniform batch and near 0 for consecutive states (which barely move). σ²ₖ comes from a
+  reference sample of the memory (``memory.reference_obs``: uniform draws with replacement, independent of
+  the sampler), with the same ddof-1 estimator. Standardizing with the reference's own variance makes the
+  reference's mean pairwise squared distance exactly 2·d, so "divide by 2d" and "divide by the reference
+  sample's own mean pairwise distance" are the same number: the denominator is consistent with the
+  standardization by construction. Features constant in the reference (zero range) are dropped: they carry
+  no spread to compare with. For n reference draws, 1/σ̂² overestimates 1/σ² by about 2/(n − 3) for Gaussian
+  features (0.8% at n = 256), well inside the batch's own sampling spread (about √(2/(B−1)) per feature).
+* **Episode diversity.** Distinct episodes among the batch's transitions / min(B, episodes the memory holds):
+  1 when every sampled transition could come from a different episode and does, 1/B for a batch from one
+  episode when the memory holds many.
+* **Unweighted TD loss.** The loss function (Huber with β 1, or MSE, per ``agent.loss``) of δ averaged over the
+  batch without importance-sampling weights, so that prioritized and unprioritized kinds compare.
+
+States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension (Atari 4×84×84 uint8, MinAtar
+10×10×C bool), are measured on a fixed low-dimensional view: a random projection of the flattened raw state to
+``PROJECTION_DIM`` features, with random-sign (Rademacher, ±1) entries drawn from a fixed seed: the same matrix
+for batch and reference, in every run, so values compare across runs. Like a Gaussian projection it keeps
+squared distances in expectation (Johnson–Lindenstrauss; Achlioptas 2003), and the diversity is then measured
+on the projected features. Signs rather than Gaussian entries make the float32 products exact for uint8 and
+bool states (integer sums below 2²⁴), so identical states project identically whatever the chunking or BLAS
+kernel; other dtypes, or states too large for that bound, are projected in float64.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+MAX_RAW_FEATURES = 64
+PROJECTION_DIM = 32
+PROJECTION_SEED = 0x11D
+REFERENCE_SIZE = 256
+# flattened states are projected this many bytes (as float32) at a time: bounded memory for image batches
+_CHUNK_BYTES = 16 << 20
+
+
+@lru_cache(maxsize=4)
+def _projection(features: int) -> np.ndarray:
+    """The fixed ±1 matrix (features, PROJECTION_DIM), float32; scaled by 1/√k after the product."""
+    rng = np.random.default_rng(PROJECTION_SEED)
+    matrix = np.where(rng.random((features, PROJECTION_DIM)) < 0.5, -1.0, 1.0).astype(np.float32)
+    matrix.setflags(write=False)
+    return matrix
+
+
+def _exact_in_float32(flat: np.ndarray) -> bool:
+    """True when every ±1-weighted sum of a row is an integer below 2²⁴, so float32 computes it exactly."""
+    if flat.dtype == np.bool_:
+        bound = 1
+    elif flat.dtype.kind in "iu" and flat.dtype.itemsize == 1:
+        bound = 255
+    else:
+        return False
+    return flat.shape[1] * bound < 2**24
+
+
+def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
+    """The features that state diversity is computed on, in float64: shape (..., k) for states (..., *obs).
+
+    Vector states of at most ``MAX_RAW_FEATURES`` numbers are used as they are; anything else is flattened and
+    projected by the fixed sign matrix, in chunks of at most 16 MiB of converted states.
+    """
+    lead = states.shape[: states.ndim - obs_ndim]
+    flat = states.reshape(int(np.prod(lead, dtype=np.int64)), -1)
+    features = flat.shape[1]
+    if obs_ndim == 1 and features <= MAX_RAW_FEATURES:
+        return flat.astype(np.float64).reshape(*lead, features)
+    dtype = np.float32 if _exact_in_float32(flat) else np.float64
+    matrix = _projection(features).astype(dtype, copy=False)
+    out = np.empty((len(flat), PROJECTION_DIM), dtype=np.float64)
+    chunk = max(1, _CHUNK_BYTES // (np.dtype(dtype).itemsize * features))
+    for lo in range(0, len(flat), chunk):
+        out[lo : lo + chunk] = flat[lo : lo + chunk].astype(dtype) @ matrix
+    out /= np.sqrt(PROJECTION_DIM)
+    return out.reshape(*lead, PROJECTION_DIM)
+
+
+def reference_variance(reference: np.ndarray) -> np.ndarray:
+    """Per-feature ddof-1 variance of a reference sample (n, k) of the memory; NaN where the feature is constant
+    (zero range: dropped from the measure). Needs n ≥ 2."""
+    if len(reference) < 2:
+        raise ValueError(f"a reference sample needs at least 2 states, got {len(reference)}")
+    var = reference.var(axis=0, ddof=1)
+    constant = np.ptp(reference, axis=0) == 0  # exact, unlike var == 0 for repeated non-dyadic values
+    return np.where(constant, np.nan, var)
+
+
+def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
+    """Per batch of ``batches`` (U, B, k) (viewed features), mean over the reference's non-constant features of
+    the batch's ddof-1 variance over the reference's: its mean pairwise squared standardized distance over 2d.
+    NaN for every batch when the reference has no varying feature."""
+    keep = ~np.isnan(ref_var)
+    if not keep.any():
+        return np.full(len(batches), np.nan)
+    kept = batches[:, :, keep]
+    var = (kept - kept[:, :1]).var(axis=1, ddof=1)  # shifted by a member: exactly 0 for identical states
+    return (var / ref_var[keep]).mean(axis=1)
+
+
+def episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Distinct episode ids per row of ``episodes`` (U, B) over min(B, ``held``[u]) (episodes in memory then)."""
+    ordered = np.sort(episodes, axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    return distinct / np.minimum(episodes.shape[1], np.maximum(held, 1))
+
+
+def unweighted_td_loss(td: np.ndarray, loss: str) -> np.ndarray:
+    """Mean over each row of ``td`` (U, B) of the per-sample loss of δ with no IS weight: Huber (smooth L1 with
+    β 1: δ²/2 within |δ| < 1, |δ| − 1/2 beyond) or MSE (δ²), as the agent computes it before weighting."""
+    d = np.abs(td.astype(np.float64))
+    if loss == "huber":
+        per_sample = np.where(d < 1.0, 0.5 * d * d, d - 0.5)
+    elif loss == "mse":
+        per_sample = d * d
+    else:
+        raise ValueError(f"unknown loss {loss!r}: expected huber or mse")
+    return per_sample.mean(axis=1)
