@@ -309,3 +309,22 @@ def test_non_finite_td_errors_propagate():
     batch = make_batch(np.random.default_rng(0))
     batch.rewards[0] = np.nan
     assert np.isnan(fast.learn(batch).td_errors[0])
+
+
+def test_the_kernels_follow_the_trainers_flush_to_zero_mode():
+    """The trainer sets flush-to-zero with torch.set_flush_denormal; the kernels run on the calling thread, so
+    they see it too (one of issue 17's suspects for the MountainCar gap: it is not one)."""
+    from per_cli.rl.engines.optim import lerp_kernel
+
+    def lerp_denormal() -> float:
+        target, online = np.zeros(1, np.float32), np.full(1, 1e-39, np.float32)  # 1e-39 is a float32 denormal
+        lerp_kernel(target, online, 0.25)
+        return float(target[0])
+
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    try:
+        assert lerp_denormal() == 0.0
+    finally:
+        torch.set_flush_denormal(False)
+    assert lerp_denormal() == pytest.approx(2.5e-40, rel=1e-3)
