@@ -154,7 +154,7 @@ def train(
             if run_dir.exists():
                 raise ConfigError(f"--name: run directory {run_dir} already exists; choose another --name")
         preflight(cfg)
-        progress = train_progress(cfg.train.total_steps, run_dir.name, quiet)
+        progress = train_progress(cfg.train.total_steps, run_dir.name, quiet, cfg.train.total_episodes)
         trainer = Trainer(cfg, progress=progress)
         if resume is not None:
             trainer.resume(run_dir)
@@ -400,13 +400,10 @@ def cliffwalk(
 
 
 def _print_summary(run_dir: Path, summary: dict) -> None:
-    def fmt(v):
-        return "-" if v is None else f"{v:.1f}"
+    from per_cli.train.progress import done_line
 
     typer.echo(
-        f"done: {summary['total_steps']} steps, {summary['episodes']} episodes in {summary['wall_time_s']:.1f}s "
-        f"({summary['steps_per_second']:.0f} steps/s); last-20 return {fmt(summary['final_return_mean'])}, "
-        f"eval return {fmt(summary['eval_return_mean'])}\n"
+        f"{done_line(summary)}\n"
         f"run directory: {run_dir}\n"
         f"view: tensorboard --logdir {run_dir.parent}"
     )

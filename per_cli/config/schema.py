@@ -60,6 +60,8 @@ class AgentConfig:
     loss: Literal["huber", "mse"] = "huber"
     double_dqn: bool = False
     target_update_period: int = field(default=500, metadata=_bounds(1))
+    # also copy the target at the end of every episode (the seed notebook's schedule)
+    target_update_on_episode_end: bool = False
     tau: float = field(default=1.0, metadata=_bounds(0.0, 1.0, lo_open=True))
     max_grad_norm: float | None = field(default=10.0, metadata=_bounds(0.0, lo_open=True))
     # torch: autograd, any network and device; numba: one compiled call per update, for the configs that
@@ -132,12 +134,16 @@ class ReplayConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     total_steps: int = field(default=50_000, metadata=_bounds(1))
+    # an episode budget as well (the seed notebook's 300 episodes): the first budget reached ends the run
+    total_episodes: int | None = field(default=None, metadata=_bounds(1))
     learning_starts: int = field(default=1_000, metadata=_bounds(0))
     train_freq: int = field(default=1, metadata=_bounds(1))
     gradient_steps: int = field(default=1, metadata=_bounds(1))
     eps_start: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
     eps_end: float = field(default=0.05, metadata=_bounds(0.0, 1.0))
     eps_fraction: float = field(default=0.1, metadata=_bounds(0.0, 1.0))
+    # ε anneals over this many steps instead of eps_fraction × total_steps (the notebook: the first 1,000)
+    eps_decay_steps: int | None = field(default=None, metadata=_bounds(0))
     eval_every: int = field(default=10_000, metadata=_bounds(1))
     eval_episodes: int = field(default=10, metadata=_bounds(0))
     eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))

@@ -1,4 +1,9 @@
-"""Progress reporting for long work: a rich bar on a terminal, a few plain lines otherwise."""
+"""Progress reporting for long work: a rich bar on a terminal, a few plain lines otherwise.
+
+The trainer calls ``update(step, info)`` every 1,000 steps and once more when the run ends, after its final
+evaluation, so the last line and the CLI's ``done:`` line (:func:`done_line`) show the same numbers. The
+bar counts episodes when the run has an episode budget (``train.total_episodes``), steps otherwise.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +11,84 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Column
+
+_MIN_BAR = 20
+_MAX_BAR = 40
+_MIN_NAME = 16
+# a typical compact stats text; longer ones are cut with … rather than squeeze the bar
+_STATS_WIDTH = len("1234 sps  ret -123.4  eval -123.4  ε 0.050")
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-class RichTrainProgress:
-    def __init__(self, total: int, description: str):
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[stats]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
+def stats_text(info: dict[str, Any], compact: bool = False) -> str:
+    """The numbers of a progress line: speed, recent return, last evaluation, success rate (goal envs), ε.
+    ``compact``: shorter words, for the one-line bar."""
+    sps, ret, success = ("sps", "ret", "succ") if compact else ("steps/s", "return", "success")
+    rate = "" if info.get("success_rate") is None else f"  {success} {info['success_rate']:.2f}"
+    return (
+        f"{info['sps']:.0f} {sps}  {ret} {_fmt(info['recent_return'])}  eval {_fmt(info['eval_return'])}"
+        f"{rate}  ε {info['epsilon']:.3f}"
+    )
+
+
+def ellipsize(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def done_line(summary: dict[str, Any]) -> str:
+    """The CLI's closing line, from the same summary the last progress line was made from."""
+    success = ""
+    if summary.get("final_success_rate") is not None or summary.get("eval_success_rate") is not None:
+        success = (
+            f"; success rate {_fmt(summary.get('final_success_rate'), '.2f')}, "
+            f"eval {_fmt(summary.get('eval_success_rate'), '.2f')}"
         )
-        self._task = self._progress.add_task(description, total=total, stats="")
+    return (
+        f"done: {summary['total_steps']} steps, {summary['episodes']} episodes in {summary['wall_time_s']:.1f}s "
+        f"({summary['steps_per_second']:.0f} steps/s); last-20 return {_fmt(summary['final_return_mean'])}, "
+        f"eval return {_fmt(summary['eval_return_mean'])}{success}"
+    )
+
+
+class _Budget:
+    """What the progress counts: episodes under an episode budget, env steps otherwise."""
+
+    def __init__(self, total_steps: int, total_episodes: int | None):
+        self.by_episodes = total_episodes is not None
+        self.total = total_episodes if total_episodes is not None else total_steps
+
+    def done(self, step: int, info: dict[str, Any]) -> int:
+        return int(info["episodes"]) if self.by_episodes else step
+
+
+class RichTrainProgress:
+    """A one-line bar. The description (the run name) is shortened with … (to no less than 16 characters) so
+    that the bar keeps at least 20 columns; stats that still do not fit are cut with …."""
+
+    def __init__(self, total: int, description: str, total_episodes: int | None = None, console=None):
+        self.budget = _Budget(total, total_episodes)
+        console = console or Console(stderr=True)
+        count_width = 2 * len(str(self.budget.total)) + 1
+        fixed = count_width + len("-:--:--") + 4  # 4 spaces between the 5 columns
+        description = ellipsize(description, max(console.width - fixed - _STATS_WIDTH - _MIN_BAR, _MIN_NAME))
+        bar = max(_MIN_BAR, min(_MAX_BAR, console.width - fixed - _STATS_WIDTH - len(description)))
+        stats_room = max(console.width - fixed - bar - len(description), 10)
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=bar),
+            MofNCompleteColumn(),
+            TextColumn(
+                "{task.fields[stats]}", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=stats_room)
+            ),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self._task = self._progress.add_task(description, total=self.budget.total, stats="")
 
     def __enter__(self) -> RichTrainProgress:
         self._progress.start()
@@ -41,19 +98,17 @@ class RichTrainProgress:
         self._progress.stop()
 
     def update(self, step: int, info: dict[str, Any]) -> None:
-        stats = (
-            f"{info['sps']:.0f} steps/s  return {_fmt(info['recent_return'])}  "
-            f"eval {_fmt(info['eval_return'])}  ε {info['epsilon']:.3f}"
-        )
-        self._progress.update(self._task, completed=step, stats=stats)
+        stats = stats_text(info, compact=True)
+        self._progress.update(self._task, completed=self.budget.done(step, info), stats=stats)
 
 
 class PlainTrainProgress:
-    """About ``lines`` lines over a run: for logs, pipes and ``--quiet``-less non-terminal output."""
+    """About ``lines`` lines over a run, and the final one once: for logs, pipes and other non-terminals."""
 
-    def __init__(self, total: int, description: str, lines: int = 10, stream=None):
-        self.total, self.description = total, description
-        self.every = max(total // lines, 1)
+    def __init__(self, total: int, description: str, lines: int = 10, stream=None, total_episodes: int | None = None):
+        self.budget = _Budget(total, total_episodes)
+        self.description = description
+        self.every = max(self.budget.total // lines, 1)
         self._next = self.every
         self.stream = stream or sys.stderr
 
@@ -64,16 +119,15 @@ class PlainTrainProgress:
         pass
 
     def update(self, step: int, info: dict[str, Any]) -> None:
-        if step < self._next and (step < self.total or self._next > self.total + self.every):
+        """A line at each ``every`` units of the budget, and the run's final line (``info["final"]``, sent
+        once, after the final evaluation); the trainer sends no other update at the last step."""
+        done = self.budget.done(step, info)
+        if not info.get("final") and done < self._next:
             return
-        self._next = (step // self.every + 1) * self.every
-        print(
-            f"{self.description}: step {step}/{self.total}  {info['sps']:.0f} steps/s  "
-            f"episodes {info['episodes']}  return {_fmt(info['recent_return'])}  "
-            f"eval {_fmt(info['eval_return'])}  ε {info['epsilon']:.3f}",
-            file=self.stream,
-            flush=True,
-        )
+        self._next = (done // self.every + 1) * self.every
+        where = f"episode {done}/{self.budget.total}  step {step}" if self.budget.by_episodes else (
+            f"step {step}/{self.budget.total}  episodes {info['episodes']}")  # fmt: skip
+        print(f"{self.description}: {where}  {stats_text(info)}", file=self.stream, flush=True)
 
 
 class SilentProgress:
@@ -87,9 +141,10 @@ class SilentProgress:
         pass
 
 
-def train_progress(total: int, description: str, quiet: bool):
+def train_progress(total: int, description: str, quiet: bool, total_episodes: int | None = None):
+    """The progress sink for ``per train``: silent, a rich bar on a terminal, or plain lines."""
     if quiet:
         return SilentProgress()
     if sys.stderr.isatty():
-        return RichTrainProgress(total, description)
-    return PlainTrainProgress(total, description)
+        return RichTrainProgress(total, description, total_episodes)
+    return PlainTrainProgress(total, description, total_episodes=total_episodes)

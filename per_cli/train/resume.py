@@ -25,7 +25,7 @@ def check_resume_overrides(saved: dict, new: dict) -> None:
             raise ConfigError(f"{section}: cannot change it when resuming; only {', '.join(RESUMABLE_SECTIONS)} may")
 
 
-def check_resume(saved_config: dict, step: int, episodes: int, cfg: Config) -> None:  # noqa: ARG001
+def check_resume(saved_config: dict, step: int, episodes: int, cfg: Config) -> None:
     """ConfigError unless ``cfg`` may continue a checkpoint of ``saved_config`` taken after ``step`` steps
     and ``episodes`` episodes: only resumable keys changed, and budget is left."""
     check_resume_overrides(saved_config, to_dict(cfg))
@@ -34,4 +34,9 @@ def check_resume(saved_config: dict, step: int, episodes: int, cfg: Config) -> N
         raise ConfigError(
             f"train.total_steps: the run already reached step {step}; resume with a larger one, "
             f"e.g. --set train.total_steps={2 * step}"
+        )
+    if t.total_episodes is not None and episodes >= t.total_episodes:
+        raise ConfigError(
+            f"train.total_episodes: the run already finished {episodes} episodes; resume with a larger one, "
+            f"e.g. --set train.total_episodes={2 * episodes}"
         )

@@ -18,22 +18,14 @@ from per_cli.envs import env_label, make_env
 from per_cli.replay import ReplayMemory, make_replay
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.networks import resolve_network
-from per_cli.rl.schedules import beta_schedule, epsilon_schedule
+from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train import checkpoint
 from per_cli.train.env_state import restore_env, snapshot_env
 from per_cli.train.evaluation import Evaluator
-from per_cli.train.logger import (
-    COMPLETED,
-    EPISODE_UPDATE_COLUMNS,
-    FAILED,
-    INTERRUPTED,
-    RUNNING,
-    RunLogger,
-    read_summary,
-    write_summary,
-)
+from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow
+from per_cli.train.reporting import episode_record, progress_info, run_results
 from per_cli.train.resume import check_resume
 from per_cli.train.stopping import RunDiverged, SignalStop, as_interrupt, check_logged, check_update, diverged
 
@@ -93,7 +85,11 @@ class Trainer:
         self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
         self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
         t = cfg.train
-        self.epsilon = epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
+        self.epsilon = (
+            epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
+            if t.eps_decay_steps is None
+            else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
+        )
         self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
         self.learn_from = max(t.learning_starts, cfg.replay.batch_size)
         self.state = LoopState()
@@ -210,7 +206,7 @@ class Trainer:
         with SignalStop().installed() as self._stop, np.errstate(over="ignore", invalid="ignore"):
             try:
                 self._run_phases(run_dir)
-                summary = {**base, **self._results(started), "status": COMPLETED}
+                summary = {**base, **self._results(), "status": COMPLETED}
             except KeyboardInterrupt as exc:
                 interrupt = as_interrupt(exc)
                 self._record_end(run_dir, base, INTERRUPTED, f"{interrupt} at step {self.state.step}; "
@@ -236,7 +232,8 @@ class Trainer:
         self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
         self._train()
         if self.cfg.train.eval_episodes > 0:
-            self._evaluate()
+            self._evaluate(self.state.step)
+        self.progress.update(self.state.step, self._progress_info(final=True))
         if self.cfg.train.checkpoint_every:
             self._checkpoint(run_dir)
 
@@ -258,7 +255,7 @@ class Trainer:
         return base
 
     def _record_end(self, run_dir: Path, base: dict, status: str, error: str, tb: str | None = None) -> None:
-        summary = {**base, **self._results(self._start_time), "status": status, "error": error}
+        summary = {**base, **self._results(), "status": status, "error": error}
         if tb is not None:
             summary["traceback"] = tb
         write_summary(run_dir, summary)
@@ -270,12 +267,12 @@ class Trainer:
         return f"continue it with: per train --resume {run_dir}"
 
     def _train(self) -> None:
-        """Run the remaining steps; leaves the observation in hand in ``self._obs`` (for the final checkpoint)."""
-        cfg, s = self.cfg, self.state
+        """Run until a budget is spent (``train.total_steps``, or ``train.total_episodes`` when set: the first
+        reached); leaves the observation in hand in ``self._obs`` (for the final checkpoint)."""
+        cfg, s, t = self.cfg, self.state, self.cfg.train
         obs = self._obs if self._obs is not None else self.env.reset(seed=cfg.seed)[0]
-        checkpoint_every = cfg.train.checkpoint_every
         initial_td = cfg.replay.initial_priority == "td_error"
-        for step in range(s.step, cfg.train.total_steps):
+        for step in range(s.step, t.total_steps):
             s.step = step
             self._stop.check()
             epsilon = self.epsilon(step)
@@ -287,23 +284,24 @@ class Trainer:
             s.episode_return += float(reward)
             s.episode_length += 1
             obs = next_obs
+            episode_ended = False
             if terminated or truncated:
-                self._end_episode(info, epsilon)
+                episode_ended = self._end_episode(info, epsilon)
                 obs, _ = self.env.reset()
             self._maybe_learn(step)
-            if (
-                (step + 1) % cfg.train.eval_every == 0
-                and cfg.train.eval_episodes > 0
-                and step + 1 < cfg.train.total_steps
-            ):
-                self._evaluate()
+            if episode_ended and cfg.agent.target_update_on_episode_end:
+                self._sync_target()
+            last = step + 1 == t.total_steps or (t.total_episodes is not None and s.episode >= t.total_episodes)
+            if last:  # the final evaluation, progress line and checkpoint come after the loop
+                break
+            if (step + 1) % t.eval_every == 0 and t.eval_episodes > 0:
+                self._evaluate(step + 1)
             if (step + 1) % 1000 == 0:
                 self.progress.update(step + 1, self._progress_info(epsilon))
-            if checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < cfg.train.total_steps:
+            if t.checkpoint_every and (step + 1) % t.checkpoint_every == 0:
                 s.step, self._obs = step + 1, obs  # the step to run next
                 self._checkpoint(self.logger.run_dir)
-        s.step, self._obs = cfg.train.total_steps, obs
-        self.progress.update(s.step, self._progress_info(self.epsilon(s.step)))
+        s.step, self._obs = s.step + 1, obs
 
     # ------------------------------------------------------------------------------------------------------
     # phases
@@ -320,7 +318,7 @@ class Trainer:
         if step + 1 < self.learn_from or len(self.memory) < max(self._min_fill, cfg.replay.batch_size):
             return
         if (step + 1) % cfg.train.train_freq == 0:
-            beta = self.beta(step)
+            beta = self.beta(self._beta_step(step))
             self.memory.begin_phase(cfg.train.gradient_steps)
             for _ in range(cfg.train.gradient_steps):
                 batch = self.memory.sample(cfg.replay.batch_size, beta)
@@ -334,7 +332,19 @@ class Trainer:
                 if self.agent.updates % cfg.log.every == 0:
                     self._log_updates(step + 1, beta)
         if (step + 1) % cfg.agent.target_update_period == 0:
-            self.agent.sync_target()
+            self._sync_target()
+
+    def _sync_target(self) -> None:
+        self.agent.sync_target()
+        self.state.target_syncs += 1
+
+    def _beta_step(self, step: int) -> int:
+        """The position on β's schedule. It is defined over total_steps; under an episode budget the run may
+        end sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
+        t = self.cfg.train
+        if t.total_episodes is None or self.cfg.replay.beta_end_step is not None:
+            return step
+        return max(step, self.state.episode * t.total_steps // t.total_episodes)
 
     def _flush_window(self) -> None:
         values = self._window.pop(self.memory)
@@ -350,73 +360,33 @@ class Trainer:
         scalars.update({f"replay/{k}": v for k, v in self.memory.stats().items()})
         self.logger.scalars(scalars, step)
 
-    def _end_episode(self, info: dict[str, Any], epsilon: float) -> None:
+    def _end_episode(self, info: dict[str, Any], epsilon: float) -> bool:
+        """Log the episode that just ended; False (nothing logged) for an Atari life lost, not a game over."""
         s = self.state
         if self._env_reports_episodes:
             if "episode" not in info:  # a life lost, not a game over: keep counting
-                return
+                return False
             ep_return, ep_length = float(info["episode"]["r"]), int(info["episode"]["l"])
         else:
             ep_return, ep_length = s.episode_return, s.episode_length
         success = info.get("is_success")
         s.finish_episode(ep_return, success)
-        step = s.step + 1
-        sps = step / max(time.time() - self._start_time, 1e-9)
-        scalars = {
-            "charts/episodic_return": ep_return,
-            "charts/episodic_length": ep_length,
-            "charts/epsilon": epsilon,
-            "charts/SPS": sps,
-        }
-        if success is not None:
-            scalars["charts/success_rate"] = float(success)
-        self.logger.scalars(scalars, step)
+        wall = time.time() - self._start_time
         self._flush_window()
-        update_means = self._episode_means.pop()
-        row = {
-            "step": step,
-            "episode": s.episode,
-            "return": ep_return,
-            "length": ep_length,
-            "wall_time": round(time.time() - self._start_time, 3),
-            "epsilon": round(epsilon, 6),
-            "success": None if success is None else int(bool(success)),
-        }
-        row.update({col: update_means.get(tag) for tag, col in EPISODE_UPDATE_COLUMNS.items()})
+        scalars, row = episode_record(s, ep_return, ep_length, epsilon, success, wall, self._episode_means.pop())
+        self.logger.scalars(scalars, s.step + 1)
         self.logger.episode(row)
+        return True
 
-    def _evaluate(self) -> None:
-        s = self.state
-        scalars = self.evaluator.run(self.agent, seed_step=s.step)
-        self.logger.scalars(scalars, min(s.step + 1, self.cfg.train.total_steps))
+    def _evaluate(self, log_step: int) -> None:
+        self.logger.scalars(self.evaluator.run(self.agent, seed_step=self.state.step), log_step)
 
     # ------------------------------------------------------------------------------------------------------
     # reporting
 
-    def _progress_info(self, epsilon: float) -> dict[str, Any]:
-        s = self.state
-        elapsed = max(time.time() - self._start_time, 1e-9)
-        return {
-            "sps": s.step / elapsed,
-            "epsilon": epsilon,
-            "episodes": s.episode,
-            "recent_return": s.recent_return_mean,
-            "eval_return": self.evaluator.return_mean,
-        }
+    def _progress_info(self, epsilon: float | None = None, final: bool = False) -> dict[str, Any]:
+        epsilon = self.epsilon(self.state.step) if epsilon is None else epsilon
+        return progress_info(self.state, self.evaluator, epsilon, time.time() - self._start_time, final)
 
-    def _results(self, started: float) -> dict[str, Any]:
-        s = self.state
-        wall = time.time() - started
-        recent, ev = list(s.recent_returns), self.evaluator
-        return {
-            "total_steps": s.step,
-            "episodes": s.episode,
-            "updates": self.agent.updates,
-            "wall_time_s": round(wall, 3),
-            "steps_per_second": round(s.step / max(wall, 1e-9), 2),
-            "final_return_mean": float(np.mean(recent)) if recent else None,
-            "final_return_std": float(np.std(recent)) if recent else None,
-            "eval_return_mean": ev.return_mean,
-            "eval_return_std": ev.return_std,
-            "eval_success_rate": ev.success_rate,
-        }
+    def _results(self) -> dict[str, Any]:
+        return run_results(self.state, self.evaluator, self.agent.updates, time.time() - self._start_time)
