@@ -15,7 +15,8 @@ from per_cli.replay.samplers import (
     Sampler,
     UniformSampler,
 )
-from per_cli.replay.storage.frames import make_storage
+from per_cli.replay.storage.budget import ensure_memory_fits
+from per_cli.replay.storage.frames import make_storage, storage_bytes
 from per_cli.replay.writers.base import Writer
 
 SamplerFactory = Callable[..., Sampler]
@@ -28,6 +29,21 @@ REPLAY_KINDS: dict[str, SamplerFactory] = {
     "prioritized": lambda cfg, storage, rng: PrioritizedSampler(storage, rng, cfg.alpha, cfg.priority_eps, cfg.window),
     "rank": lambda cfg, storage, rng: RankSampler(storage, rng, cfg.alpha, cfg.rank_resort_period, cfg.window),
 }
+
+SAMPLER_CLASSES: dict[str, type[Sampler]] = {
+    "none": RecentSampler,
+    "uniform": UniformSampler,
+    "combined": CombinedSampler,
+    "prioritized": PrioritizedSampler,
+    "rank": RankSampler,
+}
+
+
+def memory_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
+    """Bytes ``make_replay`` allocates for ``cfg`` (the whole run config): the storage's arrays (the same
+    storage choice as ``make_storage``) and the sampler's structures. Allocates nothing (for preflight)."""
+    sampler = SAMPLER_CLASSES.get(cfg.replay.kind, Sampler)
+    return storage_bytes(cfg, obs_shape, obs_dtype) + sampler.bytes_needed(cfg.replay.capacity)
 
 
 def replay_label(replay_cfg) -> str:
@@ -48,10 +64,14 @@ def make_writer(cfg, storage, env, seed: int) -> Writer:
 def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int, env=None) -> ReplayMemory:
     """Build the memory for ``cfg.replay`` (``cfg`` is the whole run config). ``env`` is needed only with
     relabelling (``replay.her_strategy``), for the env's goal layout and reward function."""
+    need, capacity = memory_bytes(cfg, obs_shape, obs_dtype), cfg.replay.capacity
+    ensure_memory_fits(  # the whole memory, before any of it is allocated (each storage also checks its own part)
+        need, f"a replay memory of {capacity:,} transitions {tuple(obs_shape)}", per_unit=max(need // capacity, 1)
+    )
     storage = make_storage(cfg, obs_shape, obs_dtype)  # Atari frame stacks: each frame stored once
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
     sampler = REPLAY_KINDS[cfg.replay.kind](cfg.replay, storage, rng)
     return ReplayMemory(storage, sampler, make_writer(cfg, storage, env, seed))
 
 
-__all__ = ["Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay", "replay_label"]
+__all__ = ["Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay", "memory_bytes", "replay_label"]

@@ -128,3 +128,40 @@ def test_generic_update_path_filters_stale_ids_and_passes_abs_td():
     assert memory.sampler.updates == [([2, 1], [3.0, 4.0])]
     memory.update_priorities(np.array([0]), np.array([5.0]))  # all stale: no call
     assert len(memory.sampler.updates) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------
+# memory budget (issue 16): a memory that cannot fit is a config error before anything is allocated
+
+
+@pytest.mark.parametrize("kind", ["uniform", "prioritized", "rank"])
+def test_a_capacity_that_cannot_fit_is_a_config_error_and_allocates_nothing(kind):
+    import tracemalloc
+
+    from per_cli.errors import ConfigError
+
+    cfg = load_config(None, [f"replay.kind={kind}", "replay.capacity=10000000000000"])  # 1e13: ~650 TB
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match=r"^replay.capacity: .* needs .* GB .* at most|^replay.capacity: "):
+            make_replay(cfg, (4,), np.float32, seed=0)
+        with pytest.raises(ConfigError, match="replay.capacity"):
+            TransitionStorage(10**13, (4,), np.float32)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10**7  # nothing of the memory's size was allocated
+
+
+def test_memory_bytes_matches_what_is_allocated():
+    from per_cli.replay import memory_bytes
+
+    for kind in ("uniform", "prioritized", "rank"):
+        cfg = load_config(None, [f"replay.kind={kind}", "replay.capacity=5000"])
+        memory = make_replay(cfg, (6,), np.float32, seed=0)
+        arrays = [v for v in vars(memory.storage).values() if isinstance(v, np.ndarray)]
+        arrays += [v for v in vars(memory.sampler).values() if isinstance(v, np.ndarray)]
+        if kind == "prioritized":
+            arrays += [memory.sampler.tree.tree, memory.sampler.tree.mark]
+        allocated = sum({id(a): a.nbytes for a in arrays if a.base is None}.values())
+        assert abs(memory_bytes(cfg, (6,), np.float32) - allocated) <= 0.01 * allocated, kind

@@ -40,6 +40,11 @@ class Sampler:
         self.storage = storage
         self.rng = rng
 
+    @staticmethod
+    def bytes_needed(capacity: int) -> int:
+        """Bytes the sampler allocates for a memory of ``capacity`` transitions (its structures)."""
+        return 0
+
     def on_add(self, slot: int) -> None:
         """Called after ``slot`` was (over)written with a new transition."""
 

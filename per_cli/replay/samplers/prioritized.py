@@ -47,6 +47,10 @@ class PrioritizedSampler(Sampler):
         self.tree = SumTree(storage.capacity)
         self._tree, self._offsets, self._mark = self.tree.tree, self.tree.offsets, self.tree.mark  # hot path
 
+    @staticmethod
+    def bytes_needed(capacity: int) -> int:
+        return SumTree.bytes_needed(capacity)
+
     def on_add(self, slot: int) -> None:
         t = self.tree
         top = t.tree[MAX, t.root]

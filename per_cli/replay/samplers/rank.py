@@ -76,6 +76,11 @@ class RankSampler(Sampler):
         self.updated_since_sort = 0  # update() calls, or updated priorities when resort_period is None
         self.sorts = 0
 
+    @staticmethod
+    def bytes_needed(capacity: int) -> int:
+        """The CDF (float64), the heap keys (uint64) and positions (int32)."""
+        return capacity * (8 + 8 + 4)
+
     def on_add(self, slot: int) -> None:
         if self.storage.sampleable(np.array([slot]))[0]:
             self.n = heap_add(self.keys, self.pos_of, self.n, slot)

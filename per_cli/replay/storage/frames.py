@@ -37,57 +37,18 @@ same order, the unsampleable transitions are always the oldest ones: exactly the
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from per_cli.errors import ConfigError
+from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.ring import RingBookkeeping, TransitionStorage
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong
 # game lasts 760+ agent steps); shorter episodes only make the oldest transitions unsampleable
 EXTRA_DIVISOR = 512
-# leave this fraction of the available memory to the rest of the process (network, batches, the env)
-MEMORY_HEADROOM = 0.9
 
 _NONE = np.zeros(0, dtype=np.int64)
-_PER_SLOT_BYTES = 8 + 1 + 1 + 4 + 1 + 1 + 8  # frame_gid, hist, action, reward, terminated, truncated, id
-
-
-def available_memory_bytes() -> int | None:
-    """Memory the system can give this process without swapping (``MemAvailable``), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:  # other Unixes: free pages (an underestimate: caches could be dropped)
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
-
-
-def ensure_memory_fits(nbytes: int, what: str, *, per_unit: int | None = None, key: str = "replay.capacity") -> None:
-    """Raise ConfigError when ``nbytes`` is more than the system can give (before anything is allocated)."""
-    available = available_memory_bytes()
-    if available is None:
-        return
-    budget = int(available * MEMORY_HEADROOM)
-    if nbytes <= budget:
-        return
-    hint = ""
-    if per_unit:
-        hint = f"lower {key} to at most {max(budget // per_unit, 1):,} or free memory"
-    raise ConfigError(
-        f"{key}: {what} needs {_gb(nbytes)} of memory but only {_gb(available)} is available; "
-        f"{hint or 'lower ' + key + ' or free memory'}"
-    )
+# frame_gid, hist, action, reward, terminated, truncated, id, episode id
+_PER_SLOT_BYTES = 8 + 1 + 1 + 4 + 1 + 1 + 8 + 8
 
 
 class FrameStackStorage(RingBookkeeping):
@@ -267,6 +228,18 @@ def uses_frame_storage(cfg, obs_shape: tuple[int, ...]) -> bool:
     from per_cli.envs import is_atari_id, resolve_env_id
 
     return is_atari_id(resolve_env_id(cfg.env.id)) and len(obs_shape) == 3 and obs_shape[0] == cfg.env.atari.frame_stack
+
+
+def storage_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
+    """Bytes ``make_storage`` would allocate for this config (the same dispatch), allocating nothing."""
+    capacity = cfg.replay.capacity
+    if uses_frame_storage(cfg, obs_shape):
+        return FrameStackStorage.bytes_needed(capacity, obs_shape, obs_dtype)
+    if np.dtype(obs_dtype) == np.bool_:
+        from per_cli.replay.storage.packed import PackedTransitionStorage
+
+        return PackedTransitionStorage.bytes_needed(capacity, obs_shape)
+    return TransitionStorage.bytes_needed(capacity, obs_shape, obs_dtype)
 
 
 def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.structures.ids import current_slots
 
 _NONE = np.zeros(0, dtype=np.int64)
+_PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # action, reward, terminated, truncated, id, episode id
 
 
 class RingBookkeeping:
@@ -85,9 +87,16 @@ class RingBookkeeping:
 class TransitionStorage(RingBookkeeping):
     """Stores (obs, action, reward, next_obs, terminated, truncated) in fixed numpy arrays."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype, *, check_memory: bool = True):
         if capacity < 1:
             raise ValueError(f"replay.capacity must be >= 1, got {capacity}")
+        if check_memory:  # before allocating: a memory that cannot fit is a config error, not a numpy crash
+            row = int(np.prod(obs_shape)) * np.dtype(obs_dtype).itemsize
+            ensure_memory_fits(
+                TransitionStorage.bytes_needed(capacity, obs_shape, obs_dtype),
+                f"a replay memory of {capacity:,} transitions {tuple(obs_shape)} {np.dtype(obs_dtype)}",
+                per_unit=2 * row + _PER_SLOT_BYTES,
+            )
         self.obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
         self.next_obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros(capacity, dtype=np.int64)
@@ -95,6 +104,11 @@ class TransitionStorage(RingBookkeeping):
         self.terminated = np.zeros(capacity, dtype=np.float32)
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
+
+    @staticmethod
+    def bytes_needed(capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
+        """Bytes this storage allocates: obs and next_obs rows and the per-transition columns."""
+        return capacity * (2 * int(np.prod(obs_shape)) * np.dtype(obs_dtype).itemsize + _PER_SLOT_BYTES)
 
     def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
         self.obs[self.cursor] = obs

@@ -247,6 +247,11 @@ class SumTree:
 
     fanout = K
 
+    @staticmethod
+    def bytes_needed(capacity: int) -> int:
+        """Bytes a tree of ``capacity`` leaves allocates (three float64 rows and a uint8 scratch row)."""
+        return int(_level_offsets(capacity)[-1]) * (3 * 8 + 1)
+
     def __init__(self, capacity: int):
         if capacity < 1:
             raise ValueError(f"SumTree capacity must be >= 1, got {capacity}")
