@@ -18,8 +18,11 @@ is not counted twice):
 * logging: metrics.csv / TensorBoard writes and episode bookkeeping;
 * loop: the rest (the Python loop itself, schedules, progress).
 
-It prints steps/s of the collection phase (before learning starts) and of the learning phase (what a long
-run spends its time in), then the learning phase's split, in µs per agent step and as shares.
+Phases are timed in this process's CPU time (``time.process_time``), so the split holds on a busy machine
+too, where wall time also counts the waits for a core. It prints steps/s of the collection phase (before
+learning starts) and of the learning phase (what a long run spends its time in), per wall second and per CPU
+second (what one quiet core would give), then the learning phase's split in CPU µs per agent step and as
+shares.
 """
 
 from __future__ import annotations
@@ -51,11 +54,11 @@ class PhaseTimer:
             if not self.active:
                 return inner(*args, **kwargs)
             self._stack.append(0.0)
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             try:
                 return inner(*args, **kwargs)
             finally:
-                elapsed = time.perf_counter() - t0
+                elapsed = time.process_time() - t0
                 nested = self._stack.pop()
                 self.total[phase] += elapsed - nested
                 if self._stack:
@@ -65,23 +68,26 @@ class PhaseTimer:
 
 
 class Marks:
-    """A progress sink recording (step, time) at each progress report (every 1000 steps); switches the phase
-    timer on once learning has started."""
+    """A progress sink recording (step, wall time, CPU time) at each progress report (every 1000 steps);
+    switches the phase timer on once learning has started."""
 
     def __init__(self, timer: PhaseTimer, learning_starts: int) -> None:
         self.timer, self.learning_starts = timer, learning_starts
-        self.marks: list[tuple[int, float]] = []
+        self.marks: list[tuple[int, float, float]] = []
+
+    def mark(self, step: int) -> None:
+        self.marks.append((step, time.perf_counter(), time.process_time()))
 
     def update(self, step: int, info: dict) -> None:
-        now = time.perf_counter()
-        self.marks.append((step, now))
+        self.mark(step)
         if step == self.learning_starts:
-            self.timer.active, self.learn_started = True, now
+            self.timer.active = True
 
-    def rate(self, lo: int, hi: int) -> float:
-        inside = [(s, t) for s, t in self.marks if lo <= s <= hi]
-        (s0, t0), (s1, t1) = inside[0], inside[-1]
-        return (s1 - s0) / (t1 - t0)
+    def rates(self, lo: int, hi: int) -> tuple[float, float, float]:
+        """Steps per wall second and per CPU second between steps lo and hi, and the CPU seconds."""
+        inside = [m for m in self.marks if lo <= m[0] <= hi]
+        (s0, w0, c0), (s1, w1, c1) = inside[0], inside[-1]
+        return (s1 - s0) / (w1 - w0), (s1 - s0) / (c1 - c0), c1 - c0
 
 
 def build(args):
@@ -127,20 +133,23 @@ def main() -> None:
     shutil.rmtree(args.runs_dir, ignore_errors=True)
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     trainer, timer, marks = build(args)
-    marks.marks = [(0, time.perf_counter())]
+    marks.marks = []
+    marks.mark(0)
     summary = trainer.run(args.runs_dir / "run")
-    learn_wall = marks.marks[-1][1] - marks.learn_started
     learn_steps = args.steps - args.learning_starts
+    collect_wall, collect_cpu, _ = marks.rates(0, args.learning_starts)
+    learn_wall, learn_cpu, learn_cpu_s = marks.rates(args.learning_starts, args.steps)
     print(f"{args.config}, cpu, torch threads {args.threads}, {args.steps} agent steps, learning from step "
           f"{args.learning_starts} (1 update of batch {trainer.cfg.replay.batch_size} per step); "
           f"load average before: {load_before}")  # fmt: skip
-    print(f"collect phase: {marks.rate(0, args.learning_starts):8.1f} steps/s  (env + acting + replay add)")
-    print(f"learn phase:   {learn_steps / learn_wall:8.1f} steps/s  ({summary['updates']} updates in the run)")
-    print(f"{'phase (learning)':<18} {'µs/step':>9} {'share':>7}")
+    print(f"{'':<15} {'steps/wall s':>13} {'steps/CPU s':>12}")
+    print(f"{'collect phase':<15} {collect_wall:>13.1f} {collect_cpu:>12.1f}  (env + acting + replay add)")
+    print(f"{'learn phase':<15} {learn_wall:>13.1f} {learn_cpu:>12.1f}  ({summary['updates']} updates in the run)")
+    print(f"{'phase (learning)':<18} {'CPU µs/step':>12} {'share':>7}")
     timed = dict(timer.total)
-    timed["loop"] = learn_wall - sum(timed.values())
+    timed["loop"] = learn_cpu_s - sum(timed.values())
     for phase, seconds in sorted(timed.items(), key=lambda kv: -kv[1]):
-        print(f"{phase:<18} {seconds / learn_steps * 1e6:>9.1f} {seconds / learn_wall:>7.1%}")
+        print(f"{phase:<18} {seconds / learn_steps * 1e6:>12.1f} {seconds / learn_cpu_s:>7.1%}")
 
 
 if __name__ == "__main__":
