@@ -129,16 +129,6 @@ def _check_relations(cfg: Config) -> None:
     kinds) and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither
     envs nor replay)."""
     r, t = cfg.replay, cfg.train
-    if r.kind == "hindsight":
-        if r.her_sampler == "hindsight":
-            raise ConfigError(
-                "replay.her_sampler: 'hindsight' cannot sample under hindsight; choose a sampler such as uniform"
-            )
-        if r.initial_priority == "td_error":
-            raise ConfigError(
-                "replay.initial_priority: td_error does not work with replay.kind hindsight (transitions are stored "
-                "when their episode ends); use max"
-            )
     if r.batch_size > r.capacity:
         raise ConfigError(
             f"replay.batch_size: {r.batch_size} is larger than replay.capacity ({r.capacity}); "

@@ -12,47 +12,43 @@ from __future__ import annotations
 
 import difflib
 import functools
+from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 import yaml
 
-from per_cli.config import Config, EnvConfig, to_dict
+from per_cli.config import Config, EnvConfig, from_dict, to_dict
 from per_cli.envs import accepts_n_bits, check_env_id, make_env
 from per_cli.errors import ConfigError
-from per_cli.replay import REPLAY_KINDS
+from per_cli.replay import REPLAY_KINDS, memory_bytes
+from per_cli.replay.storage.budget import ensure_memory_fits
+from per_cli.replay.writers.hindsight import goal_layout_of
 from per_cli.rl.networks import check_network
-
-GiB = 1024**3
 
 
 def preflight(cfg: Config) -> None:
     """Raise :class:`ConfigError` (one line naming the key and the fix) for any setting that cannot run."""
     check_names(cfg)
     check_schedule(cfg)
-    obs_shape, obs_dtype = observation_space(cfg.env)
-    check_network(cfg.agent, obs_shape)
-    check_memory(cfg, obs_shape, obs_dtype)
+    probe = probe_env(cfg.env)
+    if cfg.replay.her_strategy != "off" and probe.goal_error is not None:
+        raise ConfigError(probe.goal_error)
+    check_network(cfg.agent, probe.obs_shape)
+    check_memory(cfg, probe.obs_shape, probe.obs_dtype)
 
 
 def check_names(cfg: Config) -> None:
-    """Names that live in registries: the env id, the replay kind (and the sampler under hindsight)."""
+    """Names that live in registries: the env id and the replay kind."""
     check_env_id(cfg.env.id)
     if cfg.env.n_bits is not None and not accepts_n_bits(cfg.env.id):
         raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
     kinds = list(REPLAY_KINDS)
-    r = cfg.replay
-    if r.kind not in kinds:
+    kind = cfg.replay.kind
+    if kind not in kinds:
         raise ConfigError(
-            f"replay.kind: unknown replay kind {r.kind!r}; {_hint(r.kind, kinds)}choose one of {', '.join(kinds)}"
+            f"replay.kind: unknown replay kind {kind!r}; {_hint(kind, kinds)}choose one of {', '.join(kinds)}"
         )
-    her_sampler = getattr(r, "her_sampler", None)  # until replay.kind hindsight becomes a writer (issue 17)
-    if r.kind == "hindsight" and her_sampler is not None:
-        under = [k for k in kinds if k != "hindsight"]
-        if her_sampler not in under:
-            raise ConfigError(
-                f"replay.her_sampler: {her_sampler!r} cannot sample under hindsight; "
-                f"{_hint(her_sampler, under)}choose one of {', '.join(under)}"
-            )
 
 
 def _hint(name: str, choices: list[str]) -> str:
@@ -70,17 +66,24 @@ def check_schedule(cfg: Config) -> None:
         )
 
 
-def observation_space(env_cfg: EnvConfig) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of the env's observations (made once per distinct env config, then closed)."""
-    return _observation_space(yaml.safe_dump(to_dict(Config(env=env_cfg))["env"], sort_keys=True))
+@dataclass(frozen=True)
+class EnvProbe:
+    """What preflight needs to know of an env: its observations, and why it cannot take goal relabelling
+    (None when it can)."""
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    goal_error: str | None
+
+
+def probe_env(env_cfg: EnvConfig) -> EnvProbe:
+    """Make the env once per distinct env config (a sweep has many runs of few envs), read it, close it.
+    Raises ConfigError for an action space DQN cannot act in."""
+    return _probe_env(yaml.safe_dump(to_dict(Config(env=env_cfg))["env"], sort_keys=True))
 
 
 @functools.lru_cache(maxsize=64)
-def _observation_space(env_yaml: str) -> tuple[tuple[int, ...], np.dtype]:
-    from per_cli.config import from_dict
-
-    import gymnasium as gym
-
+def _probe_env(env_yaml: str) -> EnvProbe:
     env_cfg = from_dict({"env": yaml.safe_load(env_yaml)}).env
     env = make_env(env_cfg, seed=0)
     try:
@@ -88,24 +91,20 @@ def _observation_space(env_yaml: str) -> tuple[tuple[int, ...], np.dtype]:
             raise ConfigError(
                 f"env.id: {env_cfg.id} has a {type(env.action_space).__name__} action space; DQN needs a Discrete one"
             )
+        try:
+            goal_layout_of(env)
+            goal_error = None
+        except ConfigError as exc:
+            goal_error = str(exc)
         space = env.observation_space
-        return tuple(int(d) for d in space.shape), np.dtype(space.dtype)
+        return EnvProbe(tuple(int(d) for d in space.shape), np.dtype(space.dtype), goal_error)
     finally:
         env.close()
 
 
 def check_memory(cfg: Config, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> None:
-    """The replay memory's estimated size against the memory this machine has available now."""
-    try:
-        from per_cli.replay import memory_bytes
-    except ImportError:  # the replay layer's estimate (issue 16) has not landed yet: the storages still check
-        return
-    from per_cli.replay.storage.frames import available_memory_bytes
-
+    """The replay memory's size (the replay layer's estimate of what it will allocate) against the memory this
+    machine can give now, with the same rule and message as the storages' own check before they allocate."""
     need = memory_bytes(cfg, obs_shape, obs_dtype)
-    have = available_memory_bytes()
-    if have is not None and need > have:
-        raise ConfigError(
-            f"replay.capacity: {cfg.replay.capacity} transitions need about {need / GiB:.1f} GiB but "
-            f"{have / GiB:.1f} GiB is available; lower replay.capacity"
-        )
+    capacity = cfg.replay.capacity
+    ensure_memory_fits(need, f"a replay memory of {capacity:,} transitions", per_unit=max(need // capacity, 1))

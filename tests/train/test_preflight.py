@@ -4,7 +4,7 @@ import pytest
 
 from per_cli.config import ConfigError, load_config
 from per_cli.config.shipped import shipped_configs
-from per_cli.train.preflight import observation_space, preflight
+from per_cli.train.preflight import preflight, probe_env
 
 
 @pytest.mark.parametrize("name", sorted(shipped_configs()))
@@ -22,6 +22,8 @@ def test_every_shipped_config_passes(name):
         (["train.learning_starts=500", "train.total_steps=500"], "train.learning_starts: 500 is not below"),
         (["train.learning_starts=2000", "train.total_steps=500"], "so the agent would never learn"),
         (["agent.network=cnn"], "agent.network: cnn needs (channels, height, width) image observations"),
+        (["replay.her_strategy=future"], "replay.her_strategy: relabelling needs a goal-conditioned env"),
+        (["env.id=MountainCarContinuous-v0"], "has a Box action space; DQN needs a Discrete one"),
     ],
 )
 def test_settings_that_cannot_run_are_one_line_config_errors(overrides, expected):
@@ -35,7 +37,14 @@ def test_learning_starts_just_below_total_steps_is_fine():
     preflight(load_config(None, ["train.learning_starts=499", "train.total_steps=500"]))
 
 
-def test_observation_space_of_an_env():
-    cfg = load_config(None, ["env.id=acrobot"])
-    shape, dtype = observation_space(cfg.env)
-    assert shape == (6,) and dtype.kind == "f"
+def test_probe_env_reads_observations_and_goals():
+    probe = probe_env(load_config(None, ["env.id=acrobot"]).env)
+    assert probe.obs_shape == (6,) and probe.obs_dtype.kind == "f"
+    assert "needs a goal-conditioned env" in probe.goal_error
+    assert probe_env(load_config(None, ["env.id=bitflip", "env.n_bits=5"]).env).goal_error is None
+
+
+def test_a_memory_larger_than_the_machine_is_refused_before_allocating():
+    cfg = load_config(None, ["replay.capacity=1e12"])
+    with pytest.raises(ConfigError, match=r"^replay.capacity: a replay memory of 1,000,000,000,000 transitions needs"):
+        preflight(cfg)
