@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 
 from per_cli.config import Config, apply_override, to_dict
-from per_cli.train.logger import EPISODE_COLUMNS
+from per_cli.train.logger import EPISODE_COLUMNS, EPISODE_UPDATE_COLUMNS
 
 ALIASES = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
 
@@ -34,7 +34,8 @@ def write_run(
     total_steps: int | None = None,
 ) -> Path:
     """Write a run directory. ``returns``: (env step, episodic return) per episode; ``updates``: tag ->
-    (env step, value) of update scalars; ``status=None`` leaves no summary.json (a run just started)."""
+    (env step, value) of update scalars (in the event file; metrics.csv gets each episode's mean of those in
+    its steps, as the loop writes it); ``status=None`` leaves no summary.json (a run just started)."""
     path.mkdir(parents=True)
     data = to_dict(Config())
     for key, value in {"env.id": env, "replay.kind": replay, "seed": seed, **(overrides or {})}.items():
@@ -54,8 +55,14 @@ def write_run(
     with (path / "metrics.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=EPISODE_COLUMNS)
         writer.writeheader()
+        previous = -1
         for i, (step, value) in enumerate(returns, 1):
-            writer.writerow({"step": step, "episode": i, "return": value, "length": 1})
+            row = {"step": step, "episode": i, "return": value, "length": 1}
+            for tag, column in EPISODE_UPDATE_COLUMNS.items():  # as the loop writes it: the episode's means
+                during = [v for s, v in updates.get(tag, ()) if previous < s <= step]
+                row[column] = float(np.mean(during)) if during else ""
+            writer.writerow(row)
+            previous = step
     if tensorboard:
         from torch.utils.tensorboard import SummaryWriter
 

@@ -130,12 +130,16 @@ def effects(y: np.ndarray, k: int) -> dict[tuple[int, ...], np.ndarray]:
 
 
 def bootstrap_effects(design: Design, reps: int, seed: int) -> dict[tuple[int, ...], np.ndarray]:
-    """``reps`` η² of every effect from designs whose replicates are resampled with replacement in each cell."""
+    """``reps`` η² of every effect from designs whose replicates are resampled with replacement in each cell
+    (in chunks of about 2M values, so that 100 seeds × many cells stay small in memory)."""
     rng = np.random.default_rng(seed)
     k, r = len(design.factors), design.y.shape[-1]
-    idx = rng.integers(0, r, size=(reps, *design.y.shape))
-    samples = np.take_along_axis(np.broadcast_to(design.y, idx.shape), idx, axis=-1)
-    return effects(samples, k)
+    chunk = max(1, min(reps, 2_000_000 // design.y.size))
+    parts: list[dict[tuple[int, ...], np.ndarray]] = []
+    for done in range(0, reps, chunk):
+        idx = rng.integers(0, r, size=(min(chunk, reps - done), *design.y.shape))
+        parts.append(effects(np.take_along_axis(np.broadcast_to(design.y, idx.shape), idx, axis=-1), k))
+    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
 def effect_name(design: Design, key: tuple[int, ...]) -> str:

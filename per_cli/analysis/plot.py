@@ -24,7 +24,14 @@ from pathlib import Path
 
 from per_cli.analysis.factor_figures import figure_heatmap, figure_marginals
 from per_cli.analysis.factors import analyse, factors_csv, factors_markdown
-from per_cli.analysis.figures import IID_TAGS, TD_TAGS, figure_all_returns, figure_curves, figure_hypothesis
+from per_cli.analysis.figures import (
+    HYPOTHESIS_TAGS,
+    IID_TAGS,
+    TD_TAGS,
+    figure_all_returns,
+    figure_curves,
+    figure_hypothesis,
+)
 from per_cli.analysis.groups import Group, group_runs
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run, load_runs
@@ -100,6 +107,17 @@ def _notes(runs: Sequence[Run], groups: Sequence[Group], by_env: dict, threshold
     return notes
 
 
+SOURCES = {
+    "metrics.csv": "metrics.csv (per episode: its return, and the mean of each update measure logged during it)",
+    "tensorboard": "TensorBoard event files (every logged value)",
+}
+
+
+def _sources_note(runs: Sequence[Run]) -> str:
+    counts = [(text, sum(r.source == source for r in runs)) for source, text in SOURCES.items()]
+    return "Scalars read from " + " and ".join(f"{text} for {n} runs" for text, n in counts if n) + "."
+
+
 def _by_env(groups: Sequence[Group]) -> dict[str, list[Group]]:
     out: dict[str, list[Group]] = {}
     for g in groups:
@@ -124,7 +142,8 @@ def make_plots(
     if smooth < 1:
         raise ConfigError(f"--smooth {smooth}: must be >= 1 (1 = no smoothing)")
     out = out if out is not None else runs_dir / "plots"
-    runs = load_runs(runs_dir, workers=workers, exclude=[out])
+    needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *metrics}
+    runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed)
     _check_metrics(runs, metrics)
 
     import matplotlib
@@ -167,6 +186,6 @@ def make_plots(
     for name, text in tables:
         (out / name).write_text(text)
         output.files.append(out / name)
-    output.write_captions()
+    output.write_captions(_sources_note(runs))
     report.files = output.files
     return report

@@ -1,9 +1,17 @@
-"""The scalars of one run directory: TensorBoard event files where the run wrote them, else its per-episode
-``metrics.csv``."""
+"""The scalars of one run directory, from its per-episode ``metrics.csv`` or its TensorBoard event files.
+
+Both are written by the same loop: ``metrics.csv`` holds, per episode, the return and length at the episode's
+last env step and the mean of every update scalar logged during the episode; the event files hold every
+logged value. :func:`read_scalars` reads the CSV when it has a column for every tag asked for (about 20x
+faster than the event files: what makes ``per plot`` of a 1,500-run grid take seconds per hundred runs), and
+the event files otherwise (a ``--metric`` the CSV lacks, such as ``eval/return``) or when asked for
+everything. Which one a run came from is recorded (``Run.source``) and said in ``captions.md``.
+"""
 
 from __future__ import annotations
 
 import csv
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -45,25 +53,93 @@ def read_tensorboard(run_dir: Path) -> Scalars:
     return out
 
 
-def read_metrics_csv(path: Path) -> Scalars:
-    """The per-episode CSV as scalars over env steps (blank cells are left out)."""
+def event_files(run_dir: Path) -> list[Path]:
+    """The run's TensorBoard event files in the order TensorBoard reads them (by name)."""
+    return sorted(p for p in run_dir.iterdir() if p.name.startswith("events.out.tfevents"))
+
+
+def read_event_files(run_dir: Path) -> Scalars | None:
+    """The same scalars as :func:`read_tensorboard`, read about 20x faster: the TFRecord framing is parsed
+    here and each record decoded by protobuf's compiled ``Event.FromString``, without TensorBoard's pure-Python
+    CRC checks. It applies TensorBoard's purge rule for event files of version 2 (what torch's SummaryWriter
+    writes): a ``SessionLog.START`` at step s (a resumed run's ``purge_step``) drops every value logged at a
+    step >= s before it. A truncated last record (a run still writing) is left out. Returns None for files of
+    an older version, whose purge rules differ: the caller then reads them with :func:`read_tensorboard`."""
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+    data: dict[str, tuple[list[int], list[float]]] = {}
+    for path in event_files(run_dir):
+        buf = path.read_bytes()
+        pos, end = 0, len(buf)
+        while pos + 12 <= end:  # record: uint64 length, uint32 its CRC, data, uint32 data CRC
+            (length,) = struct.unpack_from("<Q", buf, pos)
+            start = pos + 12
+            pos = start + length + 4
+            if pos > end:
+                break
+            event = Event.FromString(buf[start : start + length])
+            kind = event.WhichOneof("what")
+            if kind == "summary":
+                for value in event.summary.value:
+                    if value.WhichOneof("value") == "simple_value":
+                        steps, values = data.setdefault(value.tag, ([], []))
+                        steps.append(event.step)
+                        values.append(value.simple_value)
+            elif kind == "file_version":
+                if float(event.file_version.rpartition(":")[2] or 0) < 2:
+                    return None
+            elif kind == "session_log" and event.session_log.status == SessionLog.START:
+                for tag, (steps, values) in data.items():
+                    keep = [i for i, step in enumerate(steps) if step < event.step]
+                    data[tag] = ([steps[i] for i in keep], [values[i] for i in keep])
+    return {
+        tag: (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
+        for tag, (steps, values) in data.items()
+        if steps
+    }
+
+
+def csv_header(path: Path) -> list[str]:
     with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+        return next(csv.reader(f), [])
+
+
+def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
+    """The per-episode CSV as scalars over env steps (blank cells are left out); only ``tags`` if given."""
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        rows = list(reader)
+    if "step" not in header:
+        return {}
+    step_at = header.index("step")
     out: Scalars = {}
     for column, tag in CSV_TAGS.items():
-        pairs = [(int(row["step"]), float(row[column])) for row in rows if row.get(column) not in (None, "")]
+        if column not in header or (tags is not None and tag not in tags):
+            continue
+        at = header.index(column)
+        pairs = [(int(row[step_at]), float(row[at])) for row in rows if len(row) > at and row[at] != ""]
         if pairs:
             steps, values = zip(*pairs, strict=True)
             out[tag] = (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
     return out
 
 
-def read_scalars(run_dir: Path) -> tuple[Scalars, str]:
-    """TensorBoard events where the run wrote them, else ``metrics.csv``; (scalars, source)."""
-    if any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir()):
-        scalars = read_tensorboard(run_dir)
+def read_scalars(run_dir: Path, tags: set[str] | None = None) -> tuple[Scalars, str]:
+    """(scalars, source). ``tags`` given: ``metrics.csv`` when it has a column for each of them (only those are
+    read), else the event files; None: the event files (every value of every tag), else ``metrics.csv``."""
+    csv_path = run_dir / "metrics.csv"
+    has_csv = csv_path.is_file()
+    if tags is not None and has_csv:
+        columns = {CSV_TAGS[c] for c in csv_header(csv_path) if c in CSV_TAGS}
+        if tags <= columns:
+            return read_metrics_csv(csv_path, tags), "metrics.csv"
+    if event_files(run_dir):
+        scalars = read_event_files(run_dir)
+        if scalars is None:
+            scalars = read_tensorboard(run_dir)
         if scalars:
             return scalars, "tensorboard"
-    if (run_dir / "metrics.csv").is_file():
-        return read_metrics_csv(run_dir / "metrics.csv"), "metrics.csv"
+    if has_csv:
+        return read_metrics_csv(csv_path, tags), "metrics.csv"
     return {}, "none"

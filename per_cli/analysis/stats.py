@@ -75,7 +75,9 @@ def mean_band(
     hi = np.full_like(mean, np.nan)
     rng = np.random.default_rng(seed)
     tail = (1.0 - confidence) / 2 * 100
-    # the points that the same seeds cover share one set of resampled seeds
+    # the points that the same seeds cover share one set of resampled seeds; a resample is drawn as how many
+    # times each seed is picked (multinomial counts), so the resampled means are one matrix product and memory
+    # stays (reps × seeds) + (reps × points), not (reps × seeds × points)
     patterns, which = np.unique(present.T, axis=0, return_inverse=True)
     for p, pattern in enumerate(patterns):
         seeds = np.flatnonzero(pattern)
@@ -83,8 +85,8 @@ def mean_band(
             continue
         cols = np.flatnonzero(which.ravel() == p)
         values = curves[np.ix_(seeds, cols)]  # (k, points)
-        draws = rng.integers(0, len(seeds), size=(reps, len(seeds)))
-        means = values[draws].mean(axis=1)  # (reps, points)
+        counts = rng.multinomial(len(seeds), np.full(len(seeds), 1.0 / len(seeds)), size=reps)
+        means = counts @ values / len(seeds)  # (reps, points)
         lo[cols], hi[cols] = np.percentile(means, [tail, 100 - tail], axis=0)
     return mean, lo, hi
 

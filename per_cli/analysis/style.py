@@ -132,10 +132,11 @@ class Output:
         self.captions[path.name] = caption
         return path
 
-    def write_captions(self) -> None:
+    def write_captions(self, preamble: str = "") -> None:
         if not self.captions:
             return
-        lines = ["# Figures", ""] + [f"- `{name}`: {text}" for name, text in self.captions.items()]
+        lines = ["# Figures", "", *([preamble, ""] if preamble else [])]
+        lines += [f"- `{name}`: {text}" for name, text in self.captions.items()]
         path = self.dir / "captions.md"
         path.write_text("\n".join(lines) + "\n")
         self.files.append(path)

@@ -64,6 +64,8 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     captions = (out / "captions.md").read_text()
     assert "`return_CartPole-v1.png`" in captions and "band: 95% bootstrap CI over seeds" in captions
     assert "trailing mean of 10 logged points" in captions  # the default --smooth
+    assert "Scalars read from metrics.csv" in captions and "for 7 runs" in captions  # the CSV has every tag
+    assert {r.source for r in report.runs} == {"metrics.csv"}
     for name in names:
         if name.endswith(".png"):
             image = _read_png(out / name)
@@ -75,6 +77,16 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     assert float(rows["uniform"]["threshold"]) == 475.0  # CartPole-v1's registered reward_threshold
     assert "cartpole__uniform__s9" in (out / "summary.md").read_text()
     assert [r.name for r in report.failed] == ["cartpole__uniform__s9"]
+
+
+def test_a_metric_missing_from_metrics_csv_is_read_from_the_event_files(tmp_path):
+    for seed in (1, 2):
+        write_run(tmp_path / f"r{seed}", seed=seed, returns=[(s, 1.0) for s in range(50, 501, 50)],
+                  updates={"eval/return": [(250, 3.0), (500, 4.0)]})  # fmt: skip
+    report = make_plots(tmp_path, metrics=["eval/return"], workers=1)
+    assert {r.source for r in report.runs} == {"tensorboard"}
+    assert report.runs[0].scalars["eval/return"][1].tolist() == [3.0, 4.0]
+    assert "TensorBoard event files (every logged value) for 2 runs" in (report.out / "captions.md").read_text()
 
 
 def test_curves_mean_band_failed_and_single_seed(tmp_path):

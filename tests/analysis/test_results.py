@@ -79,6 +79,27 @@ def test_a_resumed_run_reads_without_the_events_after_its_checkpoint(tmp_path, c
     assert "Purging" not in capfd.readouterr().err
 
 
+def test_fast_event_reader_equals_tensorboards_own(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from per_cli.analysis.readers import read_event_files, read_tensorboard
+
+    path = write_run(tmp_path / "r", returns=[(s, float(s) / 3) for s in range(10, 301, 10)],
+                     updates={"td_error/mean": [(s, 1.0 / s) for s in range(5, 301, 5)]})  # fmt: skip
+    writer = SummaryWriter(str(path), purge_step=151, filename_suffix=".resumed")  # resumed from step 150
+    for s in (160, 170, 170):
+        writer.add_scalar(RETURN_TAG, -s, s)
+    writer.close()
+    with (next(p for p in path.iterdir() if p.name.endswith(".resumed"))).open("ab") as f:
+        f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00")  # a record still being written
+    fast, reference = read_event_files(path), read_tensorboard(path)
+    assert fast.keys() == reference.keys() == {RETURN_TAG, "td_error/mean"}
+    for tag in fast:
+        np.testing.assert_array_equal(fast[tag][0], reference[tag][0])
+        np.testing.assert_array_equal(fast[tag][1], reference[tag][1])
+    assert fast[RETURN_TAG][0].tolist()[-4:] == [150, 160, 170, 170]  # purged after 150, then the resumed ones
+
+
 def test_load_run_from_metrics_csv_without_tensorboard(tmp_path):
     path = write_run(tmp_path / "r", returns=[(10, 1.0), (25, 2.0)], tensorboard=False)
     with (path / "metrics.csv").open("a", newline="") as f:  # a row with update means, as the loop writes it
