@@ -142,3 +142,23 @@ def test_window_reaches_the_sampler():
     cfg = load_config(None, ["replay.kind=prioritized", "replay.capacity=500", "replay.window=100"])
     memory = make_replay(cfg, (2,), np.float32, seed=0)
     assert memory.sampler.window == 100
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["replay.window=8", "replay.window=1000000000", "replay.capacity=10000000000", "replay.kind=hindsight"],
+)
+def test_bad_replay_settings_are_one_line_exit_2_and_nothing_on_disk(tmp_path, setting):
+    from typer.testing import CliRunner
+
+    from per_cli.cli import app
+
+    from ..conftest import CONFIGS
+
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(
+        app, ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), "--set", setting, "--runs-dir", str(runs)]
+    )
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "replay." in result.output
+    assert not runs.exists() or not any(runs.iterdir())
