@@ -14,40 +14,32 @@ from per_cli.rl.engines.optim import adam_step, clip_grad_norm
 from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
 from per_cli.rl.engines.td import loss_and_dq, next_values, targets
 
-_N_SQUARE, _N_WIDE = 2, 7  # workspace buffers of width² floats, then of width·batch floats (see carve)
+
+@numba.njit(**JIT)
+def _sizes(dims, batch, act_off):
+    """Floats of each workspace buffer, in order (fills ``act_off``, see activation_offsets): scratch, w_t (width²
+    each); buf_a, buf_b, q_copy, dz, dx, dz_t, x_t (width·batch each); next_q, target (batch each); acts (every
+    layer's output); grad (one float per parameter)."""
+    width = max_width(dims)
+    sizes = np.empty(13, dtype=np.int64)
+    sizes[0:2] = width * width
+    sizes[2:9] = width * batch
+    sizes[9:11] = batch
+    sizes[11] = activation_offsets(dims, batch, act_off)
+    sizes[12] = offsets(dims)[-1]
+    return sizes
 
 
 @numba.njit(**JIT)
 def workspace_size(dims, batch):
     """Floats of workspace that calls with up to ``batch`` samples need."""
-    width = max_width(dims)
-    act_off = np.empty(dims.shape[0], dtype=np.int64)
-    n_acts = activation_offsets(dims, batch, act_off)
-    return _N_SQUARE * width * width + _N_WIDE * width * batch + 2 * batch + n_acts + offsets(dims)[-1]
+    return _sizes(dims, batch, np.empty(dims.shape[0], dtype=np.int64)).sum()
 
 
 @numba.njit(**JIT)
 def carve(ws, dims, batch, act_off):
-    """Views of the workspace for a call on ``batch`` samples (fills ``act_off``, see activation_offsets):
-    scratch, w_t (width² each), buf_a, buf_b, q_copy, dz, dx, dz_t, x_t (width·batch each), next_q, target
-    (batch each), acts (every layer's output) and grad (one float per parameter)."""
-    width = max_width(dims)
-    n_acts = activation_offsets(dims, batch, act_off)
-    ends = np.empty(13, dtype=np.int64)
-    pos = 0
-    for i in range(13):
-        if i < _N_SQUARE:
-            pos += width * width
-        elif i < _N_SQUARE + _N_WIDE:
-            pos += width * batch
-        elif i < 11:
-            pos += batch
-        elif i == 11:
-            pos += n_acts
-        else:
-            pos += offsets(dims)[-1]
-        ends[i] = pos
-    e = ends
+    """The workspace's buffers for a call on ``batch`` samples, as views in :func:`_sizes`' order."""
+    e = np.cumsum(_sizes(dims, batch, act_off))
     return (
         ws[0 : e[0]], ws[e[0] : e[1]], ws[e[1] : e[2]], ws[e[2] : e[3]], ws[e[3] : e[4]], ws[e[4] : e[5]],
         ws[e[5] : e[6]], ws[e[6] : e[7]], ws[e[7] : e[8]], ws[e[8] : e[9]], ws[e[9] : e[10]],
