@@ -1,5 +1,7 @@
 """MinAtar: the env family, its configs, bad input through the CLI, and a short learning check on Breakout."""
 
+import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +144,18 @@ def test_a_few_thousand_steps_beat_a_random_policy_on_breakout(tmp_path):
     assert summary["eval_return_mean"] > random_return + 0.5, (summary["eval_return_mean"], random_return)
     config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert config["env"]["id"] == "breakout-minatar"
+
+
+def test_measures_and_the_notebooks_count_work_on_bool_grids(tmp_path):
+    """A short Seaquest run (10 channels, packed memory) logs finite i.i.d. measures and correlation counts."""
+    sets = [
+        "train.total_steps=600", "train.learning_starts=200", "train.eval_episodes=0", "train.checkpoint_every=0",
+        "replay.capacity=1000", "log.every=50", "log.tensorboard=false",
+    ]  # fmt: skip
+    cfg = load_config(CONFIGS / "seaquest-minatar_uniform.yaml", sets, seed=2, device="cpu")
+    assert cfg.metrics.correlation and cfg.metrics.iid
+    Trainer(cfg).run(tmp_path / "run")
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    for column in ("correlation_count", "state_diversity", "episode_diversity"):
+        values = [float(r[column]) for r in rows if r[column] != ""]
+        assert values and all(math.isfinite(v) for v in values), column
