@@ -199,6 +199,15 @@ def test_auto_follows_supports_and_the_auto_rule():
     assert choose_engine(AgentConfig(engine="numba"), (4,), "cpu") == ("numba", None)
 
 
+def test_once_settled_auto_picks_numba_wherever_it_is_supported(monkeypatch):
+    import per_cli.rl.engines as engines
+
+    monkeypatch.setattr(engines, "MOUNTAINCAR_GAP_SETTLED", True)
+    assert choose_engine(AgentConfig(), (4,), "cpu") == ("numba", None)
+    engine, note = choose_engine(AgentConfig(activation="tanh"), (4,), "cpu")
+    assert engine == "torch" and "agent.activation=tanh" in note
+
+
 def test_workspace_is_allocated_once_and_reused_across_batch_sizes():
     """The scratch memory is allocated once (grown for a larger batch); reusing it, even after a larger call
     left other values in it, gives bit-identical results to a fresh engine."""
