@@ -18,12 +18,8 @@ import math
 
 import numpy as np
 
-from per_cli.replay.storage.frames import ensure_memory_fits
+from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.ring import TransitionStorage
-
-# the plain ring's per-transition columns: action int64, reward float32, terminated float32, truncated bool,
-# id int64, episode id int64
-_PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8
 
 
 def packed_row_bytes(obs_shape: tuple[int, ...]) -> int:
@@ -39,19 +35,17 @@ class PackedTransitionStorage(TransitionStorage):
             raise ValueError(f"PackedTransitionStorage packs bool observations, got {np.dtype(obs_dtype)}")
         self.obs_shape = tuple(int(d) for d in obs_shape)
         self.n_bits = math.prod(self.obs_shape)
-        row = packed_row_bytes(self.obs_shape)
-        if check_memory:
-            ensure_memory_fits(
-                self.bytes_needed(capacity, self.obs_shape),
-                f"a replay memory of {capacity:,} bit-packed transitions {self.obs_shape}",
-                per_unit=2 * row + _PER_SLOT_BYTES,
-            )
-        super().__init__(capacity, (row,), np.uint8)  # obs / next_obs: (capacity, row) packed bytes
+        if check_memory:  # here, to name the states' real shape (the plain ring would name the packed rows)
+            need = self.bytes_needed(capacity, self.obs_shape)
+            what = f"a replay memory of {capacity:,} bit-packed transitions {self.obs_shape}"
+            ensure_memory_fits(need, what, per_unit=need // capacity)
+        # obs / next_obs: (capacity, row) packed bytes
+        super().__init__(capacity, (packed_row_bytes(self.obs_shape),), np.uint8, check_memory=False)
 
     @staticmethod
-    def bytes_needed(capacity: int, obs_shape: tuple[int, ...]) -> int:
-        """Bytes the storage allocates for ``capacity`` transitions: two packed states and the scalar columns."""
-        return capacity * (2 * packed_row_bytes(obs_shape) + _PER_SLOT_BYTES)
+    def bytes_needed(capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype = np.bool_) -> int:
+        """Bytes the storage allocates for ``capacity`` transitions: the plain ring's, with packed rows as states."""
+        return TransitionStorage.bytes_needed(capacity, (packed_row_bytes(obs_shape),), np.uint8)
 
     def _pack(self, obs) -> np.ndarray:
         obs = np.asarray(obs)
