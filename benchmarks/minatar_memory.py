@@ -25,7 +25,6 @@ from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
 
 CHANNELS = {"asterix": 4, "breakout": 4, "freeway": 7, "seaquest": 10, "spaceinvaders": 6}
-SCALAR_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # the plain ring's action, reward, terminated, truncated, id, episode id
 
 
 def rss_bytes() -> int:
@@ -72,9 +71,8 @@ def main() -> None:
         fill(packed, shape, n, rng)
         grown = rss_bytes() - before
         held = sum(v.nbytes for v in vars(packed).values() if isinstance(v, np.ndarray))
-        cells = int(np.prod(shape))
-        bool_ring = n * (2 * cells + SCALAR_BYTES)
-        float_ring = n * (2 * cells * 4 + SCALAR_BYTES)
+        bool_ring = TransitionStorage.bytes_needed(n, shape, np.bool_)
+        float_ring = TransitionStorage.bytes_needed(n, shape, np.float32)
         small = min(n, 100_000)
         plain = TransitionStorage(small, shape, np.bool_)
         fill(plain, shape, small, rng)
