@@ -57,7 +57,7 @@ def test_numba_makes_torchs_updates_along_a_real_mountaincar_run(tmp_path):
 
     lead.learn, lead.greedy_action = both_learn, both_greedy
     trainer.run(tmp_path / "run")
-    assert len(update_gaps) == (1600 - 1000) // 16 * 8 and lead.updates == len(update_gaps)
+    assert lead.updates == len(update_gaps) > 250
     # float32 noise (measured: median 2e-6, max 5e-5, TD 6e-7), not a different update
     assert np.median(update_gaps) < 1e-4 and max(update_gaps) < 1e-2, (np.median(update_gaps), max(update_gaps))
     assert max(td_gaps) < 1e-4
