@@ -1,0 +1,193 @@
+"""The local backend: a pool of spawned worker processes, each training one run at a time.
+
+Workers stay alive across runs, so torch is imported once per worker, not once per run; and since each
+trains one run at a time, the driver always knows which run a dead worker held. A worker takes the run's
+lock and re-checks its summary under it (:func:`per_cli.sweep.worker.run_locked`), and dies with its driver
+(``PR_SET_PDEATHSIG`` on Linux, plus a watchdog thread), so no orphan keeps writing into a run directory that
+a resumed grid is about to restart.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing import connection
+from pathlib import Path
+from typing import Any
+
+from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
+from per_cli.train.stopping import SignalStop
+
+Event = tuple[str, str, Any]  # ("progress", run, step) | ("done", run, result dict)
+STOP_GRACE_S = 15.0
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills us when the driver dies
+        except Exception:  # noqa: BLE001, S110 - the watchdog below still covers it
+            pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(70)
+            time.sleep(1.0)
+
+    if os.getppid() != parent_pid:
+        os._exit(70)
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+class _PipeProgress:
+    """Sends the run's step to the driver (every 1000 steps)."""
+
+    def __init__(self, conn, name: str):
+        self.conn, self.name = conn, name
+
+    def update(self, step: int, info: dict[str, Any]) -> None:
+        self.conn.send(("progress", self.name, step))
+
+
+def worker_main(conn, parent_pid: int) -> None:
+    """A local worker: trains the runs the driver sends, one at a time, until told to stop (None)."""
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the driver, which decides
+    # SIGTERM is the driver's way to stop a run: in a run, the Trainer records it as interrupted; between runs
+    # it ends the worker. Either way it is raised as RunInterrupted (a KeyboardInterrupt).
+    try:
+        with SignalStop().installed():
+            limit_threads()
+            while True:
+                payload = conn.recv()
+                if payload is None:  # idle, holding no run and no open file: skip the slow interpreter teardown
+                    conn.close()
+                    os._exit(0)
+                result = run_locked(payload, _PipeProgress(conn, payload["name"]))
+                conn.send(("done", payload["name"], result))
+                if result["status"] == "interrupted":
+                    return
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+        return
+
+
+class _Worker:
+    def __init__(self, proc, conn):
+        self.proc, self.conn = proc, conn
+        self.task: dict | None = None
+
+
+class LocalExecutor:
+    def __init__(self, workers: int):
+        import multiprocessing
+
+        self._ctx = multiprocessing.get_context("spawn")
+        self._size = workers
+        self._workers: list[_Worker] = []
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def free(self) -> int:
+        return self._size - sum(w.task is not None for w in self._workers)
+
+    def _start_worker(self) -> _Worker:
+        parent_conn, child_conn = self._ctx.Pipe()
+        proc = self._ctx.Process(target=worker_main, args=(child_conn, os.getpid()), daemon=True, name="per-grid")
+        # started with SIGINT ignored (inherited through exec), so a Ctrl-C during its start-up cannot hit it
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proc.start()
+        finally:
+            signal.signal(signal.SIGINT, old)
+        child_conn.close()
+        worker = _Worker(proc, parent_conn)
+        self._workers.append(worker)
+        return worker
+
+    def submit(self, payload: dict[str, Any]) -> None:
+        worker = next((w for w in self._workers if w.task is None), None) or self._start_worker()
+        worker.task = payload
+        worker.conn.send(payload)
+
+    def poll(self, timeout: float) -> list[Event]:
+        events: list[Event] = []
+        by_conn = {w.conn: w for w in self._workers}
+        by_sentinel = {w.proc.sentinel: w for w in self._workers}
+        ready = connection.wait(list(by_conn) + list(by_sentinel), timeout)
+        dead = []
+        for obj in ready:
+            worker = by_conn.get(obj)
+            if worker is not None:
+                if not self._drain(worker, events):
+                    dead.append(worker)
+            else:
+                dead.append(by_sentinel[obj])
+        for worker in dict.fromkeys(dead):
+            self._drain(worker, events)
+            worker.proc.join(timeout=5)
+            self._workers.remove(worker)
+            if worker.task is not None:  # it died holding a run: record the run as failed, go on
+                events.append(("done", worker.task["name"], self._died(worker)))
+        return events
+
+    def _drain(self, worker: _Worker, events: list[Event]) -> bool:
+        try:
+            while worker.conn.poll():
+                kind, name, data = worker.conn.recv()
+                events.append((kind, name, data))
+                if kind == "done":
+                    worker.task = None
+        except (EOFError, OSError):
+            return False
+        return True
+
+    @staticmethod
+    def _died(worker: _Worker) -> dict[str, Any]:
+        code = worker.proc.exitcode
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        error = f"worker process died ({how}) during the run"
+        payload = worker.task
+        run_dir = Path(payload["run_dir"])
+        done = completed_result(run_dir)
+        if done is not None:
+            return done
+        record_failure(payload, run_dir, error)
+        return {"status": "failed", "error": error}
+
+    def stop(self, interrupt: bool = False) -> None:
+        """Stop every worker: busy ones get SIGTERM (their run records the interrupt), idle ones exit."""
+        for w in self._workers:
+            if not w.proc.is_alive():
+                continue
+            if w.task is not None and interrupt:
+                w.proc.terminate()
+            else:
+                try:
+                    w.conn.send(None)
+                except (BrokenPipeError, OSError):
+                    w.proc.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for w in self._workers:
+            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.kill()
+
+    def kill(self) -> None:
+        for w in self._workers:
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(timeout=5)
+
+    def close(self) -> None:
+        self.stop()
+        for w in self._workers:
+            w.conn.close()
+        self._workers.clear()

@@ -1,0 +1,240 @@
+"""The plan of a grid: one :class:`RunSpec` per run, every config resolved and checked before anything runs.
+
+The runs are env × replay label × seed × the values of each ``--sweep``. A replay label is a sampler kind
+(``uniform``) or a kind with hindsight relabelling (``uniform+her``); each finds its env's own config file
+(``configs/<env>_<kind>.yaml``, ``configs/<env>_her.yaml``) unless ``--config BASE`` names one for all.
+Every resolved config goes through :func:`per_cli.train.preflight.preflight` (env spaces against the network,
+memory size, names), so a sweep value that cannot work is rejected before any run starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from per_cli.analysis.text import slug
+from per_cli.config import apply_override, from_dict, parse_override, read_yaml, to_dict
+from per_cli.errors import ConfigError
+from per_cli.sweep.request import HER_SUFFIX, GridRequest, split_label
+
+# file-name short forms of replay kinds: configs/pong_per.yaml holds prioritized
+FILE_KINDS = {"prioritized": "per"}
+HER_FILE = "her"  # configs/<env>_her.yaml: the env's hindsight-relabelling config (any sampler)
+
+
+@dataclass
+class RunSpec:
+    name: str
+    env: str
+    replay: str  # the replay label: kind, or kind+her
+    seed: int
+    sweep: dict[str, str]  # key -> value as typed
+    source: str  # the config file it started from
+    config: dict[str, Any]  # the resolved, validated config as plain data
+
+    @property
+    def total_steps(self) -> int:
+        return int(self.config["train"]["total_steps"])
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "env": self.env,
+            "replay": self.replay,
+            "seed": self.seed,
+            "sweep": dict(self.sweep),
+            "source": self.source,
+        }
+
+
+@dataclass
+class GridPlan:
+    request: GridRequest
+    runs: list[RunSpec]
+    notes: list[str]  # kinds left out of the defaults, and why
+
+
+def config_candidates(configs_dir: Path, env_label: str, replay: str) -> list[Path]:
+    """The env's own config files for a replay label, best first: ``<env>_<short form>.yaml`` then
+    ``<env>_<kind>.yaml``; for ``kind+her`` the same with ``_her`` appended, then ``<env>_her.yaml`` (whose
+    sampler the grid replaces by ``kind``)."""
+    kind, her = split_label(replay)
+    names = list(dict.fromkeys([FILE_KINDS.get(kind, kind), kind]))
+    if her:
+        names = [f"{name}_{HER_FILE}" for name in names] + [HER_FILE]
+    return [configs_dir / f"{env_label}_{name}.yaml" for name in names]
+
+
+def replay_label_of(cfg) -> str:
+    """The label a resolved config runs under (what summary.json records as ``replay``)."""
+    from per_cli.replay import replay_label
+
+    return replay_label(cfg.replay)
+
+
+def default_labels(configs_dir: Path, env_label: str) -> list[str]:
+    """Every sampler kind, plus ``<kind>+her`` where the env has a hindsight config: ``<env>_her.yaml`` (under
+    the sampler its file names) or ``<env>_<kind>_her.yaml``."""
+    from per_cli.replay import REPLAY_KINDS
+
+    labels = list(REPLAY_KINDS)
+    her_file = configs_dir / f"{env_label}_{HER_FILE}.yaml"
+    if her_file.is_file():
+        data = yaml.safe_load(her_file.read_text())
+        replay = data.get("replay") if isinstance(data, dict) else None
+        labels.append(f"{(replay or {}).get('kind', 'uniform')}{HER_SUFFIX}")
+    for kind in REPLAY_KINDS:
+        label = f"{kind}{HER_SUFFIX}"
+        if label not in labels and any(p.is_file() for p in config_candidates(configs_dir, env_label, label)[:-1]):
+            labels.append(label)
+    return labels
+
+
+def base_labels(config: Path) -> list[str]:
+    """Every sampler kind as a base config runs it: ``kind+her`` where its ``replay.her_strategy`` is on."""
+    from per_cli.replay import REPLAY_KINDS
+
+    data = read_yaml(config)
+    her = ((data.get("replay") or {}).get("her_strategy") or "off") != "off" if isinstance(data, dict) else False
+    return [f"{kind}{HER_SUFFIX}" if her else kind for kind in REPLAY_KINDS]
+
+
+def env_file_label(env: str) -> str:
+    """The ``<env>`` of ``configs/<env>_<kind>.yaml``: the alias of a known id (CartPole-v1 -> cartpole)."""
+    from per_cli.envs import ALIASES, env_label, resolve_env_id
+
+    env_id = resolve_env_id(env)
+    for alias, alias_id in ALIASES.items():
+        if alias_id == env_id:
+            return alias
+    return env_label(env)
+
+
+def run_name(env_label: str, replay: str, seed: int, sweep: dict[str, str]) -> str:
+    parts = [env_label, replay, f"s{seed}"] + [f"{key}={slug(raw)}" for key, raw in sweep.items()]
+    return "__".join(parts)
+
+
+def display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _sources(request: GridRequest, notes: list[str]) -> list[tuple[str, str, Path]]:
+    """(env, replay label, config file) in env-major order; kinds without a config are left out of the
+    defaults with a note, and are a ConfigError when named in --replays."""
+    sources: list[tuple[str, str, Path]] = []
+    for env in request.envs:
+        label = env_file_label(env)
+        if request.replays is not None:
+            wanted = request.replays
+        elif request.config is not None:  # every sampler, with relabelling where the base config has it on
+            wanted = base_labels(request.config)
+        else:
+            wanted = default_labels(request.configs_dir, label)
+        for replay in wanted:
+            candidates = config_candidates(request.configs_dir, label, replay)
+            own = next((c for c in candidates if c.is_file()), None)
+            if request.config is not None:
+                sources.append((env, replay, request.config))
+            elif own is not None:
+                sources.append((env, replay, own))
+            elif request.replays is None:
+                notes.append(f"{env}: {replay} left out (no {display(candidates[0])}; give --config BASE to run it)")
+            else:
+                raise ConfigError(
+                    f"--replays {replay}: no config {display(candidates[0])} for {env}; "
+                    "give --config BASE.yaml to run it from a base config"
+                )
+    if not sources:
+        raise ConfigError(
+            f"nothing to run: no configs/<env>_<kind>.yaml for {', '.join(request.envs)} in "
+            f"{display(request.configs_dir)}; give --config BASE.yaml or --configs-dir DIR"
+        )
+    return sources
+
+
+def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int, combo, where: str, path: Path):
+    """Apply the grid's axes to a copy of the file's data and validate it; returns (cfg, sweep values)."""
+    data = copy.deepcopy(data)
+    kind, _ = split_label(replay)
+    apply_override(data, "env.id", env)
+    apply_override(data, "replay.kind", kind)
+    for text in request.sets:
+        apply_override(data, *parse_override(text))
+    sweep = {}
+    for sw, (raw, value) in zip(request.sweeps, combo, strict=True):
+        apply_override(data, sw.key, value)
+        sweep[sw.key] = raw
+    apply_override(data, "seed", seed)
+    try:
+        cfg = from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{display(path)} ({where}): {exc}") from None
+    got = replay_label_of(cfg)
+    if got != replay:
+        raise ConfigError(
+            f"{display(path)} ({where}): the config runs as replay {got!r}, not {replay!r}; "
+            + ("set replay.her_strategy in it" if replay.endswith(HER_SUFFIX) else f"ask for --replays {got}")
+        )
+    return cfg, sweep
+
+
+def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
+    """Every check that needs no training (H4's preflight), once per distinct config up to the seed."""
+    from per_cli.train.preflight import preflight
+
+    data = to_dict(cfg)
+    data.pop("seed", None)
+    key = repr(data)
+    if key in checked:
+        return
+    try:
+        preflight(cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} ({where})") from None
+    checked[key] = None
+
+
+def plan_grid(request: GridRequest) -> GridPlan:
+    """Resolve and validate the config of every run; raises ConfigError (nothing is written)."""
+    notes: list[str] = []
+    sources = _sources(request, notes)
+    files: dict[Path, dict] = {}
+    combos = list(itertools.product(*[list(zip(s.raw, s.values, strict=True)) for s in request.sweeps]))
+    runs: list[RunSpec] = []
+    checked: dict[str, None] = {}
+    # seed-major order: a grid stopped half-way has the first seeds of every setting, not all seeds of a few
+    for seed in request.seeds:
+        for env, replay, path in sources:
+            if path not in files:
+                files[path] = read_yaml(path)
+            for combo in combos:
+                swept = "".join(f" × {s.key}={raw}" for s, (raw, _) in zip(request.sweeps, combo, strict=True))
+                where = f"{env} × {replay} × seed {seed}{swept}"
+                cfg, sweep = _resolve(files[path], request, env, replay, seed, combo, where, path)
+                _preflight(cfg, where, checked)
+                name = run_name(env_file_label(env), replay, seed, sweep)
+                runs.append(RunSpec(name, env, replay, seed, sweep, display(path), to_dict(cfg)))
+    dup = next((n for n, count in Counter(r.name for r in runs).items() if count > 1), None)
+    if dup is not None:
+        raise ConfigError(
+            f"two runs would share the directory name {dup!r}; make the --envs or --sweep values distinct"
+        )
+    return GridPlan(request, runs, notes)
+
+
+def check_devices(plan: GridPlan) -> None:
+    if any(r.config["device"] == "cuda" for r in plan.runs):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device: cuda was asked for but no CUDA GPU is visible; use --set device=cpu or auto")

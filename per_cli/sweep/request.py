@@ -1,0 +1,179 @@
+"""What ``per grid`` was asked: the command-line strings parsed into a :class:`GridRequest`.
+
+Everything here is checked before the plan is made (names of envs and replay kinds, seeds, sweep syntax);
+each mistake is one :class:`~per_cli.errors.ConfigError` naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from per_cli.config import parse_override
+from per_cli.errors import ConfigError
+
+DEFAULT_SEEDS = 3
+# keys the grid itself sets per run; they are axes (--envs, --replays, --seeds), not --set/--sweep values
+AXIS_KEYS = {"env.id": "--envs", "replay.kind": "--replays", "seed": "--seeds"}
+HER_SUFFIX = "+her"  # a replay label with goal relabelling: "<sampler kind>+her"
+
+
+def default_configs_dir() -> Path:
+    """``./configs`` when it exists (running from the repository root or a project of one's own), else the
+    configs shipped inside the package."""
+    from per_cli.config.shipped import shipped_root
+
+    here = Path("configs")
+    return here if here.is_dir() else shipped_root()
+
+
+@dataclass(frozen=True)
+class Sweep:
+    key: str
+    raw: tuple[str, ...]  # the values as typed, used in run names
+    values: tuple[Any, ...]  # the values as YAML reads them
+
+
+@dataclass
+class GridRequest:
+    """The options that define a grid; equal requests mean the same grid (what resuming compares)."""
+
+    envs: list[str]
+    replays: list[str] | None  # replay labels (kind, or kind+her); None: every kind that has a config
+    seeds: list[int]
+    sweeps: list[Sweep] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    config: Path | None = None
+    configs_dir: Path = field(default_factory=default_configs_dir)
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "envs": list(self.envs),
+            "replays": None if self.replays is None else list(self.replays),
+            "seeds": list(self.seeds),
+            "sweeps": [{"key": s.key, "values": list(s.raw)} for s in self.sweeps],
+            "sets": list(self.sets),
+            "config": None if self.config is None else str(self.config.resolve()),
+            "configs_dir": str(self.configs_dir.resolve()),
+        }
+
+
+def split_list(text: str, option: str, what: str = "item") -> list[str]:
+    """Split ``a,b,c`` on commas outside brackets and quotes (``[64,64],[256,256]`` is two values); empty or
+    repeated items are a ConfigError naming ``option`` and ``what`` was repeated."""
+    items, depth, quote, current = [], 0, None, []
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    items.append("".join(current).strip())
+    if any(not item for item in items):
+        raise ConfigError(f"{option} {text!r}: empty item in the comma-separated list")
+    twice = next((item for item in items if items.count(item) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"{option} {text!r}: duplicate {what} {twice}; give each once")
+    return items
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``3`` -> seeds 1, 2, 3; ``1,5,9`` -> exactly those seeds (each once)."""
+    items = split_list(text, "--seeds", "seed") if "," in text else [text]
+    try:
+        numbers = [int(s) for s in items]
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r}: give a count (3 runs seeds 1..3) or a list of seeds (1,5,9)") from None
+    if "," not in text:
+        if numbers[0] < 1:
+            raise ConfigError(f"--seeds {text}: give a count >= 1 or a list such as 1,2,3")
+        return list(range(1, numbers[0] + 1))
+    twice = next((s for s in numbers if numbers.count(s) > 1), None)
+    if twice is not None:  # 1,01 are the same seed
+        raise ConfigError(f"--seeds {text!r}: duplicate seed {twice}; give each seed once")
+    if any(s < 0 for s in numbers):
+        raise ConfigError(f"--seeds {text!r}: seeds must be >= 0")
+    return numbers
+
+
+def parse_sweep(text: str) -> Sweep:
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not values.strip():
+        raise ConfigError(f"--sweep {text!r}: expected KEY=v1,v2,... e.g. --sweep replay.capacity=1000,100000")
+    raw = split_list(values, f"--sweep {key}=", "value")
+    parsed = [parse_override(f"{key}={v}")[1] for v in raw]
+    return Sweep(key, tuple(raw), tuple(parsed))
+
+
+def split_label(label: str) -> tuple[str, bool]:
+    """``"prioritized+her"`` -> ``("prioritized", True)``; ``"uniform"`` -> ``("uniform", False)``."""
+    if label.endswith(HER_SUFFIX):
+        return label[: -len(HER_SUFFIX)], True
+    return label, False
+
+
+def check_replay_label(label: str) -> None:
+    """A ``--replays`` item: a registered sampler kind, optionally with ``+her`` (goal relabelling)."""
+    from per_cli.replay import REPLAY_KINDS
+
+    kind, _ = split_label(label)
+    if kind == "per":
+        raise ConfigError("--replays: 'per' is the file-name short form; the kind is called 'prioritized'")
+    if kind in ("her", "hindsight"):
+        raise ConfigError(
+            f"--replays {label}: hindsight relabelling goes over a sampler; name it as KIND+her, e.g. uniform+her"
+        )
+    if kind not in REPLAY_KINDS:
+        raise ConfigError(f"--replays: unknown replay kind {kind!r}; choose from {', '.join(REPLAY_KINDS)}")
+
+
+def build_request(
+    envs: str,
+    replays: str | None = None,
+    seeds: str = str(DEFAULT_SEEDS),
+    sweeps: list[str] | None = None,
+    sets: list[str] | None = None,
+    config: Path | None = None,
+    configs_dir: Path | None = None,
+) -> GridRequest:
+    """Parse the command-line strings of ``per grid``; raises ConfigError on bad input."""
+    from per_cli.envs import check_env_id
+
+    env_list = split_list(envs, "--envs", "env")
+    for env in env_list:
+        try:
+            check_env_id(env)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("env.id: ", "--envs: ", 1)) from None
+    replay_list = None
+    if replays is not None:
+        replay_list = split_list(replays, "--replays", "replay kind")
+        for label in replay_list:
+            check_replay_label(label)
+    sweep_list = [parse_sweep(s) for s in sweeps or []]
+    keys = [s.key for s in sweep_list]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ConfigError(f"--sweep {key}: swept twice; give all its values in one --sweep")
+    set_list = list(sets or [])
+    for key, option in [(k, "--sweep") for k in keys] + [(parse_override(s)[0], "--set") for s in set_list]:
+        if key in AXIS_KEYS:
+            raise ConfigError(f"{option} {key}: the grid sets {key} itself; use {AXIS_KEYS[key]} instead")
+    if config is not None:  # a file, or a shipped config by name (seed001/cartpole_per)
+        from per_cli.config.shipped import resolve_config
+
+        config = resolve_config(config).path
+    cdir = configs_dir if configs_dir is not None else default_configs_dir()
+    if configs_dir is not None and not cdir.is_dir():
+        raise ConfigError(f"--configs-dir {cdir}: not a directory")
+    return GridRequest(env_list, replay_list, parse_seeds(seeds), sweep_list, set_list, config, cdir)

@@ -1,0 +1,142 @@
+"""The grid directory and the state of each run in it: the manifest (``grid.yaml``), the audit log
+(``grid.log``), and what a run's ``summary.json`` says about whether to skip, resume or start it.
+
+The run directories are the only state. ``completed`` is never started again; ``interrupted`` (Ctrl-C,
+SIGTERM) and ``running`` (the process died) are resumed from their checkpoint or started again; ``failed``
+and ``unreadable`` (a summary.json that cannot be parsed) are re-run only with ``--retry-failed``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from per_cli.errors import ConfigError
+from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, UNREADABLE, atomic_write_text, read_summary
+
+MANIFEST = "grid.yaml"
+EVENT_LOG = "grid.log"
+LOCKS_DIR = ".locks"
+GRID_LOCK = ".grid.lock"
+NEW, UNFINISHED = "new", "unfinished"  # no directory yet; died mid-run (summary says running) or half-made
+
+
+def run_state(run_dir: Path) -> tuple[str, dict | None]:
+    """(state, summary): ``new``, ``completed``, ``failed``, ``interrupted``, ``unreadable`` or
+    ``unfinished`` (the process died: summary says running, or the directory has none)."""
+    summary = read_summary(run_dir)
+    if summary is None:
+        return (UNFINISHED if run_dir.exists() else NEW), None
+    status = summary.get("status")
+    if status in (COMPLETED, FAILED, INTERRUPTED, UNREADABLE):
+        return status, summary
+    return UNFINISHED, summary
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    if not (run_dir / "checkpoints").is_dir():  # cheap test first: per_cli.train.checkpoint imports torch
+        return False
+    from per_cli.train.checkpoint import latest_checkpoint
+
+    return latest_checkpoint(run_dir) is not None
+
+
+def action_for(state: str, retry_failed: bool, run_dir: Path | None = None) -> str:
+    """``skip``, ``retry`` (start again after a failure), ``resume`` (from the run's checkpoint; only when
+    ``run_dir`` is given and has one), ``restart`` or ``start``."""
+    if state == COMPLETED:
+        return "skip"
+    if state in (FAILED, UNREADABLE):
+        return "retry" if retry_failed else "skip"
+    if state in (INTERRUPTED, UNFINISHED):
+        return "resume" if run_dir is not None and has_checkpoint(run_dir) else "restart"
+    return "start"
+
+
+def skip_note(state: str) -> str:
+    """Why a run is not run, for the tables and the workers' answers."""
+    return {
+        COMPLETED: "already complete",
+        FAILED: "failed before; --retry-failed re-runs it",
+        UNREADABLE: "summary.json cannot be read; --retry-failed re-runs it",
+    }.get(state, "")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the grid directory
+
+
+def read_manifest(grid_dir: Path) -> dict | None:
+    try:
+        data = yaml.safe_load((grid_dir / MANIFEST).read_text())
+    except (FileNotFoundError, NotADirectoryError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str], runs: list[dict]) -> None:
+    """``grid.yaml``: the request that made the grid (what resuming compares), the command, and the runs;
+    its creation time is kept across resumes."""
+    old = read_manifest(grid_dir) or {}
+    data = {
+        "version": 1,
+        "created": old.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": command,
+        "request": request,
+        "notes": list(notes),
+        "runs": runs,
+    }
+    atomic_write_text(grid_dir / MANIFEST, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
+    """The grid directory for the request manifest ``wanted`` and whether it exists already. ``--name`` picks
+    it; otherwise an existing grid made by the same request is resumed, else a new ``grid-<timestamp>`` is
+    named (not created)."""
+    if name is not None:
+        if not name or "/" in name or name in (".", ".."):
+            raise ConfigError(f"--name {name!r}: give a plain directory name")
+        grid_dir = runs_dir / name
+        if not grid_dir.exists():
+            return grid_dir, False
+        manifest = read_manifest(grid_dir)
+        if manifest is None:
+            raise ConfigError(f"--name {name}: {grid_dir} exists and is not a grid directory (no {MANIFEST})")
+        diff = [k for k in wanted if manifest.get("request", {}).get(k) != wanted[k]]
+        if diff:
+            raise ConfigError(
+                f"--name {name}: {grid_dir} was made by a different request (differs in {', '.join(diff)}); "
+                "repeat its options to resume it, or choose another --name"
+            )
+        return grid_dir, True
+    matches = sorted(
+        p.parent
+        for p in runs_dir.glob(f"grid-*/{MANIFEST}")
+        if (m := read_manifest(p.parent)) is not None and m.get("request") == wanted
+    )
+    if matches:
+        return matches[-1], True
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    grid_dir, n = runs_dir / f"grid-{stamp}", 1
+    while grid_dir.exists():
+        n += 1
+        grid_dir = runs_dir / f"grid-{stamp}-{n}"
+    return grid_dir, False
+
+
+class EventLog:
+    """``grid.log``: one line per start and end of a run, appended and flushed (an audit trail of attempts)."""
+
+    def __init__(self, path: Path):
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+
+    def write(self, event: str, name: str, detail: str = "") -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        self._file.write(f"{stamp} {event} {name} {detail}".rstrip() + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,113 @@
+"""One run of a grid, in whichever process trains it (a local worker or a Ray task): decide from its
+``summary.json`` whether to skip, resume or start it, then train it with the real training code,
+``Trainer(cfg).run(run_dir)`` (what ``per train`` calls), and answer with a small result dict.
+
+A payload is the dict the driver sends: ``name``, ``run_dir``, ``lock``, ``replay`` (the label), ``config``
+(resolved, as plain data) and ``retry_failed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any
+
+from per_cli.sweep.locks import GridLockedError, hold_lock
+from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, skip_note
+from per_cli.train.logger import read_summary, write_summary
+
+RESULT_KEYS = ("total_steps", "episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean")
+
+
+def limit_threads() -> None:
+    """One thread per run: the grid's parallelism is its runs."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):  # already set in this process
+        torch.set_num_interop_threads(1)
+
+
+def record_failure(payload: dict[str, Any], run_dir: Path, error: str, tb: str = "") -> None:
+    """A failed summary for a run that never reached the Trainer's own bookkeeping (or whose process died)."""
+    import yaml
+
+    config = payload["config"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "config.yaml").exists():
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    previous = read_summary(run_dir) or {}
+    replay = payload.get("replay", config["replay"]["kind"])
+    base = {"env": config["env"]["id"], "replay": replay, "seed": config["seed"]}
+    write_summary(run_dir, {**base, **previous, "status": FAILED, "error": error, "traceback": tb})
+
+
+def completed_result(run_dir: Path) -> dict[str, Any] | None:
+    """The result of a run whose summary says completed, else None."""
+    summary = read_summary(run_dir) or {}
+    if summary.get("status") != COMPLETED:
+        return None
+    return {"status": COMPLETED, **{k: summary.get(k) for k in RESULT_KEYS}}
+
+
+def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
+    """What to do with a run, from its state on disk (:mod:`per_cli.sweep.status`): a result dict if it must
+    not run, else ``resume`` or ``fresh``."""
+    state, _ = run_state(run_dir)
+    action = action_for(state, payload["retry_failed"], run_dir)
+    if action == "skip":
+        return {"status": "skipped", "note": skip_note(state)}
+    return "resume" if action == "resume" else "fresh"
+
+
+def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", progress=None) -> dict[str, Any]:
+    """Train one run into ``run_dir``: ``fresh`` clears any older attempt first; ``resume`` continues from the
+    run's latest checkpoint (falling back to fresh when the checkpoint cannot be used). Always returns a small
+    result dict and leaves a summary.json that says completed, failed, or interrupted."""
+    note = ""
+    try:
+        from per_cli.config import from_dict
+        from per_cli.train.trainer import Trainer
+
+        cfg = from_dict(payload["config"])
+        trainer = Trainer(cfg, progress=progress)
+        if mode == "resume":
+            try:
+                note = f"resumed from step {trainer.resume(run_dir)}"
+            except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot continue: start over
+                note = f"checkpoint not usable ({type(exc).__name__}: {exc}); started again"
+                trainer, mode = Trainer(cfg, progress=progress), "fresh"
+        if mode == "fresh" and run_dir.exists():
+            shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
+    except Exception as exc:  # noqa: BLE001 - a run that cannot even start is a failed run
+        error = f"{type(exc).__name__}: {exc}"
+        if run_dir.exists() and mode == "fresh":
+            shutil.rmtree(run_dir)
+        record_failure(payload, run_dir, error, traceback.format_exc())
+        return {"status": FAILED, "error": error, "note": note}
+    try:
+        summary = trainer.run(run_dir)
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the Trainer recorded it as interrupted; the grid resumes it
+        return {"status": INTERRUPTED, "note": note}
+    except Exception as exc:  # noqa: BLE001 - the Trainer recorded it as failed; the grid goes on
+        return {"status": FAILED, "error": f"{type(exc).__name__}: {exc}", "note": note}
+    return {"status": COMPLETED, "note": note, **{k: summary.get(k) for k in RESULT_KEYS}}
+
+
+def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
+    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
+    run_dir = Path(payload["run_dir"])
+    try:
+        lock = hold_lock(Path(payload["lock"]))
+    except GridLockedError:
+        return {"status": "busy", "error": "another process holds this run's lock"}
+    try:
+        mode = decide(payload, run_dir)
+        return mode if isinstance(mode, dict) else execute_run(payload, run_dir, mode, progress)
+    finally:
+        lock.release()
