@@ -288,7 +288,7 @@ def grid(
 def plot(
     runs_dir: Annotated[Path, typer.Argument(help="Directory searched recursively for run directories.")],
     out: Annotated[Path | None, typer.Option(help="Where figures and tables go (default: RUNS_DIR/plots).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="Figure format: png or svg.")] = "png",
+    fmt: Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.")] = "png",
     smooth: Annotated[
         int, typer.Option(help="Trailing mean over N logged points (1 = none); also the steps-to-threshold window.")
     ] = 10,
@@ -325,7 +325,8 @@ def plot(
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
     typer.echo(report.table_md)
-    counts = {s: sum(r.status == s for r in report.runs) for s in ("completed", "running", "failed")}
+    statuses = ("completed", "running", "interrupted", "failed", "unreadable")
+    counts = {s: sum(r.status == s for r in report.runs) for s in statuses}
     typer.echo(
         f"{len(report.runs)} runs in {len(report.groups)} groups ("
         + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
