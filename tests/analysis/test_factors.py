@@ -57,33 +57,34 @@ def test_no_effect_gives_shares_near_their_null_expectation():
     assert shares[(0,)] < 0.03 and shares[(1,)] < 0.03 and shares[(0, 1)] < 0.05
 
 
-def _grid(root, alphas=(0.0, 0.5, 1.0), lrs=(1e-4, 1e-3), seeds=(1, 2, 3), missing=()):
-    """A two-factor grid: final return = 100 * alpha + seed (lr has no effect)."""
+def _grid(root, alphas=(0.0, 0.5, 1.0), windows=(512, 4096), seeds=(1, 2, 3), missing=()):
+    """The study's two factors: final return = 100 * alpha + seed (the window W has no effect)."""
     for alpha in alphas:
-        for lr in lrs:
+        for window in windows:
             for seed in seeds:
-                if (alpha, lr, seed) in missing:
+                if (alpha, window, seed) in missing:
                     continue
                 final = 100 * alpha + seed
-                write_run(root / f"cartpole__prioritized__s{seed}__alpha={alpha}__lr={lr}", replay="prioritized",
-                          seed=seed, returns=[(100, final), (200, final)], final_return=final, tensorboard=False,
-                          overrides={"replay.alpha": alpha, "agent.lr": lr})  # fmt: skip
+                name = f"cartpole__prioritized__s{seed}__alpha={alpha}__window={window}"
+                write_run(root / name, replay="prioritized", seed=seed, returns=[(100, final), (200, final)],
+                          final_return=final, tensorboard=False,
+                          overrides={"replay.alpha": alpha, "replay.window": window})  # fmt: skip
 
 
 def test_design_from_run_directories_balances_and_names_factors(tmp_path):
-    _grid(tmp_path, missing={(0.5, 1e-3, 3)})
+    _grid(tmp_path, missing={(0.5, 4096, 3)})
     groups = group_runs(load_runs(tmp_path, workers=1))
     design, why = build_design("CartPole-v1", groups)
-    assert why is None and design.factors == ["agent.lr", "replay.alpha"]
-    assert design.levels == [[1e-4, 1e-3], [0.0, 0.5, 1.0]] and design.seeds == [1, 2]  # seed 3 is not complete
-    assert design.y.shape == (2, 3, 2) and design.dropped == 5
-    np.testing.assert_allclose(design.y[1, 2], [101.0, 102.0])
+    assert why is None and design.factors == ["replay.alpha", "replay.window"]
+    assert design.levels == [[0.0, 0.5, 1.0], [512, 4096]] and design.seeds == [1, 2]  # seed 3 is not complete
+    assert design.y.shape == (3, 2, 2) and design.dropped == 5
+    np.testing.assert_allclose(design.y[2, 1], [101.0, 102.0])
     report = analyse({"CartPole-v1": groups}, reps=200)
     assert any("5 completed runs left out" in n for n in report.notes)
 
 
 def test_not_a_full_factorial_gets_a_note(tmp_path):
-    _grid(tmp_path, missing={(0.5, 1e-3, s) for s in (1, 2, 3)})
+    _grid(tmp_path, missing={(0.5, 4096, s) for s in (1, 2, 3)})
     report = analyse({"CartPole-v1": group_runs(load_runs(tmp_path, workers=1))}, reps=100)
     assert not report.designs and "not a full factorial" in report.notes[0]
 
@@ -95,8 +96,9 @@ def test_plot_writes_heatmap_marginals_and_variance_table(tmp_path):
     assert {"factors_heatmap_CartPole-v1.pdf", "factors_marginal_CartPole-v1.pdf", "factors.csv", "factors.md"} <= names
     assert (report.out / "factors_heatmap_CartPole-v1.pdf").read_bytes()[:5] == b"%PDF-"
     rows = {r["effect"]: r for r in csv.DictReader(io.StringIO((report.out / "factors.csv").read_text()))}
-    assert set(rows) == {"agent.lr", "replay.alpha", "agent.lr × replay.alpha", "residual"}
-    # alpha: SS = 6 * 3 * (50^2 + 0 + 50^2) ... shares: alpha ≈ 1 - 12 / (30000 + 12), lr and interaction 0
+    assert set(rows) == {"replay.alpha", "replay.window", "replay.alpha × replay.window", "residual"}
+    # level means of alpha 2, 52, 102: SS_alpha = 6 runs per level x (50^2 + 0 + 50^2) = 30000; seeds 1..3 in
+    # each of the 6 cells: SS_residual = 6 x 2 = 12; the window and the interaction explain nothing
     assert float(rows["replay.alpha"]["eta_sq"]) == pytest.approx(30000 / 30012)
-    assert float(rows["agent.lr"]["eta_sq"]) == pytest.approx(0.0, abs=1e-12)
+    assert float(rows["replay.window"]["eta_sq"]) == pytest.approx(0.0, abs=1e-12)
     assert "| replay.alpha | 1.000 |" in (report.out / "factors.md").read_text()
