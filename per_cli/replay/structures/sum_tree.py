@@ -194,7 +194,7 @@ def stratified_sample(tree, offsets, uniforms, beta):
 
 @numba.njit(cache=True, nogil=True)
 def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
-    """Leaves get (|δ| + ε) ** α; a leaf with zero mass (unsampleable, see the samplers package docstring) stays zero."""
+    """Leaves get (|δ| + ε) ** α; a leaf with zero mass (unsampleable: see the samplers package) stays zero."""
     sums = tree[SUM]
     nodes = np.empty(leaves.shape[0], dtype=np.int64)
     m = 0
