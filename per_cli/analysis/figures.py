@@ -158,7 +158,15 @@ def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict
     out.save(fig, "returns", f"episodic return against env steps, every env; {caption}")
 
 
-def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict], env: str) -> bool:
+SHORT_LABELS = {
+    "iid/state_diversity": "state diversity",
+    "iid/episode_diversity": "episode diversity",
+    "td_error/mean": "mean |TD error|",
+}
+
+
+def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict], env: str, first: bool) -> bool:
+    """One env × measure panel: the env's name on the row's first panel, ρ over its runs on every panel."""
     xs, ys = [], []
     for g in groups:
         pts = [(r.mean_of(tag), r.final_return) for r in g.completed]
@@ -170,11 +178,13 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
         xs += list(x)
         ys += list(y)
     rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan
-    ax.set_title(env + (f" (Spearman ρ = {rho:.2f}, {len(xs)} runs)" if math.isfinite(rho) else ""))
+    stats = f"ρ = {rho:.2f}, {len(xs)} runs" if math.isfinite(rho) else f"{len(xs)} runs"
+    ax.set_title(f"{env}: {stats}" if first else stats, loc="left")
     if not xs:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
-    ax.set_xlabel(f"run mean of {label_of(tag)}")
-    ax.set_ylabel("final return (last 20 episodes)")
+    ax.set_xlabel(f"{SHORT_LABELS.get(tag, tag)} (run mean)")
+    if first:
+        ax.set_ylabel("final return")
     return bool(xs)
 
 
@@ -190,7 +200,7 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
     anything = False
     for row, env in enumerate(envs):
         for col, tag in enumerate(tags):
-            anything |= _scatter_panel(axes[row, col], by_env[env], tag, styles, env)
+            anything |= _scatter_panel(axes[row, col], by_env[env], tag, styles, env, col == 0)
     if not anything:
         import matplotlib.pyplot as plt
 
