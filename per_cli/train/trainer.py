@@ -15,7 +15,7 @@ import torch
 
 from per_cli.config import Config, ConfigError, dump_config, to_dict
 from per_cli.envs import env_label, make_env
-from per_cli.replay import ReplayMemory, make_replay
+from per_cli.replay import ReplayMemory, make_replay, replay_label
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
@@ -48,7 +48,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 def default_run_name(cfg: Config) -> str:
-    return f"{env_label(cfg.env.id)}__{cfg.replay.kind}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{env_label(cfg.env.id)}__{replay_label(cfg.replay)}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def _reports_episodes(env: gym.Env) -> bool:
@@ -241,7 +241,7 @@ class Trainer:
         base = {
             "status": RUNNING,
             "env": self.cfg.env.id,
-            "replay": self.cfg.replay.kind,
+            "replay": replay_label(self.cfg.replay),
             "seed": self.cfg.seed,
             "device": str(self.device),
             "engine": self.agent.engine,
