@@ -214,4 +214,5 @@ def test_short_bitflip_run_with_hindsight_learns(tmp_path):
     summary = Trainer(cfg, device="cpu").run(tmp_path / "run")
     # uniform replay with the same budget: about 0.1 (random goals are rarely hit)
     assert summary["eval_success_rate"] >= 0.8
+    assert summary["replay"] == "uniform+her"  # replay_label: the sampler's kind, relabelling on
     assert "success" in (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0]
