@@ -8,7 +8,7 @@ notebook's correlation count as a share of the B(B−1)/2 pairs, ``replay/sample
 uniform / none.
 
     nice -n 10 python benchmarks/iid_separation.py [--envs cartpole,acrobot,mountaincar,pong] [--steps 5000]
-        [--pong-steps 2500] [--seed 1]
+        [--pong-steps 2500] [--seed 1] [--configs-dir configs]    (configs/seed001: the notebook's protocol)
 
 Pong runs ``configs/pong_uniform.yaml`` with a small memory (5,000), ``learning_starts`` 500 and
 ``log.every`` 25 (about 60 env steps/s on a 2-core CPU: keep it short); evaluation, checkpoints and
@@ -38,7 +38,7 @@ COLUMNS = {
 PONG = ["replay.capacity=5000", "train.learning_starts=500", "log.every=25", "train.save_replay=false"]
 
 
-def run(env: str, kind: str, steps: int, seed: int, out: Path) -> tuple[dict[str, float], int, float]:
+def run(env: str, kind: str, steps: int, seed: int, out: Path, configs: Path) -> tuple[dict[str, float], int, float]:
     """(mean over the run's updates of each column, updates, wall seconds) of one short run."""
     overrides = [
         f"replay.kind={kind}",
@@ -49,7 +49,7 @@ def run(env: str, kind: str, steps: int, seed: int, out: Path) -> tuple[dict[str
         "log.tensorboard=false",
         *(PONG if env == "pong" else []),
     ]
-    cfg = load_config(ROOT / "configs" / f"{env}_uniform.yaml", overrides, device="cpu")
+    cfg = load_config(configs / f"{env}_uniform.yaml", overrides, device="cpu")
     trainer = Trainer(cfg)
     collected: dict[str, list[np.ndarray]] = {}
     pop = trainer._window.pop
@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5000, help="env steps of each classic-control run")
     parser.add_argument("--pong-steps", type=int, default=2500)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--configs-dir", type=Path, default=ROOT / "configs", help="holds <env>_uniform.yaml")
     args = parser.parse_args()
 
     rows = []
@@ -84,11 +85,11 @@ def main() -> None:
             steps = args.pong_steps if env == "pong" else args.steps
             results = {}
             for kind in KINDS:
-                results[kind], updates, wall = run(env, kind, steps, args.seed, Path(tmp))
+                results[kind], updates, wall = run(env, kind, steps, args.seed, Path(tmp), args.configs_dir)
                 print(f"  {env} {kind}: {steps} steps, {updates} updates, {wall:.0f} s", flush=True)
             rows.append((env, steps, results))
 
-    print(f"\nmeans over each run's updates (seed {args.seed}); ratio = uniform / none\n")
+    print(f"\n{args.configs_dir}: means over each run's updates (seed {args.seed}); ratio = uniform / none\n")
     print("| env | steps | kind | " + " | ".join(COLUMNS.values()) + " |")
     print("| --- | ---: | --- |" + " ---: |" * len(COLUMNS))
     for env, steps, results in rows:
