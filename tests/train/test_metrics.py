@@ -6,17 +6,20 @@ Every test here runs with warnings as errors: a constant state must not raise a 
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import combinations
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
+from per_cli.rl.agent import DQNAgent
 from per_cli.train import metrics
 from per_cli.train.iid import REFERENCE_SIZE, reference_variance, state_diversity, state_view
 from per_cli.train.metrics import (
@@ -279,3 +282,24 @@ def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
     assert window.pop() == {}  # the window starts over
     with pytest.raises(ValueError, match="needs the memory"):
         UpdateWindow(correlation_threshold=None).add(b, r)
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_unweighted_loss_is_the_agents_loss_without_weights(loss):
+    """On the live path: for a batch with IS weights of 1 the agent's own loss equals the window's unweighted
+    loss of the agent's δ; with weights it is their weighted mean, and the unweighted one does not move."""
+    memory = _memory((4,))
+    agent_cfg = dataclasses.replace(Config().agent, loss=loss, hidden_sizes=(16,))
+    batch = memory.sample(16)
+    batch.rewards = batch.rewards * 3  # TD errors on both sides of the Huber kink
+    values = {}
+    for name, weights in (("ones", np.ones(16, np.float32)), ("weighted", np.linspace(0.01, 1, 16, dtype=np.float32))):
+        torch.manual_seed(0)
+        agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"))
+        result = agent.learn(dataclasses.replace(batch, weights=weights))
+        window = UpdateWindow(correlation_threshold=None, iid=False, loss=loss)
+        window.add(dataclasses.replace(batch, weights=weights), result)
+        values[name] = (result.loss, window.pop()["losses/td_loss_unweighted"][0])
+    assert values["ones"][1] == pytest.approx(values["ones"][0], rel=1e-5)
+    assert values["weighted"][1] == pytest.approx(values["ones"][1], rel=1e-6)
+    assert values["weighted"][0] < 0.9 * values["weighted"][1]
