@@ -18,9 +18,9 @@ from collections import defaultdict
 import numpy as np
 
 from per_cli.train.iid import (
-    REFERENCE_SIZE,
     episode_diversity,
     reference_variance,
+    reference_view,
     state_diversity,
     state_view,
     unweighted_td_loss,
@@ -96,8 +96,8 @@ class UpdateWindow:
 
     Deferring the work keeps the per-step cost of the metrics to a few list appends. With ``iid`` on, ``add``
     and ``pop`` take the memory: ``add`` records how many episodes it holds (episode diversity's denominator at
-    sampling time), and ``pop`` draws a fresh reference sample of ``REFERENCE_SIZE`` states from it
-    (``memory.reference_obs``, with the window's own generator, so training is unaffected) at the first pop and
+    sampling time), and ``pop`` draws a fresh reference sample of ``iid.REFERENCE_SIZE`` states from it
+    (``iid.reference_view``, with the window's own generator, so training is unaffected) at the first pop and
     then at the first pop after every ``refresh_every`` updates (``log.every``: once per log window). Only the
     reference's per-feature variance is kept, so the window pickles small (checkpoints hold it).
     """
@@ -174,8 +174,7 @@ class UpdateWindow:
             raise ValueError("UpdateWindow(iid=True).pop needs the memory (the reference sample)")
         self._since_refresh += len(obs)
         if self._ref_var is None or self._since_refresh >= self.refresh_every:
-            reference = memory.reference_obs(REFERENCE_SIZE, self._rng)
-            self._ref_var = reference_variance(state_view(reference, self._obs_ndim))
+            self._ref_var = reference_variance(reference_view(memory, self._obs_ndim, self._rng))
             self._since_refresh = 0
         values = {"iid/episode_diversity": episode_diversity(np.stack(self._episodes), np.asarray(self._held))}
         diversity = state_diversity(state_view(obs, self._obs_ndim), self._ref_var)

@@ -21,7 +21,14 @@ from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
 from per_cli.rl.agent import DQNAgent
 from per_cli.train import metrics
-from per_cli.train.iid import REFERENCE_SIZE, reference_variance, state_diversity, state_view
+from per_cli.train.iid import (
+    REFERENCE_CHUNK,
+    REFERENCE_SIZE,
+    reference_variance,
+    reference_view,
+    state_diversity,
+    state_view,
+)
 from per_cli.train.metrics import (
     RunningMeans,
     UpdateWindow,
@@ -215,7 +222,7 @@ def test_window_values_equal_a_per_update_loop(obs_shape, loss):
 
     # the window's reference: REFERENCE_SIZE draws with its own generator, seeded by (seed, 0x11D)
     rng = np.random.default_rng(np.random.SeedSequence([7, 0x11D]))
-    ref_var = reference_variance(state_view(memory.reference_obs(REFERENCE_SIZE, rng), len(obs_shape)))
+    ref_var = reference_variance(reference_view(memory, len(obs_shape), rng))
     expected: dict[str, list[float]] = {}
     for b, r in updates:
         for key, value in _expected_row(b, r, loss, ref_var, memory.episodes_held()).items():
@@ -266,8 +273,9 @@ def test_reference_is_refreshed_once_per_log_window():
         for b, r in _updates(memory, pops[0], 16):
             window.add(b, r, memory)
         window.pop(memory)
-    # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1
-    assert draws == [REFERENCE_SIZE] * 3
+    # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1; each
+    # reference is REFERENCE_SIZE draws taken REFERENCE_CHUNK at a time
+    assert draws == [REFERENCE_CHUNK] * (3 * REFERENCE_SIZE // REFERENCE_CHUNK)
 
 
 def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
@@ -303,3 +311,25 @@ def test_unweighted_loss_is_the_agents_loss_without_weights(loss):
     assert values["ones"][1] == pytest.approx(values["ones"][0], rel=1e-5)
     assert values["weighted"][1] == pytest.approx(values["ones"][1], rel=1e-6)
     assert values["weighted"][0] < 0.9 * values["weighted"][1]
+
+
+def test_uniform_batches_read_one_when_rare_far_states_carry_the_variance():
+    """A memory whose spread comes mostly from rare far states (0.4% of them 30σ away in every feature, as
+    zero-padded frame stacks are from Pong's play): uniform batches must still read about 1. A reference that
+    often misses those states (256 draws: 10 of them on average) underestimates σ² for a whole window, and
+    since E[1/σ̂²] ≫ 1/σ² the measure read 2.43 here; with 4,096 draws it reads 1.04 (these seeds)."""
+    cfg = Config(replay=ReplayConfig(kind="uniform", capacity=20_000, batch_size=32))
+    memory = make_replay(cfg, (4,), np.dtype(np.float32), 0)
+    rng = np.random.default_rng(5)
+    states = rng.standard_normal((20_000, 4)).astype(np.float32)
+    states[rng.random(20_000) < 0.004] += 30.0
+    for t, obs in enumerate(states):
+        memory.add(obs, 0, 0.0, obs, (t + 1) % 200 == 0, False)
+    window = UpdateWindow(correlation_threshold=None, refresh_every=50, seed=3)
+    values = []
+    for _ in range(40):  # 40 log windows of 50 uniform batches, each with its own reference
+        for _ in range(50):
+            window.add(memory.sample(32), SimpleNamespace(td_errors=np.zeros(32, np.float32), loss=0, q_mean=0), memory)
+        values.append(window.pop(memory)["iid/state_diversity"])
+    # 2,000 batches; each one's value has sd ≈ 1.4 (a far state in 12% of batches), so the mean's is ≈ 0.03
+    assert abs(np.concatenate(values).mean() - 1) < 0.12
