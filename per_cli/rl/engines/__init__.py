@@ -59,11 +59,13 @@ def supports(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str =
 
 # Where numba runs at all, it beats torch eager at every MLP size measured (`python
 # benchmarks/train_throughput.py --updates`: one update 2.2x faster at 2-256-256-3 with batch 128, 8-87x at one or
-# two hidden layers of 64-128), so ``auto`` picks numba for every config that :func:`supports` accepts. Issue 17's
-# MountainCar gap is settled: over 10 seeds per engine the eval returns do not differ (numba mean -151.9, IQM
-# -151.1; torch mean -138.0, IQM -128.0; Mann-Whitney two-sided p = 0.65), and along a real run the numba engine
-# makes torch's updates to float32 rounding (tests/rl/test_engines_in_the_loop.py). Set False to keep torch.
-MOUNTAINCAR_GAP_SETTLED = True
+# two hidden layers of 64-128), so with this switch on, ``auto`` picks numba for every config that :func:`supports`
+# accepts. Issue 17's MountainCar gap is settled: over 10 seeds per engine the eval returns do not differ (numba mean
+# -151.9, IQM -151.1; torch mean -138.0, IQM -128.0; Mann-Whitney two-sided p = 0.65), and along a real run the numba
+# engine makes torch's updates to float32 rounding (tests/rl/test_engines_in_the_loop.py). The switch stays off
+# for now: with numba, the seeded CartPole learning test of replay kind ``combined`` (tests/replay/test_learning.py)
+# peaks at 187.6, under its bar of 195; turning it on needs that test re-checked first.
+MOUNTAINCAR_GAP_SETTLED = False
 
 
 def auto_rule(agent_cfg, obs_shape: tuple[int, ...]) -> str | None:
