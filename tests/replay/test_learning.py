@@ -27,19 +27,25 @@ def _scalars(run_dir, tag):
     return [e.value for e in events.Scalars(tag)] if tag in events.Tags()["scalars"] else None
 
 
+SEEDS = (1, 2)  # one seed's best eval swings by ~±40 between engines' float rounding; two seeds' mean does not
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(BAR))
 def test_cartpole_learns_with_every_replay_kind(tmp_path, kind):
-    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*LEARN, f"replay.kind={kind}"], seed=1, device="cpu")
-    Trainer(cfg).run(tmp_path)
-    evals = _scalars(tmp_path, "eval/return")
-    assert evals[0] < 100  # far from solved after the first 1000 steps ...
-    assert max(evals) >= BAR[kind], (kind, evals)  # ... and past the bar within 12000
-    beta = _scalars(tmp_path, "replay/beta")
+    best = []
+    for seed in SEEDS:
+        cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*LEARN, f"replay.kind={kind}"], seed=seed, device="cpu")
+        Trainer(cfg).run(tmp_path / f"s{seed}")
+        evals = _scalars(tmp_path / f"s{seed}", "eval/return")
+        assert evals[0] < 100  # far from solved after the first 1000 steps ...
+        best.append(max(evals))
+    assert np.mean(best) >= BAR[kind], (kind, best)  # ... and past the bar within 12000, on the seeds' mean
+    beta = _scalars(tmp_path / f"s{SEEDS[-1]}", "replay/beta")
     if kind in ("prioritized", "rank"):
-        assert _scalars(tmp_path, "replay/priority_max")
+        assert _scalars(tmp_path / f"s{SEEDS[-1]}", "replay/priority_max")
         assert beta[0] < beta[-1] <= 1.0  # β anneals from β0 towards 1
-        weights = _scalars(tmp_path, "replay/is_weight_mean")
+        weights = _scalars(tmp_path / f"s{SEEDS[-1]}", "replay/is_weight_mean")
         assert all(0 < w <= 1 for w in weights) and min(weights) < 1
 
 

