@@ -7,6 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
+from per_cli.replay.stateless import Stateless
 from per_cli.replay.structures.ids import current_priorities
 
 
@@ -31,7 +32,7 @@ def ones(n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float32)
 
 
-class Sampler:
+class Sampler(Stateless):
     """Picks the slots of a batch. Subclasses implement ``sample``; every other hook has a default.
 
     Each sampler owns a seeded ``numpy.random.Generator`` (``rng``): same seed, same batches."""
@@ -69,14 +70,3 @@ class Sampler:
         if finite and slots.size:
             self.update(slots, td_abs)
         return finite
-
-    def stats(self) -> dict[str, float]:
-        """Scalars worth logging (e.g. ``priority_max``)."""
-        return {}
-
-    def state_dict(self) -> dict:
-        """What a checkpoint needs beyond the storage and ``rng``."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from per_cli.replay.stateless import Stateless
+
 
 class Store(Protocol):
     """``ReplayMemory._store``: write one transition to the storage and tell the sampler. ``ends_episode``
@@ -18,7 +20,7 @@ class Store(Protocol):
         ...
 
 
-class Writer:
+class Writer(Stateless):
     """Stores each transition as it comes (every memory without relabelling)."""
 
     def add(self, store: Store, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
@@ -28,12 +30,3 @@ class Writer:
     def pending(self) -> int:
         """Transitions received but not stored yet."""
         return 0
-
-    def stats(self) -> dict[str, float]:
-        return {}
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
