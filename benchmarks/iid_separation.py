@@ -9,6 +9,7 @@ uniform / none.
 
     nice -n 10 python benchmarks/iid_separation.py [--envs cartpole,acrobot,mountaincar,pong] [--steps 5000]
         [--pong-steps 2500] [--seed 1] [--configs-dir configs]    (configs/seed001: the notebook's protocol)
+        [--save DIR]    (each run's viewed batches and a same-time reference sample, for trying other measures)
 
 Pong runs ``configs/pong_uniform.yaml`` with a small memory (5,000), ``learning_starts`` 500 and
 ``log.every`` 25 (about 60 env steps/s on a 2-core CPU: keep it short); evaluation, checkpoints and
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from per_cli.config import load_config
+from per_cli.train.iid import reference_view, state_view
 from per_cli.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +40,13 @@ COLUMNS = {
 PONG = ["replay.capacity=5000", "train.learning_starts=500", "log.every=25", "train.save_replay=false"]
 
 
-def run(env: str, kind: str, steps: int, seed: int, out: Path, configs: Path) -> tuple[dict[str, float], int, float]:
-    """(mean over the run's updates of each column, updates, wall seconds) of one short run."""
+def run(
+    env: str, kind: str, steps: int, seed: int, out: Path, configs: Path, save: Path | None = None
+) -> tuple[dict[str, float], int, float]:
+    """(mean over the run's updates of each column, updates, wall seconds) of one short run. With ``save``,
+    also writes ``<env>-<kind>.npz``: every update's batch as viewed features (``batches``, U × B × k), and per
+    log window a reference of 512 uniform draws from the memory (``refs``) with the window's reference
+    variance (``ref_vars``) and the window each update belongs to (``window``)."""
     overrides = [
         f"replay.kind={kind}",
         f"train.total_steps={steps}",
@@ -52,18 +59,32 @@ def run(env: str, kind: str, steps: int, seed: int, out: Path, configs: Path) ->
     cfg = load_config(configs / f"{env}_uniform.yaml", overrides, device="cpu")
     trainer = Trainer(cfg)
     collected: dict[str, list[np.ndarray]] = {}
-    pop = trainer._window.pop
+    window = trainer._window
+    pop = window.pop
+    saved: dict[str, list[np.ndarray]] = {"batches": [], "refs": [], "ref_vars": [], "window": []}
+    save_rng = np.random.default_rng(seed)
 
     def recording_pop(memory=None):  # the window's own values, kept as they are logged
+        if save is not None and window._obs:
+            saved["batches"].append(state_view(np.stack(window._obs), window._obs_ndim))
         values = pop(memory)
         for key, array in values.items():
             collected.setdefault(key, []).append(array)
+        if save is not None and values:
+            saved["window"].append(np.full(len(values["td_error/mean"]), len(saved["refs"])))
+            saved["refs"].append(reference_view(memory, window._obs_ndim, save_rng, 512))
+            saved["ref_vars"].append(window._ref_var)
         return values
 
     trainer._window.pop = recording_pop
     start = time.perf_counter()
     trainer.run(out / f"{env}-{kind}")
     wall = time.perf_counter() - start
+    if save is not None:
+        np.savez(
+            save / f"{env}-{kind}.npz",
+            **{k: np.concatenate(v) if k in ("batches", "window") else np.stack(v) for k, v in saved.items()},
+        )
     means = {key: float(np.concatenate(arrays).mean()) for key, arrays in collected.items()}
     b = cfg.replay.batch_size
     means["count_share"] = means["replay/correlation_count"] / (b * (b - 1) / 2)
@@ -77,6 +98,7 @@ def main() -> None:
     parser.add_argument("--pong-steps", type=int, default=2500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--configs-dir", type=Path, default=ROOT / "configs", help="holds <env>_uniform.yaml")
+    parser.add_argument("--save", type=Path, help="write each run's viewed batches and references here (.npz)")
     args = parser.parse_args()
 
     rows = []
@@ -85,7 +107,7 @@ def main() -> None:
             steps = args.pong_steps if env == "pong" else args.steps
             results = {}
             for kind in KINDS:
-                results[kind], updates, wall = run(env, kind, steps, args.seed, Path(tmp), args.configs_dir)
+                results[kind], updates, wall = run(env, kind, steps, args.seed, Path(tmp), args.configs_dir, args.save)
                 print(f"  {env} {kind}: {steps} steps, {updates} updates, {wall:.0f} s", flush=True)
             rows.append((env, steps, results))
 
