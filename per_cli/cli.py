@@ -119,6 +119,10 @@ def train(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (overrides the config's seed).")] = None,
+    seeds: Annotated[
+        str | None,
+        typer.Option(help="Train a cohort: these seeds (1-100, 1,5,9) in lockstep in one process, a run each."),
+    ] = None,
     runs_dir: RunsDirOpt = Path("runs"),
     name: Annotated[str | None, typer.Option(help="Run directory name (default: ENV__REPLAY__sSEED__TIME).")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda (overrides the config).")] = None,
@@ -133,7 +137,10 @@ def train(
         ),
     ] = None,
 ) -> None:
-    """Train one DQN agent with the configured replay memory; writes a run directory."""
+    """Train one DQN agent with the configured replay memory; writes a run directory (with --seeds, one per seed)."""
+    if seeds is not None:
+        _train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
+        return
     from per_cli.config import load_config
     from per_cli.train.preflight import preflight
     from per_cli.train.progress import train_progress
@@ -398,6 +405,46 @@ def cliffwalk(
     write_outputs(out_dir, settings, results, rows, time.perf_counter() - started)
     typer.echo(format_table(rows))
     typer.echo(f"wrote {out_dir / 'cliffwalk.csv'}, {out_dir / 'cliffwalk.json'}, {out_dir / 'cliffwalk.png'}")
+
+
+def _train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
+    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
+    Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
+    from per_cli.config import load_config
+    from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
+    from per_cli.train.preflight import preflight
+    from per_cli.train.progress import train_progress
+    from per_cli.train.trainer import default_run_name
+
+    try:
+        if any(value is not None for value in clash):
+            raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
+        cfgs = cohort_configs(load_config(resolve_config_option(config), overrides, device=device), parse_seeds(seeds))
+        run_dirs = [runs_dir / default_run_name(cfg) for cfg in cfgs]
+        for run_dir in run_dirs:
+            if run_dir.exists():
+                raise ConfigError(f"--seeds: run directory {run_dir} already exists; wait a second and run again")
+        preflight(cfgs[0])
+        t = cfgs[0].train
+        progress = train_progress(t.total_steps, f"cohort of {len(cfgs)} seeds", quiet, t.total_episodes)
+        cohort = Cohort(cfgs, progress=progress)
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
+    if cohort.note and not quiet:
+        typer.echo(f"note: {cohort.note}", err=True)
+    try:
+        with progress:
+            summaries = cohort.run(run_dirs)
+    except KeyboardInterrupt as exc:  # each unfinished run recorded `interrupted` in its summary.json
+        typer.echo(f"{exc or 'interrupted'}; recorded in each run's summary.json under {runs_dir}", err=True)
+        raise typer.Exit(getattr(exc, "exit_code", 130)) from None
+    failed = [(d, s) for d, s in zip(run_dirs, summaries, strict=True) if s.get("status") != "completed"]
+    for run_dir, summary in failed:
+        typer.echo(f"error: run failed: {summary.get('error')} (see {run_dir / 'summary.json'})", err=True)
+    if not quiet:
+        typer.echo(f"{len(summaries) - len(failed)} of {len(summaries)} runs completed in {runs_dir}")
+    if failed:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 def _print_summary(run_dir: Path, summary: dict) -> None:

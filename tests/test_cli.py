@@ -35,7 +35,12 @@ def _train(tmp_path, *extra):
 def test_train_writes_the_run_directory_contract(tmp_path):
     result = _train(tmp_path, "--seed", "3", "--name", "tiny")
     assert result.exit_code == 0, result.output
-    run = tmp_path / "tiny"
+    check_run_contract(tmp_path / "tiny", seed=3, total_steps=400)
+
+
+def check_run_contract(run, *, seed: int, total_steps: int, env: str = "cartpole", replay: str = "uniform") -> None:
+    """The run directory contract (config.yaml, summary.json, metrics.csv, TensorBoard events) of a completed
+    run; shared with the cohort tests, whose every run directory must pass it too."""
     assert sorted(p.name for p in run.iterdir() if not p.name.startswith("events.")) == [
         "config.yaml",
         "metrics.csv",
@@ -43,15 +48,15 @@ def test_train_writes_the_run_directory_contract(tmp_path):
     ]
 
     resolved = yaml.safe_load((run / "config.yaml").read_text())
-    assert resolved["seed"] == 3 and resolved["train"]["total_steps"] == 400
+    assert resolved["seed"] == seed and resolved["train"]["total_steps"] == total_steps
 
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed"
     assert (summary["env"], summary["replay"], summary["seed"], summary["total_steps"]) == (
-        "cartpole",
-        "uniform",
-        3,
-        400,
+        env,
+        replay,
+        seed,
+        total_steps,
     )
     for key in ("episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean"):
         assert summary[key] is not None and summary[key] > 0, key
@@ -60,7 +65,7 @@ def test_train_writes_the_run_directory_contract(tmp_path):
     rows = list(csv.DictReader((run / "metrics.csv").open()))
     assert len(rows) == summary["episodes"]
     assert {"step", "episode", "return", "length", "wall_time"} <= set(rows[0])
-    assert sum(int(r["length"]) for r in rows) <= 400
+    assert sum(int(r["length"]) for r in rows) <= total_steps
     assert [int(r["episode"]) for r in rows] == list(range(1, len(rows) + 1))
     last20 = [float(r["return"]) for r in rows[-20:]]
     assert summary["final_return_mean"] == pytest.approx(sum(last20) / len(last20))

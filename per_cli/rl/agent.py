@@ -82,6 +82,11 @@ class DQNAgent:
             self.optimizer = make_optimizer(cfg, self.q_net.parameters())
         self.updates = 0
 
+    @property
+    def numba_engine(self) -> MLPEngine | None:
+        """The numba engine doing this agent's updates (None under the torch engine); a cohort batches these."""
+        return self._fast
+
     def _init_target(self) -> None:
         self.target_net.load_state_dict(self.q_net.state_dict())
         self.target_net.requires_grad_(False)

@@ -15,19 +15,20 @@ import torch
 
 from per_cli.config import Config, ConfigError, dump_config, to_dict
 from per_cli.envs import env_label, make_env
-from per_cli.replay import ReplayMemory, make_replay, replay_label
-from per_cli.rl.agent import DQNAgent
+from per_cli.replay import Batch, ReplayMemory, make_replay, replay_label
+from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train import checkpoint
 from per_cli.train.env_state import restore_env, snapshot_env
 from per_cli.train.evaluation import Evaluator
+from per_cli.train.lockstep import run_members, solo_learn
 from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow
 from per_cli.train.reporting import episode_record, progress_info, run_results
 from per_cli.train.resume import check_resume
-from per_cli.train.stopping import RunDiverged, SignalStop, as_interrupt, check_logged, check_update, diverged
+from per_cli.train.stopping import RunDiverged, check_logged, check_update, diverged
 
 
 class ProgressSink(Protocol):
@@ -107,7 +108,14 @@ class Trainer:
         self.logger: RunLogger | None = None
         self._obs: Any = None  # the observation in hand: set by the loop at checkpoints, or by a resume
         self._start_time = time.time()
-        self._stop = SignalStop()  # replaced by the one installed for the run
+        self._initial_td = cfg.replay.initial_priority == "td_error"
+        self._episode_ended = False
+        self._beta_now = 1.0  # β of this step's batches (update_due)
+        self.done = False  # the budget is spent (end_step)
+        self.error: BaseException | None = None  # why the run failed (record_failure)
+        self.summary: dict[str, Any] = {}
+        self._base: dict[str, Any] = {}
+        self._closed = False
         # set by resume (per train --resume)
         self._resumed_from: int | None = None
         self._elapsed_before = 0.0
@@ -189,53 +197,63 @@ class Trainer:
     def run(self, run_dir: Path) -> dict[str, Any]:
         """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
         divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
-        resumable from the latest checkpoint). Numpy's overflow warnings stay quiet: divergence is checked."""
+        resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.lockstep.run_members`
+        runs the loop, with this agent's own update."""
+        summary = run_members([self], [run_dir], solo_learn)[0]
+        if self.error is not None:
+            raise self.error
+        return summary
+
+    # ------------------------------------------------------------------------------------------------------
+    # a member's life in the loop of lockstep.py: begin, steps, then finish or a recorded end
+
+    def begin(self, run_dir: Path) -> None:
+        """Write config.yaml and the running summary, open the logger, take the observation in hand."""
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(dump_config(self.cfg))
         started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
         self._start_time = started
-        base = self._summary_base(run_dir, started)
+        self._base = self._summary_base(run_dir, started)
         if self._resumed_from is not None:
             checkpoint.truncate_metrics(run_dir, self._resumed_from)
-        write_summary(run_dir, base)
-        # Flush denormal floats to zero on this thread while training (torch, numpy and the numba engine alike):
-        # Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
-        # slower (it tripled the update time of configs/cartpole_uniform.yaml). Values below 1e-38 change
-        # nothing else. The flag is process state, so it is restored when the run ends.
-        torch.set_flush_denormal(True)
-        with SignalStop().installed() as self._stop, np.errstate(over="ignore", invalid="ignore"):
-            try:
-                self._run_phases(run_dir)
-                summary = {**base, **self._results(), "status": COMPLETED}
-            except KeyboardInterrupt as exc:
-                interrupt = as_interrupt(exc)
-                self._record_end(run_dir, base, INTERRUPTED, f"{interrupt} at step {self.state.step}; "
-                                 + self._resume_hint(run_dir))  # fmt: skip
-                raise interrupt from None
-            except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
-                message = str(exc) if isinstance(exc, RunDiverged) else f"{type(exc).__name__}: {exc}"
-                self._record_end(run_dir, base, FAILED, message, traceback.format_exc())
-                raise
-            finally:
-                torch.set_flush_denormal(False)
-                if self.logger is not None:
-                    self.logger.close()
-                self.env.close()
-                self.evaluator.close()
-        write_summary(run_dir, summary)
-        return summary
-
-    def _run_phases(self, run_dir: Path) -> None:
+        write_summary(run_dir, self._base)
         resumed = self._resumed_from is not None
         # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
         purge = self._resumed_from + 1 if resumed else None
         self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
-        self._train()
+        if self._obs is None:
+            self._obs = self.env.reset(seed=self.cfg.seed)[0]
+        self.done = self.state.step >= self.cfg.train.total_steps
+
+    def finish(self) -> None:
+        """After the last step: the final evaluation, progress line and checkpoint, then the completed summary."""
         if self.cfg.train.eval_episodes > 0:
             self._evaluate(self.state.step)
         self.progress.update(self.state.step, self._progress_info(final=True))
         if self.cfg.train.checkpoint_every:
-            self._checkpoint(run_dir)
+            self._checkpoint(self.logger.run_dir)
+        self.summary = {**self._base, **self._results(), "status": COMPLETED}
+        self.close()
+        write_summary(self.logger.run_dir, self.summary)
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Called inside the ``except`` that caught ``exc``: the failed summary, with its traceback."""
+        message = str(exc) if isinstance(exc, RunDiverged) else f"{type(exc).__name__}: {exc}"
+        self.error = exc
+        self._record_end(FAILED, message, traceback.format_exc())
+
+    def record_interrupt(self, interrupt: BaseException) -> None:
+        self._record_end(INTERRUPTED, f"{interrupt} at step {self.state.step}; " + self._resume_hint())
+
+    def close(self) -> None:
+        """Close the logger and the envs (once; the loop may call it again when it ends)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.logger is not None:
+            self.logger.close()
+        self.env.close()
+        self.evaluator.close()
 
     def _summary_base(self, run_dir: Path, started: float) -> dict[str, Any]:
         base = {
@@ -254,54 +272,87 @@ class Trainer:
             base["resumed_from_step"] = self._resumed_from
         return base
 
-    def _record_end(self, run_dir: Path, base: dict, status: str, error: str, tb: str | None = None) -> None:
-        summary = {**base, **self._results(), "status": status, "error": error}
+    def _record_end(self, status: str, error: str, tb: str | None = None) -> None:
+        self.summary = {**self._base, **self._results(), "status": status, "error": error}
         if tb is not None:
-            summary["traceback"] = tb
-        write_summary(run_dir, summary)
+            self.summary["traceback"] = tb
+        write_summary(self.logger.run_dir, self.summary)
 
-    @staticmethod
-    def _resume_hint(run_dir: Path) -> str:
+    def _resume_hint(self) -> str:
+        run_dir = self.logger.run_dir
         if checkpoint.latest_checkpoint(run_dir) is None:
             return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
         return f"continue it with: per train --resume {run_dir}"
 
-    def _train(self) -> None:
-        """Run until a budget is spent (``train.total_steps``, or ``train.total_episodes`` when set: the first
-        reached); leaves the observation in hand in ``self._obs`` (for the final checkpoint)."""
+    def collect(self) -> None:
+        """One env step at ``state.step``: act, step, store (and its insertion priority), count; an episode that
+        ends is logged and its env reset."""
+        s, step = self.state, self.state.step
+        epsilon = self.epsilon(step)
+        obs = self._obs
+        action = self.agent.act(obs, epsilon, self.action_rng)
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        self.memory.add(obs, action, reward, next_obs, terminated, truncated)
+        if self._initial_td:
+            self._set_insertion_priority()
+        s.episode_return += float(reward)
+        s.episode_length += 1
+        self._obs = next_obs
+        self._episode_ended = False
+        if terminated or truncated:
+            self._episode_ended = self._end_episode(info, epsilon)
+            self._obs, _ = self.env.reset()
+
+    def learning(self) -> bool:
+        """Whether learning has begun at this step (hindsight stores transitions when their episode ends, so
+        the memory can lag the step count)."""
+        step = self.state.step
+        return step + 1 >= self.learn_from and len(self.memory) >= max(self._min_fill, self.cfg.replay.batch_size)
+
+    def update_due(self) -> bool:
+        """Whether this step trains (every ``train.train_freq`` steps once learning); if so, fixes β for its
+        ``train.gradient_steps`` batches."""
+        step = self.state.step
+        if (step + 1) % self.cfg.train.train_freq != 0:
+            return False
+        self._beta_now = self.beta(self._beta_step(step))
+        self.memory.begin_phase(self.cfg.train.gradient_steps)
+        return True
+
+    def sample(self) -> Batch:
+        return self.memory.sample(self.cfg.replay.batch_size, self._beta_now)
+
+    def apply_update(self, batch: Batch, result: UpdateResult) -> None:
+        """After the agent learned from ``batch``: check it, update priorities, record the update's measures."""
+        cfg, step = self.cfg, self.state.step
+        check_update(result.loss, result.q_mean, step + 1, cfg.agent)
+        try:
+            self.memory.update_priorities(batch.indices, result.td_errors)
+        except FloatingPointError:  # the memory checks every TD error
+            raise diverged("a TD error became non-finite", step + 1, cfg.agent) from None
+        self._window.add(batch, result, self.memory)
+        if self.agent.updates % cfg.log.every == 0:
+            self._log_updates(step + 1, self._beta_now)
+
+    def end_step(self, learning: bool) -> None:
+        """The rest of a step: target syncs (by period once ``learning``, at an episode's end), the budget check
+        (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on."""
         cfg, s, t = self.cfg, self.state, self.cfg.train
-        obs = self._obs if self._obs is not None else self.env.reset(seed=cfg.seed)[0]
-        initial_td = cfg.replay.initial_priority == "td_error"
-        for step in range(s.step, t.total_steps):
-            s.step = step
-            self._stop.check()
-            epsilon = self.epsilon(step)
-            action = self.agent.act(obs, epsilon, self.action_rng)
-            next_obs, reward, terminated, truncated, info = self.env.step(action)
-            self.memory.add(obs, action, reward, next_obs, terminated, truncated)
-            if initial_td:
-                self._set_insertion_priority()
-            s.episode_return += float(reward)
-            s.episode_length += 1
-            obs = next_obs
-            episode_ended = False
-            if terminated or truncated:
-                episode_ended = self._end_episode(info, epsilon)
-                obs, _ = self.env.reset()
-            self._maybe_learn(step)
-            if episode_ended and cfg.agent.target_update_on_episode_end:
-                self._sync_target()
-            last = step + 1 == t.total_steps or (t.total_episodes is not None and s.episode >= t.total_episodes)
-            if last:  # the final evaluation, progress line and checkpoint come after the loop
-                break
-            if (step + 1) % t.eval_every == 0 and t.eval_episodes > 0:
-                self._evaluate(step + 1)
-            if (step + 1) % 1000 == 0:
-                self.progress.update(step + 1, self._progress_info(epsilon))
-            if t.checkpoint_every and (step + 1) % t.checkpoint_every == 0:
-                s.step, self._obs = step + 1, obs  # the step to run next
-                self._checkpoint(self.logger.run_dir)
-        s.step, self._obs = s.step + 1, obs
+        step = s.step
+        if learning and (step + 1) % cfg.agent.target_update_period == 0:
+            self._sync_target()
+        if self._episode_ended and cfg.agent.target_update_on_episode_end:
+            self._sync_target()
+        if step + 1 == t.total_steps or (t.total_episodes is not None and s.episode >= t.total_episodes):
+            s.step, self.done = step + 1, True  # the final evaluation, progress line and checkpoint: finish()
+            return
+        if (step + 1) % t.eval_every == 0 and t.eval_episodes > 0:
+            self._evaluate(step + 1)
+        if (step + 1) % 1000 == 0:
+            self.progress.update(step + 1, self._progress_info(self.epsilon(step)))
+        s.step = step + 1  # the step to run next
+        if t.checkpoint_every and s.step % t.checkpoint_every == 0:
+            self._checkpoint(self.logger.run_dir)
 
     # ------------------------------------------------------------------------------------------------------
     # phases
@@ -311,28 +362,6 @@ class Trainer:
         cost of one extra forward pass per step (the seed notebook's scheme)."""
         latest = self.memory.latest()
         self.memory.update_priorities(latest.indices, self.agent.td_errors(latest))
-
-    def _maybe_learn(self, step: int) -> None:
-        cfg = self.cfg
-        # hindsight stores transitions when their episode ends, so the memory can lag the step count
-        if step + 1 < self.learn_from or len(self.memory) < max(self._min_fill, cfg.replay.batch_size):
-            return
-        if (step + 1) % cfg.train.train_freq == 0:
-            beta = self.beta(self._beta_step(step))
-            self.memory.begin_phase(cfg.train.gradient_steps)
-            for _ in range(cfg.train.gradient_steps):
-                batch = self.memory.sample(cfg.replay.batch_size, beta)
-                result = self.agent.learn(batch)
-                check_update(result.loss, result.q_mean, step + 1, cfg.agent)
-                try:
-                    self.memory.update_priorities(batch.indices, result.td_errors)
-                except FloatingPointError:  # the memory checks every TD error
-                    raise diverged("a TD error became non-finite", step + 1, cfg.agent) from None
-                self._window.add(batch, result, self.memory)
-                if self.agent.updates % cfg.log.every == 0:
-                    self._log_updates(step + 1, beta)
-        if (step + 1) % cfg.agent.target_update_period == 0:
-            self._sync_target()
 
     def _sync_target(self) -> None:
         self.agent.sync_target()

@@ -28,14 +28,14 @@ class Crash(Exception):
 
 
 def _crash_at(monkeypatch, at_step: int) -> None:
-    original = Trainer._maybe_learn
+    original = Trainer.update_due
 
-    def crashing(self, step):
-        if step == at_step:
-            raise Crash(f"simulated crash at step {step}")
-        return original(self, step)
+    def crashing(self):
+        if self.state.step == at_step:
+            raise Crash(f"simulated crash at step {self.state.step}")
+        return original(self)
 
-    monkeypatch.setattr(Trainer, "_maybe_learn", crashing)
+    monkeypatch.setattr(Trainer, "update_due", crashing)
 
 
 def _rows(run_dir):

@@ -1,0 +1,125 @@
+"""A cohort: S runs of one config that differ only in the seed, trained in lockstep in one process.
+
+Each seed is a :class:`~per_cli.train.trainer.Trainer` of its own (env, memory, agent, RNG streams, schedules,
+counters, evaluation, run directory), built exactly as its solo run would be; :mod:`per_cli.train.lockstep`
+runs them through the one training loop. What the cohort adds is the update: with the numba engine, every
+member that trains in a step is updated in ONE compiled call (:class:`~per_cli.rl.engines.cohort.CohortEngine`).
+Each member's RNG streams are seeded from its own seed only, and each runs the solo kernel on its own buffers, so
+a member of a cohort computes what its solo run computes (tests/train/test_cohort.py checks it bit for bit).
+
+``agent.engine: auto`` runs a cohort on the numba engine wherever :func:`~per_cli.rl.engines.supports` accepts
+the config (the batched update is the cohort's reason to exist), and each run's config.yaml records
+``agent.engine: numba``. Elsewhere (CUDA, CNNs) the members update one after another with the torch engine,
+still in lockstep, and :attr:`Cohort.note` says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from per_cli.config import Config, ConfigError, to_dict
+from per_cli.replay import Batch
+from per_cli.rl.agent import UpdateResult
+from per_cli.rl.engines import supports
+from per_cli.rl.engines.cohort import CohortEngine
+from per_cli.train.lockstep import LearnMany, run_members, solo_learn
+from per_cli.train.trainer import ProgressSink, Trainer, resolve_device
+
+_SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``1-100``, ``1,5,9`` or a mix (``1-3,7``) as a list of distinct seeds in the order given."""
+    compact = text.replace(" ", "")
+    if not _SEEDS.match(compact):
+        raise ConfigError(f"--seeds: {text!r} is not a seed list; write e.g. 1-100 or 1,5,9")
+    seeds: list[int] = []
+    for part in compact.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            raise ConfigError(f"--seeds: the range {part} is empty; write LOW-HIGH with LOW <= HIGH")
+        seeds.extend(range(int(low), int(high or low) + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds: {text!r} names a seed twice; each seed is one run")
+    return seeds
+
+
+def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
+    """One config per seed, identical otherwise. ``agent.engine: auto`` becomes ``numba`` where the numba
+    engine supports the config (see the module docstring)."""
+    if cfg.agent.engine == "auto" and not _numba_refusal(cfg):
+        cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, engine="numba"))
+    return [dataclasses.replace(cfg, seed=int(seed)) for seed in seeds]
+
+
+def _numba_refusal(cfg: Config) -> str | None:
+    from per_cli.envs import make_env
+
+    env = make_env(cfg.env, cfg.seed)
+    try:
+        return supports(cfg.agent, env.observation_space.shape, resolve_device(cfg.device))
+    finally:
+        env.close()
+
+
+def _check_same_but_seed(cfgs: Sequence[Config]) -> None:
+    if not cfgs:
+        raise ConfigError("--seeds: a cohort needs at least one seed")
+    first = {**to_dict(cfgs[0]), "seed": None}
+    for cfg in cfgs[1:]:
+        other = {**to_dict(cfg), "seed": None}
+        if other != first:
+            keys = sorted(k for k in first if first[k] != other.get(k))
+            raise ConfigError(f"a cohort's runs differ only in the seed; seed {cfg.seed} differs in {', '.join(keys)}")
+    seeds = [c.seed for c in cfgs]
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError("--seeds: each seed of a cohort is one run; a seed appears twice")
+
+
+class Cohort:
+    """S members built from ``cfgs`` (one config per seed, equal but for the seed), before any run directory
+    exists; ``run(run_dirs)`` trains them and returns their summaries. ``progress`` follows the first member."""
+
+    def __init__(self, cfgs: Sequence[Config], device: str | None = None, progress: ProgressSink | None = None):
+        _check_same_but_seed(cfgs)
+        self.members = [Trainer(cfg, device, progress if i == 0 else None) for i, cfg in enumerate(cfgs)]
+        self.note: str | None = None
+        if self.members[0].agent.engine != "numba":
+            reason = self.members[0].agent.engine_note or "agent.engine is torch"
+            self.note = f"the cohort's members update one at a time with the torch engine ({reason})"
+
+    def resume(self, run_dirs: Sequence[Path]) -> None:
+        """Load each member's latest checkpoint from its run directory (ConfigError if one cannot continue)."""
+        for member, run_dir in zip(self.members, run_dirs, strict=True):
+            member.resume(run_dir)
+
+    def learner(self) -> LearnMany:
+        """The batched update over the members (numba), else each member's own."""
+        if self.note is not None:
+            return solo_learn
+        engine = CohortEngine([m.agent.numba_engine for m in self.members])
+        index = {id(m): i for i, m in enumerate(self.members)}
+
+        def learn(members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
+            td, loss, q_mean = engine.update(
+                [index[id(m)] for m in members],
+                [b.obs for b in batches], [b.actions for b in batches], [b.rewards for b in batches],
+                [b.next_obs for b in batches], [b.terminated for b in batches], [b.weights for b in batches],
+            )  # fmt: skip
+            for member in members:
+                member.agent.updates += 1
+            return [UpdateResult(td[k], float(loss[k]), float(q_mean[k])) for k in range(len(members))]
+
+        return learn
+
+    def run(self, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+        """Train every member into its run directory; a member that fails is recorded ``failed`` in its own
+        summary while the others go on. Ctrl-C or SIGTERM: every unfinished member is recorded ``interrupted``
+        and RunInterrupted is raised."""
+        if len(run_dirs) != len(self.members):
+            raise ValueError(f"{len(self.members)} members but {len(run_dirs)} run directories")
+        return run_members(self.members, run_dirs, self.learner())

@@ -1,0 +1,110 @@
+"""The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
+
+A member is a :class:`~per_cli.train.trainer.Trainer`: it owns everything of its run (env, memory, agent,
+RNG streams, ε and β schedules, counters, evaluator, run directory) and exposes the loop's phases. This module
+only orders them, the same for every member, step by step:
+
+1. ``collect()``: act, step the env, store, log an episode that ended;
+2. ``learning()`` / ``update_due()``: which members train this step; then ``train.gradient_steps`` times:
+   each samples a batch, ``learn_many`` updates all of them in one call (a solo run: the agent's own update;
+   a cohort: :mod:`per_cli.rl.engines.cohort`), each ``apply_update()`` (checks, priorities, measures, logs);
+3. ``end_step()``: target syncs, the budget, periodic evaluation, progress, checkpoint;
+4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
+
+A member that raises is recorded ``failed`` in its own summary and leaves; the others go on. Ctrl-C or SIGTERM
+stop them all (each recorded ``interrupted``, resumable from its checkpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from per_cli.train.stopping import SignalStop, as_interrupt
+
+LearnMany = Callable[[Sequence[Any], Sequence[Any]], list]
+
+
+def solo_learn(members: Sequence[Any], batches: Sequence[Any]) -> list:
+    """Each member's agent learns from its batch with its own engine (one call per member)."""
+    return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
+
+
+def run_members(members: Sequence[Any], run_dirs: Sequence[Path], learn_many: LearnMany) -> list[dict[str, Any]]:
+    """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
+    member's says ``failed`` and keeps its exception in ``member.error``). Interrupts are re-raised as
+    RunInterrupted after every unfinished member recorded one; numpy's overflow warnings stay quiet
+    (divergence is checked).
+
+    Denormal floats are flushed to zero on this thread while training (torch, numpy and the numba engine
+    alike): Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
+    slower (it tripled the update time of configs/cartpole_uniform.yaml). The flag is process state, restored
+    when the loop ends.
+    """
+    for member, run_dir in zip(members, run_dirs, strict=True):
+        member.begin(run_dir)
+    torch.set_flush_denormal(True)
+    with SignalStop().installed() as stop, np.errstate(over="ignore", invalid="ignore"):
+        try:
+            _loop(list(members), learn_many, stop)
+        except KeyboardInterrupt as exc:
+            interrupt = as_interrupt(exc)
+            for member in members:
+                if not member.summary:
+                    member.record_interrupt(interrupt)
+            raise interrupt from None
+        except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
+            for member in members:
+                if not member.summary:
+                    member.record_failure(exc)
+            raise
+        finally:
+            torch.set_flush_denormal(False)
+            for member in members:
+                member.close()
+    return [member.summary for member in members]
+
+
+def _guard(member: Any, phase: Callable, *args: Any) -> Any:
+    """Run one phase of one member; an exception fails that member only (recorded with its traceback)."""
+    try:
+        return phase(*args)
+    except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+        member.record_failure(exc)
+        member.close()
+        return None
+
+
+def _settle(active: list) -> list:
+    """Finish the members whose budget is spent; keep those still training."""
+    for member in active:
+        if member.done and member.error is None:
+            _guard(member, member.finish)
+    return [m for m in active if not m.done and m.error is None]
+
+
+def _loop(active: list, learn_many: LearnMany, stop: SignalStop) -> None:
+    while active := _settle(active):
+        stop.check()
+        for member in active:
+            _guard(member, member.collect)
+        active = [m for m in active if m.error is None]
+        learning = [m for m in active if _guard(m, m.learning)]
+        training = [m for m in learning if _guard(m, m.update_due)]
+        for _ in range(training[0].cfg.train.gradient_steps if training else 0):
+            batches = [_guard(m, m.sample) for m in training]
+            training = [m for m in training if m.error is None]
+            batches = [b for b in batches if b is not None]
+            if not training:
+                break
+            for member, batch, result in zip(training, batches, learn_many(training, batches), strict=True):
+                _guard(member, member.apply_update, batch, result)
+            training = [m for m in training if m.error is None]
+        learning_ids = {id(m) for m in learning}
+        for member in active:  # (a member that failed above is skipped)
+            if member.error is None:
+                _guard(member, member.end_step, id(member) in learning_ids)

@@ -1,0 +1,122 @@
+"""Cohorts: S seeds trained in lockstep in one process, each still a run of its own.
+
+Each member's RNG streams come from its own seed only and its update is the solo kernel on its own buffers, so
+the strongest check holds: every member of a cohort computes exactly what its solo run computes (which also
+makes the seeds independent of each other and a cohort reproducible)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from per_cli.cli import app
+from per_cli.config import ConfigError, load_config
+from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
+from per_cli.train.stopping import RunInterrupted
+from per_cli.train.trainer import Trainer
+
+from ..conftest import CONFIGS, TINY_CARTPOLE
+from ..test_cli import check_run_contract
+from .test_checkpoint import CHECKPOINTED, _params, _rows, _scalars
+
+
+def _configs(seeds, *extra):
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, *extra], device="cpu")
+    return cohort_configs(cfg, seeds)
+
+
+@pytest.mark.parametrize(
+    ("kind", "engine"), [("uniform", "auto"), ("prioritized", "numba"), ("uniform", "torch")]
+)  # fmt: skip
+def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, kind, engine):
+    cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}")
+    cohort = Cohort(cfgs)
+    summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
+    assert [s["status"] for s in summaries] == ["completed", "completed"]
+    expected = "torch" if engine == "torch" else "numba"  # auto: a cohort runs numba where it is supported
+    assert [s["engine"] for s in summaries] == [expected, expected]
+    assert (cohort.note is None) == (expected == "numba")
+    for cfg, member in zip(cfgs, cohort.members, strict=True):
+        solo = Trainer(cfg)
+        solo_summary = solo.run(tmp_path / f"solo{cfg.seed}")
+        run = tmp_path / f"cohort{cfg.seed}"
+        assert _rows(run) == _rows(tmp_path / f"solo{cfg.seed}"), cfg.seed
+        assert _scalars(run) == _scalars(tmp_path / f"solo{cfg.seed}"), cfg.seed
+        for key in ("total_steps", "episodes", "updates", "final_return_mean", "eval_return_mean"):
+            assert summaries[cohort.members.index(member)][key] == solo_summary[key], key
+        for a, b in zip(_params(member), _params(solo), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert _rows(tmp_path / "cohort2") != _rows(tmp_path / "cohort3")  # the seeds differ
+
+
+def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path):
+    cfgs = _configs([1, 2], "agent.engine=numba")
+    cohort = Cohort(cfgs)
+    cohort.members[0].agent.numba_engine.params[:] = np.nan  # seed 1's network: its first loss is NaN
+    bad, good = cohort.run([tmp_path / "s1", tmp_path / "s2"])
+    assert bad["status"] == "failed" and "the loss became nan at step 100" in bad["error"]
+    assert json.loads((tmp_path / "s1" / "summary.json").read_text())["status"] == "failed"
+    assert good["status"] == "completed" and good["updates"] > 0
+    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    assert _rows(tmp_path / "s2") == _rows(tmp_path / "solo2")  # the other seed went on, unaffected
+
+
+def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch):
+    cfgs = _configs([1, 2], *CHECKPOINTED, "agent.engine=numba")
+    whole = Cohort(cfgs)
+    whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
+
+    original = Trainer.update_due
+
+    def killed_at_380(self):
+        if self.state.step == 380:
+            raise RunInterrupted(15)  # SIGTERM, as the signal handler raises it
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "update_due", killed_at_380)
+    split = [tmp_path / f"split{c.seed}" for c in cfgs]
+    with pytest.raises(RunInterrupted):
+        Cohort(cfgs).run(split)
+    monkeypatch.undo()
+    assert {json.loads((d / "summary.json").read_text())["status"] for d in split} == {"interrupted"}
+
+    resumed = Cohort(cfgs)
+    resumed.resume(split)
+    summaries = resumed.run(split)
+    assert [s["resumed_from_step"] for s in summaries] == [300, 300]
+    for cfg, member, whole_member in zip(cfgs, resumed.members, whole.members, strict=True):
+        assert _rows(tmp_path / f"split{cfg.seed}") == _rows(tmp_path / f"whole{cfg.seed}")
+        for a, b in zip(_params(member), _params(whole_member), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_per_train_seeds_writes_one_run_directory_per_seed(tmp_path):
+    sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
+    args = ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), *sets, "--runs-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--seeds", "4-5", "--quiet"])
+    assert result.exit_code == 0, result.output
+    runs = sorted(tmp_path.iterdir())
+    assert [r.name.split("__")[:3] for r in runs] == [["cartpole", "uniform", "s4"], ["cartpole", "uniform", "s5"]]
+    for seed, run in zip((4, 5), runs, strict=True):
+        check_run_contract(run, seed=seed, total_steps=400)
+        assert yaml.safe_load((run / "config.yaml").read_text())["agent"]["engine"] == "numba"
+
+    for bad, message in ((["--seeds", "3-1"], "empty"), (["--seeds", "1,2", "--seed", "4"], "drop --seed")):
+        refused = CliRunner().invoke(app, [*args, *bad])
+        assert refused.exit_code == 2 and message in refused.output and "Traceback" not in refused.output
+    assert sorted(tmp_path.iterdir()) == runs  # nothing written
+
+
+def test_seed_lists_and_what_a_cohort_refuses():
+    assert parse_seeds("1-3,7") == [1, 2, 3, 7] and parse_seeds("5") == [5]
+    for bad in ("1-", "a", "2,2", "1-3,3"):
+        with pytest.raises(ConfigError, match="--seeds"):
+            parse_seeds(bad)
+    cfgs = _configs([1, 2])
+    cfgs[1] = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "agent.lr=0.5"], seed=2, device="cpu")
+    with pytest.raises(ConfigError, match="differ only in the seed; seed 2 differs in agent"):
+        Cohort(cfgs)
