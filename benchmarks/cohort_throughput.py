@@ -1,0 +1,246 @@
+"""Cohort throughput: aggregated env steps/s of S seeds in lockstep in one process vs one solo run.
+
+The notebook's settings (configs/seed001/cartpole_uniform.yaml with ``agent.engine=numba``: one hidden layer of
+128, batch 64, one update per env step, uniform replay), each run for a fixed number of env steps per seed
+(``--steps``; no evaluation episodes), as ``per train`` runs it: its loop, replay, metrics, TensorBoard and CSV
+logging. A solo run and cohorts of S seeds (``--sizes``, default 10, 100, 1000) are timed in one invocation,
+after a warm-up, in wall time and in this process's CPU time (steadier when other processes load the machine).
+Ratios are aggregated env steps/s over the solo run's, in CPU time.
+
+Where the time goes: every phase method is wrapped with a timer (env step, acting, replay add/sample/priority
+update, the batched update, episode and update logging incl. the measures), as CPU µs per env step per seed.
+The update's FLOP rate: the batched update alone on fixed batches, against a single-thread large sgemm (torch)
+as the ceiling.
+
+    python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000]
+    python benchmarks/cohort_throughput.py --equivalence 20   # 20 seeds as one cohort vs 20 solo runs (300 episodes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from per_cli.config import load_config  # noqa: E402
+from per_cli.replay.memory import ReplayMemory  # noqa: E402
+from per_cli.rl.agent import DQNAgent  # noqa: E402
+from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
+from per_cli.train.cohort import Cohort, cohort_configs  # noqa: E402
+from per_cli.train.trainer import Trainer  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "seed001" / "cartpole_uniform.yaml"
+
+# (category, owner, method): each call's CPU time is charged to its category
+PHASES = [
+    ("acting", DQNAgent, "act"),
+    ("replay", ReplayMemory, "add"),
+    ("replay", ReplayMemory, "sample"),
+    ("replay", ReplayMemory, "update_priorities"),
+    ("logging", Trainer, "_end_episode"),
+    ("logging", Trainer, "_log_updates"),
+]
+
+
+def _configs(seeds, steps: int):
+    sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0"]
+    cfg = load_config(CONFIG, sets, device="cpu")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, total_episodes=None))  # steps only
+    return cohort_configs(cfg, seeds)
+
+
+class PhaseClock:
+    """Charges the CPU time of wrapped calls to categories (nested calls: to the innermost)."""
+
+    def __init__(self):
+        self.totals: dict[str, float] = defaultdict(float)
+        self._saved = []
+
+    def wrap(self, category: str, owner, name: str) -> None:
+        original = getattr(owner, name)
+        totals = self.totals
+
+        def timed(*args, **kwargs):
+            t = time.process_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                totals[category] += time.process_time() - t
+
+        self._saved.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+
+def run(size: int, steps: int, clock: PhaseClock | None = None) -> dict[str, float]:
+    """Train a cohort of ``size`` seeds (size 1: a solo Trainer.run) for ``steps`` env steps each."""
+    cfgs = _configs(range(1, size + 1), steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, cpu = time.perf_counter(), time.process_time()
+        if size == 1:
+            trainer = Trainer(cfgs[0])
+            if clock:
+                _wrap_env(clock, [trainer])
+            trainer.run(Path(tmp) / "solo")
+        else:
+            cohort = Cohort(cfgs)
+            if clock:
+                _wrap_env(clock, cohort.members)
+            cohort.run([Path(tmp) / f"s{c.seed}" for c in cfgs])
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"wall": wall, "cpu": cpu, "env_steps": size * steps}
+
+
+def _wrap_env(clock: PhaseClock, members) -> None:
+    for member in members:  # each env instance: its step method
+        env, step = member.env, member.env.step
+
+        def timed(action, _step=step):
+            t = time.process_time()
+            try:
+                return _step(action)
+            finally:
+                clock.totals["env"] += time.process_time() - t
+
+        env.step = timed
+
+
+def phases(size: int, steps: int) -> dict[str, float]:
+    """CPU µs per env step per seed by phase; 'loop, other' is the remainder (counters, schedules, the loop)."""
+    clock = PhaseClock()
+    for category, owner, name in PHASES:
+        clock.wrap(category, owner, name)
+    original_learner = Cohort.learner
+    if size == 1:  # Trainer.run hands its module's solo_learn to the loop
+        clock.wrap("update", sys.modules[Trainer.__module__], "solo_learn")
+    else:
+
+        def timed_learner(self):
+            inner = original_learner(self)
+
+            def learn_many(members, batches):
+                t = time.process_time()
+                try:
+                    return inner(members, batches)
+                finally:
+                    clock.totals["update"] += time.process_time() - t
+
+            return learn_many
+
+        Cohort.learner = timed_learner
+    try:
+        result = run(size, steps, clock)
+    finally:
+        clock.restore()
+        Cohort.learner = original_learner
+    per = 1e6 / result["env_steps"]
+    out = {k: v * per for k, v in clock.totals.items()}
+    out["loop, other"] = result["cpu"] * per - sum(out.values())
+    return out
+
+
+def update_flops(size: int, repeats: int = 200) -> tuple[float, float]:
+    """(µs per member update, GFLOP/s) of the batched update alone, on fixed random batches."""
+    cfgs = _configs(range(1, size + 1), 100)
+    agents = [DQNAgent(c.agent, (4,), 2, torch.device("cpu")) for c in cfgs]
+    engine = CohortEngine([a.numba_engine for a in agents])
+    rng = np.random.default_rng(0)
+    b = 64
+    obs = [rng.normal(size=(b, 4)).astype(np.float32) for _ in agents]
+    acts = [rng.integers(0, 2, size=b) for _ in agents]
+    rew = [np.ones(b, np.float32) for _ in agents]
+    term = [np.zeros(b, np.float32) for _ in agents]
+    weights = [np.ones(b, np.float32) for _ in agents]
+    which = list(range(size))
+    engine.update(which, obs, acts, rew, obs, term, weights)
+    t = time.process_time()
+    for _ in range(repeats):
+        engine.update(which, obs, acts, rew, obs, term, weights)
+    us = (time.process_time() - t) / (repeats * size) * 1e6
+    dims = [4, 128, 2]
+    macs = sum(i * o for i, o in zip(dims[:-1], dims[1:], strict=True))
+    # online and target forwards, weight gradients, input gradients below the top layer: 2 FLOPs per MAC
+    flops = 2 * b * (3 * macs + dims[1] * dims[2]) + 10 * (macs + sum(dims[1:]))  # + Adam, ~10 per parameter
+    return us, flops / (us * 1e-6) / 1e9
+
+
+def sgemm_rate(n: int = 1024) -> float:
+    torch.set_num_threads(1)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    t = time.perf_counter()
+    for _ in range(5):
+        a @ b
+    return 5 * 2 * n**3 / (time.perf_counter() - t) / 1e9
+
+
+def equivalence(n_seeds: int) -> None:
+    """``n_seeds`` seeds as one cohort vs the same seeds as solo runs, the notebook's full protocol."""
+    from scipy.stats import ks_2samp
+
+    from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
+
+    cfg = load_config(CONFIG, ["agent.engine=numba"], device="cpu")
+    cfgs = cohort_configs(cfg, range(1, n_seeds + 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        cohort = Cohort(cfgs).run([Path(tmp) / f"c{c.seed}" for c in cfgs])
+        t_cohort = time.perf_counter() - t
+        t = time.perf_counter()
+        solo = [Trainer(c).run(Path(tmp) / f"s{c.seed}") for c in cfgs]
+        t_solo = time.perf_counter() - t
+    a = np.array([s["final_return_mean"] for s in cohort])
+    b = np.array([s["final_return_mean"] for s in solo])
+    rng = np.random.default_rng(0)
+    ca = stratified_bootstrap_ci([a[:, None]], lambda xs: iqm(xs[0].ravel()), rng=rng)
+    cb = stratified_bootstrap_ci([b[:, None]], lambda xs: iqm(xs[0].ravel()), rng=rng)
+    print(f"equivalence, {n_seeds} seeds, final_return_mean (last 20 training episodes of 300):")
+    print(f"  cohort: IQM {iqm(a):.2f} CI {ca}   ({t_cohort:.0f} s wall)")
+    print(f"  solo:   IQM {iqm(b):.2f} CI {cb}   ({t_solo:.0f} s wall)")
+    print(f"  KS p = {ks_2samp(a, b).pvalue:.3f}; identical per seed: {bool(np.array_equal(a, b))}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=2000, help="env steps per seed")
+    parser.add_argument("--sizes", default="10,100,1000", help="cohort sizes")
+    parser.add_argument("--equivalence", type=int, default=0, metavar="N", help="only the N-seed equivalence check")
+    args = parser.parse_args()
+    if args.equivalence:
+        equivalence(args.equivalence)
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    run(2, 200)  # warm-up: numba's kernels loaded or compiled, gymnasium imported
+    solo = run(1, args.steps)
+    print(f"{'S':>6} {'env steps/s (CPU)':>18} {'(wall)':>10} {'x solo (CPU)':>13} {'x solo (wall)':>14}")
+    base_cpu, base_wall = solo["env_steps"] / solo["cpu"], solo["env_steps"] / solo["wall"]
+    print(f"{'solo':>6} {base_cpu:>18,.0f} {base_wall:>10,.0f} {1:>13.2f} {1:>14.2f}")
+    for size in sizes:
+        r = run(size, args.steps)
+        cpu, wall = r["env_steps"] / r["cpu"], r["env_steps"] / r["wall"]
+        print(f"{size:>6} {cpu:>18,.0f} {wall:>10,.0f} {cpu / base_cpu:>13.2f} {wall / base_wall:>14.2f}")
+    print("\nwhere the time goes (CPU µs per env step per seed):")
+    for size in (1, max(s for s in sizes if s <= 100)):
+        split = phases(size, args.steps)
+        print(f"  S={size}: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])))
+    us, rate = update_flops(100)
+    ceiling = sgemm_rate()
+    print(f"\nbatched update (S=100, 4-128-2, batch 64): {us:.1f} µs per member update, {rate:.2f} GFLOP/s "
+          f"= {rate / ceiling:.1%} of a single-thread 1024² sgemm ({ceiling:.0f} GFLOP/s)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
