@@ -244,6 +244,14 @@ def grid(
     workers: Annotated[
         int | None, typer.Option(min=1, help="Runs at once (default: CPU cores; Ray: its CPUs).")
     ] = None,
+    cohort_size: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Local pool: train up to N runs that differ only in the seed together in one process "
+            "(default: the seeds of a setting spread over the workers; 1: every run alone).",
+        ),
+    ] = None,
     backend: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start Ray here).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the runs and their state; write nothing.")] = False,
@@ -278,7 +286,13 @@ def grid(
         if backend == "local":
             grid_mod.check_devices(plan)
         outcome = grid_mod.run_grid(
-            plan, grid_dir, workers=workers, backend=backend, ray_address=ray_address, retry_failed=retry_failed
+            plan,
+            grid_dir,
+            workers=workers,
+            backend=backend,
+            ray_address=ray_address,
+            retry_failed=retry_failed,
+            cohort_size=cohort_size,
         )
     except ConfigError as exc:
         raise fail_input(str(exc)) from None

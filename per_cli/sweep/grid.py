@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from per_cli.errors import ConfigError
+from per_cli.sweep.cohorts import cohort_payload, default_cohort_size, pack
 from per_cli.sweep.plan import GridPlan, RunSpec, check_devices, plan_grid
 from per_cli.sweep.report import GridProgress, dry_run_table, report
 from per_cli.sweep.request import build_request
@@ -62,9 +63,11 @@ def run_grid(
     retry_failed: bool = False,
     argv: list[str] | None = None,
     out: TextIO | None = None,
+    cohort_size: int | None = None,
 ) -> GridOutcome:
     """Run every run of ``plan`` that is not complete into ``grid_dir``; returns the exit code (0 all
-    completed, 1 any not, 130 interrupted)."""
+    completed, 1 any not, 130 interrupted). On the local pool, runs that differ only in the seed train as
+    cohorts of up to ``cohort_size`` seeds (None: :func:`~per_cli.sweep.cohorts.default_cohort_size`; 1: solo)."""
     from per_cli.sweep.backends import make_executor
     from per_cli.sweep.locks import GridLockedError, hold_lock
     from per_cli.train.stopping import SignalStop
@@ -74,7 +77,9 @@ def run_grid(
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
     # the executor first: a Ray cluster that cannot be reached is bad input, and leaves nothing on disk
     n_workers = workers or (default_workers() if backend == "local" else None)  # None: all of Ray's CPUs
-    n_workers = max(1, min(n_workers, len(todo))) if n_workers else None
+    size = (cohort_size or default_cohort_size(todo, n_workers)) if backend == "local" else 1  # Ray: solo
+    tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
+    n_workers = max(1, min(n_workers, len(tasks))) if n_workers else None
     executor = make_executor(backend, n_workers, ray_address) if todo else None
     try:
         grid_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +95,8 @@ def run_grid(
     print(
         f"grid {grid_dir}: {len(plan.runs)} runs, {len(todo)} to run, {len(plan.runs) - len(todo)} skipped "
         f"({sum(v == 'completed' for v in states.values())} already complete); backend {backend}"
-        + (f", {executor.size} workers" if executor is not None else ""),
+        + (f", {executor.size} workers" if executor is not None else "")
+        + (f"; seeds in cohorts of up to {size} ({len(tasks)} tasks; numba where supported)" if size > 1 else ""),
         file=sys.stderr,
         flush=True,
     )
@@ -106,7 +112,7 @@ def run_grid(
             if executor is not None:
                 with GridProgress(len(todo), sum(s.total_steps for s in todo)) as progress:
                     try:
-                        _drive(executor, todo, grid_dir, retry_failed, progress, events, ran, started)
+                        _drive(executor, tasks, size > 1, grid_dir, retry_failed, progress, events, ran, started)
                     except KeyboardInterrupt:
                         interrupted = True
                         progress.line("interrupted: stopping the runs in flight (Ctrl-C again to kill them at once)")
@@ -136,21 +142,32 @@ def _payload(spec: RunSpec, grid_dir: Path, retry_failed: bool) -> dict[str, Any
     }
 
 
-def _drive(executor, todo, grid_dir, retry_failed, progress, events, ran, started) -> None:
-    pending = deque(todo)
-    in_flight: dict[str, RunSpec] = {}
+def _drive(executor, tasks, cohorts, grid_dir, retry_failed, progress, events, ran, started) -> None:
+    """Submit the tasks (a run, or with ``cohorts`` a cohort of runs differing only in the seed, even a cohort of
+    one, so that every run of the grid takes the same engine) as workers free up; record each run's result as
+    it comes (a cohort's result holds one per run)."""
+    pending = deque(tasks)
+    in_flight: dict[str, list[RunSpec]] = {}
     while pending or in_flight:
         while pending and executor.free() > 0:
-            spec = pending.popleft()
-            events.write("start", spec.name)
-            executor.submit(_payload(spec, grid_dir, retry_failed))
-            in_flight[spec.name] = spec
-            started.add(spec.name)
+            group = pending.popleft()
+            payloads = [_payload(spec, grid_dir, retry_failed) for spec in group]
+            payload = cohort_payload(payloads) if cohorts else payloads[0]
+            for spec in group:
+                events.write("start", spec.name)
+                started.add(spec.name)
+            executor.submit(payload)
+            in_flight[payload["name"]] = group
         for kind, name, data in executor.poll(timeout=0.5):
             if kind == "progress":
                 progress.step(name, data)
                 continue
-            spec = in_flight.pop(name)
-            ran[name] = data
-            events.write("end", name, data.get("status", "?"))
-            progress.finished(spec, data)
+            group = in_flight.pop(name)
+            for spec in group:
+                result = data["members"].get(spec.name, _NO_RESULT) if data.get("status") == "cohort" else data
+                ran[spec.name] = result
+                events.write("end", spec.name, result.get("status", "?"))
+                progress.finished(spec, result)
+
+
+_NO_RESULT = {"status": "failed", "error": "its cohort returned no result for it"}

@@ -18,6 +18,7 @@ from multiprocessing import connection
 from pathlib import Path
 from typing import Any
 
+from per_cli.sweep.cohorts import run_cohort_locked
 from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
 from per_cli.train.stopping import SignalStop
 
@@ -70,9 +71,13 @@ def worker_main(conn, parent_pid: int) -> None:
                 if payload is None:  # idle, holding no run and no open file: skip the slow interpreter teardown
                     conn.close()
                     os._exit(0)
-                result = run_locked(payload, _PipeProgress(conn, payload["name"]))
+                if "cohort" in payload:  # runs that differ only in the seed, trained together
+                    result = run_cohort_locked(payload, _PipeProgress(conn, payload["cohort"][0]["name"]))
+                else:
+                    result = run_locked(payload, _PipeProgress(conn, payload["name"]))
                 conn.send(("done", payload["name"], result))
-                if result["status"] == "interrupted":
+                statuses = {result["status"], *(r["status"] for r in result.get("members", {}).values())}
+                if "interrupted" in statuses:
                     return
     except (KeyboardInterrupt, EOFError, BrokenPipeError):
         return
@@ -150,12 +155,17 @@ class LocalExecutor:
             return False
         return True
 
-    @staticmethod
-    def _died(worker: _Worker) -> dict[str, Any]:
+    @classmethod
+    def _died(cls, worker: _Worker) -> dict[str, Any]:
         code = worker.proc.exitcode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
         error = f"worker process died ({how}) during the run"
-        payload = worker.task
+        if "cohort" in worker.task:
+            return {"status": "cohort", "members": {p["name"]: cls._lost(p, error) for p in worker.task["cohort"]}}
+        return cls._lost(worker.task, error)
+
+    @staticmethod
+    def _lost(payload: dict[str, Any], error: str) -> dict[str, Any]:
         run_dir = Path(payload["run_dir"])
         done = completed_result(run_dir)
         if done is not None:

@@ -49,11 +49,16 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
-    """One config per seed, identical otherwise. ``agent.engine: auto`` becomes ``numba`` where the numba
-    engine supports the config (see the module docstring)."""
-    if cfg.agent.engine == "auto" and not _numba_refusal(cfg):
-        cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, engine="numba"))
-    return [dataclasses.replace(cfg, seed=int(seed)) for seed in seeds]
+    """One config per seed, identical otherwise, ready for a cohort (:func:`as_cohort`)."""
+    return as_cohort([dataclasses.replace(cfg, seed=int(seed)) for seed in seeds])
+
+
+def as_cohort(cfgs: Sequence[Config]) -> list[Config]:
+    """The configs of a cohort's members: ``agent.engine: auto`` becomes ``numba`` where the numba engine
+    supports the config (see the module docstring); otherwise unchanged."""
+    if not cfgs or cfgs[0].agent.engine != "auto" or _numba_refusal(cfgs[0]):
+        return list(cfgs)
+    return [dataclasses.replace(c, agent=dataclasses.replace(c.agent, engine="numba")) for c in cfgs]
 
 
 def _numba_refusal(cfg: Config) -> str | None:

@@ -138,7 +138,7 @@ def test_resume_after_sigkill_of_the_grid_loses_only_the_run_in_flight(configs, 
     if CHECKPOINTS:  # the run in flight continues from its checkpoint instead of starting again
         longer.append("train.checkpoint_every=500")
     args = ["--envs", "cartpole", "--replays", "uniform", "--seeds", "2", "--workers", "1", "--name", "g"]
-    args += _sets(longer)
+    args += ["--cohort-size", "1", *_sets(longer)]  # solo runs, one after the other
     grid_dir = runs / "g"
     first, second = grid_dir / "cartpole__uniform__s1", grid_dir / "cartpole__uniform__s2"
 

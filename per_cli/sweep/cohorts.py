@@ -1,0 +1,111 @@
+"""``per grid --cohort-size N``: the runs of a grid that differ only in the seed are packed into cohorts, each
+trained in lockstep in one worker process (:mod:`per_cli.train.cohort`), every seed still in its own run
+directory with its own summary, lock and resume.
+
+A cohort task's payload is ``{"name": ..., "cohort": [run payload, ...]}``; its result
+``{"status": "cohort", "members": {run name: run result}}``, which the driver unpacks into one result per run.
+Only the local pool trains cohorts; with Ray each run stays a task of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from per_cli.sweep.locks import GridLockedError, hold_lock
+from per_cli.sweep.plan import RunSpec
+from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED
+from per_cli.sweep.worker import RESULT_KEYS, decide, record_failure
+
+
+def default_cohort_size(todo: Sequence[RunSpec], workers: int) -> int:
+    """Enough seeds per cohort that the largest group of seeds fills the workers once (at least 1)."""
+    groups = _groups(todo)
+    largest = max((len(g) for g in groups), default=1)
+    return max(1, math.ceil(largest / max(workers, 1)))
+
+
+def _groups(todo: Sequence[RunSpec]) -> list[list[RunSpec]]:
+    """The runs grouped by their config without the seed, in the plan's order."""
+    groups: dict[str, list[RunSpec]] = {}
+    for spec in todo:
+        key = json.dumps({k: v for k, v in spec.config.items() if k != "seed"}, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(spec)
+    return list(groups.values())
+
+
+def pack(todo: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
+    """Cohorts of up to ``size`` runs that differ only in the seed; a group of one is a solo run."""
+    return [group[i : i + size] for group in _groups(todo) for i in range(0, len(group), size)]
+
+
+def cohort_payload(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": f"{payloads[0]['name']}+{len(payloads) - 1}", "cohort": payloads}
+
+
+def run_cohort_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
+    """A local worker's cohort: each run under its own lock and re-checked on disk (skip, resume or fresh, as
+    a solo run), then the runs to train in one cohort. Returns one result per run."""
+    results: dict[str, dict[str, Any]] = {}
+    locks, todo = [], []
+    for member in payload["cohort"]:
+        try:
+            locks.append(hold_lock(Path(member["lock"])))
+        except GridLockedError:
+            results[member["name"]] = {"status": "busy", "error": "another process holds this run's lock"}
+            continue
+        mode = decide(member, Path(member["run_dir"]))
+        if isinstance(mode, dict):
+            results[member["name"]] = mode
+        else:
+            todo.append((member, mode))
+    try:
+        if todo:
+            results.update(_train(todo, progress))
+    finally:
+        for lock in locks:
+            lock.release()
+    return {"status": "cohort", "members": results}
+
+
+def _train(todo: list[tuple[dict, str]], progress) -> dict[str, dict[str, Any]]:
+    from per_cli.config import from_dict
+    from per_cli.train.cohort import Cohort, as_cohort
+    from per_cli.train.trainer import Trainer
+
+    payloads = [member for member, _ in todo]
+    run_dirs = [Path(member["run_dir"]) for member in payloads]
+    notes = [""] * len(todo)
+    try:
+        cohort = Cohort(as_cohort([from_dict(member["config"]) for member in payloads]), progress=progress)
+        for i, ((_, mode), run_dir) in enumerate(zip(todo, run_dirs, strict=True)):
+            if mode == "resume":
+                try:
+                    notes[i] = f"resumed from step {cohort.members[i].resume(run_dir)}"
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot continue: start over
+                    notes[i] = f"checkpoint not usable ({type(exc).__name__}: {exc}); started again"
+                    cohort.members[i] = Trainer(cohort.members[i].cfg)
+            if run_dir.exists():
+                shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
+    except Exception as exc:  # noqa: BLE001 - a cohort that cannot even start: each of its runs failed
+        error = f"{type(exc).__name__}: {exc}"
+        for member, run_dir in zip(payloads, run_dirs, strict=True):
+            record_failure(member, run_dir, error, traceback.format_exc())
+        return {member["name"]: {"status": FAILED, "error": error} for member in payloads}
+    try:
+        summaries = cohort.run(run_dirs)
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: every unfinished run recorded it; the grid resumes them
+        return {m["name"]: {"status": INTERRUPTED, "note": note} for m, note in zip(payloads, notes, strict=True)}
+    out = {}
+    for member, summary, note in zip(payloads, summaries, notes, strict=True):
+        if summary.get("status") == COMPLETED:
+            out[member["name"]] = {"status": COMPLETED, "note": note, **{k: summary.get(k) for k in RESULT_KEYS}}
+        else:
+            out[member["name"]] = {"status": summary.get("status", FAILED), "error": summary.get("error"), "note": note}
+    return out
