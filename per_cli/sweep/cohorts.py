@@ -75,14 +75,14 @@ def run_cohort_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
 
 def _train(todo: list[tuple[dict, str]], progress) -> dict[str, dict[str, Any]]:
     from per_cli.config import from_dict
-    from per_cli.train.cohort import Cohort, as_cohort
+    from per_cli.train.cohort import Cohort
     from per_cli.train.trainer import Trainer
 
     payloads = [member for member, _ in todo]
     run_dirs = [Path(member["run_dir"]) for member in payloads]
     notes = [""] * len(todo)
     try:
-        cohort = Cohort(as_cohort([from_dict(member["config"]) for member in payloads]), progress=progress)
+        cohort = Cohort([from_dict(member["config"]) for member in payloads], progress=progress)
         for i, ((_, mode), run_dir) in enumerate(zip(todo, run_dirs, strict=True)):
             if mode == "resume":
                 try:

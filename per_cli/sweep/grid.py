@@ -96,7 +96,7 @@ def run_grid(
         f"grid {grid_dir}: {len(plan.runs)} runs, {len(todo)} to run, {len(plan.runs) - len(todo)} skipped "
         f"({sum(v == 'completed' for v in states.values())} already complete); backend {backend}"
         + (f", {executor.size} workers" if executor is not None else "")
-        + (f"; seeds in cohorts of up to {size} ({len(tasks)} tasks; numba where supported)" if size > 1 else ""),
+        + (f"; seeds in cohorts of up to {size} ({len(tasks)} tasks)" if size > 1 else ""),
         file=sys.stderr,
         flush=True,
     )
@@ -143,9 +143,9 @@ def _payload(spec: RunSpec, grid_dir: Path, retry_failed: bool) -> dict[str, Any
 
 
 def _drive(executor, tasks, cohorts, grid_dir, retry_failed, progress, events, ran, started) -> None:
-    """Submit the tasks (a run, or with ``cohorts`` a cohort of runs differing only in the seed, even a cohort of
-    one, so that every run of the grid takes the same engine) as workers free up; record each run's result as
-    it comes (a cohort's result holds one per run)."""
+    """Submit the tasks (a run, or with ``cohorts`` a cohort of runs differing only in the seed: a leftover seed
+    as a cohort of one, the same path) as workers free up; record each run's result as it comes (a cohort's
+    result holds one per run)."""
     pending = deque(tasks)
     in_flight: dict[str, list[RunSpec]] = {}
     while pending or in_flight:

@@ -7,10 +7,9 @@ member that trains in a step is updated in ONE compiled call (:class:`~per_cli.r
 Each member's RNG streams are seeded from its own seed only, and each runs the solo kernel on its own buffers, so
 a member of a cohort computes what its solo run computes (tests/train/test_cohort.py checks it bit for bit).
 
-``agent.engine: auto`` runs a cohort on the numba engine wherever :func:`~per_cli.rl.engines.supports` accepts
-the config (the batched update is the cohort's reason to exist), and each run's config.yaml records
-``agent.engine: numba``. Elsewhere (CUDA, CNNs) the members update one after another with the torch engine,
-still in lockstep, and :attr:`Cohort.note` says so.
+The engine is chosen as for a solo run (``agent.engine: auto`` is numba wherever
+:func:`~per_cli.rl.engines.supports` accepts the config). Under the torch engine (CUDA, CNNs, ``engine: torch``)
+the members update one after another, still in lockstep, and :attr:`Cohort.note` says so.
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ from typing import Any
 from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult
-from per_cli.rl.engines import supports
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.train.lockstep import LearnMany, run_members, solo_learn
-from per_cli.train.trainer import ProgressSink, Trainer, resolve_device
+from per_cli.train.trainer import ProgressSink, Trainer
 
 _SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
@@ -49,26 +47,8 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
-    """One config per seed, identical otherwise, ready for a cohort (:func:`as_cohort`)."""
-    return as_cohort([dataclasses.replace(cfg, seed=int(seed)) for seed in seeds])
-
-
-def as_cohort(cfgs: Sequence[Config]) -> list[Config]:
-    """The configs of a cohort's members: ``agent.engine: auto`` becomes ``numba`` where the numba engine
-    supports the config (see the module docstring); otherwise unchanged."""
-    if not cfgs or cfgs[0].agent.engine != "auto" or _numba_refusal(cfgs[0]):
-        return list(cfgs)
-    return [dataclasses.replace(c, agent=dataclasses.replace(c.agent, engine="numba")) for c in cfgs]
-
-
-def _numba_refusal(cfg: Config) -> str | None:
-    from per_cli.envs import make_env
-
-    env = make_env(cfg.env, cfg.seed)
-    try:
-        return supports(cfg.agent, env.observation_space.shape, resolve_device(cfg.device))
-    finally:
-        env.close()
+    """One config per seed, identical otherwise."""
+    return [dataclasses.replace(cfg, seed=int(seed)) for seed in seeds]
 
 
 def _check_same_but_seed(cfgs: Sequence[Config]) -> None:

@@ -37,7 +37,7 @@ def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, kind, engine):
     cohort = Cohort(cfgs)
     summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
     assert [s["status"] for s in summaries] == ["completed", "completed"]
-    expected = "torch" if engine == "torch" else "numba"  # auto: a cohort runs numba where it is supported
+    expected = "torch" if engine == "torch" else "numba"  # auto: numba where it is supported, as a solo run
     assert [s["engine"] for s in summaries] == [expected, expected]
     assert (cohort.note is None) == (expected == "numba")
     for cfg, member in zip(cfgs, cohort.members, strict=True):
@@ -103,7 +103,8 @@ def test_per_train_seeds_writes_one_run_directory_per_seed(tmp_path):
     assert [r.name.split("__")[:3] for r in runs] == [["cartpole", "uniform", "s4"], ["cartpole", "uniform", "s5"]]
     for seed, run in zip((4, 5), runs, strict=True):
         check_run_contract(run, seed=seed, total_steps=400)
-        assert yaml.safe_load((run / "config.yaml").read_text())["agent"]["engine"] == "numba"
+        assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == seed
+        assert json.loads((run / "summary.json").read_text())["engine"] == "numba"  # auto, on a CPU MLP
 
     for bad, message in ((["--seeds", "3-1"], "empty"), (["--seeds", "1,2", "--seed", "4"], "drop --seed")):
         refused = CliRunner().invoke(app, [*args, *bad])
