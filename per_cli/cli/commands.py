@@ -3,49 +3,16 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
 
 from per_cli import __version__
+from per_cli.cli.running import print_summary, resolve_config_option, train_cohort
+from per_cli.cli.usage import EXIT_RUN_FAILED, OneLineErrors, check_run_name, fail_input
 from per_cli.errors import ConfigError
-
-EXIT_BAD_INPUT = 2
-EXIT_RUN_FAILED = 1
-
-# Click's exceptions, from the click that Typer runs on (recent Typer versions vendor their own copy)
-_clicks = importlib.import_module(TyperGroup.__mro__[1].__module__.rpartition(".")[0] + ".exceptions")
-_NO_ARGS = getattr(_clicks, "NoArgsIsHelpError", ())  # click >= 8.2; older ones print the help themselves
-
-
-class OneLineErrors(TyperGroup):
-    """Click's and Typer's own usage errors (``--seed abc``, ``--workers 0``, an unknown option) as the tool's
-    one-line ``error: ...`` with exit code 2, like every other bad input; ``per`` alone prints the help, exit 0."""
-
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
-        try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except _NO_ARGS:
-            code = super().main(["--help"], prog_name, complete_var, standalone_mode=False, **extra)
-        except _clicks.UsageError as exc:
-            command = exc.ctx.command_path if exc.ctx is not None else "per"
-            typer.echo(f"error: {exc.format_message()} (see {command} --help)", err=True)
-            code = EXIT_BAD_INPUT
-        except _clicks.ClickException as exc:
-            typer.echo(f"error: {exc.format_message()}", err=True)
-            code = exc.exit_code
-        except typer.Abort:
-            typer.echo("aborted", err=True)
-            code = 1
-        code = code if isinstance(code, int) else 0
-        if not standalone_mode:
-            return code
-        sys.exit(code)
-
 
 app = typer.Typer(
     name="per",
@@ -55,20 +22,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-
-def fail_input(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(EXIT_BAD_INPUT)
-
-
-def check_run_name(name: str | None, option: str = "--name") -> None:
-    """A run (or grid) name is one folder name inside --runs-dir: no separators, not '.' or '..'."""
-    if name is None:
-        return
-    parts = PurePosixPath(name).parts + PureWindowsPath(name).parts
-    if not name.strip() or name in (".", "..") or len(set(parts)) != 1 or "/" in name or "\\" in name:
-        raise ConfigError(f"{option} {name!r}: a name is one folder name inside --runs-dir (no '/', '\\' or '..')")
 
 
 ConfigOpt = Annotated[
@@ -96,19 +49,6 @@ def _root(
     ] = False,
 ) -> None:
     """Experiment runner for experience replay in deep Q-learning: train, sweep, plot."""
-
-
-def resolve_config_option(config: str | None) -> Path | None:
-    """``--config`` as a file: an existing path, else a shipped config by name; a note when a local file
-    shadows a shipped config. Raises ConfigError for an unknown or ambiguous name."""
-    if config is None:
-        return None
-    from per_cli.config.shipped import resolve_config
-
-    resolved = resolve_config(config)
-    if resolved.note:
-        typer.echo(f"note: {resolved.note}", err=True)
-    return resolved.path
 
 
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories are created.")]
@@ -139,7 +79,7 @@ def train(
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory (with --seeds, one per seed)."""
     if seeds is not None:
-        _train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
+        train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
         return
     from per_cli.config import load_config
     from per_cli.train.preflight import preflight
@@ -177,7 +117,7 @@ def train(
         typer.echo(f"error: run failed: {type(exc).__name__}: {exc} (see {run_dir / 'summary.json'})", err=True)
         raise typer.Exit(EXIT_RUN_FAILED) from None
     if not quiet:
-        _print_summary(run_dir, summary)
+        print_summary(run_dir, summary)
 
 
 @app.command()
@@ -419,56 +359,6 @@ def cliffwalk(
     write_outputs(out_dir, settings, results, rows, time.perf_counter() - started)
     typer.echo(format_table(rows))
     typer.echo(f"wrote {out_dir / 'cliffwalk.csv'}, {out_dir / 'cliffwalk.json'}, {out_dir / 'cliffwalk.png'}")
-
-
-def _train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
-    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
-    Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
-    from per_cli.config import load_config
-    from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
-    from per_cli.train.preflight import preflight
-    from per_cli.train.progress import train_progress
-    from per_cli.train.trainer import default_run_name
-
-    try:
-        if any(value is not None for value in clash):
-            raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
-        cfgs = cohort_configs(load_config(resolve_config_option(config), overrides, device=device), parse_seeds(seeds))
-        run_dirs = [runs_dir / default_run_name(cfg) for cfg in cfgs]
-        for run_dir in run_dirs:
-            if run_dir.exists():
-                raise ConfigError(f"--seeds: run directory {run_dir} already exists; wait a second and run again")
-        preflight(cfgs[0])
-        t = cfgs[0].train
-        progress = train_progress(t.total_steps, f"cohort of {len(cfgs)} seeds", quiet, t.total_episodes)
-        cohort = Cohort(cfgs, progress=progress)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
-    if cohort.note and not quiet:
-        typer.echo(f"note: {cohort.note}", err=True)
-    try:
-        with progress:
-            summaries = cohort.run(run_dirs)
-    except KeyboardInterrupt as exc:  # each unfinished run recorded `interrupted` in its summary.json
-        typer.echo(f"{exc or 'interrupted'}; recorded in each run's summary.json under {runs_dir}", err=True)
-        raise typer.Exit(getattr(exc, "exit_code", 130)) from None
-    failed = [(d, s) for d, s in zip(run_dirs, summaries, strict=True) if s.get("status") != "completed"]
-    for run_dir, summary in failed:
-        typer.echo(f"error: run failed: {summary.get('error')} (see {run_dir / 'summary.json'})", err=True)
-    if not quiet:
-        typer.echo(f"{len(summaries) - len(failed)} of {len(summaries)} runs completed in {runs_dir}")
-    if failed:
-        raise typer.Exit(EXIT_RUN_FAILED)
-
-
-def _print_summary(run_dir: Path, summary: dict) -> None:
-    from per_cli.train.progress import done_line
-
-    typer.echo(
-        f"{done_line(summary)}\n"
-        f"run directory: {run_dir}\n"
-        f"view: tensorboard --logdir {run_dir.parent}"
-    )
 
 
 def main() -> None:  # pragma: no cover - `python -m per_cli`
