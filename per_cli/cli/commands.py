@@ -84,7 +84,8 @@ def train(
     from per_cli.config import load_config
     from per_cli.train.preflight import preflight
     from per_cli.train.progress import train_progress
-    from per_cli.train.trainer import Trainer, default_run_name
+    from per_cli.train.setup import default_run_name
+    from per_cli.train.trainer import Trainer
 
     try:
         if resume is not None:

@@ -31,7 +31,7 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
     from per_cli.train.preflight import preflight
     from per_cli.train.progress import train_progress
-    from per_cli.train.trainer import default_run_name
+    from per_cli.train.setup import default_run_name
 
     try:
         if any(value is not None for value in clash):

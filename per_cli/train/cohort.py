@@ -25,7 +25,8 @@ from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.train.lockstep import LearnMany, run_members, solo_learn
-from per_cli.train.trainer import ProgressSink, Trainer
+from per_cli.train.setup import ProgressSink
+from per_cli.train.trainer import Trainer
 
 _SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 

@@ -7,14 +7,14 @@ import pickle
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from per_cli.config import Config, ConfigError, dump_config, to_dict
-from per_cli.envs import env_label, make_env
+from per_cli.envs import make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay, replay_label
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.networks import resolve_network
@@ -28,38 +28,8 @@ from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow
 from per_cli.train.reporting import episode_record, progress_info, run_results
 from per_cli.train.resume import check_resume
+from per_cli.train.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
 from per_cli.train.stopping import RunDiverged, check_logged, check_update, diverged
-
-
-class ProgressSink(Protocol):
-    def update(self, step: int, info: dict[str, Any]) -> None: ...
-
-
-class _NoProgress:
-    def update(self, step: int, info: dict[str, Any]) -> None:
-        pass
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device: cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
-    return torch.device(name)
-
-
-def default_run_name(cfg: Config) -> str:
-    return f"{env_label(cfg.env.id)}__{replay_label(cfg.replay)}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def _reports_episodes(env: gym.Env) -> bool:
-    """True when a RecordEpisodeStatistics wrapper sits in the chain (Atari: under the life-loss wrapper,
-    so only whole games are reported); otherwise the loop counts returns itself."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, gym.wrappers.RecordEpisodeStatistics):
-            return True
-        env = env.env
-    return False
 
 
 class Trainer:
@@ -69,7 +39,7 @@ class Trainer:
     def __init__(self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None):
         self.cfg = cfg
         self.device = resolve_device(device or cfg.device)
-        self.progress = progress or _NoProgress()
+        self.progress = progress or NoProgress()
         torch.manual_seed(cfg.seed)
         self.env = make_env(cfg.env, cfg.seed)
         if not isinstance(self.env.action_space, gym.spaces.Discrete):
@@ -94,7 +64,7 @@ class Trainer:
         self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
         self.learn_from = max(t.learning_starts, cfg.replay.batch_size)
         self.state = LoopState()
-        self._env_reports_episodes = _reports_episodes(self.env)
+        self._env_reports_episodes = reports_episodes(self.env)
         self.evaluator = Evaluator(cfg)
         self._window = UpdateWindow(
             cfg.metrics.correlation_threshold if cfg.metrics.correlation else None,
