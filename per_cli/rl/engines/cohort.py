@@ -18,7 +18,7 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.rl.engines.dense import JIT
-from per_cli.rl.engines.kernels import update_kernel, workspace_size
+from per_cli.rl.engines.kernels import Workspace, update_kernel
 from per_cli.rl.engines.mlp import MLPEngine
 
 _F32, _I64 = np.float32, np.int64
@@ -67,14 +67,7 @@ class CohortEngine:
         self._tparams = List([e.target_params for e in engines])
         self._m = List([e.optimizer.m for e in engines])
         self._v = List([e.optimizer.v for e in engines])
-        self._ws = np.empty(0, dtype=np.float32)
-        self._ws_batch = 0
-
-    def _workspace(self, batch: int) -> np.ndarray:
-        if batch > self._ws_batch:
-            self._ws = np.empty(workspace_size(self.dims, batch), dtype=np.float32)
-            self._ws_batch = batch
-        return self._ws
+        self._ws = Workspace(self.dims)
 
     def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights):
         """Members ``which`` (indices into the engines) learn from their batches (sequences of per-member
@@ -93,6 +86,6 @@ class CohortEngine:
             _stacked(obs, _F32, (n, batch, -1)), _stacked(actions, _I64, (n, batch)),
             _stacked(rewards, _F32, (n, batch)), _stacked(next_obs, _F32, (n, batch, -1)),
             _stacked(terminated, _F32, (n, batch)), _stacked(weights, _F32, (n, batch)),
-            self.hyper, steps, self._workspace(batch), td, loss, q_mean,
+            self.hyper, steps, self._ws.for_batch(batch), td, loss, q_mean,
         )  # fmt: skip
         return td, loss, q_mean

@@ -36,6 +36,21 @@ def workspace_size(dims, batch):
     return _sizes(dims, batch, np.empty(dims.shape[0], dtype=np.int64)).sum()
 
 
+class Workspace:
+    """One engine's scratch memory: allocated once, grown only when a call brings a larger batch."""
+
+    def __init__(self, dims: np.ndarray):
+        self.dims = dims
+        self.buffer = np.empty(0, dtype=np.float32)
+        self.batch = 0
+
+    def for_batch(self, batch: int) -> np.ndarray:
+        if batch > self.batch:
+            self.buffer = np.empty(workspace_size(self.dims, batch), dtype=np.float32)
+            self.batch = batch
+        return self.buffer
+
+
 @numba.njit(**JIT)
 def carve(ws, dims, batch, act_off):
     """The workspace's buffers for a call on ``batch`` samples, as views in :func:`_sizes`' order."""

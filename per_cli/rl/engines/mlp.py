@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from per_cli.rl.engines.kernels import greedy_kernel, td_errors_kernel, update_kernel, workspace_size
+from per_cli.rl.engines.kernels import Workspace, greedy_kernel, td_errors_kernel, update_kernel
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
 from per_cli.rl.networks import MLPSpec
@@ -138,15 +138,7 @@ class MLPEngine:
         self.max_grad_norm = max_grad_norm
         self._hyper_key: tuple | None = None
         self._hyper_array = np.empty(0)
-        self._ws = np.empty(0, dtype=np.float32)
-        self._ws_batch = 0
-
-    def _workspace(self, batch: int) -> np.ndarray:
-        """The scratch memory of a call on ``batch`` samples: allocated once, grown only for a larger batch."""
-        if batch > self._ws_batch:
-            self._ws = np.empty(workspace_size(self.dims, batch), dtype=np.float32)
-            self._ws_batch = batch
-        return self._ws
+        self._ws = Workspace(self.dims)
 
     def _hyper(self) -> np.ndarray:
         """The kernel's hyperparameter vector, rebuilt only when the optimizer settings change (a load)."""
@@ -182,7 +174,7 @@ class MLPEngine:
             td,
             self._hyper(),
             opt.step,
-            self._workspace(batch),
+            self._ws.for_batch(batch),
         )
         return td, loss, q_mean
 
@@ -199,11 +191,11 @@ class MLPEngine:
             _vector(terminated, _F32),
             self.gamma,
             self.double_dqn,
-            self._workspace(batch),
+            self._ws.for_batch(batch),
         )
 
     def greedy_action(self, obs) -> int:
-        return greedy_kernel(self.params, self.dims, _vector(obs, _F32), self._workspace(1))
+        return greedy_kernel(self.params, self.dims, _vector(obs, _F32), self._ws.for_batch(1))
 
     def sync_target(self, tau: float) -> None:
         if tau >= 1.0:
