@@ -294,3 +294,13 @@ def test_without_ray_the_error_gives_the_readmes_install_command(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "--backend ray needs Ray: pip install -e '.[ray]'" in done.stderr
     assert "pip install -e '.[ray]'" in (CONFIGS.parent / "README.md").read_text()
+
+
+def test_a_run_that_the_numba_engine_cannot_take_says_why_once(tmp_path):
+    """auto falls back to torch for a config numba does not implement (tanh), and the run says why on stderr."""
+    sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
+    args = ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), *sets, "--set", "agent.activation=tanh",
+            "--set", "train.total_steps=150", "--runs-dir", str(tmp_path), "--name", "fb"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("note: agent.engine torch:") == 1 and "agent.activation=tanh" in result.output

@@ -108,6 +108,8 @@ def train(
             trainer.resume(run_dir)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
+    if trainer.agent.engine_note and not quiet:  # the fast path declined: say so once (also in summary.json)
+        typer.echo(f"note: agent.engine {trainer.agent.engine}: {trainer.agent.engine_note}", err=True)
     try:
         with progress:
             summary = trainer.run(run_dir)
