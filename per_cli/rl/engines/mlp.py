@@ -104,6 +104,17 @@ def _vector(array, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(array).reshape(-1), dtype=dtype)
 
 
+def _transitions(obs, actions, rewards, next_obs, terminated, batch: int) -> tuple[np.ndarray, ...]:
+    """A batch's transition arrays in the kernels' argument order, dtypes and layouts."""
+    return (
+        _matrix(obs, batch),
+        _vector(actions, _I64),
+        _vector(rewards, _F32),
+        _matrix(next_obs, batch),
+        _vector(terminated, _F32),
+    )
+
+
 class MLPEngine:
     """The numba DQN update for an online/target pair of networks built from ``spec`` (see the module docstring)."""
 
@@ -165,11 +176,7 @@ class MLPEngine:
             opt.m,
             opt.v,
             self.dims,
-            _matrix(obs, batch),
-            _vector(actions, _I64),
-            _vector(rewards, _F32),
-            _matrix(next_obs, batch),
-            _vector(terminated, _F32),
+            *_transitions(obs, actions, rewards, next_obs, terminated, batch),
             _vector(weights, _F32),
             td,
             self._hyper(),
@@ -184,11 +191,7 @@ class MLPEngine:
             self.params,
             self.target_params,
             self.dims,
-            _matrix(obs, batch),
-            _vector(actions, _I64),
-            _vector(rewards, _F32),
-            _matrix(next_obs, batch),
-            _vector(terminated, _F32),
+            *_transitions(obs, actions, rewards, next_obs, terminated, batch),
             self.gamma,
             self.double_dqn,
             self._ws.for_batch(batch),
