@@ -159,7 +159,14 @@ def configs(
 
 @app.command()
 def grid(
-    envs: Annotated[str, typer.Option("--envs", help="Comma-separated envs: cartpole,acrobot or Gymnasium ids.")],
+    envs: Annotated[
+        str | None,
+        typer.Option(
+            "--envs",
+            help="Comma-separated envs: cartpole,acrobot or Gymnasium ids (default with --config: its env.id, "
+            "and its replay.kind unless --replays is given).",
+        ),
+    ] = None,
     replays: Annotated[
         str | None,
         typer.Option(help="Comma-separated replay kinds (default: every kind with a config for the env)."),

@@ -137,8 +137,23 @@ def check_replay_label(label: str) -> None:
         raise ConfigError(f"--replays: unknown replay kind {kind!r}; choose from {', '.join(REPLAY_KINDS)}")
 
 
+def config_axes(config: Path) -> tuple[str, str]:
+    """The env and replay label a base config runs as it is: its ``env.id`` and ``replay.kind`` (``kind+her``
+    where ``replay.her_strategy`` is on), read from the file; what ``per grid --config C`` without ``--envs``
+    runs."""
+    from per_cli.config import read_yaml
+
+    data = read_yaml(config)
+    env = (data.get("env") or {}).get("id") if isinstance(data, dict) else None
+    if not env:
+        raise ConfigError(f"--envs: {config} sets no env.id; give the envs to run, e.g. --envs cartpole")
+    replay = (data.get("replay") or {}) if isinstance(data, dict) else {}
+    her = (replay.get("her_strategy") or "off") != "off"
+    return str(env), f"{replay.get('kind', 'uniform')}{HER_SUFFIX if her else ''}"
+
+
 def build_request(
-    envs: str,
+    envs: str | None,
     replays: str | None = None,
     seeds: str = str(DEFAULT_SEEDS),
     sweeps: list[str] | None = None,
@@ -146,9 +161,21 @@ def build_request(
     config: Path | None = None,
     configs_dir: Path | None = None,
 ) -> GridRequest:
-    """Parse the command-line strings of ``per grid``; raises ConfigError on bad input."""
+    """Parse the command-line strings of ``per grid``; raises ConfigError on bad input.
+
+    Without ``envs``, ``config`` is run as it is: its own env and (without ``replays``) its own replay kind,
+    so ``per grid --config seed001/cartpole_per --sweep ...`` sweeps that one config."""
     from per_cli.envs import check_env_id
 
+    if config is not None:  # a file, or a shipped config by name (seed001/cartpole_per)
+        from per_cli.config.shipped import resolve_config
+
+        config = resolve_config(config).path
+    if envs is None:
+        if config is None:
+            raise ConfigError("--envs: give the envs to run (e.g. --envs cartpole,acrobot) or a --config to run as is")
+        envs, own_replay = config_axes(config)
+        replays = own_replay if replays is None else replays
     env_list = split_list(envs, "--envs", "env")
     for env in env_list:
         try:
@@ -169,10 +196,6 @@ def build_request(
     for key, option in [(k, "--sweep") for k in keys] + [(parse_override(s)[0], "--set") for s in set_list]:
         if key in AXIS_KEYS:
             raise ConfigError(f"{option} {key}: the grid sets {key} itself; use {AXIS_KEYS[key]} instead")
-    if config is not None:  # a file, or a shipped config by name (seed001/cartpole_per)
-        from per_cli.config.shipped import resolve_config
-
-        config = resolve_config(config).path
     cdir = configs_dir if configs_dir is not None else default_configs_dir()
     if configs_dir is not None and not cdir.is_dir():
         raise ConfigError(f"--configs-dir {cdir}: not a directory")

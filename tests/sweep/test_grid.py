@@ -257,6 +257,23 @@ def test_sweep_axes_multiply_with_yaml_values_and_deterministic_names(configs):
     assert plan.runs[0].source.endswith("cartpole_uniform.yaml")  # the alias finds the env's own config
 
 
+def test_a_config_without_envs_runs_as_it_is_its_env_and_its_kind():
+    """issue 10's two-factor command as written: no --envs, no --replays."""
+    from per_cli.sweep.grid import build_request, plan_grid
+
+    sweeps = ["replay.window=64,10000", "replay.alpha=0,0.7"]
+    plan = plan_grid(build_request(None, None, "2", sweeps, None, Path("seed001/cartpole_per"), CONFIGS))
+    assert [r.name for r in plan.runs] == [
+        f"cartpole__prioritized__s{seed}__replay.window={w}__replay.alpha={a}"
+        for seed in (1, 2)
+        for w in ("64", "10000")
+        for a in ("0", "0.7")
+    ]
+    assert {r.config["env"]["max_episode_steps"] for r in plan.runs} == {200}  # the config's own settings
+    (run,) = plan_grid(build_request(None, "uniform", "1", None, None, Path("seed001/cartpole_per"), CONFIGS)).runs
+    assert run.name == "cartpole__uniform__s1"  # --replays still picks the kinds
+
+
 def test_hindsight_labels_find_the_her_config_and_name_the_runs():
     from per_cli.sweep.grid import build_request, plan_grid
 
@@ -311,6 +328,7 @@ runner = CliRunner()
         (["--envs", "cartpole", "--replays", "uniform+her", "--config", str(CONFIGS / "cartpole_uniform.yaml")],
          "set replay.her_strategy"),
         (["--envs", "cartpole", "--ray-address", "x:1"], "--backend ray"),
+        ([], "--envs: give the envs to run"),
         (["--envs", "Pendulum-v1", "--config", str(CONFIGS / "cartpole_uniform.yaml")], "Discrete"),
     ],
 )
