@@ -125,6 +125,12 @@ def _by_env(groups: Sequence[Group]) -> dict[str, list[Group]]:
     return out
 
 
+def _episode_limit(groups: Sequence[Group]) -> int | None:
+    """The ``env.max_episode_steps`` that all the env's runs share (None: the id's own, or they differ)."""
+    limits = {r.config.get("env.max_episode_steps") for g in groups for r in g.runs}
+    return limits.pop() if len(limits) == 1 else None
+
+
 def make_plots(
     runs_dir: Path,
     out: Path | None = None,
@@ -153,7 +159,7 @@ def make_plots(
 
     groups = group_runs(runs)
     by_env = _by_env(groups)
-    limits = {env: default_threshold(env) for env in by_env}
+    limits = {env: default_threshold(env, _episode_limit(env_groups)) for env, env_groups in by_env.items()}
     limits.update(thresholds or {})
     report = PlotReport(out=out, runs=runs, groups=groups, notes=_notes(runs, groups, by_env, thresholds or {}))
     out.mkdir(parents=True, exist_ok=True)

@@ -23,14 +23,22 @@ from per_cli.analysis.text import num
 NOT_COUNTED = ("running", "interrupted", "failed", "unreadable")  # statuses shown beside the seed count
 
 
-def default_threshold(env_id: str) -> float | None:
-    """The env's registered ``reward_threshold`` (CartPole-v1: 475), if Gymnasium knows one."""
+def default_threshold(env_id: str, episode_limit: int | None = None) -> float | None:
+    """The env's registered ``reward_threshold`` (CartPole-v1: 475), if Gymnasium knows one.
+
+    Runs with another episode limit (``env.max_episode_steps``) than the id's take the threshold of the
+    registered version with that limit and the same dynamics: CartPole-v1 cut at 200 steps is CartPole-v0,
+    solved at 195, where 475 could never be reached. With no such version there is no default."""
     import gymnasium as gym
 
     try:
-        return gym.spec(env_id).reward_threshold
+        spec = gym.spec(env_id)
     except Exception:  # noqa: BLE001 - unregistered or optional envs simply have none
         return None
+    if episode_limit is None or episode_limit == spec.max_episode_steps:
+        return spec.reward_threshold
+    same = [s for s in gym.registry.values() if s.entry_point == spec.entry_point and s.kwargs == spec.kwargs]
+    return next((s.reward_threshold for s in same if s.max_episode_steps == episode_limit), None)
 
 
 @dataclass

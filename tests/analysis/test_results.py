@@ -291,3 +291,14 @@ def test_threshold_never_reached_by_most(tmp_path):
     rows = summarize(group_runs(load_runs(tmp_path, workers=1)), {"CartPole-v1": 40.0}, window=1, reps=100)
     assert math.isinf(rows[0].steps_to_threshold) and rows[0].reached == 1
     assert "not reached (≥ 40: 1/3)" in table_markdown(rows, [], 1, tmp_path)
+
+
+def test_default_threshold_follows_the_runs_episode_limit():
+    """seed001's CartPole runs are CartPole-v1 cut at 200 steps: CartPole-v0's 195, never v1's unreachable 475."""
+    from per_cli.analysis.tables import default_threshold
+
+    assert default_threshold("CartPole-v1") == 475
+    assert default_threshold("CartPole-v1", 200) == 195 and default_threshold("CartPole-v1", 500) == 475
+    assert default_threshold("MountainCar-v0", 200) == -110
+    assert default_threshold("MountainCar-v0", 1000) is None  # no registered version with that limit
+    assert default_threshold("NoSuchEnv-v0") is None
