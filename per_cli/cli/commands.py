@@ -198,7 +198,7 @@ def grid(
         int | None,
         typer.Option(
             min=1,
-            help="Local pool: train up to N runs that differ only in the seed together in one process "
+            help="Train up to N runs that differ only in the seed together in one process or Ray task "
             "(default: the seeds of a setting spread over the workers; 1: every run alone).",
         ),
     ] = None,

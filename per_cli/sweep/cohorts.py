@@ -4,7 +4,8 @@ directory with its own summary, lock and resume.
 
 A cohort task's payload is ``{"name": ..., "cohort": [run payload, ...]}``; its result
 ``{"status": "cohort", "members": {run name: run result}}``, which the driver unpacks into one result per run.
-Only the local pool trains cohorts; with Ray each run stays a task of its own.
+A local worker trains a cohort in the grid directory (:func:`run_cohort_locked`); a Ray task trains it in a
+temporary directory on its node and the driver installs each run's files (:mod:`per_cli.sweep.ray_backend`).
 """
 
 from __future__ import annotations
@@ -66,14 +67,16 @@ def run_cohort_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
             todo.append((member, mode))
     try:
         if todo:
-            results.update(_train(todo, progress))
+            results.update(train_cohort(todo, progress))
     finally:
         for lock in locks:
             lock.release()
     return {"status": "cohort", "members": results}
 
 
-def _train(todo: list[tuple[dict, str]], progress) -> dict[str, dict[str, Any]]:
+def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[str, Any]]:
+    """Train the runs of ``todo`` (run payload, ``fresh`` or ``resume``) as one cohort, each into its payload's
+    ``run_dir`` (its lock is the caller's); returns one result per run name."""
     from per_cli.config import from_dict
     from per_cli.train.cohort import Cohort
     from per_cli.train.trainer import Trainer

@@ -77,10 +77,15 @@ def run_grid(
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
     # the executor first: a Ray cluster that cannot be reached is bad input, and leaves nothing on disk
     n_workers = workers or (default_workers() if backend == "local" else None)  # None: all of Ray's CPUs
-    size = (cohort_size or default_cohort_size(todo, n_workers)) if backend == "local" else 1  # Ray: solo
-    tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
-    n_workers = max(1, min(n_workers, len(tasks))) if n_workers else None
-    executor = make_executor(backend, n_workers, ray_address) if todo else None
+    if backend == "local":
+        size = cohort_size or default_cohort_size(todo, n_workers)
+        tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
+        n_workers = max(1, min(n_workers, len(tasks)))
+        executor = make_executor(backend, n_workers, ray_address) if todo else None
+    else:  # Ray: how many CPUs there are is known once it has started
+        executor = make_executor(backend, n_workers, ray_address) if todo else None
+        size = cohort_size or (default_cohort_size(todo, executor.size) if executor is not None else 1)
+        tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
     try:
         grid_dir.mkdir(parents=True, exist_ok=True)
         (grid_dir / LOCKS_DIR).mkdir(exist_ok=True)

@@ -1,9 +1,11 @@
-"""The Ray backend: one task per run; the run's files come back to the driver.
+"""The Ray backend: one task per run, or per cohort of runs that differ only in the seed; the files come
+back to the driver.
 
-A task trains in a temporary directory on whichever node runs it and returns the run directory's files as
-bytes; the driver, holding the run's lock, writes them next to the grid directory and renames them into
+A task trains in a temporary directory on whichever node runs it and returns each run directory's files as
+bytes; the driver, holding each run's lock, writes them next to the grid directory and renames them into
 place. No shared filesystem is needed. An unfinished run resumes on its node from the files the driver
-sends, when they are small enough.
+sends, when they are small enough. A cohort task is one Ray task (one CPU) that trains its seeds in lockstep
+(:func:`per_cli.sweep.cohorts.train_cohort`), as a local worker does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from per_cli.sweep.cohorts import train_cohort
 from per_cli.sweep.locks import GridLockedError, Lock, hold_lock
 from per_cli.sweep.worker import decide, execute_run, limit_threads, record_failure
 
@@ -43,6 +46,27 @@ def ray_train(payload: dict[str, Any]) -> dict[str, Any]:
     return {"result": {**result, "host": socket.gethostname()}, "files": files}
 
 
+def ray_train_cohort(payload: dict[str, Any]) -> dict[str, Any]:
+    """The body of a cohort's Ray task: its runs (each with the ``mode`` the driver decided and the files it
+    sent to resume from) trained in lockstep in a temporary directory; returns one result and the files per
+    run."""
+    import socket
+
+    limit_threads()
+    with tempfile.TemporaryDirectory(prefix="per-grid-") as tmp:
+        todo = []
+        for member in payload["cohort"]:
+            run_dir = Path(tmp) / member["name"]
+            if member.get("files"):
+                _write_files(run_dir, member.pop("files"))
+            todo.append(({**member, "run_dir": str(run_dir)}, member["mode"]))
+        results = train_cohort(todo)
+        files = {m["name"]: _collect_files(Path(m["run_dir"])) for m, _ in todo if Path(m["run_dir"]).exists()}
+    host = socket.gethostname()
+    return {"result": {"status": "cohort", "members": {k: {**v, "host": host} for k, v in results.items()}},
+            "files": files}  # fmt: skip
+
+
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
     for rel, data in files.items():
         path = (root / rel).resolve()
@@ -64,6 +88,19 @@ def install_files(run_dir: Path, files: dict[str, bytes]) -> None:
     os.replace(incoming, run_dir)
 
 
+def _with_files(member: dict[str, Any], mode: str) -> dict[str, Any]:
+    """A run's task payload: its ``mode``; to resume, the run directory's files, when small enough to send
+    (else it starts again)."""
+    task = dict(member, mode=mode)
+    if mode == "resume":
+        run_dir = Path(member["run_dir"])
+        if sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file()) <= RAY_RESUME_MAX_BYTES:
+            task["files"] = _collect_files(run_dir)  # the task continues from these files on its node
+        else:
+            task["mode"] = "fresh"
+    return task
+
+
 class RayExecutor:
     def __init__(self, workers: int | None, address: str | None):
         import ray
@@ -81,9 +118,13 @@ class RayExecutor:
         self._size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         # max_retries: a task whose node or worker process dies is retried (its result is written only once,
         # by this driver); an exception inside the run is never retried -- it is a failed run
-        self._task = ray.remote(num_cpus=1, max_retries=2, retry_exceptions=False)(ray_train)
-        self._refs: dict[Any, tuple[dict, Lock]] = {}
-        self._immediate: list[Event] = []  # runs answered without a task (busy, or finished meanwhile)
+        # max_retries: a task whose node or worker process dies is retried (its result is written only once,
+        # by this driver); an exception inside the run is never retried -- it is a failed run
+        remote = ray.remote(num_cpus=1, max_retries=2, retry_exceptions=False)
+        self._task, self._cohort_task = remote(ray_train), remote(ray_train_cohort)
+        # a task in flight: (its payload, the lock of each run it trains, results of its runs answered at once)
+        self._refs: dict[Any, tuple[dict, list[Lock], dict[str, dict]]] = {}
+        self._immediate: list[Event] = []  # tasks answered without Ray (busy, or finished meanwhile)
 
     @property
     def size(self) -> int:
@@ -93,25 +134,33 @@ class RayExecutor:
         return self._size - len(self._refs) - len(self._immediate)
 
     def submit(self, payload: dict[str, Any]) -> None:
-        try:
-            lock = hold_lock(Path(payload["lock"]))
-        except GridLockedError:
-            self._immediate.append(("done", payload["name"], {"status": "busy", "error": "run locked elsewhere"}))
-            return
-        run_dir = Path(payload["run_dir"])
-        mode = decide(payload, run_dir)
-        if isinstance(mode, dict):
-            lock.release()
-            self._immediate.append(("done", payload["name"], mode))
-            return
-        task = dict(payload, mode=mode)
-        if mode == "resume":
-            size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
-            if size <= RAY_RESUME_MAX_BYTES:  # the task continues from these files on its node
-                task["files"] = _collect_files(run_dir)
-            else:
-                task["mode"] = "fresh"
-        self._refs[self._task.remote(task)] = (payload, lock)
+        """Send a run (or a cohort: each of its runs) to Ray under the run's lock, unless its state on disk
+        says skip or another process holds it; those are answered at once."""
+        members = payload.get("cohort", [payload])
+        answered: dict[str, dict] = {}
+        sent, locks = [], []
+        for member in members:
+            try:
+                lock = hold_lock(Path(member["lock"]))
+            except GridLockedError:
+                answered[member["name"]] = {"status": "busy", "error": "run locked elsewhere"}
+                continue
+            mode = decide(member, Path(member["run_dir"]))
+            if isinstance(mode, dict):
+                lock.release()
+                answered[member["name"]] = mode
+                continue
+            sent.append(_with_files(member, mode))
+            locks.append(lock)
+        if "cohort" not in payload:
+            if not sent:
+                self._immediate.append(("done", payload["name"], answered[payload["name"]]))
+                return
+            self._refs[self._task.remote(sent[0])] = (payload, locks, answered)
+        elif not sent:
+            self._immediate.append(("done", payload["name"], {"status": "cohort", "members": answered}))
+        else:
+            self._refs[self._cohort_task.remote(dict(payload, cohort=sent))] = (payload, locks, answered)
 
     def poll(self, timeout: float) -> list[Event]:
         if self._immediate or not self._refs:
@@ -120,25 +169,41 @@ class RayExecutor:
         events: list[Event] = []
         ready, _ = self._ray.wait(list(self._refs), num_returns=1, timeout=timeout)
         for ref in ready:
-            payload, lock = self._refs.pop(ref)
-            run_dir = Path(payload["run_dir"])
+            payload, locks, answered = self._refs.pop(ref)
             try:
-                out = self._ray.get(ref)
-                install_files(run_dir, out["files"])
-                result = out["result"]
-            except Exception as exc:  # noqa: BLE001 - a task lost to Ray (node died, ...): a failed run
-                error = f"ray task failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                record_failure(payload, run_dir, error, traceback.format_exc())
-                result = {"status": "failed", "error": error}
+                events.append(("done", payload["name"], self._install(ref, payload, answered)))
             finally:
-                lock.release()
-            events.append(("done", payload["name"], result))
+                for lock in locks:
+                    lock.release()
         return events
 
+    def _install(self, ref, payload: dict[str, Any], answered: dict[str, dict]) -> dict[str, Any]:
+        """A finished task's result; its runs' files installed into the grid directory. A task lost to Ray
+        (its node died, ...) is a failed result for each run it trained."""
+        members = payload.get("cohort", [payload])
+        trained = [m for m in members if m["name"] not in answered]
+        try:
+            out = self._ray.get(ref)
+            files = out["files"] if "cohort" in payload else {payload["name"]: out["files"]}
+            for member in trained:
+                install_files(Path(member["run_dir"]), files.get(member["name"], {}))
+            result = out["result"]
+        except Exception as exc:  # noqa: BLE001 - recorded in each run's summary; the grid goes on
+            error = f"ray task failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            for member in trained:
+                record_failure(member, Path(member["run_dir"]), error, traceback.format_exc())
+            lost = {"status": "failed", "error": error}
+            result = {"status": "cohort", "members": dict.fromkeys((m["name"] for m in trained), lost)}
+            result = result if "cohort" in payload else lost
+        if "cohort" in payload:
+            result = {"status": "cohort", "members": {**answered, **result["members"]}}
+        return result
+
     def stop(self, interrupt: bool = False) -> None:
-        for ref, (_payload, lock) in list(self._refs.items()):
+        for ref, (_payload, locks, _answered) in list(self._refs.items()):
             self._ray.cancel(ref, force=True)
-            lock.release()
+            for lock in locks:
+                lock.release()
         self._refs.clear()
 
     def kill(self) -> None:

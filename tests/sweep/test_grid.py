@@ -204,21 +204,30 @@ def test_dead_worker_fails_only_its_run_and_ctrl_c_stops_cleanly(configs, tmp_pa
     assert states == {one.name: ["failed", "skip"], two.name: ["interrupted", "restart"]}
 
 
-def test_ray_backend_returns_files_to_the_driver(configs, tmp_path):
+def test_ray_backend_trains_cohorts_and_returns_files_to_the_driver(configs, tmp_path):
     pytest.importorskip("ray")
+    from per_cli.config import load_config
+    from per_cli.train.trainer import Trainer
+
+    from ..train.test_checkpoint import _rows
+
     runs = tmp_path / "runs"
     sets = _sets([*TINY, "log.tensorboard=true"])
-    args = ["--envs", "cartpole", "--replays", "uniform", "--seeds", "2", "--backend", "ray", "--workers", "2", *sets]
-    done = _grid(configs, runs, *args, timeout=180)
+    args = ["--envs", "cartpole", "--replays", "uniform", "--seeds", "3", "--backend", "ray", "--workers", "2", *sets]
+    done = _grid(configs, runs, *args, "--cohort-size", "2", timeout=180)
     assert done.returncode == 0, done.stderr
+    assert "cohorts of up to 2 (2 tasks)" in done.stderr  # seeds 1-2 as one Ray task, seed 3 as a cohort of one
     (grid_dir,) = runs.glob("grid-*")
-    for s in (1, 2):
+    for s in (1, 2, 3):
         run_dir = grid_dir / f"cartpole__uniform__s{s}"
         assert _summary(run_dir)["status"] == "completed"
         names = {p.name for p in run_dir.iterdir()}
         assert {"config.yaml", "metrics.csv", "summary.json"} <= names
         assert any(n.startswith("events.out.tfevents") for n in names)
     assert not list(grid_dir.glob(".incoming-*"))
+    solo = Trainer(load_config(grid_dir / "cartpole__uniform__s2" / "config.yaml"))
+    solo.run(tmp_path / "solo2")
+    assert _rows(grid_dir / "cartpole__uniform__s2") == _rows(tmp_path / "solo2")  # a member is its solo run
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(configs, tmp_path):
