@@ -127,7 +127,10 @@ class RunLogger:
             self._csv.writeheader()
         self._tb = None
         if tensorboard:
+            from tensorboard.compat.proto.summary_pb2 import Summary  # what add_scalar builds, too
             from torch.utils.tensorboard import SummaryWriter
+
+            self._summary = Summary
 
             # purge_step: TensorBoard hides this dir's older events at steps >= it (a resumed run logs them anew)
             if append:
@@ -135,9 +138,14 @@ class RunLogger:
             self._tb = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        if self._tb is not None:
-            for tag, value in values.items():
-                self._tb.add_scalar(tag, value, step)
+        """Log ``values`` at ``step`` as ONE event holding a value per tag. Readers (TensorBoard's
+        ``EventAccumulator``, ``per plot``) see exactly what one ``add_scalar`` per tag wrote (the same float32
+        ``simple_value`` at the same step), but each event is a hand-off to the writer's thread: 13 of them per
+        episode cost ~0.9 ms of CPU, more than the rest of logging an episode."""
+        if self._tb is not None and values:
+            summary, value = self._summary, self._summary.Value
+            event = summary(value=[value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
+            self._tb._get_file_writer().add_summary(event, step)
 
     def episode(self, row: dict[str, Any]) -> None:
         self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})

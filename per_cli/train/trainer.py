@@ -3,6 +3,7 @@ evaluate, log. It never branches on the replay kind: every memory has the same f
 
 from __future__ import annotations
 
+import math
 import pickle
 import time
 import traceback
@@ -25,7 +26,7 @@ from per_cli.train.evaluation import Evaluator
 from per_cli.train.lockstep import run_members, solo_learn
 from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.loop_state import LoopState
-from per_cli.train.metrics import RunningMeans, UpdateWindow
+from per_cli.train.metrics import RunningMeans, UpdateWindow, totals
 from per_cli.train.reporting import episode_record, progress_info, run_results
 from per_cli.train.resume import check_resume
 from per_cli.train.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
@@ -348,9 +349,11 @@ class Trainer:
     def _flush_window(self) -> None:
         values = self._window.pop(self.memory)
         if values:
-            check_logged(values, self.state.step + 1, self.cfg.agent)
-            self._log_means.add_many(values)
-            self._episode_means.add_many(values)
+            sums = totals(values)  # once for both means
+            if not all(math.isfinite(total) for total, _ in sums.values()):  # finite sums: all values finite
+                check_logged(values, self.state.step + 1, self.cfg.agent)
+            self._log_means.add_totals(sums)
+            self._episode_means.add_totals(sums)
 
     def _log_updates(self, step: int, beta: float) -> None:
         self._flush_window()

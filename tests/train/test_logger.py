@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
@@ -50,3 +51,31 @@ def test_a_resumed_logger_file_is_read_after_the_crashed_one(tmp_path):
         *((s, float(s)) for s in range(1, 6)),
         *((s, 10.0 * s) for s in range(6, 11)),
     ]
+
+
+def test_scalars_read_back_as_add_scalar_writes_them(tmp_path):
+    """``RunLogger.scalars`` writes one event per call holding every tag; a reader sees what one
+    ``add_scalar`` per tag writes: the same tags, steps and float32 values (ints, numpy scalars, NaN, 1e-40)."""
+    values = [
+        {"a/x": 0.1, "a/n": 7, "b/np": np.float64(1 / 3), "b/f32": np.float32(2.5)},
+        {"a/x": float("nan"), "a/n": -3, "b/np": np.float64(1e-40), "b/f32": np.float32(-0.0)},
+    ]
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    logger = RunLogger(ours)
+    writer = SummaryWriter(str(theirs))
+    for step, scalars in enumerate(values, start=3):
+        logger.scalars(scalars, step)
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, step)
+    logger.close()
+    writer.close()
+
+    def read(folder):
+        acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+        acc.Reload()
+        tags = acc.Tags()["scalars"]
+        return {tag: [(e.step, np.float32(e.value).tobytes()) for e in acc.Scalars(tag)] for tag in tags}
+
+    assert read(ours) == read(theirs)
+    assert sorted(read(ours)) == sorted(values[0])

@@ -333,3 +333,38 @@ def test_uniform_batches_read_one_when_rare_far_states_carry_the_variance():
         values.append(window.pop(memory)["iid/state_diversity"])
     # 2,000 batches; each one's value has sd ≈ 1.4 (a far state in 12% of batches), so the mean's is ≈ 0.03
     assert abs(np.concatenate(values).mean() - 1) < 0.12
+
+
+def numpy_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
+    """The counts as numpy's elementwise passes compute them (the implementation before the compiled one)."""
+    u, b = states.shape[:2]
+    x = states.reshape(u, b, -1).astype(np.float32)
+    x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
+    r = x @ x.transpose(0, 2, 1)
+    squared_norms = np.diagonal(r, axis1=1, axis2=2)
+    inv = np.zeros(squared_norms.shape, dtype=np.float32)
+    np.divide(1.0, np.sqrt(squared_norms), out=inv, where=squared_norms > 0)
+    r *= inv[:, :, None]
+    r *= inv[:, None, :]
+    above = (np.abs(r, out=r) > threshold) & np.triu(np.ones((b, b), dtype=bool), k=1)
+    return np.count_nonzero(above.reshape(u, -1), axis=1)
+
+
+@pytest.mark.parametrize("features", [2, 4, 7, 8, 30])
+def test_compiled_counts_equal_numpy_elementwise_counts_bit_for_bit(features):
+    """The compiled centring (rows under 8 numbers) and counting give numpy's counts exactly, also for
+    near-duplicate, constant and wildly scaled states (where float32 rounding decides)."""
+    rng = np.random.default_rng(features)
+    for trial in range(40):
+        states = rng.normal(size=(5, 48, features)).astype(np.float32)
+        if trial % 4 == 1:  # strongly correlated: many pairs near any threshold
+            states = states[:, :1] * rng.uniform(0.5, 2, size=(5, 48, 1)) + rng.normal(scale=0.3, size=states.shape)
+        elif trial % 4 == 2:  # constant and repeated states
+            states[:, ::3] = 1.5
+            states[:, 1::3] = states[:, 2::3]
+        elif trial % 4 == 3:  # magnitudes from 1e-12 to 1e12: the float64 mean's summation order matters
+            states = states * 10.0 ** rng.integers(-12, 12, size=states.shape)
+        states = states.astype(np.float32)
+        for threshold in (0.1, 0.8, 0.95):
+            expected = numpy_correlation_counts(states, threshold)
+            assert np.array_equal(batched_correlation_counts(states, threshold), expected)
