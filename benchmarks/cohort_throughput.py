@@ -35,14 +35,15 @@ from per_cli.config import load_config  # noqa: E402
 from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train.cohort import Cohort, cohort_configs  # noqa: E402
+from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E402
+from per_cli.train.lockstep import Solo  # noqa: E402
 from per_cli.train.trainer import Trainer  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "seed001" / "cartpole_uniform.yaml"
 
 # (category, owner, method): each call's CPU time is charged to its category
 PHASES = [
-    ("acting", DQNAgent, "act"),
+    ("acting", DQNAgent, "explore"),
     ("replay", ReplayMemory, "add"),
     ("replay", ReplayMemory, "sample"),
     ("replay", ReplayMemory, "update_priorities"),
@@ -123,29 +124,15 @@ def phases(size: int, steps: int) -> dict[str, float]:
     clock = PhaseClock()
     for category, owner, name in PHASES:
         clock.wrap(category, owner, name)
-    original_learner = Cohort.learner
-    if size == 1:  # Trainer.run hands its module's solo_learn to the loop
-        clock.wrap("update", sys.modules[Trainer.__module__], "solo_learn")
-    else:
-
-        def timed_learner(self):
-            inner = original_learner(self)
-
-            def learn_many(members, batches):
-                t = time.process_time()
-                try:
-                    return inner(members, batches)
-                finally:
-                    clock.totals["update"] += time.process_time() - t
-
-            return learn_many
-
-        Cohort.learner = timed_learner
+    # the loop's batched steps (lockstep.Solo for a solo run, a cohort's NumbaBatched): update and acting
+    for cls in (Solo, NumbaBatched):
+        clock.wrap("update", cls, "learn")
+        clock.wrap("acting", cls, "greedy")
+        clock.wrap("replay", cls, "insertion_td")  # the TD errors of new transitions (initial_priority: td_error)
     try:
         result = run(size, steps, clock)
     finally:
         clock.restore()
-        Cohort.learner = original_learner
     per = 1e6 / result["env_steps"]
     out = {k: v * per for k, v in clock.totals.items()}
     out["loop, other"] = result["cpu"] * per - sum(out.values())

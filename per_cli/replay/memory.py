@@ -75,6 +75,15 @@ class ReplayMemory:
         """The transition added last, as a batch of one."""
         return self._batch(np.array([self.storage.latest_slot]), np.ones(1, dtype=np.float32))
 
+    def latest_ids(self) -> np.ndarray:
+        """The id of the transition added last, as ``latest().indices`` (without gathering the transition)."""
+        return self.storage.ids[self.storage.latest_slot : self.storage.latest_slot + 1]
+
+    def latest_rows(self) -> dict[str, np.ndarray]:
+        """The transition added last as 1-row arrays (``obs``, ``actions``, ``rewards``, ``next_obs``,
+        ``terminated``): ``latest()``'s transition fields without the rest of a batch."""
+        return self.storage.gather(np.array([self.storage.latest_slot]))
+
     def _batch(self, slots: np.ndarray, weights: np.ndarray) -> Batch:
         ids = self.storage.ids[slots]
         return Batch(

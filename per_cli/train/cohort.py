@@ -20,14 +20,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
-from per_cli.train.lockstep import LearnMany, run_members, solo_learn
+from per_cli.train.lockstep import Solo, run_members
 from per_cli.train.setup import ProgressSink
 from per_cli.train.trainer import Trainer
 
+_TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
 _SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
@@ -66,6 +69,37 @@ def _check_same_but_seed(cfgs: Sequence[Config]) -> None:
         raise ConfigError("--seeds: each seed of a cohort is one run; a seed appears twice")
 
 
+class NumbaBatched(Solo):
+    """The loop's batched steps for members under the numba engine: each ONE compiled call over the members
+    (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the solo kernels on each member's own buffers,
+    so every value is the one the member's own engine computes."""
+
+    def __init__(self, members: Sequence[Trainer]):
+        self.engine = CohortEngine([m.agent.numba_engine for m in members])
+        self.index = {id(m): i for i, m in enumerate(members)}
+
+    def _which(self, members: Sequence[Trainer]) -> list[int]:
+        return [self.index[id(m)] for m in members]
+
+    def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
+        td, loss, q_mean = self.engine.update(
+            self._which(members),
+            [b.obs for b in batches], [b.actions for b in batches], [b.rewards for b in batches],
+            [b.next_obs for b in batches], [b.terminated for b in batches], [b.weights for b in batches],
+        )  # fmt: skip
+        for member in members:
+            member.agent.updates += 1
+        return [UpdateResult(td[k], float(loss[k]), float(q_mean[k])) for k in range(len(members))]
+
+    def greedy(self, members: Sequence[Trainer]) -> list[int]:
+        return self.engine.greedy(self._which(members), [m.observation for m in members]).tolist()
+
+    def insertion_td(self, members: Sequence[Trainer]) -> list[np.ndarray]:
+        rows = [m.memory.latest_rows() for m in members]
+        td = self.engine.td_errors(self._which(members), *([r[key] for r in rows] for key in _TRANSITION))
+        return [td[k : k + 1] for k in range(len(members))]
+
+
 class Cohort:
     """S members built from ``cfgs`` (one config per seed, equal but for the seed), before any run directory
     exists; ``run(run_dirs)`` trains them and returns their summaries. ``progress`` follows the first member."""
@@ -83,24 +117,11 @@ class Cohort:
         for member, run_dir in zip(self.members, run_dirs, strict=True):
             member.resume(run_dir)
 
-    def learner(self) -> LearnMany:
-        """The batched update over the members (numba), else each member's own."""
+    def learner(self) -> Solo:
+        """The batched steps over the members (numba), else each member's own."""
         if self.note is not None:
-            return solo_learn
-        engine = CohortEngine([m.agent.numba_engine for m in self.members])
-        index = {id(m): i for i, m in enumerate(self.members)}
-
-        def learn(members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
-            td, loss, q_mean = engine.update(
-                [index[id(m)] for m in members],
-                [b.obs for b in batches], [b.actions for b in batches], [b.rewards for b in batches],
-                [b.next_obs for b in batches], [b.terminated for b in batches], [b.weights for b in batches],
-            )  # fmt: skip
-            for member in members:
-                member.agent.updates += 1
-            return [UpdateResult(td[k], float(loss[k]), float(q_mean[k])) for k in range(len(members))]
-
-        return learn
+            return Solo()
+        return NumbaBatched(self.members)
 
     def run(self, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
         """Train every member into its run directory; a member that fails is recorded ``failed`` in its own

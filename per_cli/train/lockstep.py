@@ -4,15 +4,21 @@ A member is a :class:`~per_cli.train.trainer.Trainer`: it owns everything of its
 RNG streams, ε and β schedules, counters, evaluator, run directory) and exposes the loop's phases. This module
 only orders them, the same for every member, step by step:
 
-1. ``collect()``: act, step the env, store, log an episode that ended;
+1. collect: ``choose_action()`` (ε's draw), the greedy actions (``Solo.greedy``), ``step_env()`` (step, store),
+   the insertion TD errors where ``replay.initial_priority: td_error`` (``Solo.insertion_td``, then
+   ``set_insertion_priority``), ``end_collect()`` (count, log an episode that ended, reset);
 2. ``learning()`` / ``update_due()``: which members train this step; then ``train.gradient_steps`` times:
-   each samples a batch, ``learn_many`` updates all of them in one call (a solo run: the agent's own update;
+   each samples a batch, ``Solo.learn`` updates all of them in one call (a solo run: the agent's own update;
    a cohort: :mod:`per_cli.rl.engines.cohort`), each ``apply_update()`` (checks, priorities, measures, logs);
 3. ``end_step()``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 
 A member that raises is recorded ``failed`` in its own summary and leaves; the others go on. Ctrl-C or SIGTERM
 stop them all (each recorded ``interrupted``, resumable from its checkpoint).
+
+What the loop does for several members at once goes through a :class:`Solo`, which calls each
+member's own engine (a solo run, and cohorts under the torch engine); :class:`per_cli.train.cohort.NumbaBatched`
+makes one compiled call for all of them, with the same results.
 """
 
 from __future__ import annotations
@@ -26,15 +32,26 @@ import torch
 
 from per_cli.train.stopping import SignalStop, as_interrupt
 
-LearnMany = Callable[[Sequence[Any], Sequence[Any]], list]
+
+class Solo:
+    """The steps the loop takes for several members at once, taken one member at a time with its own engine
+    (a solo run; a cohort under the torch engine); a member that fails is recorded and gets None. A cohort's
+    subclass (:class:`per_cli.train.cohort.NumbaBatched`) makes one compiled call each, with the same values."""
+
+    def learn(self, members: Sequence[Any], batches: Sequence[Any]) -> list:
+        """Each member's agent learns from its batch: their ``UpdateResult``-s."""
+        return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
+
+    def greedy(self, members: Sequence[Any]) -> list:
+        """Each member's greedy action for the observation in hand."""
+        return [_guard(m, m.greedy_action) for m in members]
+
+    def insertion_td(self, members: Sequence[Any]) -> list:
+        """Each member's TD errors (one) of the transition it stored last."""
+        return [_guard(m, m.insertion_td) for m in members]
 
 
-def solo_learn(members: Sequence[Any], batches: Sequence[Any]) -> list:
-    """Each member's agent learns from its batch with its own engine (one call per member)."""
-    return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
-
-
-def run_members(members: Sequence[Any], run_dirs: Sequence[Path], learn_many: LearnMany) -> list[dict[str, Any]]:
+def run_members(members: Sequence[Any], run_dirs: Sequence[Path], batched: Solo) -> list[dict[str, Any]]:
     """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
     member's says ``failed`` and keeps its exception in ``member.error``). Interrupts are re-raised as
     RunInterrupted after every unfinished member recorded one; numpy's overflow warnings stay quiet
@@ -50,7 +67,7 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], learn_many: Le
     torch.set_flush_denormal(True)
     with SignalStop().installed() as stop, np.errstate(over="ignore", invalid="ignore"):
         try:
-            _loop(list(members), learn_many, stop)
+            _loop(list(members), batched, stop)
         except KeyboardInterrupt as exc:
             interrupt = as_interrupt(exc)
             for member in members:
@@ -87,23 +104,40 @@ def _settle(active: list) -> list:
     return [m for m in active if not m.done and m.error is None]
 
 
-def _loop(active: list, learn_many: LearnMany, stop: SignalStop) -> None:
+def _ok(members: list) -> list:
+    return [m for m in members if m.error is None]
+
+
+def _collect(active: list, batched: Solo) -> list:
+    """One env step of every member (see the module docstring); returns those still running."""
+    greedy = [m for m in active if _guard(m, m.choose_action)]  # (a member that failed gave None: not greedy)
+    actions = {id(m): a for m, a in zip(greedy, batched.greedy(greedy) if greedy else [], strict=True)}
+    for member in _ok(active):
+        _guard(member, member.step_env, actions.get(id(member)))
+    inserting = [m for m in _ok(active) if m.inserts_by_td]
+    for member, td in zip(inserting, batched.insertion_td(inserting) if inserting else [], strict=True):
+        if member.error is None:
+            _guard(member, member.set_insertion_priority, td)
+    for member in _ok(active):
+        _guard(member, member.end_collect)
+    return _ok(active)
+
+
+def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
     while active := _settle(active):
         stop.check()
-        for member in active:
-            _guard(member, member.collect)
-        active = [m for m in active if m.error is None]
+        active = _collect(active, batched)
         learning = [m for m in active if _guard(m, m.learning)]
         training = [m for m in learning if _guard(m, m.update_due)]
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
             batches = [_guard(m, m.sample) for m in training]
-            training = [m for m in training if m.error is None]
+            training = _ok(training)
             batches = [b for b in batches if b is not None]
             if not training:
                 break
-            for member, batch, result in zip(training, batches, learn_many(training, batches), strict=True):
+            for member, batch, result in zip(training, batches, batched.learn(training, batches), strict=True):
                 _guard(member, member.apply_update, batch, result)
-            training = [m for m in training if m.error is None]
+            training = _ok(training)
         learning_ids = {id(m) for m in learning}
         for member in active:  # (a member that failed above is skipped)
             if member.error is None:

@@ -23,7 +23,7 @@ from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train import checkpoint
 from per_cli.train.env_state import restore_env, snapshot_env
 from per_cli.train.evaluation import Evaluator
-from per_cli.train.lockstep import run_members, solo_learn
+from per_cli.train.lockstep import Solo, run_members
 from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow, totals
@@ -81,6 +81,9 @@ class Trainer:
         self._start_time = time.time()
         self._initial_td = cfg.replay.initial_priority == "td_error"
         self._episode_ended = False
+        self._epsilon = 1.0  # ε of this step (choose_action)
+        self.action: int | None = None  # this step's action (choose_action, step_env)
+        self._stepped: tuple = ()  # what the env returned this step (step_env)
         self._beta_now = 1.0  # β of this step's batches (update_due)
         self.done = False  # the budget is spent (end_step)
         self.error: BaseException | None = None  # why the run failed (record_failure)
@@ -170,7 +173,7 @@ class Trainer:
         divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
         resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.lockstep.run_members`
         runs the loop, with this agent's own update."""
-        summary = run_members([self], [run_dir], solo_learn)[0]
+        summary = run_members([self], [run_dir], Solo())[0]
         if self.error is not None:
             raise self.error
         return summary
@@ -255,23 +258,59 @@ class Trainer:
             return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
         return f"continue it with: per train --resume {run_dir}"
 
-    def collect(self) -> None:
-        """One env step at ``state.step``: act, step, store (and its insertion priority), count; an episode that
-        ends is logged and its env reset."""
-        s, step = self.state, self.state.step
-        epsilon = self.epsilon(step)
+    # collecting one env step at ``state.step``, in phases that the loop runs for all members in turn (so that
+    # a cohort can batch the greedy actions and the insertion TD errors): choose_action, [the greedy action],
+    # step_env, [set_insertion_priority], end_collect
+
+    def choose_action(self) -> bool:
+        """ε-greedy's draw for this step: True when the action is greedy (the loop hands it to ``step_env``),
+        False when it was drawn at random (``self.action``)."""
+        self._epsilon = self.epsilon(self.state.step)
+        self.action = self.agent.explore(self._epsilon, self.action_rng)
+        return self.action is None
+
+    @property
+    def observation(self) -> Any:
+        """The observation in hand: this step's, until ``end_collect`` moves on."""
+        return self._obs
+
+    def greedy_action(self) -> int:
+        """The greedy action for the observation in hand (a member's own engine; a cohort batches these)."""
+        return self.agent.greedy_action(self._obs)
+
+    def step_env(self, action: int | None = None) -> None:
+        """Step the env with ``action`` (a greedy one) or the random ``self.action``, and store the transition."""
+        if action is not None:
+            self.action = action
         obs = self._obs
-        action = self.agent.act(obs, epsilon, self.action_rng)
-        next_obs, reward, terminated, truncated, info = self.env.step(action)
-        self.memory.add(obs, action, reward, next_obs, terminated, truncated)
-        if self._initial_td:
-            self._set_insertion_priority()
+        next_obs, reward, terminated, truncated, info = self.env.step(self.action)
+        self.memory.add(obs, self.action, reward, next_obs, terminated, truncated)
+        self._stepped = (next_obs, reward, terminated, truncated, info)
+
+    @property
+    def inserts_by_td(self) -> bool:
+        """``replay.initial_priority: td_error``: a new transition's priority is its own TD error."""
+        return self._initial_td
+
+    def insertion_td(self) -> np.ndarray:
+        """δ of the transition stored last (a member's own engine; a cohort batches these)."""
+        return self.agent.td_errors(self.memory.latest())
+
+    def set_insertion_priority(self, td_errors: np.ndarray) -> None:
+        """The new transition's priority from its TD error (``insertion_td``): the seed notebook's scheme, one
+        extra forward pass per step."""
+        self.memory.update_priorities(self.memory.latest_ids(), td_errors)
+
+    def end_collect(self) -> None:
+        """Count the step; an episode that ended is logged and its env reset."""
+        s = self.state
+        next_obs, reward, terminated, truncated, info = self._stepped
         s.episode_return += float(reward)
         s.episode_length += 1
         self._obs = next_obs
         self._episode_ended = False
         if terminated or truncated:
-            self._episode_ended = self._end_episode(info, epsilon)
+            self._episode_ended = self._end_episode(info, self._epsilon)
             self._obs, _ = self.env.reset()
 
     def learning(self) -> bool:
@@ -327,12 +366,6 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------------------
     # phases
-
-    def _set_insertion_priority(self) -> None:
-        """``replay.initial_priority: td_error``: the new transition's priority from its own TD error, at the
-        cost of one extra forward pass per step (the seed notebook's scheme)."""
-        latest = self.memory.latest()
-        self.memory.update_priorities(latest.indices, self.agent.td_errors(latest))
 
     def _sync_target(self) -> None:
         self.agent.sync_target()

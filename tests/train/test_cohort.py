@@ -30,10 +30,13 @@ def _configs(seeds, *extra):
 
 
 @pytest.mark.parametrize(
-    ("kind", "engine"), [("uniform", "auto"), ("prioritized", "numba"), ("uniform", "torch")]
+    ("kind", "engine"),
+    [("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"), ("uniform", "torch")],
 )  # fmt: skip
 def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, kind, engine):
-    cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}")
+    kind, _, initial = kind.partition(",")  # td_error: the batched insertion TD errors
+    extra = [f"replay.initial_priority={initial}"] if initial else []
+    cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}", *extra)
     cohort = Cohort(cfgs)
     summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
     assert [s["status"] for s in summaries] == ["completed", "completed"]
@@ -63,6 +66,17 @@ def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path):
     assert good["status"] == "completed" and good["updates"] > 0
     Trainer(cfgs[1]).run(tmp_path / "solo2")
     assert _rows(tmp_path / "s2") == _rows(tmp_path / "solo2")  # the other seed went on, unaffected
+
+
+def test_a_seed_whose_insertion_td_error_is_nan_fails_alone(tmp_path):
+    cfgs = _configs([1, 2], "agent.engine=numba", "replay.kind=prioritized", "replay.initial_priority=td_error")
+    cohort = Cohort(cfgs)
+    cohort.members[1].agent.numba_engine.params[:] = np.nan  # seed 2: its first insertion TD error is NaN
+    good, bad = cohort.run([tmp_path / "s1", tmp_path / "s2"])
+    assert bad["status"] == "failed" and "non-finite TD error in a priority update" in bad["error"]
+    assert bad["total_steps"] == 0 and not _rows(tmp_path / "s2")
+    Trainer(cfgs[0]).run(tmp_path / "solo1")
+    assert good["status"] == "completed" and _rows(tmp_path / "s1") == _rows(tmp_path / "solo1")
 
 
 def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch):

@@ -7,6 +7,8 @@ solo run). :class:`CohortEngine` holds typed lists of those same buffers, built 
 :func:`~per_cli.rl.engines.kernels.update_kernel` for each: per-member gradient clipping and Adam, one shared
 workspace, and the Python and dispatch overhead paid once per cohort step instead of once per member. Because
 each member runs exactly the solo kernel on its own buffers, a member's update is the solo run's update.
+Acting (:func:`cohort_greedy_kernel`) and the TD errors of new transitions (:func:`cohort_td_kernel`, for
+``replay.initial_priority: td_error``) are batched the same way, around the solo engine's kernels.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.rl.engines.dense import JIT
-from per_cli.rl.engines.kernels import Workspace, update_kernel
+from per_cli.rl.engines.kernels import Workspace, greedy_kernel, td_errors_kernel, update_kernel
 from per_cli.rl.engines.mlp import MLPEngine
 
 _F32, _I64 = np.float32, np.int64
@@ -38,6 +40,28 @@ def cohort_update_kernel(
             params[i], tparams[i], ms[i], vs[i], dims, obs[k], actions[k], rewards[k], next_obs[k],
             terminated[k], weights[k], td_out[k], hyper, steps[k], ws,
         )  # fmt: skip
+
+
+@numba.njit(**JIT)
+def cohort_greedy_kernel(params, which, dims, obs, ws, out):
+    """``out[k]``: member ``which[k]``'s greedy action for observation ``obs[k]`` (the solo ``greedy_kernel``)."""
+    for k in range(which.shape[0]):
+        out[k] = greedy_kernel(params[which[k]], dims, obs[k], ws)
+
+
+@numba.njit(**JIT)
+def cohort_td_kernel(
+    params, tparams, which, dims, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, ws, out
+):  # fmt: skip
+    """``out[k]``: member ``which[k]``'s δ for its one-transition batch k (``obs[k]`` (1, d), ``actions[k]`` (1,)
+    ...), by the solo ``td_errors_kernel`` on the same array layouts."""
+    for k in range(which.shape[0]):
+        i = which[k]
+        td = td_errors_kernel(
+            params[i], tparams[i], dims, obs[k], actions[k], rewards[k], next_obs[k], terminated[k], gamma,
+            double_dqn, ws,
+        )  # fmt: skip
+        out[k] = td[0]
 
 
 def _stacked(arrays: Sequence[np.ndarray], dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -89,3 +113,26 @@ class CohortEngine:
             self.hyper, steps, self._ws.for_batch(batch), td, loss, q_mean,
         )  # fmt: skip
         return td, loss, q_mean
+
+    def greedy(self, which: Sequence[int], obs: Sequence[np.ndarray]) -> np.ndarray:
+        """Greedy actions (k,) of members ``which`` for their observations, as each :meth:`MLPEngine.greedy_action`."""
+        n = len(which)
+        out = np.empty(n, dtype=np.int64)
+        observations = _stacked(obs, _F32, (n, -1))
+        cohort_greedy_kernel(self._params, np.asarray(which, dtype=np.int64), self.dims, observations,
+                             self._ws.for_batch(1), out)  # fmt: skip
+        return out
+
+    def td_errors(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> np.ndarray:
+        """δ (k,) of one transition per member ``which[k]`` (sequences of per-member 1-row arrays), as each
+        :meth:`MLPEngine.td_errors` would compute it for that one-transition batch."""
+        n = len(which)
+        out = np.empty(n, dtype=np.float32)
+        first = self.engines[0]
+        cohort_td_kernel(
+            self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
+            _stacked(obs, _F32, (n, 1, -1)), _stacked(actions, _I64, (n, 1)), _stacked(rewards, _F32, (n, 1)),
+            _stacked(next_obs, _F32, (n, 1, -1)), _stacked(terminated, _F32, (n, 1)), first.gamma,
+            first.double_dqn, self._ws.for_batch(1), out,
+        )  # fmt: skip
+        return out

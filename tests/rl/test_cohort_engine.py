@@ -1,0 +1,55 @@
+"""The cohort engine's batched acting and insertion TD errors: each member's value is bit for bit the one its
+own engine computes (the cohort's equivalence with solo runs rests on it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from per_cli.config import AgentConfig
+from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines.cohort import CohortEngine
+
+
+def _agents(n: int, **kw) -> list[DQNAgent]:
+    agents = []
+    for seed in range(n):
+        torch.manual_seed(seed)
+        cfg = AgentConfig(hidden_sizes=[32, 16], engine="numba", **kw)
+        agents.append(DQNAgent(cfg, (5,), 3, torch.device("cpu")))
+    rng = np.random.default_rng(1)
+    for agent in agents:  # distinct online and target weights
+        engine = agent.numba_engine
+        engine.target_params[:] = engine.params + rng.normal(scale=0.1, size=engine.params.shape).astype(np.float32)
+    return agents
+
+
+@pytest.mark.parametrize("double_dqn", [False, True])
+def test_batched_greedy_actions_and_td_errors_equal_each_members_own(double_dqn):
+    agents = _agents(4, double_dqn=double_dqn, gamma=0.9)
+    engine = CohortEngine([a.numba_engine for a in agents])
+    rng = np.random.default_rng(0)
+    which = [2, 0, 3]  # a subset, out of order
+    for _ in range(20):
+        obs = [rng.normal(size=5).astype(np.float32) for _ in which]
+        expected = [agents[i].numba_engine.greedy_action(o) for i, o in zip(which, obs, strict=True)]
+        assert engine.greedy(which, obs).tolist() == expected
+        rows = [
+            (rng.normal(size=(1, 5)), rng.integers(0, 3, size=1), rng.normal(size=1), rng.normal(size=(1, 5)),
+             rng.integers(0, 2, size=1).astype(np.float32))
+            for _ in which
+        ]  # fmt: skip
+        td = engine.td_errors(which, *zip(*rows, strict=True))
+        for k, (i, row) in enumerate(zip(which, rows, strict=True)):
+            own = agents[i].numba_engine.td_errors(*row)
+            assert td[k : k + 1].tobytes() == own.tobytes()
+
+
+def test_nan_weights_give_a_nan_td_error_only_to_their_member():
+    agents = _agents(2)
+    agents[0].numba_engine.params[:] = np.nan
+    engine = CohortEngine([a.numba_engine for a in agents])
+    row = (np.ones((1, 5)), np.zeros(1, dtype=np.int64), np.ones(1), np.ones((1, 5)), np.zeros(1))
+    td = engine.td_errors([0, 1], *zip(row, row, strict=True))
+    assert np.isnan(td[0]) and np.isfinite(td[1])
