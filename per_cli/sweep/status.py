@@ -94,7 +94,8 @@ def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str]
 
 def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
     """The grid directory for the request manifest ``wanted`` and whether it exists already. ``--name`` picks
-    it; otherwise an existing grid made by the same request is resumed, else a new ``grid-<timestamp>`` is
+    it (a request that differs from the grid's only in ``--seeds`` grows it: ``--seeds 10`` then ``--seeds 100``
+    runs seeds 11-100 beside the ten done); otherwise an existing grid made by the same request is resumed, else a new ``grid-<timestamp>`` is
     named (not created)."""
     if name is not None:
         if not name or "/" in name or name in (".", ".."):
@@ -106,7 +107,7 @@ def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path,
         if manifest is None:
             raise ConfigError(f"--name {name}: {grid_dir} exists and is not a grid directory (no {MANIFEST})")
         diff = [k for k in wanted if manifest.get("request", {}).get(k) != wanted[k]]
-        if diff:
+        if diff and diff != ["seeds"]:  # other seeds of the same grid: its runs are kept, new seeds added
             raise ConfigError(
                 f"--name {name}: {grid_dir} was made by a different request (differs in {', '.join(diff)}); "
                 "repeat its options to resume it, or choose another --name"

@@ -34,6 +34,10 @@ def test_grid_trains_seeds_as_cohorts_each_equal_to_its_solo_run(configs, tmp_pa
     assert again.returncode == 0 and "already complete" in again.stdout
     assert _starts(grid_dir) == dict.fromkeys(names, 1)
 
+    grown = _grid(configs, runs, *[a if a != "3" else "4" for a in args])  # --seeds 4: the same grid, one more seed
+    assert grown.returncode == 0, grown.stderr
+    assert _starts(grid_dir) == {**dict.fromkeys(names, 1), "cartpole__uniform__s4": 1}
+
 
 def _spec(seed: int, lr: float) -> RunSpec:
     config = {"seed": seed, "agent": {"lr": lr}, "train": {"total_steps": 10}}
