@@ -1,18 +1,20 @@
 """Cohort throughput: aggregated env steps/s of S seeds in lockstep in one process vs one solo run.
 
 The notebook's settings (configs/seed001/cartpole_uniform.yaml with ``agent.engine=numba``: one hidden layer of
-128, batch 64, one update per env step, uniform replay), each run for a fixed number of env steps per seed
-(``--steps``; no evaluation episodes), as ``per train`` runs it: its loop, replay, metrics, TensorBoard and CSV
+128, batch 64, one update per env step, uniform replay; ``--config`` names another, e.g.
+seed001/cartpole_per.yaml), each run for a fixed number of env steps per seed (``--steps``; no evaluation
+episodes), as ``per train`` runs it: its loop, replay, metrics, TensorBoard and CSV
 logging. A solo run and cohorts of S seeds (``--sizes``, default 10, 100, 1000) are timed in one invocation,
 after a warm-up, in wall time and in this process's CPU time (steadier when other processes load the machine).
 Ratios are aggregated env steps/s over the solo run's, in CPU time.
 
 Where the time goes: every phase method is wrapped with a timer (env step, acting, replay add/sample/priority
-update, the batched update, episode and update logging incl. the measures), as CPU µs per env step per seed.
+update, the batched update, episode and update logging incl. the measures, and each run's start and end, which
+a short benchmark run overweights), as CPU µs per env step per seed.
 The update's FLOP rate: the batched update alone on fixed batches, against a single-thread large sgemm (torch)
 as the ceiling.
 
-    python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000]
+    python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000] [--config seed001/cartpole_per.yaml]
     python benchmarks/cohort_throughput.py --equivalence 20 [--episodes 300]   # 20 seeds: one cohort vs 20 solo runs
 """
 
@@ -39,7 +41,8 @@ from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E
 from per_cli.train.lockstep import Solo  # noqa: E402
 from per_cli.train.trainer import Trainer  # noqa: E402
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "seed001" / "cartpole_uniform.yaml"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIG = CONFIGS / "seed001" / "cartpole_uniform.yaml"  # --config changes it (e.g. seed001/cartpole_per.yaml)
 
 # (category, owner, method): each call's CPU time is charged to its category
 PHASES = [
@@ -49,6 +52,9 @@ PHASES = [
     ("replay", ReplayMemory, "update_priorities"),
     ("logging", Trainer, "_end_episode"),
     ("logging", Trainer, "_log_updates"),
+    # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)
+    ("run start/end", Trainer, "begin"),
+    ("run start/end", Trainer, "finish"),
 ]
 
 
@@ -201,12 +207,16 @@ def equivalence(n_seeds: int, episodes: int) -> None:
 
 
 def main() -> None:
+    global CONFIG  # --config: what _configs and equivalence load
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2000, help="env steps per seed")
+    parser.add_argument("--config", default=str(CONFIG.relative_to(CONFIGS)), help="a config under configs/")
     parser.add_argument("--sizes", default="10,100,1000", help="cohort sizes")
     parser.add_argument("--equivalence", type=int, default=0, metavar="N", help="only the N-seed equivalence check")
     parser.add_argument("--episodes", type=int, default=300, help="episodes per run in the equivalence check")
     args = parser.parse_args()
+    CONFIG = CONFIGS / args.config
+    print(f"config: {CONFIG.relative_to(CONFIGS.parent)}")
     if args.equivalence:
         equivalence(args.equivalence, args.episodes)
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -11,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from per_cli.train.events import FLUSH_EVERY_S, EventFile
 
 # summary.json "status": running while the process trains; then completed, failed (an error, or the updates
 # diverged) or interrupted (Ctrl-C or SIGTERM: resumable from its latest checkpoint). UNREADABLE is never
@@ -115,49 +118,56 @@ def wait_for_a_later_event_file_name(run_dir: Path) -> None:
 
 
 class RunLogger:
-    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs."""
+    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs.
+
+    metrics.csv and the event file are buffered: they reach the disk at least every ``FLUSH_EVERY_S`` seconds
+    while rows come in, at every checkpoint (``flush``) and at ``close`` (a flush per episode cost more than
+    writing the row)."""
 
     def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False, purge_step: int | None = None):
         self.run_dir = run_dir
         csv_path = run_dir / "metrics.csv"
         new_csv = not (append and csv_path.exists())
         self._csv_file = open(csv_path, "w" if new_csv else "a", newline="")  # noqa: SIM115 - closed in close()
-        self._csv = csv.DictWriter(self._csv_file, fieldnames=EPISODE_COLUMNS, extrasaction="ignore")
+        self._rows = io.StringIO()  # whole rows not yet written: the file never ends in half a row
+        self._csv = csv.DictWriter(self._rows, fieldnames=EPISODE_COLUMNS, extrasaction="ignore")
         if new_csv:
             self._csv.writeheader()
-        self._tb = None
+        self._flush_csv()
+        self._tb: EventFile | None = None
         if tensorboard:
-            from tensorboard.compat.proto.summary_pb2 import Summary  # what add_scalar builds, too
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._summary = Summary
-
             # purge_step: TensorBoard hides this dir's older events at steps >= it (a resumed run logs them anew)
             if append:
                 wait_for_a_later_event_file_name(run_dir)
-            self._tb = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
+            self._tb = EventFile(run_dir, purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        """Log ``values`` at ``step`` as ONE event holding a value per tag. Readers (TensorBoard's
-        ``EventAccumulator``, ``per plot``) see exactly what one ``add_scalar`` per tag wrote (the same float32
-        ``simple_value`` at the same step), but each event is a hand-off to the writer's thread: 13 of them per
-        episode cost ~0.9 ms of CPU, more than the rest of logging an episode."""
+        """Log ``values`` at ``step`` as ONE event holding a value per tag (readers see what one ``add_scalar``
+        per tag writes: the same float32 values at the same step)."""
         if self._tb is not None and values:
-            summary, value = self._summary, self._summary.Value
-            event = summary(value=[value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
-            self._tb._get_file_writer().add_summary(event, step)
+            self._tb.scalars(values, step)
 
     def episode(self, row: dict[str, Any]) -> None:
         self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        if time.monotonic() - self._csv_flushed >= FLUSH_EVERY_S:
+            self._flush_csv()
+
+    def _flush_csv(self) -> None:
+        self._csv_file.write(self._rows.getvalue())
         self._csv_file.flush()
+        self._rows.seek(0)
+        self._rows.truncate()
+        self._csv_flushed = time.monotonic()
 
     def flush(self) -> None:
-        """Put every event logged so far on disk (at checkpoints: a run killed later keeps what precedes them)."""
+        """Put every row and event logged so far on disk (at checkpoints: a run killed later keeps what precedes
+        them)."""
+        self._flush_csv()
         if self._tb is not None:
             self._tb.flush()
 
     def close(self) -> None:
+        self._flush_csv()
         self._csv_file.close()
         if self._tb is not None:
-            self._tb.flush()
             self._tb.close()

@@ -18,6 +18,7 @@ from collections import defaultdict
 import numba
 import numpy as np
 
+from per_cli.rl.engines.cohort import stack  # np.stack of equal-shaped arrays, without its per-array cost
 from per_cli.train.iid import (
     episode_diversity,
     reference_variance,
@@ -200,7 +201,7 @@ class UpdateWindow:
         """Per-update values (one array entry per update) of every logged tag; empty if no updates."""
         if not self._td:
             return {}
-        raw_td = np.stack(self._td)
+        raw_td = stack(self._td)
         td = np.abs(raw_td)
         values = {
             "losses/td_loss": np.asarray(self._loss),
@@ -210,10 +211,10 @@ class UpdateWindow:
             "td_error/median": np.median(td, axis=1),
             "td_error/max": td.max(axis=1),
             "td_error/std": td.std(axis=1),
-            "replay/sample_age": np.stack(self._ages).mean(axis=1),
-            "replay/is_weight_mean": np.stack(self._weights).mean(axis=1),
+            "replay/sample_age": stack(self._ages).mean(axis=1),
+            "replay/is_weight_mean": stack(self._weights).mean(axis=1),
         }
-        obs = np.stack(self._obs) if self._obs else None
+        obs = stack(self._obs) if self._obs else None
         if self.threshold is not None:
             values["replay/correlation_count"] = batched_correlation_counts(obs, self.threshold)
         if self.iid:
@@ -229,7 +230,7 @@ class UpdateWindow:
         if self._ref_var is None or self._since_refresh >= self.refresh_every:
             self._ref_var = reference_variance(reference_view(memory, self._obs_ndim, self._rng))
             self._since_refresh = 0
-        values = {"iid/episode_diversity": episode_diversity(np.stack(self._episodes), np.asarray(self._held))}
+        values = {"iid/episode_diversity": episode_diversity(stack(self._episodes), np.asarray(self._held))}
         diversity = state_diversity(state_view(obs, self._obs_ndim), self._ref_var)
         if not np.isnan(diversity).any():  # undefined while the memory holds one state value: not logged
             values["iid/state_diversity"] = diversity

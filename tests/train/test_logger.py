@@ -6,6 +6,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
+from per_cli.train.events import masked_crc32c
 from per_cli.train.logger import RunLogger
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
@@ -79,3 +80,27 @@ def test_scalars_read_back_as_add_scalar_writes_them(tmp_path):
 
     assert read(ours) == read(theirs)
     assert sorted(read(ours)) == sorted(values[0])
+
+
+def test_event_file_crcs_are_tensorboards():
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference
+
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 8, 12, 333, 4096):
+        data = rng.integers(0, 256, size=size, dtype=np.uint8).tobytes()
+        assert masked_crc32c(data) == reference(data)
+
+
+def test_metrics_csv_holds_whole_rows_and_every_row_after_a_flush(tmp_path):
+    logger = RunLogger(tmp_path, tensorboard=False)
+    header = (tmp_path / "metrics.csv").read_bytes()
+    assert header.startswith(b"step,episode,return") and header.endswith(b"\r\n")
+    for step in range(1, 4):
+        logger.episode({"step": step, "episode": step, "return": 1.5})
+    assert (tmp_path / "metrics.csv").read_bytes() == header  # buffered: no half rows on disk
+    logger.flush()  # (a checkpoint)
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()[1:]
+    assert [r.split(",")[:3] for r in rows] == [[str(s), str(s), "1.5"] for s in range(1, 4)]
+    logger.episode({"step": 4, "episode": 4, "return": 2.0})
+    logger.close()
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[-1].startswith("4,4,2.0")
