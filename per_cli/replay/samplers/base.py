@@ -18,6 +18,7 @@ class Storage(Protocol):
     size: int
     cursor: int
     added: int
+    filled_slots_sampleable: bool  # every filled slot is sampleable: ``sampleable`` need not be asked
 
     @property
     def latest_slot(self) -> int: ...

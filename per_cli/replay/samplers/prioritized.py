@@ -55,7 +55,7 @@ class PrioritizedSampler(Sampler):
         t = self.tree
         top = t.tree[MAX, t.root]
         value = top if top > 0.0 else 1.0
-        if not self.storage.sampleable(np.array([slot]))[0]:
+        if not (self.storage.filled_slots_sampleable or self.storage.sampleable(np.array([slot]))[0]):
             value = 0.0
         set_leaf(t.tree, t.offsets, slot, value)
 

@@ -82,7 +82,7 @@ class RankSampler(Sampler):
         return capacity * (8 + 8 + 4)
 
     def on_add(self, slot: int) -> None:
-        if self.storage.sampleable(np.array([slot]))[0]:
+        if self.storage.filled_slots_sampleable or self.storage.sampleable(np.array([slot]))[0]:
             self.n = heap_add(self.keys, self.pos_of, self.n, slot)
         else:
             self.on_invalidate(np.array([slot]))

@@ -41,6 +41,8 @@ class UniformSampler(Sampler):
         if exclude.size:  # skip the excluded positions: the r-th free position is r + #excluded at or below it
             positions += np.searchsorted(exclude - np.arange(exclude.size), positions, side="right")
         slots = (start + positions) % self.storage.capacity if start else positions
+        if self.storage.filled_slots_sampleable:  # candidates are filled slots
+            return slots
         ok = self.storage.sampleable(slots)
         if ok.all():
             return slots.astype(np.int64)

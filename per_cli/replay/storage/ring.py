@@ -27,6 +27,8 @@ class RingBookkeeping:
 
     # slots the last add made unsampleable (the frame storage sets it; a plain ring never has any)
     newly_unsampleable: np.ndarray = _NONE
+    # True where every filled slot (0 .. size-1) is sampleable, so samplers may skip ``sampleable`` (~2 µs a call)
+    filled_slots_sampleable = False
 
     def _init_ring(self, capacity: int) -> None:
         self.capacity = int(capacity)
@@ -104,6 +106,8 @@ class TransitionStorage(RingBookkeeping):
         self.terminated = np.zeros(capacity, dtype=np.float32)
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
+        # a stored transition is whole, unless a subclass says otherwise with its own ``sampleable``
+        self.filled_slots_sampleable = type(self).sampleable is TransitionStorage.sampleable
 
     @staticmethod
     def bytes_needed(capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
