@@ -87,13 +87,32 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], batched: Solo)
 
 
 def _guard(member: Any, phase: Callable, *args: Any) -> Any:
-    """Run one phase of one member; an exception fails that member only (recorded with its traceback)."""
+    """Run one phase of one member; an exception fails that member only (recorded with its traceback).
+
+    An exception caused by an interrupt is the interrupt, not a failure: a signal that arrives while a compiled
+    (numba) function returns surfaces as ``SystemError: ... returned a result with an exception set``, chained
+    to the RunInterrupted that the handler raised. It stops every member (recorded ``interrupted``)."""
     try:
         return phase(*args)
     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:
+            raise interrupt from None
         member.record_failure(exc)
         member.close()
         return None
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, if any."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return as_interrupt(link)
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return None
 
 
 def _settle(active: list) -> list:
