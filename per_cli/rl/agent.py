@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
@@ -166,12 +167,15 @@ class DQNAgent:
                 target.lerp_(online, self.cfg.tau)
 
     def state_dict(self) -> dict:
-        return {
+        """The agent's state, its tensors copied: a cohort's stacked engine makes them views of storage shared by
+        all members (:mod:`per_cli.rl.engines.stacked`), which torch.save would write whole."""
+        state = {
             "q_net": self.q_net.state_dict(),
             "target_net": self.target_net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }
+        return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, state)
 
     def load_state_dict(self, state: dict) -> None:
         self.q_net.load_state_dict(state["q_net"])

@@ -9,7 +9,9 @@ a member of a cohort computes what its solo run computes (tests/train/test_cohor
 
 The engine is chosen as for a solo run (``agent.engine: auto`` is numba wherever
 :func:`~per_cli.rl.engines.supports` accepts the config). Under the torch engine (CUDA, CNNs, ``engine: torch``)
-the members update one after another, still in lockstep, and :attr:`Cohort.note` says so.
+the members update in one stacked torch call (:class:`~per_cli.rl.engines.stacked.StackedEngine`; equal to their
+solo updates to float32 rounding, not bit for bit); what that path does not handle updates the members one
+after another, still in lockstep, and :attr:`Cohort.note` says so.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
+from per_cli.rl.engines.stacked import StackedEngine, stacked_refusal
 from per_cli.train.lockstep import LearnMany, run_members, solo_learn
 from per_cli.train.setup import ProgressSink
 from per_cli.train.trainer import Trainer
@@ -74,9 +77,11 @@ class Cohort:
         _check_same_but_seed(cfgs)
         self.members = [Trainer(cfg, device, progress if i == 0 else None) for i, cfg in enumerate(cfgs)]
         self.note: str | None = None
-        if self.members[0].agent.engine != "numba":
-            reason = self.members[0].agent.engine_note or "agent.engine is torch"
-            self.note = f"the cohort's members update one at a time with the torch engine ({reason})"
+        if self.members[0].agent.engine != "numba" and len(self.members) > 1:
+            refusal = stacked_refusal([m.agent for m in self.members])
+            if refusal is not None:
+                reason = self.members[0].agent.engine_note or "agent.engine is torch"
+                self.note = f"the cohort's members update one at a time with the torch engine ({reason}; {refusal})"
 
     def resume(self, run_dirs: Sequence[Path]) -> None:
         """Load each member's latest checkpoint from its run directory (ConfigError if one cannot continue)."""
@@ -84,11 +89,16 @@ class Cohort:
             member.resume(run_dir)
 
     def learner(self) -> LearnMany:
-        """The batched update over the members (numba), else each member's own."""
+        """The batched update over the members (numba, or stacked torch), else each member's own."""
         if self.note is not None:
             return solo_learn
-        engine = CohortEngine([m.agent.numba_engine for m in self.members])
         index = {id(m): i for i, m in enumerate(self.members)}
+        if self.members[0].agent.engine != "numba":  # (a torch cohort of one: its own update, bit for bit)
+            if len(self.members) == 1:
+                return solo_learn
+            stacked = StackedEngine([m.agent for m in self.members])
+            return lambda members, batches: stacked.learn([index[id(m)] for m in members], batches)
+        engine = CohortEngine([m.agent.numba_engine for m in self.members])
 
         def learn(members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
             td, loss, q_mean = engine.update(
