@@ -2,12 +2,15 @@
 sequential per-member torch updates (each agent's own ``learn``), measured in the same invocation.
 
     nice -n 10 python benchmarks/stacked_update.py                 # S = 1, 10, 100; the MLP and the MinAtar CNN
-    nice -n 10 python benchmarks/stacked_update.py --sizes 10 --updates 200
+    nice -n 10 python benchmarks/stacked_update.py --sizes 10,100 --crossover
 
 Networks: the seed notebook's MLP (4-128-2, batch 64, Adam, Huber, clipping at 10) and the MinAtar paper's CNN on
-Breakout's (10, 10, 4) grids (3 actions, batch 32, centered RMSProp). Each case times about ``--updates`` member
-updates per path (at least one call), after one warm-up call, and prints µs per member update in CPU time
-(time.process_time) and wall time, and the ratio sequential / stacked (> 1: stacked is faster).
+Breakout's (10, 10, 4) grids (3 actions, batch 32, centered RMSProp); ``--crossover`` adds 4-256-256-2 and
+4-512-512-2 MLPs (where stacking stops paying on the CPU: ``CPU_MAX_PARAMS`` in per_cli/rl/engines/stacked.py).
+Each case runs interleaved rounds of about ``--updates`` member updates per path, after a warm-up call, and prints
+the median CPU µs (time.process_time) per member update and the median ratio sequential / stacked (> 1: stacked is
+faster). The last column is a stacked call over all members but one (a member that left the cohort): its rows are
+gathered and copied back, the cost of the subset path against the in-place one.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ CASES = {
     ),
 }
 
+CROSSOVER = {
+    f"mlp 4-{h}-{h}-2 b64 adam": (AgentConfig(hidden_sizes=[h, h], engine="torch"), (4,), 2, 64) for h in (256, 512)
+}
+
 
 def make_batch(rng: np.random.Generator, obs_shape: tuple[int, ...], n_actions: int, size: int) -> Batch:
     grid = len(obs_shape) == 3  # MinAtar: 0/1 bool channels, as replay stores them
@@ -52,15 +59,15 @@ def make_batch(rng: np.random.Generator, obs_shape: tuple[int, ...], n_actions: 
     )  # fmt: skip
 
 
-def timed(fn, calls: int) -> tuple[float, float]:
-    fn()  # warm-up (the optimizer state is created on the first step)
-    cpu, wall = time.process_time(), time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return time.process_time() - cpu, time.perf_counter() - wall
+def cpu_time(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
 
 
 def measure(name: str, size: int, updates: int) -> None:
+    """Interleaved rounds (one sequential pass over the S members, then one stacked call, ...), so that the load of
+    the machine hits both paths alike; medians over the rounds, per member update."""
     cfg, obs_shape, n_actions, batch_size = CASES[name]
     rng = np.random.default_rng(0)
     agents = []
@@ -71,15 +78,27 @@ def measure(name: str, size: int, updates: int) -> None:
     batches = [make_batch(rng, obs_shape, n_actions, batch_size) for _ in range(size)]
     engine = StackedEngine(agents)
     which = list(range(size))
-    calls = max(1, updates // size)
-    seq_cpu, seq_wall = timed(lambda: [a.learn(b) for a, b in zip(solo, batches, strict=True)], calls)
-    stk_cpu, stk_wall = timed(lambda: engine.learn(which, batches), calls)
-    per = 1e6 / (calls * size)
-    print(
-        f"{name:24s} S={size:4d}  sequential {seq_cpu * per:8.0f} µs cpu {seq_wall * per:8.0f} µs wall | "
-        f"stacked {stk_cpu * per:8.0f} µs cpu {stk_wall * per:8.0f} µs wall | "
-        f"sequential/stacked {seq_cpu / stk_cpu:5.2f}x cpu {seq_wall / stk_wall:5.2f}x wall"
+    paths = {
+        "sequential": (lambda: [a.learn(b) for a, b in zip(solo, batches, strict=True)], size),
+        "stacked": (lambda: engine.learn(which, batches), size),
+    }
+    if size > 1:  # one member gone: the others' rows are gathered and copied back (index_select, index_copy_)
+        paths["subset"] = (lambda: engine.learn(which[1:], batches[1:]), size - 1)
+    for fn, _ in paths.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {path: [] for path in paths}
+    for _ in range(max(5, updates // size)):
+        for path, (fn, members) in paths.items():
+            times[path].append(cpu_time(fn) * 1e6 / members)
+    med = {path: float(np.median(t)) for path, t in times.items()}
+    ratio = float(np.median(np.divide(times["sequential"], times["stacked"])))
+    line = (
+        f"{name:24s} S={size:4d}  sequential {med['sequential']:6.0f} µs | stacked {med['stacked']:6.0f} µs | "
+        f"sequential/stacked {ratio:5.2f}x"
     )
+    if "subset" in med:
+        line += f" | stacked, {size - 1} of {size}: {med['subset']:6.0f} µs"
+    print(line)
 
 
 def main() -> None:
@@ -87,10 +106,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,10,100", help="cohort sizes S, comma separated")
     parser.add_argument("--updates", type=int, default=400, help="member updates timed per path and case")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: one core, as a grid worker)")
+    parser.add_argument("--crossover", action="store_true", help="also larger MLPs (where stacking stops paying)")
     args = parser.parse_args()
+    if args.crossover:
+        CASES.update(CROSSOVER)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the training loop does
-    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU; µs per member update")
+    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU; CPU µs per member update (medians)")
     for name in CASES:
         for size in (int(s) for s in args.sizes.split(",")):
             measure(name, size, args.updates)

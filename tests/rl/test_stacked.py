@@ -180,6 +180,7 @@ def test_what_the_stacked_path_refuses():
     assert "settings" in stacked_misfit([*make_agents(cfg, (4,), 2, 1), *make_agents(other_lr, (4,), 2, 1)])
     with pytest.raises(ValueError, match="cannot run these members"):
         StackedEngine(sgd)
-    big = AgentConfig(hidden_sizes=[512, 512], engine="torch")
-    assert "on the CPU" in stacked_refusal(make_agents(big, obs_shape, n_actions, 2))
+    minatar_cfg, (minatar_shape, minatar_actions, _) = CASES["minatar-rmsprop"]
+    assert stacked_misfit(make_agents(minatar_cfg, minatar_shape, minatar_actions, 2)) is None
+    assert "on the CPU" in stacked_refusal(make_agents(minatar_cfg, minatar_shape, minatar_actions, 2))
     assert "single member" in stacked_refusal(make_agents(cfg, obs_shape, n_actions, 1))

@@ -30,8 +30,10 @@ accumulate in a different order than a member's own (the per-member clipping nor
 which moves results by a few ulps.
 
 **Fail closed**: :func:`stacked_misfit` names the first thing the stacked path does not handle (another optimizer
-class, a fused or capturable optimizer, a network with buffers, members whose settings or shapes differ, ...);
-the cohort then keeps the sequential per-member update and says why.
+class, a fused or capturable optimizer, a network with buffers, members whose settings or shapes differ, ...).
+:func:`stacked_refusal` adds where it is measured not to pay: a single member, and on the CPU networks above
+:data:`CPU_MAX_PARAMS` parameters (so on the CPU it serves small MLPs under ``agent.engine: torch``, RMSProp or tanh;
+MinAtar's CNN stacks on CUDA only). The cohort then keeps the sequential per-member update and says why.
 """
 
 from __future__ import annotations
@@ -96,11 +98,13 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
     return None
 
 
-# On the CPU a stacked update stops paying for large networks: the elementwise optimizer step and the backward pass
-# over S stacked copies run out of cache. Measured (benchmarks/stacked_update.py, sequential/stacked CPU time):
-# 4-128-2 (898 parameters) 4.5x at S = 10, 9.5x at S = 100; MinAtar's CNN (135,000) 1.2x and 1.1x; 4-256-256-2
-# (67,000) 1.45x and 1.3x; 4-512-512-2 (266,000) 1.06x and 0.70x. On CUDA the stacked update is always taken.
-CPU_MAX_PARAMS = 200_000
+# On the CPU a stacked update pays for small networks only: for larger ones the elementwise optimizer step over S
+# stacked copies runs out of cache (and under vmap the first layer's weight gradient comes out transposed and is
+# copied). Measured (benchmarks/stacked_update.py --crossover, sequential/stacked CPU time at S = 10 and 100; the
+# table in docs/cohorts.md): 4-128-2 (898 parameters) 3.2x and 7.5x; 4-256-256-2 (67,000) 1.4x and 1.1x; MinAtar's
+# CNN (135,000) 0.8x and 0.6x; 4-512-512-2 (266,000) 0.9x and 0.5x. Where it does not pay, the sequential updates
+# are also bit-exact solo updates. On CUDA the stacked update is always taken.
+CPU_MAX_PARAMS = 50_000
 
 
 def stacked_refusal(agents: Sequence[Any]) -> str | None:
