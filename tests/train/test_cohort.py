@@ -95,9 +95,11 @@ def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path):
     assert _rows(tmp_path / "s2") == _rows(tmp_path / "solo2")  # the other seed went on, unaffected
 
 
-def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch):
-    cfgs = _configs([1, 2], *CHECKPOINTED, "agent.engine=numba")
+@pytest.mark.parametrize("engine", ["numba", "torch"])  # torch: the stacked update, rebuilt on resume
+def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine):
+    cfgs = _configs([1, 2], *CHECKPOINTED, f"agent.engine={engine}")
     whole = Cohort(cfgs)
+    assert whole.note is None  # one batched update per step, numba's or the stacked torch one
     whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
 
     original = Trainer.update_due
