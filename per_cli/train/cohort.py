@@ -10,8 +10,8 @@ a member of a cohort computes what its solo run computes (tests/train/test_cohor
 The engine is chosen as for a solo run (``agent.engine: auto`` is numba wherever
 :func:`~per_cli.rl.engines.supports` accepts the config). Under the torch engine (CUDA, CNNs, ``engine: torch``)
 the members update in one stacked torch call (:class:`~per_cli.rl.engines.stacked.StackedEngine`; equal to their
-solo updates to float32 rounding, not bit for bit); what that path does not handle updates the members one
-after another, still in lockstep, and :attr:`Cohort.note` says so.
+solo updates to float32 rounding); where that path does not run or does not pay, the members update one after
+another, still in lockstep, and :attr:`Cohort.note` says so.
 """
 
 from __future__ import annotations

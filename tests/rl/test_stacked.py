@@ -3,10 +3,10 @@
 S = 3 members with different weights (different seeds, targets apart from the online nets) and different
 batches. One stacked call must give every member what its own ``DQNAgent.learn`` gives: weights, optimizer
 state (Adam's or centered RMSProp's moments and step counts), TD errors, loss and mean Q. The tolerance is float32
-rounding (``TOL``), not bit equality: under ``vmap`` the matmuls and convolutions run batched (bmm, grouped
-convolution), which sums in another order than a member's own mm/conv, and the per-member gradient norm and the
-mean loss are reduced over rows of stacked tensors; measured differences are a few ulps (≤ 6e-8 on weights of
-order 0.1-1, 1 ulp on TD errors of order 10^3).
+rounding (``TOL``), not bit equality: under ``vmap`` the matmuls and convolutions run batched (bmm, a grouped
+convolution), which may sum in another order than a member's own mm/conv. Measured here (torch 2.13, CPU): the
+MLP updates come out bit-identical; the MinAtar CNN's weights and TD errors differ by about one ulp (relative
+6e-8 to 1e-7), the grouped convolution's doing.
 """
 
 from __future__ import annotations

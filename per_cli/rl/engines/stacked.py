@@ -7,8 +7,7 @@ parameters of the members that train in a step along a new leading axis and comp
 * each member's loss on its own batch, ``torch.func.functional_call`` under ``torch.func.vmap`` over the stacked
   parameters (and, for the targets, the stacked target parameters): the agent's loss exactly (Huber or MSE per
   sample, times the IS weights, mean over the batch; double DQN or max; γ; only termination stops the bootstrap);
-* the gradients by autograd on the stacked tensors (the members' losses are independent, so the gradient of
-  their sum is each member's own gradient);
+* the gradients by ``torch.func.grad`` of that loss under the same ``vmap`` (each member's own gradient);
 * gradient-norm clipping per member (``clip_grad_norm_``'s formula over that member's slices);
 * the optimizer step by torch's own optimizer class, built with the members' own hyperparameters, over the
   stacked tensors: Adam and RMSProp are elementwise, so one step over stacked tensors is S independent steps.
@@ -25,9 +24,9 @@ train in a step (members leave a cohort at different steps), their rows are gath
 and copied back (``index_copy_``): one call per tensor, not per member.
 
 **Equivalence** (``tests/rl/test_stacked.py``): one stacked update equals each member's own
-:meth:`~per_cli.rl.agent.DQNAgent.learn` to float32 rounding, not bit for bit: batched matmuls and convolutions
-accumulate in a different order than a member's own (the per-member clipping norm and the mean loss likewise),
-which moves results by a few ulps.
+:meth:`~per_cli.rl.agent.DQNAgent.learn` to float32 rounding, not always bit for bit: batched matmuls and
+convolutions may accumulate in another order than a member's own (measured with torch 2.13 on the CPU: the MLP
+updates are bit-identical, the MinAtar CNN's differ by about one ulp).
 
 **Fail closed**: :func:`stacked_misfit` names the first thing the stacked path does not handle (another optimizer
 class, a fused or capturable optimizer, a network with buffers, members whose settings or shapes differ, ...).
@@ -45,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, vmap
+from torch.func import functional_call, grad, vmap
 
 from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult, td_targets
@@ -98,13 +97,14 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
     return None
 
 
-# On the CPU a stacked update pays for small networks only: for larger ones the elementwise optimizer step over S
-# stacked copies runs out of cache (and under vmap the first layer's weight gradient comes out transposed and is
-# copied). Measured (benchmarks/stacked_update.py --crossover, sequential/stacked CPU time at S = 10 and 100; the
-# table in docs/cohorts.md): 4-128-2 (898 parameters) 3.2x and 7.5x; 4-256-256-2 (67,000) 1.4x and 1.1x; MinAtar's
-# CNN (135,000) 0.8x and 0.6x; 4-512-512-2 (266,000) 0.9x and 0.5x. Where it does not pay, the sequential updates
-# are also bit-exact solo updates. On CUDA the stacked update is always taken.
-CPU_MAX_PARAMS = 50_000
+# On the CPU a stacked update pays for small networks only: for larger ones the elementwise optimizer step and the
+# batched matmuls over S stacked copies run out of cache, while one member's tensors stay in it. Measured
+# (benchmarks/stacked_update.py --crossover, sequential/stacked CPU time at S = 10 and 100, under load; the table in
+# docs/cohorts.md, two invocations): 4-128-2 (898 parameters) 2.5-2.6x and 6.4-8.8x; 4-256-256-2 (67,000) 1.4-1.5x
+# and 1.1-1.3x; MinAtar's CNN (135,000) 1.0-1.1x and 0.85x; 4-512-512-2 (266,000) 0.75-1.0x and 0.55x. Where it
+# does not clearly pay, the sequential updates are kept: they are also bit-exact solo updates. On CUDA the stacked
+# update is always taken.
+CPU_MAX_PARAMS = 100_000
 
 
 def stacked_refusal(agents: Sequence[Any]) -> str | None:
@@ -170,31 +170,37 @@ class StackedEngine:
             for j in range(len(self._names))
         ]
         self._batched_q = vmap(self._q_values)
+        self._batched_grad = vmap(grad(self._member_loss, has_aux=True))  # ({name: gradient}, (loss, Q(s, a)))
 
     def _q_values(self, params: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
         return functional_call(self._template, params, (obs,))
+
+    def _member_loss(self, params, obs, actions, target, weights) -> tuple[torch.Tensor, tuple]:
+        """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a)))."""
+        q = self._q_values(params, obs).gather(1, actions[:, None]).squeeze(1)
+        if self.cfg.loss == "huber":
+            per_sample = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            per_sample = F.mse_loss(q, target, reduction="none")
+        loss = (weights * per_sample).mean()
+        return loss, (loss, q)
 
     def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> list[UpdateResult]:
         """Members ``which`` (distinct indices into the agents) each learn from their batch (in the order of
         ``which``), as their own ``learn`` would; returns their results in that order."""
         rows = None if list(which) == list(range(len(self.agents))) else torch.tensor(which, device=self.device)
         b = _stack_batches(batches, self.device)
-        params = {n: _rows(p, rows).detach().requires_grad_() for n, p in zip(self._names, self.params, strict=True)}
+        params = dict(zip(self._names, (_rows(p, rows) for p in self.params), strict=True))
         with torch.no_grad():
             targets = dict(zip(self._names, (_rows(p, rows) for p in self.target_params), strict=True))
             target = self._targets(params, targets, b)
-        q = self._batched_q(params, b["obs"]).gather(2, b["actions"][..., None]).squeeze(2)
-        if self.cfg.loss == "huber":
-            per_sample = F.smooth_l1_loss(q, target, reduction="none")
-        else:
-            per_sample = F.mse_loss(q, target, reduction="none")
-        loss = (b["weights"] * per_sample).mean(dim=1)
-        grads = list(torch.autograd.grad(loss.sum(), list(params.values())))
+        grads, (loss, q) = self._batched_grad(params, b["obs"], b["actions"], target, b["weights"])
+        grads = list(grads.values())
         if self.cfg.max_grad_norm is not None:
             _clip_per_member(grads, self.cfg.max_grad_norm)
         self._step(which, grads)
-        td = (target - q.detach()).cpu().numpy()
-        losses, q_means = loss.detach().tolist(), q.detach().mean(dim=1).tolist()
+        td = (target - q).cpu().numpy()
+        losses, q_means = loss.tolist(), q.mean(dim=1).tolist()
         for i in which:
             self.agents[i].updates += 1
         return [UpdateResult(td_errors=td[k], loss=losses[k], q_mean=q_means[k]) for k in range(len(which))]
