@@ -155,7 +155,7 @@ class StackedEngine:
         self.agents = list(agents)
         first = self.agents[0]
         self.cfg, self.device = first.cfg, first.device
-        self._template = copy.deepcopy(first.q_net)  # the forward only; each call supplies its parameters
+        self._template = copy.deepcopy(first.q_net).to("meta")  # the forward only: each call supplies the parameters
         self._names = [name for name, _ in first.q_net.named_parameters()]
         self._optimizer = type(first.optimizer)([torch.zeros(1)], **_hyper(first.optimizer))
         for agent in self.agents:
