@@ -14,7 +14,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._pytree import tree_map
 
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
@@ -47,6 +46,20 @@ def make_optimizer(cfg: AgentConfig, params) -> torch.optim.Optimizer:
     if cfg.optimizer == "rmsprop":
         return torch.optim.RMSprop(params, lr=cfg.lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS, centered=True)
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
+
+
+def _copied(obj):
+    """``obj`` with every tensor in it cloned (dicts and lists walked; a module state dict keeps its metadata)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, dict):
+        out = type(obj)((key, _copied(value)) for key, value in obj.items())
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if isinstance(obj, list):
+        return [_copied(value) for value in obj]
+    return obj
 
 
 class DQNAgent:
@@ -175,7 +188,7 @@ class DQNAgent:
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }
-        return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, state)
+        return _copied(state)
 
     def load_state_dict(self, state: dict) -> None:
         self.q_net.load_state_dict(state["q_net"])
