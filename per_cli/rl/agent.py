@@ -48,6 +48,20 @@ def make_optimizer(cfg: AgentConfig, params) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
 
 
+def _copied(obj):
+    """``obj`` with every tensor in it cloned (dicts and lists walked; a module state dict keeps its metadata)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, dict):
+        out = type(obj)((key, _copied(value)) for key, value in obj.items())
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if isinstance(obj, list):
+        return [_copied(value) for value in obj]
+    return obj
+
+
 class DQNAgent:
     def __init__(self, cfg: AgentConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device):
         self.cfg = cfg
@@ -172,12 +186,15 @@ class DQNAgent:
                 target.lerp_(online, self.cfg.tau)
 
     def state_dict(self) -> dict:
-        return {
+        """The agent's state, its tensors copied: a cohort's stacked engine makes them views of storage shared by
+        all members (:mod:`per_cli.rl.engines.stacked`), which torch.save would write whole."""
+        state = {
             "q_net": self.q_net.state_dict(),
             "target_net": self.target_net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }
+        return _copied(state)
 
     def load_state_dict(self, state: dict) -> None:
         self.q_net.load_state_dict(state["q_net"])

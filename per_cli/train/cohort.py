@@ -9,7 +9,9 @@ a member of a cohort computes what its solo run computes (tests/train/test_cohor
 
 The engine is chosen as for a solo run (``agent.engine: auto`` is numba wherever
 :func:`~per_cli.rl.engines.supports` accepts the config). Under the torch engine (CUDA, CNNs, ``engine: torch``)
-the members update one after another, still in lockstep, and :attr:`Cohort.note` says so.
+the members update in one stacked torch call (:class:`~per_cli.rl.engines.stacked.StackedEngine`; equal to their
+solo updates to float32 rounding); where that path does not run or does not pay, the members update one after
+another, still in lockstep, and :attr:`Cohort.note` says so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
+from per_cli.rl.engines.stacked import StackedEngine, stacked_refusal
 from per_cli.train.lockstep import Solo, run_members
 from per_cli.train.setup import ProgressSink
 from per_cli.train.trainer import Trainer
@@ -100,6 +103,18 @@ class NumbaBatched(Solo):
         return [td[k : k + 1] for k in range(len(members))]
 
 
+class StackedTorch(Solo):
+    """The loop's update for members under the torch engine: ONE stacked torch call over the members
+    (:class:`~per_cli.rl.engines.stacked.StackedEngine`); acting and insertion TD errors stay each member's own."""
+
+    def __init__(self, members: Sequence[Trainer]):
+        self.engine = StackedEngine([m.agent for m in members])
+        self.index = {id(m): i for i, m in enumerate(members)}
+
+    def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
+        return self.engine.learn([self.index[id(m)] for m in members], batches)
+
+
 class Cohort:
     """S members built from ``cfgs`` (one config per seed, equal but for the seed), before any run directory
     exists; ``run(run_dirs)`` trains them and returns their summaries. ``progress`` follows the first member."""
@@ -108,9 +123,11 @@ class Cohort:
         _check_same_but_seed(cfgs)
         self.members = [Trainer(cfg, device, progress if i == 0 else None) for i, cfg in enumerate(cfgs)]
         self.note: str | None = None
-        if self.members[0].agent.engine != "numba":
-            reason = self.members[0].agent.engine_note or "agent.engine is torch"
-            self.note = f"the cohort's members update one at a time with the torch engine ({reason})"
+        if self.members[0].agent.engine != "numba" and len(self.members) > 1:
+            refusal = stacked_refusal([m.agent for m in self.members])
+            if refusal is not None:
+                reason = self.members[0].agent.engine_note or "agent.engine is torch"
+                self.note = f"the cohort's members update one at a time with the torch engine ({reason}; {refusal})"
 
     def resume(self, run_dirs: Sequence[Path]) -> None:
         """Load each member's latest checkpoint from its run directory (ConfigError if one cannot continue)."""
@@ -118,9 +135,11 @@ class Cohort:
             member.resume(run_dir)
 
     def learner(self) -> Solo:
-        """The batched steps over the members (numba), else each member's own."""
+        """The batched steps over the members (numba, or the stacked torch update), else each member's own."""
         if self.note is not None:
             return Solo()
+        if self.members[0].agent.engine != "numba":  # (a torch cohort of one: its own update, bit for bit)
+            return StackedTorch(self.members) if len(self.members) > 1 else Solo()
         return NumbaBatched(self.members)
 
     def run(self, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:

@@ -1,0 +1,294 @@
+"""The torch engine with a seed dimension: the DQN updates of S members' Q-networks in one batched torch call.
+
+For what the numba engine does not run (CNNs such as ``agent.network: minatar``, RMSProp, ``agent.engine: torch``,
+CUDA), a cohort's members would otherwise update one after another. :class:`StackedEngine` instead stacks the
+parameters of the members that train in a step along a new leading axis and computes, in one batched call:
+
+* each member's loss on its own batch, ``torch.func.functional_call`` under ``torch.func.vmap`` over the stacked
+  parameters (and, for the targets, the stacked target parameters): the agent's loss exactly (Huber or MSE per
+  sample, times the IS weights, mean over the batch; double DQN or max; γ; only termination stops the bootstrap);
+* the gradients by ``torch.func.grad`` of that loss under the same ``vmap`` (each member's own gradient);
+* gradient-norm clipping per member (``clip_grad_norm_``'s formula over that member's slices);
+* the optimizer step by torch's own optimizer class, built with the members' own hyperparameters, over the
+  stacked tensors: Adam and RMSProp are elementwise, so one step over stacked tensors is S independent steps.
+  Their step counts enter the update as one scalar per tensor, so members with different step counts (a member
+  resumed from an older checkpoint) are stepped in separate groups.
+
+**The members stay the source of truth.** Building the engine moves each member's parameters, target parameters
+and optimizer state into stacked storage (one tensor per parameter and state entry, a row per member) and rebinds
+the member's own tensors as views of their rows (``tensor.data = stacked[i]``, so the module's parameters and
+the optimizer's state keep their identity). Acting, evaluation, target syncs, a member's own ``learn`` and
+checkpoints (:meth:`~per_cli.rl.agent.DQNAgent.state_dict` copies, so a checkpoint holds one member's tensors, not
+the shared storage) all see the numbers the stacked update writes, with no copy per call. When only some members
+train in a step (members leave a cohort at different steps), their rows are gathered (``index_select``), stepped
+and copied back (``index_copy_``): one call per tensor, not per member.
+
+**Equivalence** (``tests/rl/test_stacked.py``): one stacked update equals each member's own
+:meth:`~per_cli.rl.agent.DQNAgent.learn` to float32 rounding, not always bit for bit: batched matmuls and
+convolutions may accumulate in another order than a member's own (measured with torch 2.13 on the CPU: the MLP
+updates are bit-identical, the MinAtar CNN's differ by about one ulp).
+
+**Fail closed**: :func:`stacked_misfit` names the first thing the stacked path does not handle (another optimizer
+class, a fused or capturable optimizer, a network with buffers, members whose settings or shapes differ, ...).
+:func:`stacked_refusal` adds where it is measured not to pay: a single member, and on the CPU networks above
+:data:`CPU_MAX_PARAMS` parameters (so on the CPU it serves small MLPs under ``agent.engine: torch``, RMSProp or tanh;
+MinAtar's CNN stacks on CUDA only). The cohort then keeps the sequential per-member update and says why.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from per_cli.replay import Batch
+from per_cli.rl.agent import UpdateResult, td_targets
+
+SUPPORTED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.optim.RMSprop)
+# optimizer flags whose state or arithmetic the stacked path does not reproduce
+_REFUSED_FLAGS = ("fused", "capturable", "differentiable")
+
+
+def _hyper(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    return {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+
+
+def _shapes(module: torch.nn.Module) -> list[tuple[str, tuple[int, ...]]]:
+    return [(name, tuple(p.shape)) for name, p in module.named_parameters()]
+
+
+def _member_misfit(agent: Any, first: Any) -> str | None:
+    """Why ``agent`` cannot be stacked with ``first`` (the cohort's member 0), or None."""
+    if agent.engine != "torch":
+        return f"the stacked path runs the torch engine, and a member's engine is {agent.engine}"
+    if agent.cfg != first.cfg or agent.device != first.device or type(agent.q_net) is not type(first.q_net):
+        return "the members' agent settings, devices or networks differ"
+    if _shapes(agent.q_net) != _shapes(first.q_net) or _shapes(agent.target_net) != _shapes(first.q_net):
+        return "the members' parameter shapes differ"
+    optimizer = agent.optimizer
+    if type(optimizer) not in SUPPORTED_OPTIMIZERS:
+        return f"the stacked path steps Adam and RMSprop, not {type(optimizer).__name__}"
+    if len(optimizer.param_groups) != 1 or _hyper(optimizer) != _hyper(first.optimizer):
+        return "the members' optimizers differ in their parameter groups or hyperparameters"
+    if any(optimizer.param_groups[0].get(flag) for flag in _REFUSED_FLAGS):
+        return f"the stacked path does not reproduce a {'/'.join(_REFUSED_FLAGS)} optimizer"
+    owned = [id(p) for p in agent.q_net.parameters()]
+    if [id(p) for p in optimizer.param_groups[0]["params"]] != owned:
+        return "a member's optimizer does not step exactly its Q-network's parameters"
+    if any(True for _ in agent.q_net.buffers()):
+        return "the network has buffers, which functional_call would share across members"
+    return None
+
+
+def stacked_misfit(agents: Sequence[Any]) -> str | None:
+    """None when :class:`StackedEngine` computes for ``agents`` (torch-engine DQN agents) what their own
+    ``learn`` would, else the reason why not (one human sentence)."""
+    if not agents:
+        return "a stacked update needs at least one member"
+    for agent in agents:
+        why = _member_misfit(agent, agents[0])
+        if why is not None:
+            return why
+    return None
+
+
+# On the CPU a stacked update pays for small networks only: for larger ones the elementwise optimizer step and the
+# batched matmuls over S stacked copies run out of cache, while one member's tensors stay in it. Measured
+# (benchmarks/stacked_update.py --crossover, sequential/stacked CPU time at S = 10 and 100, under load; the table in
+# docs/cohorts.md, two invocations): 4-128-2 (898 parameters) 2.5-2.6x and 6.4-8.8x; 4-256-256-2 (67,000) 1.4-1.5x
+# and 1.1-1.3x; MinAtar's CNN (135,000) 1.0-1.1x and 0.85x; 4-512-512-2 (266,000) 0.75-1.0x and 0.55x. Where it
+# does not clearly pay, the sequential updates are kept: they are also bit-exact solo updates. On CUDA the stacked
+# update is always taken.
+CPU_MAX_PARAMS = 100_000
+
+
+def stacked_refusal(agents: Sequence[Any]) -> str | None:
+    """None when a cohort of ``agents`` should update through :class:`StackedEngine`: it computes their own
+    updates (:func:`stacked_misfit`), there are at least two of them, and it is not measured slower than their
+    own updates (on the CPU: networks of at most :data:`CPU_MAX_PARAMS` parameters); else why not."""
+    why = stacked_misfit(agents)
+    if why is not None:
+        return why
+    if len(agents) < 2:
+        return "a single member updates on its own (a stacked update of one is slower)"
+    n_params = sum(p.numel() for p in agents[0].q_net.parameters())
+    if agents[0].device.type == "cpu" and n_params > CPU_MAX_PARAMS:
+        return (
+            f"on the CPU a stacked update of {n_params:,} parameters per member is slower than one update per member "
+            f"(it pays up to {CPU_MAX_PARAMS:,}; benchmarks/stacked_update.py)"
+        )
+    return None
+
+
+def _stack_batches(batches: Sequence[Batch], device: torch.device) -> dict[str, torch.Tensor]:
+    fields = ("obs", "actions", "rewards", "next_obs", "terminated", "weights")
+    return {f: torch.as_tensor(np.stack([getattr(b, f) for b in batches]), device=device) for f in fields}
+
+
+def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
+    """``clip_grad_norm_`` for each member (row) on its own: total 2-norm over its slices of every tensor, scaled
+    by ``max_norm / (norm + 1e-6)`` clamped at 1."""
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), 2, dim=1) for g in grads], dim=1)
+    coef = (max_norm / (torch.linalg.vector_norm(norms, 2, dim=1) + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+
+
+class StackedEngine:
+    """One batched torch update over the members of a cohort (their :class:`~per_cli.rl.agent.DQNAgent`-s).
+
+    ``agents`` must pass :func:`stacked_misfit`. Building it moves each member's parameters, target parameters and
+    optimizer state (created, in the optimizer's own format, for a member that has not stepped yet) into shared
+    stacked storage, rebinding the member's tensors as views of their rows; build it after any checkpoint was
+    loaded (``optimizer.load_state_dict`` replaces the state tensors).
+    """
+
+    def __init__(self, agents: Sequence[Any]):
+        why = stacked_misfit(agents)
+        if why is not None:
+            raise ValueError(f"a stacked update cannot run these members: {why}")
+        self.agents = list(agents)
+        first = self.agents[0]
+        self.cfg, self.device = first.cfg, first.device
+        self._template = copy.deepcopy(first.q_net).to("meta")  # the forward only: each call supplies the parameters
+        self._names = [name for name, _ in first.q_net.named_parameters()]
+        self._optimizer = type(first.optimizer)([torch.zeros(1)], **_hyper(first.optimizer))
+        for agent in self.agents:
+            _ensure_state(agent.optimizer, self._optimizer)
+        member_params = [list(a.q_net.parameters()) for a in self.agents]
+        member_states = [[a.optimizer.state[p] for p in ps] for a, ps in zip(self.agents, member_params, strict=True)]
+        self.params = _share_all(member_params)
+        self.target_params = _share_all([list(a.target_net.parameters()) for a in self.agents])
+        # one dict per parameter: its state entries (step included), each stacked over the members
+        self.state = [
+            {key: _share([states[j][key] for states in member_states]) for key in member_states[0][j]}
+            for j in range(len(self._names))
+        ]
+        self._batched_q = vmap(self._q_values)
+        self._batched_grad = vmap(grad(self._member_loss, has_aux=True))  # ({name: gradient}, (loss, Q(s, a)))
+
+    def _q_values(self, params: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
+        return functional_call(self._template, params, (obs,))
+
+    def _member_loss(self, params, obs, actions, target, weights) -> tuple[torch.Tensor, tuple]:
+        """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a)))."""
+        q = self._q_values(params, obs).gather(1, actions[:, None]).squeeze(1)
+        if self.cfg.loss == "huber":
+            per_sample = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            per_sample = F.mse_loss(q, target, reduction="none")
+        loss = (weights * per_sample).mean()
+        return loss, (loss, q)
+
+    def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> list[UpdateResult]:
+        """Members ``which`` (distinct indices into the agents) each learn from their batch (in the order of
+        ``which``), as their own ``learn`` would; returns their results in that order."""
+        rows = None if list(which) == list(range(len(self.agents))) else torch.tensor(which, device=self.device)
+        b = _stack_batches(batches, self.device)
+        params = dict(zip(self._names, (_rows(p, rows) for p in self.params), strict=True))
+        with torch.no_grad():
+            targets = dict(zip(self._names, (_rows(p, rows) for p in self.target_params), strict=True))
+            target = self._targets(params, targets, b)
+        grads, (loss, q) = self._batched_grad(params, b["obs"], b["actions"], target, b["weights"])
+        grads = list(grads.values())
+        if self.cfg.max_grad_norm is not None:
+            _clip_per_member(grads, self.cfg.max_grad_norm)
+        self._step(which, grads)
+        td = (target - q).cpu().numpy()
+        losses, q_means = loss.tolist(), q.mean(dim=1).tolist()
+        for i in which:
+            self.agents[i].updates += 1
+        return [UpdateResult(td_errors=td[k], loss=losses[k], q_mean=q_means[k]) for k in range(len(which))]
+
+    def _targets(self, params: dict, target_params: dict, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        next_q_all = self._batched_q(target_params, b["next_obs"])
+        if self.cfg.double_dqn:
+            best = self._batched_q(params, b["next_obs"]).argmax(dim=2, keepdim=True)
+            next_q = next_q_all.gather(2, best).squeeze(2)
+        else:
+            next_q = next_q_all.max(dim=2).values
+        return td_targets(b["rewards"], b["terminated"], next_q, self.cfg.gamma)
+
+    @torch.no_grad()
+    def _step(self, which: Sequence[int], grads: list[torch.Tensor]) -> None:
+        """The optimizer step, one group of members with equal step counts at a time (the count is one scalar
+        per stacked tensor in torch's optimizers): in place on the shared storage when the group is every
+        member in order, else on the group's rows, copied back."""
+        steps = self.state[0]["step"].tolist()
+        groups: dict[float, list[int]] = {}
+        for k, i in enumerate(which):
+            groups.setdefault(steps[i], []).append(k)
+        for step, ks in groups.items():
+            members = [which[k] for k in ks]
+            if members == list(range(len(self.agents))):
+                self._step_rows(None, step, grads)
+            else:
+                picked = grads if len(ks) == len(which) else [g[ks] for g in grads]
+                self._step_rows(members, step, picked)
+
+    def _step_rows(self, members: list[int] | None, step: float, grads: list[torch.Tensor]) -> None:
+        """Step ``members`` (None: all, in place), whose step count is ``step``, with their ``grads`` rows."""
+        optimizer = self._optimizer
+        rows = None if members is None else torch.tensor(members, device=self.device)
+        params = [_rows(p, rows) for p in self.params]
+        states = [{k: _rows(v, rows) for k, v in s.items() if k != "step"} for s in self.state]
+        optimizer.param_groups[0]["params"] = params
+        for p, g, state, shared in zip(params, grads, states, self.state, strict=True):
+            p.grad = g
+            optimizer.state[p] = {"step": torch.tensor(step, dtype=shared["step"].dtype), **state}
+        optimizer.step()
+        optimizer.state.clear()
+        optimizer.param_groups[0]["params"] = []
+        for p in params:
+            p.grad = None
+        for shared_p, p, shared, state in zip(self.params, params, self.state, states, strict=True):
+            if rows is None:
+                shared["step"].add_(1.0)
+                continue
+            shared_p.index_copy_(0, rows, p)
+            for key, v in state.items():
+                shared[key].index_copy_(0, rows, v)
+            shared["step"].index_fill_(0, torch.tensor(members), step + 1.0)  # (steps stay on the CPU)
+
+
+def _rows(stacked: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    return stacked if rows is None else stacked.index_select(0, rows)
+
+
+@torch.no_grad()
+def _share(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Stack ``tensors`` (one per member) and rebind each as a view of its row, keeping its identity (a module's
+    parameter, an optimizer's state entry), so the member and the stacked update work on the same numbers."""
+    stacked = torch.stack([t.detach() for t in tensors])
+    for i, t in enumerate(tensors):
+        t.data = stacked[i]
+    return stacked
+
+
+def _share_all(member_tensors: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    return [_share([ts[j] for ts in member_tensors]) for j in range(len(member_tensors[0]))]
+
+
+def _ensure_state(optimizer: torch.optim.Optimizer, template: torch.optim.Optimizer) -> None:
+    """Give every parameter of ``optimizer`` the state its own first step would create (zero moments, step 0)
+    when it has none yet: found by stepping a throwaway optimizer of the same class and settings (``template``)
+    on a zero gradient. A zero state at step 0 is what the optimizer starts from, so the numbers do not change."""
+    params = optimizer.param_groups[0]["params"]
+    if all(optimizer.state.get(p) for p in params):
+        return
+    probe = torch.zeros(1, requires_grad=True)
+    probe.grad = torch.zeros(1)
+    fresh = type(template)([probe], **_hyper(template))
+    fresh.step()
+    entries = fresh.state[probe]
+    for p in params:
+        if not optimizer.state.get(p):
+            optimizer.state[p] = {
+                key: torch.zeros((), dtype=v.dtype) if key == "step" else torch.zeros_like(p)
+                for key, v in entries.items()
+            }
