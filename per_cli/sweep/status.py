@@ -95,8 +95,8 @@ def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str]
 def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
     """The grid directory for the request manifest ``wanted`` and whether it exists already. ``--name`` picks
     it (a request that differs from the grid's only in ``--seeds`` grows it: ``--seeds 10`` then ``--seeds 100``
-    runs seeds 11-100 beside the ten done); otherwise an existing grid made by the same request is resumed, else a new ``grid-<timestamp>`` is
-    named (not created)."""
+    runs seeds 11-100 beside the ten done); otherwise an existing grid made by the same request is resumed,
+    else a new ``grid-<timestamp>`` is named (not created)."""
     if name is not None:
         if not name or "/" in name or name in (".", ".."):
             raise ConfigError(f"--name {name!r}: give a plain directory name")
