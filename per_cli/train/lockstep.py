@@ -8,8 +8,9 @@ only orders them, the same for every member, step by step:
    the insertion TD errors where ``replay.initial_priority: td_error`` (``Solo.insertion_td``, then
    ``set_insertion_priority``), ``end_collect()`` (count, log an episode that ended, reset);
 2. ``learning()`` / ``update_due()``: which members train this step; then ``train.gradient_steps`` times:
-   each samples a batch, ``Solo.learn`` updates all of them in one call (a solo run: the agent's own update;
-   a cohort: :mod:`per_cli.rl.engines.cohort`), each ``apply_update()`` (checks, priorities, measures, logs);
+   each samples a batch (``Solo.sample``), ``Solo.learn`` updates all of them in one call (a solo run: the
+   agent's own update; a cohort: :mod:`per_cli.rl.engines.cohort`), each ``apply_update()`` (checks,
+   priorities, measures, logs);
 3. ``end_step()``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 
@@ -41,6 +42,10 @@ class Solo:
     def learn(self, members: Sequence[Any], batches: Sequence[Any]) -> list:
         """Each member's agent learns from its batch: their ``UpdateResult``-s."""
         return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
+
+    def sample(self, members: Sequence[Any]) -> list:
+        """Each member's next batch (``member.sample()``)."""
+        return [_guard(m, m.sample) for m in members]
 
     def greedy(self, members: Sequence[Any]) -> list:
         """Each member's greedy action for the observation in hand."""
@@ -149,7 +154,7 @@ def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
         learning = [m for m in active if _guard(m, m.learning)]
         training = [m for m in learning if _guard(m, m.update_due)]
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
-            batches = [_guard(m, m.sample) for m in training]
+            batches = batched.sample(training)
             training = _ok(training)
             batches = [b for b in batches if b is not None]
             if not training:

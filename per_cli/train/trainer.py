@@ -332,6 +332,11 @@ class Trainer:
     def sample(self) -> Batch:
         return self.memory.sample(self.cfg.replay.batch_size, self._beta_now)
 
+    @property
+    def beta_now(self) -> float:
+        """β of this step's batches (a cohort draws them with it)."""
+        return self._beta_now
+
     def apply_update(self, batch: Batch, result: UpdateResult) -> None:
         """After the agent learned from ``batch``: check it, update priorities, record the update's measures."""
         cfg, step = self.cfg, self.state.step

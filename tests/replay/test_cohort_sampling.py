@@ -1,0 +1,72 @@
+"""One compiled draw over several prioritized memories gives each exactly the batch it draws alone, and leaves
+its generator where drawing alone leaves it."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+from per_cli.replay import ReplayMemory
+from per_cli.replay.cohort import CohortPrioritizedSampling, supports
+from per_cli.replay.samplers import PrioritizedSampler, UniformSampler
+from per_cli.replay.storage.ring import TransitionStorage
+
+
+def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler):
+    rng = np.random.default_rng(100 + seed)
+    storage = TransitionStorage(capacity, (3,), np.float32)
+    kwargs = {"window": window} if sampler is PrioritizedSampler else {}
+    memory = ReplayMemory(storage, sampler(storage, np.random.default_rng(seed), **kwargs))
+    for i in range(n):  # wraps when n > capacity; episodes of 7
+        memory.add(rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), i % 7 == 6, False)
+    if sampler is PrioritizedSampler:
+        ids = np.arange(max(0, n - capacity), n)
+        memory.update_priorities(ids, rng.exponential(size=ids.size))
+    return memory
+
+
+def _fields(batch) -> dict:
+    return {k: (v.dtype, v.tobytes()) for k, v in dataclasses.asdict(batch).items()}
+
+
+def test_each_member_gets_its_solo_batch_and_generator_state():
+    memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50), (4, 64))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortPrioritizedSampling(memories)
+    which, betas = [3, 0, 1], [0.4, 0.7, 1.0]
+    for _ in range(5):
+        assert all(sampling.drawable(i, 16) for i in which)
+        batches = sampling.sample(which, 16, betas)
+        for i, beta, batch in zip(which, betas, batches, strict=True):
+            assert _fields(batch) == _fields(alone[i].sample(16, beta))
+    for i in range(4):
+        assert memories[i].sampler.rng.bit_generator.state == alone[i].sampler.rng.bit_generator.state
+
+
+def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
+    memories = [_memory(1, 40), _memory(2, 40)]
+    alone = copy.deepcopy(memories)
+    for memory in (memories[0], alone[0]):
+        memory.sampler.tree.tree[:] = 0.0  # no mass: the solo draw raises
+    sampling = CohortPrioritizedSampling(memories)
+    first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
+    assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
+    with pytest.raises(ValueError) as cohort_error:
+        sampling.repeat_failed(0)
+    with pytest.raises(ValueError) as solo_error:
+        alone[0].sample(8, 0.5)
+    assert str(cohort_error.value) == str(solo_error.value)
+
+
+def test_what_it_does_not_draw_is_said():
+    assert not supports(_memory(1, 20, sampler=UniformSampler))
+    windowed = _memory(1, 40, window=10)
+    assert supports(windowed)
+    sampling = CohortPrioritizedSampling([windowed, _memory(2, 5)])
+    assert not sampling.drawable(0, 4)  # an active window: the member samples on its own
+    assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
+    with pytest.raises(ValueError, match="prioritized memories"):
+        CohortPrioritizedSampling([_memory(1, 20, sampler=UniformSampler)])
