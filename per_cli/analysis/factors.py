@@ -27,8 +27,10 @@ import numpy as np
 
 from per_cli.analysis.groups import Group, format_value, short_key
 from per_cli.analysis.runs import Run
+from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
 
 REPLAY_FACTOR = "replay"
+CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
 
 
 @dataclass
@@ -166,6 +168,17 @@ def variance_shares(
     return shares
 
 
+def marginal(design: Design, i: int, reps: int = CI_REPS, seed: int = 0) -> list[tuple[float, float, float]]:
+    """(IQM, CI low, CI high) of the final return at each level of factor i: the runs of every cell of the other
+    factors pooled, resampled within each cell (a stratified bootstrap over seeds)."""
+    y = np.moveaxis(design.y, i, 0)
+    out = []
+    for level in y:
+        strata = list(level.reshape(-1, level.shape[-1]))
+        out.append(stratified_bootstrap_ci(strata, iqm, reps=reps, seed=seed))
+    return out
+
+
 def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0) -> FactorReport:
     """Designs and variance shares of every env with at least one factor."""
     report = FactorReport()
@@ -213,6 +226,19 @@ def factors_markdown(report: FactorReport) -> str:
                   "| effect | η² | 95% CI |", "|---|---:|---:|"]  # fmt: skip
         for s in (s for s in report.shares if s.env == design.env):
             lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}] |")
+        lines += _marginal_lines(design)
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
     return "\n".join(lines) + "\n"
+
+
+def _marginal_lines(design: Design) -> list[str]:
+    """Each factor's marginal effect: the final-return IQM at each of its levels, with its 95% CI (the numbers
+    of ``factors_marginal_<env>.png``)."""
+    lines = ["", "Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
+             "stratified bootstrap CI resampling seeds within each cell.", "",
+             "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]  # fmt: skip
+    for i, (factor, levels) in enumerate(zip(design.factors, design.levels, strict=True)):
+        for level, (mid, lo, hi) in zip(levels, marginal(design, i), strict=True):
+            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | [{lo:.1f}, {hi:.1f}] |")
+    return lines

@@ -101,4 +101,7 @@ def test_plot_writes_heatmap_marginals_and_variance_table(tmp_path):
     # each of the 6 cells: SS_residual = 6 x 2 = 12; the window and the interaction explain nothing
     assert float(rows["replay.alpha"]["eta_sq"]) == pytest.approx(30000 / 30012)
     assert float(rows["replay.window"]["eta_sq"]) == pytest.approx(0.0, abs=1e-12)
-    assert "| replay.alpha | 1.000 |" in (report.out / "factors.md").read_text()
+    text = (report.out / "factors.md").read_text()
+    assert "| replay.alpha | 1.000 |" in text
+    # marginal effects: alpha 0.5 pools 51, 52, 53 over both windows (IQM 52); alpha 1 likewise 102
+    assert "| replay.alpha | 0.5 | 52.0 |" in text and "| replay.alpha | 1 | 102.0 |" in text
