@@ -141,7 +141,8 @@ def phases(size: int, steps: int) -> dict[str, float]:
         clock.wrap("update", cls, "learn")
         clock.wrap("acting", cls, "greedy")
         clock.wrap("replay", cls, "insertion_td")  # the TD errors of new transitions (initial_priority: td_error)
-        clock.wrap("replay", cls, "sample")  # (a member's own memory.sample inside: charged to replay too)
+        for name in ("sample", "insert_priorities", "update_priorities"):  # (a member's own memory calls inside)
+            clock.wrap("replay", cls, name)
     try:
         result = run(size, steps, clock)
     finally:

@@ -1,4 +1,5 @@
-"""The batches of several prioritized memories (a cohort's members) drawn in ONE compiled call.
+"""The batches of several prioritized memories (a cohort's members) drawn in ONE compiled call, and their
+priority updates in another.
 
 Each member keeps its own memory, sum tree and sampler generator; :class:`CohortPrioritizedSampling` holds typed
 lists of their arrays (allocated once: loads write into them) and :func:`cohort_prioritized_kernel` runs the solo
@@ -22,7 +23,7 @@ from numba.typed import List
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
 from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.replay.structures.sum_tree import stratified_sample
+from per_cli.replay.structures.sum_tree import stratified_sample, update_current
 
 
 @numba.njit(cache=True, nogil=True)
@@ -56,6 +57,17 @@ def cohort_prioritized_kernel(
     return ok
 
 
+@numba.njit(cache=True, nogil=True)
+def cohort_update_kernel(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha):
+    """For k in range(len(which)): member ``which[k]``'s ``update_current`` with ids ``ids[k]`` and TD errors
+    ``td_errors[k]``. Returns its result per k (False: a non-finite TD error, that member's tree unchanged)."""
+    finite = np.empty(which.shape[0], dtype=np.bool_)
+    for k in range(which.shape[0]):
+        i = which[k]
+        finite[k] = update_current(trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha)
+    return finite
+
+
 def supports(memory: ReplayMemory) -> bool:
     """Whether :class:`CohortPrioritizedSampling` can draw this memory's batches (ever; see ``sample``)."""
     storage = memory.storage
@@ -77,6 +89,9 @@ class CohortPrioritizedSampling:
         storages = [m.storage for m in memories]
         self._trees = List([m.sampler.tree.tree for m in memories])
         self._offsets = List([m.sampler.tree.offsets for m in memories])
+        self._marks = List([m.sampler.tree.mark for m in memories])
+        first = memories[0].sampler
+        self._same_priorities = all((m.sampler.eps, m.sampler.alpha) == (first.eps, first.alpha) for m in memories)
         self._columns = [
             List([getattr(s, name) for s in storages])
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
@@ -119,3 +134,28 @@ class CohortPrioritizedSampling:
         sampler = self.memories[i].sampler
         stratified_sample(sampler.tree.tree, sampler.tree.offsets, uniforms, beta)
         raise RuntimeError(f"member {i}'s draw failed in the cohort kernel but not alone")
+
+    def update_priorities(self, which: Sequence[int], ids: Sequence[np.ndarray], td_errors: Sequence[np.ndarray]):
+        """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
+        sets them; returns per member whether its TD errors were finite (where not, nothing changed and the
+        caller repeats the member's own update to raise its error). None, changing nothing, when the members'
+        ε and α differ (then each updates its own)."""
+        ids, td_errors = _rows(ids), _rows(td_errors)
+        if not self._same_priorities or ids is None or td_errors is None or ids.dtype != np.int64:
+            return None
+        sampler = self.memories[which[0]].sampler
+        return cohort_update_kernel(
+            self._trees, self._offsets, self._marks, self._columns[5], np.asarray(which, dtype=np.int64), ids,
+            td_errors, sampler.eps, sampler.alpha,
+        )  # fmt: skip
+
+
+def _rows(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
+    """1-D arrays of one length and dtype as the rows of one C array, values unchanged; None otherwise."""
+    first = arrays[0]
+    if any(a.dtype != first.dtype or a.shape != first.shape or a.ndim != 1 for a in arrays):
+        return None
+    out = np.empty((len(arrays), first.shape[0]), dtype=first.dtype)
+    for k, array in enumerate(arrays):
+        out[k] = array
+    return out

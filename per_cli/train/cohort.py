@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,24 @@ class NumbaBatched(Solo):
         for k in sorted(set(range(len(members))) - set(here)):
             out[k] = _guard(members[k], members[k].sample)
         return out
+
+    def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
+        ids = [m.memory.latest_ids() for m in members]
+        self._priorities(members, ids, td_errors, lambda m, k: _guard(m, m.set_insertion_priority, td_errors[k]))
+
+    def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
+        ids, tds = [b.indices for b in batches], [r.td_errors for r in results]
+        self._priorities(members, ids, tds, lambda m, k: _guard(m, m.update_priorities, batches[k], results[k]))
+
+    def _priorities(self, members, ids, td_errors, own: Callable[[Trainer, int], None]) -> None:
+        """New priorities of the members' transitions ``ids`` in one compiled call; ``own(member, k)`` is the
+        member's own update, run where the call cannot serve (its result: the member's own error)."""
+        finite = None
+        if self.sampling is not None and members:
+            finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
+        for k, member in enumerate(members):
+            if finite is None or not finite[k]:
+                own(member, k)
 
     def greedy(self, members: Sequence[Trainer]) -> list[int]:
         return self.engine.greedy(self._which(members), [m.observation for m in members]).tolist()

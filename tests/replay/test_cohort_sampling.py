@@ -70,3 +70,25 @@ def test_what_it_does_not_draw_is_said():
     assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
     with pytest.raises(ValueError, match="prioritized memories"):
         CohortPrioritizedSampling([_memory(1, 20, sampler=UniformSampler)])
+
+
+def test_batched_priority_updates_equal_each_members_own():
+    memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortPrioritizedSampling(memories)
+    rng = np.random.default_rng(5)
+    which = [2, 0]
+    ids = [np.array([49, 10, 3, 49]), np.array([0, 29, 7, 7])]  # repeated ids; memory 2 holds ids 0..49
+    td = [rng.normal(size=4).astype(np.float32) for _ in which]
+    assert sampling.update_priorities(which, ids, td).tolist() == [True, True]
+    for i, member_ids, member_td in zip(which, ids, td, strict=True):
+        alone[i].update_priorities(member_ids, member_td)
+    for memory, reference in zip(memories, alone, strict=True):
+        assert memory.sampler.tree.tree.tobytes() == reference.sampler.tree.tree.tobytes()
+    stale = [np.array([0, 60]), np.array([1, 2])]  # memory 1 (80 added, capacity 50) no longer holds id 0
+    bad = [np.array([0.5, 0.25], np.float32), np.array([np.nan, 1.0], np.float32)]
+    before = memories[0].sampler.tree.tree.copy()
+    assert sampling.update_priorities([1, 0], stale, bad).tolist() == [True, False]
+    alone[1].update_priorities(stale[0], bad[0])
+    assert memories[1].sampler.tree.tree.tobytes() == alone[1].sampler.tree.tree.tobytes()
+    assert np.array_equal(memories[0].sampler.tree.tree, before)  # a non-finite TD error changes nothing
