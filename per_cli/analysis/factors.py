@@ -189,6 +189,10 @@ def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0
         if design is None:
             continue
         report.designs.append(design)
+        if np.ptp(design.y) == 0:  # e.g. no run learned: η² is 0/0
+            report.notes.append(f"{env}: every run's final return is {format_value(design.y.flat[0])}; "
+                                "there is no variance to explain")  # fmt: skip
+            continue
         report.shares += variance_shares(design, reps=reps, seed=seed)
         if design.dropped:
             report.notes.append(f"{env}: {design.dropped} completed runs left out to balance the design "
@@ -222,9 +226,13 @@ def factors_markdown(report: FactorReport) -> str:
             f"{f}: {', '.join(format_value(v) for v in lv)}"
             for f, lv in zip(design.factors, design.levels, strict=True)
         )
-        lines += ["", f"## {design.env}", "", f"{len(design.seeds)} seeds per cell; levels: {levels}", "",
-                  "| effect | η² | 95% CI |", "|---|---:|---:|"]  # fmt: skip
-        for s in (s for s in report.shares if s.env == design.env):
+        lines += ["", f"## {design.env}", "", f"{len(design.seeds)} seeds per cell; levels: {levels}", ""]
+        shares = [s for s in report.shares if s.env == design.env]
+        if not shares:
+            lines.append(f"Every run's final return is {format_value(design.y.flat[0])}: no variance to explain.")
+        else:
+            lines += ["| effect | η² | 95% CI |", "|---|---:|---:|"]
+        for s in shares:
             lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}] |")
         lines += _marginal_lines(design)
     if report.notes:
