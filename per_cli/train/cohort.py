@@ -24,7 +24,7 @@ import numpy as np
 
 from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
-from per_cli.replay.cohort import CohortPrioritizedSampling, supports
+from per_cli.replay.cohort import CohortSampling, supports
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.train.lockstep import Solo, _guard, run_members
@@ -79,7 +79,7 @@ class NumbaBatched(Solo):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
         self.index = {id(m): i for i, m in enumerate(members)}
         memories = [m.memory for m in members]  # prioritized ones: one compiled draw (else each its own)
-        self.sampling = CohortPrioritizedSampling(memories) if all(map(supports, memories)) else None
+        self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
 
     def _which(self, members: Sequence[Trainer]) -> list[int]:
         return [self.index[id(m)] for m in members]

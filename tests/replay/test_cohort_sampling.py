@@ -1,5 +1,5 @@
-"""One compiled draw over several prioritized memories gives each exactly the batch it draws alone, and leaves
-its generator where drawing alone leaves it."""
+"""One compiled draw over several memories (prioritized, uniform) gives each exactly the batch it draws alone,
+and leaves its generator where drawing alone leaves it."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from per_cli.replay import ReplayMemory
-from per_cli.replay.cohort import CohortPrioritizedSampling, supports
-from per_cli.replay.samplers import PrioritizedSampler, UniformSampler
+from per_cli.replay.cohort import CohortSampling, supports
+from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
 
 
 def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler):
     rng = np.random.default_rng(100 + seed)
     storage = TransitionStorage(capacity, (3,), np.float32)
-    kwargs = {"window": window} if sampler is PrioritizedSampler else {}
+    kwargs = {"window": window} if sampler in (PrioritizedSampler, UniformSampler) else {}
     memory = ReplayMemory(storage, sampler(storage, np.random.default_rng(seed), **kwargs))
     for i in range(n):  # wraps when n > capacity; episodes of 7
         memory.add(rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), i % 7 == 6, False)
@@ -32,10 +32,11 @@ def _fields(batch) -> dict:
     return {k: (v.dtype, v.tobytes()) for k, v in dataclasses.asdict(batch).items()}
 
 
-def test_each_member_gets_its_solo_batch_and_generator_state():
-    memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50), (4, 64))]
+@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler])
+def test_each_member_gets_its_solo_batch_and_generator_state(sampler):
+    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 50), (4, 64))]
     alone = copy.deepcopy(memories)
-    sampling = CohortPrioritizedSampling(memories)
+    sampling = CohortSampling(memories)
     which, betas = [3, 0, 1], [0.4, 0.7, 1.0]
     for _ in range(5):
         assert all(sampling.drawable(i, 16) for i in which)
@@ -51,7 +52,7 @@ def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
     alone = copy.deepcopy(memories)
     for memory in (memories[0], alone[0]):
         memory.sampler.tree.tree[:] = 0.0  # no mass: the solo draw raises
-    sampling = CohortPrioritizedSampling(memories)
+    sampling = CohortSampling(memories)
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
     with pytest.raises(ValueError) as cohort_error:
@@ -62,20 +63,23 @@ def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
 
 
 def test_what_it_does_not_draw_is_said():
-    assert not supports(_memory(1, 20, sampler=UniformSampler))
+    assert not supports(_memory(1, 20, sampler=RankSampler))
+    assert not supports(_memory(1, 20, sampler=CombinedSampler))
     windowed = _memory(1, 40, window=10)
     assert supports(windowed)
-    sampling = CohortPrioritizedSampling([windowed, _memory(2, 5)])
+    sampling = CohortSampling([windowed, _memory(2, 5)])
     assert not sampling.drawable(0, 4)  # an active window: the member samples on its own
     assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
-    with pytest.raises(ValueError, match="prioritized memories"):
-        CohortPrioritizedSampling([_memory(1, 20, sampler=UniformSampler)])
+    with pytest.raises(ValueError, match="prioritized or uniform memories"):
+        CohortSampling([_memory(1, 20, sampler=RankSampler)])
+    with pytest.raises(ValueError, match="prioritized or uniform memories"):  # one kind
+        CohortSampling([_memory(1, 20), _memory(1, 20, sampler=UniformSampler)])
 
 
 def test_batched_priority_updates_equal_each_members_own():
     memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50))]
     alone = copy.deepcopy(memories)
-    sampling = CohortPrioritizedSampling(memories)
+    sampling = CohortSampling(memories)
     rng = np.random.default_rng(5)
     which = [2, 0]
     ids = [np.array([49, 10, 3, 49]), np.array([0, 29, 7, 7])]  # repeated ids; memory 2 holds ids 0..49
