@@ -71,17 +71,23 @@ class PhaseClock:
     def __init__(self):
         self.totals: dict[str, float] = defaultdict(float)
         self._saved = []
+        self._inner: list[float] = []  # per wrapped call in progress: the time of the wrapped calls inside it
 
     def wrap(self, category: str, owner, name: str) -> None:
         original = getattr(owner, name)
-        totals = self.totals
+        totals, inner = self.totals, self._inner
 
         def timed(*args, **kwargs):
             t = time.process_time()
+            inner.append(0.0)
             try:
                 return original(*args, **kwargs)
             finally:
-                totals[category] += time.process_time() - t
+                elapsed = time.process_time() - t
+                nested = inner.pop()
+                totals[category] += elapsed - nested  # the time of wrapped calls inside went to theirs
+                if inner:
+                    inner[-1] += elapsed
 
         self._saved.append((owner, name, original))
         setattr(owner, name, timed)
@@ -135,6 +141,8 @@ def phases(size: int, steps: int) -> dict[str, float]:
         clock.wrap("update", cls, "learn")
         clock.wrap("acting", cls, "greedy")
         clock.wrap("replay", cls, "insertion_td")  # the TD errors of new transitions (initial_priority: td_error)
+        for name in ("sample", "insert_priorities", "update_priorities"):  # (a member's own memory calls inside)
+            clock.wrap("replay", cls, name)
     try:
         result = run(size, steps, clock)
     finally:

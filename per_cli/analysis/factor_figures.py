@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from per_cli.analysis.factors import Design
+from per_cli.analysis.factors import Design, marginal
 from per_cli.analysis.groups import format_value
-from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
+from per_cli.analysis.stats import iqm
 from per_cli.analysis.style import DOUBLE, SINGLE, Output
 from per_cli.analysis.text import slug
-
-CI_REPS = 2_000
 
 
 def cell_iqm(design: Design, i: int, j: int) -> np.ndarray:
     """IQM of the final return in each (level of factor i, level of factor j), over seeds and other factors."""
     y = np.moveaxis(design.y[..., :], (i, j), (0, 1))
     return iqm(y.reshape(y.shape[0], y.shape[1], -1), axis=-1)
-
-
-def marginal(design: Design, i: int, reps: int = CI_REPS, seed: int = 0) -> list[tuple[float, float, float]]:
-    """(IQM, CI low, CI high) of the final return at each level of factor i: the runs of every cell of the other
-    factors pooled, resampled within each cell (a stratified bootstrap over seeds)."""
-    y = np.moveaxis(design.y, i, 0)
-    out = []
-    for level in y:
-        strata = list(level.reshape(-1, level.shape[-1]))
-        out.append(stratified_bootstrap_ci(strata, iqm, reps=reps, seed=seed))
-    return out
 
 
 def figure_heatmap(design: Design, out: Output) -> bool:

@@ -27,8 +27,10 @@ import numpy as np
 
 from per_cli.analysis.groups import Group, format_value, short_key
 from per_cli.analysis.runs import Run
+from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
 
 REPLAY_FACTOR = "replay"
+CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
 
 
 @dataclass
@@ -166,6 +168,17 @@ def variance_shares(
     return shares
 
 
+def marginal(design: Design, i: int, reps: int = CI_REPS, seed: int = 0) -> list[tuple[float, float, float]]:
+    """(IQM, CI low, CI high) of the final return at each level of factor i: the runs of every cell of the other
+    factors pooled, resampled within each cell (a stratified bootstrap over seeds)."""
+    y = np.moveaxis(design.y, i, 0)
+    out = []
+    for level in y:
+        strata = list(level.reshape(-1, level.shape[-1]))
+        out.append(stratified_bootstrap_ci(strata, iqm, reps=reps, seed=seed))
+    return out
+
+
 def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0) -> FactorReport:
     """Designs and variance shares of every env with at least one factor."""
     report = FactorReport()
@@ -176,6 +189,10 @@ def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0
         if design is None:
             continue
         report.designs.append(design)
+        if np.ptp(design.y) == 0:  # e.g. no run learned: η² is 0/0
+            report.notes.append(f"{env}: every run's final return is {format_value(design.y.flat[0])}; "
+                                "there is no variance to explain")  # fmt: skip
+            continue
         report.shares += variance_shares(design, reps=reps, seed=seed)
         if design.dropped:
             report.notes.append(f"{env}: {design.dropped} completed runs left out to balance the design "
@@ -209,10 +226,27 @@ def factors_markdown(report: FactorReport) -> str:
             f"{f}: {', '.join(format_value(v) for v in lv)}"
             for f, lv in zip(design.factors, design.levels, strict=True)
         )
-        lines += ["", f"## {design.env}", "", f"{len(design.seeds)} seeds per cell; levels: {levels}", "",
-                  "| effect | η² | 95% CI |", "|---|---:|---:|"]  # fmt: skip
-        for s in (s for s in report.shares if s.env == design.env):
+        lines += ["", f"## {design.env}", "", f"{len(design.seeds)} seeds per cell; levels: {levels}", ""]
+        shares = [s for s in report.shares if s.env == design.env]
+        if not shares:
+            lines.append(f"Every run's final return is {format_value(design.y.flat[0])}: no variance to explain.")
+        else:
+            lines += ["| effect | η² | 95% CI |", "|---|---:|---:|"]
+        for s in shares:
             lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}] |")
+        lines += _marginal_lines(design)
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
     return "\n".join(lines) + "\n"
+
+
+def _marginal_lines(design: Design) -> list[str]:
+    """Each factor's marginal effect: the final-return IQM at each of its levels, with its 95% CI (the numbers
+    of ``factors_marginal_<env>.png``)."""
+    lines = ["", "Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
+             "stratified bootstrap CI resampling seeds within each cell.", "",
+             "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]  # fmt: skip
+    for i, (factor, levels) in enumerate(zip(design.factors, design.levels, strict=True)):
+        for level, (mid, lo, hi) in zip(levels, marginal(design, i), strict=True):
+            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | [{lo:.1f}, {hi:.1f}] |")
+    return lines

@@ -33,6 +33,7 @@ from per_cli.analysis.figures import (
     figure_hypothesis,
 )
 from per_cli.analysis.groups import Group, group_runs
+from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
@@ -148,7 +149,7 @@ def make_plots(
     if smooth < 1:
         raise ConfigError(f"--smooth {smooth}: must be >= 1 (1 = no smoothing)")
     out = out if out is not None else runs_dir / "plots"
-    needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *metrics}
+    needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
     runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed)
     _check_metrics(runs, metrics)
 
@@ -187,6 +188,8 @@ def make_plots(
     rows = summarize(groups, limits, smooth)
     report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir)
     tables = [("summary.csv", table_csv(rows)), ("summary.md", report.table_md)]
+    if measures := measure_rows(groups):
+        tables += [("measures.csv", measures_csv(measures)), ("measures.md", measures_markdown(measures))]
     if factors.designs:
         tables += [("factors.csv", factors_csv(factors)), ("factors.md", factors_markdown(factors))]
     for name, text in tables:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,11 @@ import numpy as np
 
 from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
+from per_cli.replay.cohort import CohortSampling, supports
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine, stacked_refusal
-from per_cli.train.lockstep import Solo, run_members
+from per_cli.train.lockstep import Solo, _guard, run_members
 from per_cli.train.setup import ProgressSink
 from per_cli.train.trainer import Trainer
 
@@ -80,6 +81,8 @@ class NumbaBatched(Solo):
     def __init__(self, members: Sequence[Trainer]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
         self.index = {id(m): i for i, m in enumerate(members)}
+        memories = [m.memory for m in members]  # prioritized ones: one compiled draw (else each its own)
+        self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
 
     def _which(self, members: Sequence[Trainer]) -> list[int]:
         return [self.index[id(m)] for m in members]
@@ -93,6 +96,41 @@ class NumbaBatched(Solo):
         for member in members:
             member.agent.updates += 1
         return [UpdateResult(td[k], float(loss[k]), float(q_mean[k])) for k in range(len(members))]
+
+    def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
+        """The batches of the members whose memory the cohort sampling draws, in one call; the others' (and
+        any whose draw raised: the error is its own) from each member's memory."""
+        sampling = self.sampling
+        if sampling is None:
+            return super().sample(members)
+        which, size = self._which(members), members[0].cfg.replay.batch_size
+        here = [k for k, i in enumerate(which) if sampling.drawable(i, size)]
+        out: list[Batch | None] = [None] * len(members)
+        if here:
+            drawn = sampling.sample([which[k] for k in here], size, [members[k].beta_now for k in here])
+            for k, batch in zip(here, drawn, strict=True):
+                out[k] = batch if batch is not None else _guard(members[k], sampling.repeat_failed, which[k])
+        for k in sorted(set(range(len(members))) - set(here)):
+            out[k] = _guard(members[k], members[k].sample)
+        return out
+
+    def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
+        ids = [m.memory.latest_ids() for m in members]
+        self._priorities(members, ids, td_errors, lambda m, k: _guard(m, m.set_insertion_priority, td_errors[k]))
+
+    def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
+        ids, tds = [b.indices for b in batches], [r.td_errors for r in results]
+        self._priorities(members, ids, tds, lambda m, k: _guard(m, m.update_priorities, batches[k], results[k]))
+
+    def _priorities(self, members, ids, td_errors, own: Callable[[Trainer, int], None]) -> None:
+        """New priorities of the members' transitions ``ids`` in one compiled call; ``own(member, k)`` is the
+        member's own update, run where the call cannot serve (its result: the member's own error)."""
+        finite = None
+        if self.sampling is not None and members:
+            finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
+        for k, member in enumerate(members):
+            if finite is None or not finite[k]:
+                own(member, k)
 
     def greedy(self, members: Sequence[Trainer]) -> list[int]:
         return self.engine.greedy(self._which(members), [m.observation for m in members]).tolist()

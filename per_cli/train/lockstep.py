@@ -6,10 +6,11 @@ only orders them, the same for every member, step by step:
 
 1. collect: ``choose_action()`` (ε's draw), the greedy actions (``Solo.greedy``), ``step_env()`` (step, store),
    the insertion TD errors where ``replay.initial_priority: td_error`` (``Solo.insertion_td``, then
-   ``set_insertion_priority``), ``end_collect()`` (count, log an episode that ended, reset);
+   ``Solo.insert_priorities``), ``end_collect()`` (count, log an episode that ended, reset);
 2. ``learning()`` / ``update_due()``: which members train this step; then ``train.gradient_steps`` times:
-   each samples a batch, ``Solo.learn`` updates all of them in one call (a solo run: the agent's own update;
-   a cohort: :mod:`per_cli.rl.engines.cohort`), each ``apply_update()`` (checks, priorities, measures, logs);
+   each samples a batch (``Solo.sample``), ``Solo.learn`` updates all of them in one call (a solo run: the
+   agent's own update; a cohort: :mod:`per_cli.rl.engines.cohort`), each ``check_result()``, the new
+   priorities (``Solo.update_priorities``), each ``record_update()`` (measures, logs);
 3. ``end_step()``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 
@@ -42,6 +43,10 @@ class Solo:
         """Each member's agent learns from its batch: their ``UpdateResult``-s."""
         return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
 
+    def sample(self, members: Sequence[Any]) -> list:
+        """Each member's next batch (``member.sample()``)."""
+        return [_guard(m, m.sample) for m in members]
+
     def greedy(self, members: Sequence[Any]) -> list:
         """Each member's greedy action for the observation in hand."""
         return [_guard(m, m.greedy_action) for m in members]
@@ -49,6 +54,16 @@ class Solo:
     def insertion_td(self, members: Sequence[Any]) -> list:
         """Each member's TD errors (one) of the transition it stored last."""
         return [_guard(m, m.insertion_td) for m in members]
+
+    def insert_priorities(self, members: Sequence[Any], td_errors: Sequence[Any]) -> None:
+        """Each member's new transition gets its priority from its ``insertion_td``."""
+        for member, td in zip(members, td_errors, strict=True):
+            _guard(member, member.set_insertion_priority, td)
+
+    def update_priorities(self, members: Sequence[Any], batches: Sequence[Any], results: Sequence[Any]) -> None:
+        """Each member's batch gets its new priorities from the update's TD errors."""
+        for member, batch, result in zip(members, batches, results, strict=True):
+            _guard(member, member.update_priorities, batch, result)
 
 
 def run_members(members: Sequence[Any], run_dirs: Sequence[Path], batched: Solo) -> list[dict[str, Any]]:
@@ -134,9 +149,10 @@ def _collect(active: list, batched: Solo) -> list:
     for member in _ok(active):
         _guard(member, member.step_env, actions.get(id(member)))
     inserting = [m for m in _ok(active) if m.inserts_by_td]
-    for member, td in zip(inserting, batched.insertion_td(inserting) if inserting else [], strict=True):
-        if member.error is None:
-            _guard(member, member.set_insertion_priority, td)
+    if inserting:
+        tds = batched.insertion_td(inserting)
+        ok = [k for k, m in enumerate(inserting) if m.error is None]
+        batched.insert_priorities([inserting[k] for k in ok], [tds[k] for k in ok])
     for member in _ok(active):
         _guard(member, member.end_collect)
     return _ok(active)
@@ -149,13 +165,21 @@ def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
         learning = [m for m in active if _guard(m, m.learning)]
         training = [m for m in learning if _guard(m, m.update_due)]
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
-            batches = [_guard(m, m.sample) for m in training]
+            batches = batched.sample(training)
             training = _ok(training)
             batches = [b for b in batches if b is not None]
             if not training:
                 break
-            for member, batch, result in zip(training, batches, batched.learn(training, batches), strict=True):
-                _guard(member, member.apply_update, batch, result)
+            results = batched.learn(training, batches)
+            for member, result in zip(training, results, strict=True):
+                _guard(member, member.check_result, result)
+            done = [k for k, m in enumerate(training) if m.error is None]
+            trained = [training[k] for k in done]
+            batches, results = [batches[k] for k in done], [results[k] for k in done]
+            batched.update_priorities(trained, batches, results)
+            for member, batch, result in zip(trained, batches, results, strict=True):
+                if member.error is None:
+                    _guard(member, member.record_update, batch, result)
             training = _ok(training)
         learning_ids = {id(m) for m in learning}
         for member in active:  # (a member that failed above is skipped)

@@ -332,17 +332,29 @@ class Trainer:
     def sample(self) -> Batch:
         return self.memory.sample(self.cfg.replay.batch_size, self._beta_now)
 
-    def apply_update(self, batch: Batch, result: UpdateResult) -> None:
-        """After the agent learned from ``batch``: check it, update priorities, record the update's measures."""
-        cfg, step = self.cfg, self.state.step
-        check_update(result.loss, result.q_mean, step + 1, cfg.agent)
+    @property
+    def beta_now(self) -> float:
+        """β of this step's batches (a cohort draws them with it)."""
+        return self._beta_now
+
+    # after the agent learned from a batch: check_result, [update_priorities], record_update
+
+    def check_result(self, result: UpdateResult) -> None:
+        """The update's loss and mean Q must be finite (else the run diverged)."""
+        check_update(result.loss, result.q_mean, self.state.step + 1, self.cfg.agent)
+
+    def update_priorities(self, batch: Batch, result: UpdateResult) -> None:
+        """The batch's new priorities from the update's TD errors (a cohort batches these)."""
         try:
             self.memory.update_priorities(batch.indices, result.td_errors)
         except FloatingPointError:  # the memory checks every TD error
-            raise diverged("a TD error became non-finite", step + 1, cfg.agent) from None
+            raise diverged("a TD error became non-finite", self.state.step + 1, self.cfg.agent) from None
+
+    def record_update(self, batch: Batch, result: UpdateResult) -> None:
+        """The update's measures into the window; logged every ``log.every`` updates."""
         self._window.add(batch, result, self.memory)
-        if self.agent.updates % cfg.log.every == 0:
-            self._log_updates(step + 1, self._beta_now)
+        if self.agent.updates % self.cfg.log.every == 0:
+            self._log_updates(self.state.step + 1, self._beta_now)
 
     def end_step(self, learning: bool) -> None:
         """The rest of a step: target syncs (by period once ``learning``, at an episode's end), the budget check

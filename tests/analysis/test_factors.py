@@ -9,7 +9,7 @@ import io
 import numpy as np
 import pytest
 
-from per_cli.analysis.factors import Design, analyse, build_design, effects, variance_shares
+from per_cli.analysis.factors import Design, analyse, build_design, effects, factors_markdown, variance_shares
 from per_cli.analysis.groups import group_runs
 from per_cli.analysis.plot import make_plots
 from per_cli.analysis.runs import load_runs
@@ -101,4 +101,19 @@ def test_plot_writes_heatmap_marginals_and_variance_table(tmp_path):
     # each of the 6 cells: SS_residual = 6 x 2 = 12; the window and the interaction explain nothing
     assert float(rows["replay.alpha"]["eta_sq"]) == pytest.approx(30000 / 30012)
     assert float(rows["replay.window"]["eta_sq"]) == pytest.approx(0.0, abs=1e-12)
-    assert "| replay.alpha | 1.000 |" in (report.out / "factors.md").read_text()
+    text = (report.out / "factors.md").read_text()
+    assert "| replay.alpha | 1.000 |" in text
+    # marginal effects: alpha 0.5 pools 51, 52, 53 over both windows (IQM 52); alpha 1 likewise 102
+    assert "| replay.alpha | 0.5 | 52.0 |" in text and "| replay.alpha | 1 | 102.0 |" in text
+
+
+def test_a_design_whose_runs_all_return_the_same_has_no_shares_and_says_why(tmp_path):
+    """seed001 MountainCar: no run learns in 300 episodes, every final return is -200."""
+    for alpha in (0.0, 1.0):
+        for seed in (1, 2):
+            write_run(tmp_path / f"a{alpha}s{seed}", replay="prioritized", seed=seed, returns=[(100, -200.0)],
+                      final_return=-200.0, tensorboard=False, overrides={"replay.alpha": alpha})  # fmt: skip
+    report = analyse({"CartPole-v1": group_runs(load_runs(tmp_path, workers=1))}, reps=100)
+    assert len(report.designs) == 1 and report.shares == []
+    assert "every run's final return is -200" in report.notes[0]
+    assert "no variance to explain" in factors_markdown(report)

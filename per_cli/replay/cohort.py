@@ -1,0 +1,199 @@
+"""The batches of several memories (a cohort's members) drawn in ONE compiled call, and the priority updates of
+prioritized ones in another.
+
+Each member keeps its own memory, sampler and generator; :class:`CohortSampling` holds typed lists of their
+arrays and generators (built once: loads write into them) and draws each member's batch as its solo sampler
+does, gathered into arrays with a member axis: ``prioritized``: the uniforms from the member's generator, then
+the solo :func:`~per_cli.replay.structures.sum_tree.stratified_sample` on its tree; ``uniform``: numpy's
+``choice`` on the member's generator, compiled (:mod:`per_cli.replay.choice`). So every member gets exactly the
+batch its solo run would, and its generator ends where the solo run's does.
+
+It serves what it supports: a :class:`PrioritizedSampler` or :class:`UniformSampler` on a plain
+:class:`TransitionStorage` of vector states. Any other member, or a draw it cannot do the solo way (an active
+window, fewer transitions than a batch, numpy's other ``choice`` branch), is left to the caller (None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+from numba.typed import List
+
+from per_cli.replay import choice
+from per_cli.replay.choice import floyd_choice
+from per_cli.replay.memory import Batch, ReplayMemory
+from per_cli.replay.samplers.prioritized import PrioritizedSampler
+from per_cli.replay.samplers.uniform import UniformSampler
+from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.structures.sum_tree import stratified_sample, update_current
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(k, leaves, weights, obs, actions, rewards, next_obs, terminated, ids, episode_ids, added, out):
+    """Batch k of the member whose columns are given, at slots ``leaves``: into ``out`` = (obs, actions,
+    rewards, next_obs, terminated, ids, weights, ages, episodes), as ``ReplayMemory.sample`` builds it."""
+    out_obs, out_actions, out_rewards, out_next, out_terminated, out_ids, out_weights, out_ages, out_episodes = out
+    for j in range(leaves.shape[0]):
+        slot = leaves[j]
+        out_obs[k, j] = obs[slot]
+        out_next[k, j] = next_obs[slot]
+        out_actions[k, j] = actions[slot]
+        out_rewards[k, j] = rewards[slot]
+        out_terminated[k, j] = terminated[slot]
+        out_ids[k, j] = ids[slot]
+        out_ages[k, j] = added - 1 - ids[slot]
+        out_episodes[k, j] = episode_ids[slot]
+        out_weights[k, j] = weights[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_prioritized_kernel(trees, offsets, columns, which, added, uniforms, betas, out):
+    """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]`` and ``betas[k]``
+    (``stratified_sample``), gathered into ``out``. Returns False at k where the draw raised (the caller
+    repeats it there to raise the same error)."""
+    obs, actions, rewards, next_obs, terminated, ids, episode_ids = columns
+    ok = np.ones(which.shape[0], dtype=np.bool_)
+    for k in range(which.shape[0]):
+        i = which[k]
+        try:
+            leaves, weights = stratified_sample(trees[i], offsets[i], uniforms[k], betas[k])
+        except Exception:  # noqa: BLE001 - a zero total or a corrupted tree: repeated by the caller
+            ok[k] = False
+            continue
+        _gather(k, leaves, weights, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
+                episode_ids[i], added[k], out)  # fmt: skip
+    return ok
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_uniform_kernel(generators, columns, which, sizes, added, out):
+    """For k in range(len(which)): member ``which[k]``'s uniform batch k (``generators[i].choice(sizes[k],
+    batch, replace=False)``: slots, as the whole memory is the candidates), gathered into ``out``."""
+    obs, actions, rewards, next_obs, terminated, ids, episode_ids = columns
+    batch = out[0].shape[1]
+    ones = np.ones(batch, dtype=np.float32)
+    slots = np.empty(batch, dtype=np.int64)
+    for k in range(which.shape[0]):
+        i = which[k]
+        floyd_choice(generators[i], sizes[k], batch, slots)
+        _gather(k, slots, ones, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
+                episode_ids[i], added[k], out)  # fmt: skip
+    return np.ones(which.shape[0], dtype=np.bool_)
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_update_kernel(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha):
+    """For k in range(len(which)): member ``which[k]``'s ``update_current`` with ids ``ids[k]`` and TD errors
+    ``td_errors[k]``. Returns its result per k (False: a non-finite TD error, that member's tree unchanged)."""
+    finite = np.empty(which.shape[0], dtype=np.bool_)
+    for k in range(which.shape[0]):
+        i = which[k]
+        finite[k] = update_current(trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha)
+    return finite
+
+
+_KINDS = {PrioritizedSampler: "prioritized", UniformSampler: "uniform"}
+
+
+def supports(memory: ReplayMemory) -> bool:
+    """Whether :class:`CohortSampling` can draw this memory's batches (ever; see ``drawable``)."""
+    storage = memory.storage
+    kind = _KINDS.get(type(memory.sampler))
+    return (
+        (kind == "prioritized" or (kind == "uniform" and choice.AVAILABLE))
+        and type(storage) is TransitionStorage
+        and storage.obs.ndim == 2
+        and storage.obs.dtype == np.float32
+    )
+
+
+class CohortSampling:
+    """One compiled draw over the members' memories (all ``supports``-ed, of one kind; built after any
+    checkpoint load)."""
+
+    def __init__(self, memories: Sequence[ReplayMemory]):
+        kinds = {_KINDS.get(type(m.sampler)) for m in memories}
+        if not all(supports(m) for m in memories) or len(kinds) != 1:
+            raise ValueError("cohort sampling needs prioritized or uniform memories of vector states on a plain ring")
+        (self.kind,) = kinds
+        self.memories = list(memories)
+        storages = [m.storage for m in memories]
+        self._columns = tuple(
+            List([getattr(s, name) for s in storages])
+            for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
+        )
+        self._same_priorities = False
+        if self.kind == "uniform":
+            self._generators = List([m.sampler.rng for m in memories])
+            return
+        self._trees = List([m.sampler.tree.tree for m in memories])
+        self._offsets = List([m.sampler.tree.offsets for m in memories])
+        self._marks = List([m.sampler.tree.mark for m in memories])
+        first = memories[0].sampler
+        self._same_priorities = all((m.sampler.eps, m.sampler.alpha) == (first.eps, first.alpha) for m in memories)
+
+    def drawable(self, i: int, batch_size: int) -> bool:
+        """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""
+        memory = self.memories[i]
+        window, size = memory.sampler.window, memory.storage.size
+        whole = batch_size <= size and (window is None or window >= size)
+        return whole and (self.kind == "prioritized" or choice.floyd_applies(size, batch_size))
+
+    def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> list[Batch | None]:
+        """The batches of members ``which`` (each ``drawable``), as their ``memory.sample(batch_size, beta)``
+        would draw them; None where that raises (``repeat_failed`` repeats it)."""
+        n, memories = len(which), self.memories
+        width = memories[which[0]].storage.obs.shape[1]
+        obs, next_obs = (np.empty((n, batch_size, width), dtype=np.float32) for _ in range(2))
+        actions, ids, ages, episodes = (np.empty((n, batch_size), dtype=np.int64) for _ in range(4))
+        rewards, terminated, weights = (np.empty((n, batch_size), dtype=np.float32) for _ in range(3))
+        out = (obs, actions, rewards, next_obs, terminated, ids, weights, ages, episodes)
+        added = np.array([memories[i].storage.added for i in which], dtype=np.int64)
+        members = np.asarray(which, dtype=np.int64)
+        self.failed = {}
+        if self.kind == "uniform":
+            sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
+            ok = cohort_uniform_kernel(self._generators, self._columns, members, sizes, added, out)
+        else:
+            uniforms = np.empty((n, batch_size), dtype=np.float64)
+            for k, i in enumerate(which):
+                uniforms[k] = memories[i].sampler.rng.random(batch_size)  # the solo sampler's draw
+            betas = np.asarray(betas, dtype=np.float64)
+            trees = (self._trees, self._offsets)
+            ok = cohort_prioritized_kernel(*trees, self._columns, members, added, uniforms, betas, out)
+            self.failed = {which[k]: (uniforms[k], betas[k]) for k in range(n) if not ok[k]}
+        return [Batch(*(a[k] for a in out)) if ok[k] else None for k in range(n)]
+
+    def repeat_failed(self, i: int) -> None:
+        """Repeat member ``i``'s draw that failed in the last ``sample``: raises its error, as its solo run's."""
+        uniforms, beta = self.failed[i]
+        sampler = self.memories[i].sampler
+        stratified_sample(sampler.tree.tree, sampler.tree.offsets, uniforms, beta)
+        raise RuntimeError(f"member {i}'s draw failed in the cohort kernel but not alone")
+
+    def update_priorities(self, which: Sequence[int], ids: Sequence[np.ndarray], td_errors: Sequence[np.ndarray]):
+        """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
+        sets them; returns per member whether its TD errors were finite (where not, nothing changed and the
+        caller repeats the member's own update to raise its error). None, changing nothing, when the members'
+        ε and α differ (then each updates its own)."""
+        ids, td_errors = _rows(ids), _rows(td_errors)
+        if not self._same_priorities or ids is None or td_errors is None or ids.dtype != np.int64:
+            return None
+        sampler = self.memories[which[0]].sampler
+        return cohort_update_kernel(
+            self._trees, self._offsets, self._marks, self._columns[5], np.asarray(which, dtype=np.int64), ids,
+            td_errors, sampler.eps, sampler.alpha,
+        )  # fmt: skip
+
+
+def _rows(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
+    """1-D arrays of one length and dtype as the rows of one C array, values unchanged; None otherwise."""
+    first = arrays[0]
+    if any(a.dtype != first.dtype or a.shape != first.shape or a.ndim != 1 for a in arrays):
+        return None
+    out = np.empty((len(arrays), first.shape[0]), dtype=first.dtype)
+    for k, array in enumerate(arrays):
+        out[k] = array
+    return out

@@ -1,0 +1,98 @@
+"""One compiled draw over several memories (prioritized, uniform) gives each exactly the batch it draws alone,
+and leaves its generator where drawing alone leaves it."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+from per_cli.replay import ReplayMemory
+from per_cli.replay.cohort import CohortSampling, supports
+from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, UniformSampler
+from per_cli.replay.storage.ring import TransitionStorage
+
+
+def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler):
+    rng = np.random.default_rng(100 + seed)
+    storage = TransitionStorage(capacity, (3,), np.float32)
+    kwargs = {"window": window} if sampler in (PrioritizedSampler, UniformSampler) else {}
+    memory = ReplayMemory(storage, sampler(storage, np.random.default_rng(seed), **kwargs))
+    for i in range(n):  # wraps when n > capacity; episodes of 7
+        memory.add(rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), i % 7 == 6, False)
+    if sampler is PrioritizedSampler:
+        ids = np.arange(max(0, n - capacity), n)
+        memory.update_priorities(ids, rng.exponential(size=ids.size))
+    return memory
+
+
+def _fields(batch) -> dict:
+    return {k: (v.dtype, v.tobytes()) for k, v in dataclasses.asdict(batch).items()}
+
+
+@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler])
+def test_each_member_gets_its_solo_batch_and_generator_state(sampler):
+    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 50), (4, 64))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    which, betas = [3, 0, 1], [0.4, 0.7, 1.0]
+    for _ in range(5):
+        assert all(sampling.drawable(i, 16) for i in which)
+        batches = sampling.sample(which, 16, betas)
+        for i, beta, batch in zip(which, betas, batches, strict=True):
+            assert _fields(batch) == _fields(alone[i].sample(16, beta))
+    for i in range(4):
+        assert memories[i].sampler.rng.bit_generator.state == alone[i].sampler.rng.bit_generator.state
+
+
+def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
+    memories = [_memory(1, 40), _memory(2, 40)]
+    alone = copy.deepcopy(memories)
+    for memory in (memories[0], alone[0]):
+        memory.sampler.tree.tree[:] = 0.0  # no mass: the solo draw raises
+    sampling = CohortSampling(memories)
+    first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
+    assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
+    with pytest.raises(ValueError) as cohort_error:
+        sampling.repeat_failed(0)
+    with pytest.raises(ValueError) as solo_error:
+        alone[0].sample(8, 0.5)
+    assert str(cohort_error.value) == str(solo_error.value)
+
+
+def test_what_it_does_not_draw_is_said():
+    assert not supports(_memory(1, 20, sampler=RankSampler))
+    assert not supports(_memory(1, 20, sampler=CombinedSampler))
+    windowed = _memory(1, 40, window=10)
+    assert supports(windowed)
+    sampling = CohortSampling([windowed, _memory(2, 5)])
+    assert not sampling.drawable(0, 4)  # an active window: the member samples on its own
+    assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
+    with pytest.raises(ValueError, match="prioritized or uniform memories"):
+        CohortSampling([_memory(1, 20, sampler=RankSampler)])
+    with pytest.raises(ValueError, match="prioritized or uniform memories"):  # one kind
+        CohortSampling([_memory(1, 20), _memory(1, 20, sampler=UniformSampler)])
+
+
+def test_batched_priority_updates_equal_each_members_own():
+    memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    rng = np.random.default_rng(5)
+    which = [2, 0]
+    ids = [np.array([49, 10, 3, 49]), np.array([0, 29, 7, 7])]  # repeated ids; memory 2 holds ids 0..49
+    td = [rng.normal(size=4).astype(np.float32) for _ in which]
+    assert sampling.update_priorities(which, ids, td).tolist() == [True, True]
+    for i, member_ids, member_td in zip(which, ids, td, strict=True):
+        alone[i].update_priorities(member_ids, member_td)
+    for memory, reference in zip(memories, alone, strict=True):
+        assert memory.sampler.tree.tree.tobytes() == reference.sampler.tree.tree.tobytes()
+    stale = [np.array([0, 60]), np.array([1, 2])]  # memory 1 (80 added, capacity 50) no longer holds id 0
+    bad = [np.array([0.5, 0.25], np.float32), np.array([np.nan, 1.0], np.float32)]
+    before = memories[0].sampler.tree.tree.copy()
+    assert sampling.update_priorities([1, 0], stale, bad).tolist() == [True, False]
+    alone[1].update_priorities(stale[0], bad[0])
+    assert memories[1].sampler.tree.tree.tobytes() == alone[1].sampler.tree.tree.tobytes()
+    assert np.array_equal(memories[0].sampler.tree.tree, before)  # a non-finite TD error changes nothing
