@@ -178,8 +178,10 @@ class CohortSampling:
         sets them; returns per member whether its TD errors were finite (where not, nothing changed and the
         caller repeats the member's own update to raise its error). None, changing nothing, when the members'
         ε and α differ (then each updates its own)."""
+        if not self._same_priorities:  # (uniform memories have no priorities)
+            return None
         ids, td_errors = _rows(ids), _rows(td_errors)
-        if not self._same_priorities or ids is None or td_errors is None or ids.dtype != np.int64:
+        if ids is None or td_errors is None or ids.dtype != np.int64:
             return None
         sampler = self.memories[which[0]].sampler
         return cohort_update_kernel(

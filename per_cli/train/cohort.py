@@ -2,8 +2,10 @@
 
 Each seed is a :class:`~per_cli.train.trainer.Trainer` of its own (env, memory, agent, RNG streams, schedules,
 counters, evaluation, run directory), built exactly as its solo run would be; :mod:`per_cli.train.lockstep`
-runs them through the one training loop. What the cohort adds is the update: with the numba engine, every
-member that trains in a step is updated in ONE compiled call (:class:`~per_cli.rl.engines.cohort.CohortEngine`).
+runs them through the one training loop. What the cohort adds (:class:`NumbaBatched`, with the numba engine) is
+ONE compiled call over the members for each batched step: the update, the greedy actions and the insertion TD
+errors (:class:`~per_cli.rl.engines.cohort.CohortEngine`), and for prioritized and uniform memories the batches
+and the priority updates (:class:`~per_cli.replay.cohort.CohortSampling`).
 Each member's RNG streams are seeded from its own seed only, and each runs the solo kernel on its own buffers, so
 a member of a cohort computes what its solo run computes (tests/train/test_cohort.py checks it bit for bit).
 
@@ -81,7 +83,7 @@ class NumbaBatched(Solo):
     def __init__(self, members: Sequence[Trainer]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
         self.index = {id(m): i for i, m in enumerate(members)}
-        memories = [m.memory for m in members]  # prioritized ones: one compiled draw (else each its own)
+        memories = [m.memory for m in members]  # prioritized or uniform: one compiled draw (else each its own)
         self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
 
     def _which(self, members: Sequence[Trainer]) -> list[int]:
