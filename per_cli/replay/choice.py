@@ -12,6 +12,8 @@ buffered half word, advances exactly as under numpy; tests/replay/test_choice.py
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numba
 import numpy as np
 
@@ -72,3 +74,25 @@ def floyd_choice(rng, pop_size, size, out):
     for i in range(size - 1, 0, -1):  # numpy's _shuffle_int(size, first=1)
         k = np.int64(_bounded(bitgen, i))
         out[k], out[i] = out[i], out[k]
+
+
+# (seed, population, batch) probes of usable(): small and large populations, a batch equal to the population
+_PROBES = ((0, 10, 10), (1, 1000, 64), (2, 10_000, 64), (3, 2**20, 64))
+
+
+@lru_cache(maxsize=1)
+def usable() -> bool:
+    """Whether the cohort may draw uniform batches with :func:`floyd_choice`: numba binds ``next_uint32`` AND this
+    numpy's ``choice`` is still the algorithm it follows, checked once per process on fresh generators (same picks,
+    same generator state after). Fail closed: if a numpy release changes ``choice``, the cohort draws each member's
+    batch with numpy itself, which is always its solo run's batch."""
+    if not AVAILABLE:
+        return False
+    for seed, pop, size in _PROBES:
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = theirs.choice(pop, size, replace=False)
+        got = np.empty(size, dtype=np.int64)
+        floyd_choice(ours, pop, size, got)
+        if not np.array_equal(got, want) or ours.bit_generator.state != theirs.bit_generator.state:
+            return False
+    return True

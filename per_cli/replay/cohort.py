@@ -102,7 +102,7 @@ def supports(memory: ReplayMemory) -> bool:
     storage = memory.storage
     kind = _KINDS.get(type(memory.sampler))
     return (
-        (kind == "prioritized" or (kind == "uniform" and choice.AVAILABLE))
+        (kind == "prioritized" or (kind == "uniform" and choice.usable()))
         and type(storage) is TransitionStorage
         and storage.obs.ndim == 2
         and storage.obs.dtype == np.float32

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from per_cli.replay.choice import AVAILABLE, floyd_applies, floyd_choice
+from per_cli.replay.choice import AVAILABLE, floyd_applies, floyd_choice, usable
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="this numba has no binding of next_uint32")
 
@@ -31,3 +31,7 @@ def test_floyd_choice_equals_numpy_and_leaves_the_same_state(seed):
 def test_the_tail_shuffle_case_is_not_claimed():
     assert floyd_applies(10000, 10000) and floyd_applies(100000, 2000)
     assert not floyd_applies(100000, 2001) and not floyd_applies(10, 11) and not floyd_applies(10, 0)
+
+
+def test_the_cohort_uses_the_compiled_choice_only_while_it_matches_this_numpy():
+    assert usable()  # this numpy's choice is the algorithm floyd_choice follows (a release that changes it: False)
