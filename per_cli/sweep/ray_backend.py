@@ -193,8 +193,9 @@ class RayExecutor:
             for member in trained:
                 record_failure(member, Path(member["run_dir"]), error, traceback.format_exc())
             lost = {"status": "failed", "error": error}
-            result = {"status": "cohort", "members": dict.fromkeys((m["name"] for m in trained), lost)}
-            result = result if "cohort" in payload else lost
+            if "cohort" not in payload:
+                return lost
+            result = {"members": dict.fromkeys((m["name"] for m in trained), lost)}
         if "cohort" in payload:
             result = {"status": "cohort", "members": {**answered, **result["members"]}}
         return result
