@@ -44,7 +44,23 @@ def default_workers() -> int:
 
 def find_grid_dir(plan: GridPlan, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
     """The grid directory of ``plan`` and whether it exists (see :func:`per_cli.sweep.status.find_grid_dir`)."""
-    return _find_grid_dir(plan.request.manifest(), runs_dir, name)
+    return _find_grid_dir(plan.request.manifest(), runs_dir, name, lambda grid_dir: first_config_change(plan, grid_dir))
+
+
+def first_config_change(plan: GridPlan, grid_dir: Path) -> str | None:
+    """The first planned run already in ``grid_dir`` whose config.yaml is not the config the plan gives it."""
+    from per_cli.config import read_yaml
+
+    for spec in plan.runs:
+        stored = grid_dir / spec.name / "config.yaml"
+        if not stored.is_file():
+            continue
+        try:
+            if read_yaml(stored) != spec.config:
+                return spec.name
+        except ConfigError:  # unreadable: nothing shows it is the same run
+            return spec.name
+    return None
 
 
 @dataclass

@@ -9,6 +9,7 @@ and ``unreadable`` (a summary.json that cannot be parsed) are re-run only with `
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -92,11 +93,22 @@ def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str]
     atomic_write_text(grid_dir / MANIFEST, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
 
 
-def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
+# Where the configs were read from: a checkout's absolute path, not what the grid is (the runs' configs are).
+PATH_KEYS = ("config", "configs_dir")
+
+
+def find_grid_dir(
+    wanted: dict, runs_dir: Path, name: str | None, config_change: Callable[[Path], str | None] | None = None
+) -> tuple[Path, bool]:
     """The grid directory for the request manifest ``wanted`` and whether it exists already. ``--name`` picks
     it (a request that differs from the grid's only in ``--seeds`` grows it: ``--seeds 10`` then ``--seeds 100``
     runs seeds 11-100 beside the ten done); otherwise an existing grid made by the same request is resumed,
-    else a new ``grid-<timestamp>`` is named (not created)."""
+    else a new ``grid-<timestamp>`` is named (not created).
+
+    A named grid is resumed only when ``config_change(grid_dir)`` finds no run there whose stored config.yaml
+    differs from the config the request now resolves for it (it returns that run's name, or None): an edited
+    config file is refused, and configs read from another path (another clone, a moved checkout) are the same
+    grid when they give the same configs. Without ``config_change`` the paths must match."""
     if name is not None:
         if not name or "/" in name or name in (".", ".."):
             raise ConfigError(f"--name {name!r}: give a plain directory name")
@@ -107,6 +119,14 @@ def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path,
         if manifest is None:
             raise ConfigError(f"--name {name}: {grid_dir} exists and is not a grid directory (no {MANIFEST})")
         diff = [k for k in wanted if manifest.get("request", {}).get(k) != wanted[k]]
+        if config_change is not None:
+            changed = config_change(grid_dir)
+            if changed is not None:
+                raise ConfigError(
+                    f"--name {name}: {grid_dir / changed / 'config.yaml'} differs from the config this request gives "
+                    "that run (was a config file edited?); restore it to resume the grid, or choose another --name"
+                )
+            diff = [k for k in diff if k not in PATH_KEYS]  # the same configs, read from another path
         if diff and diff != ["seeds"]:  # other seeds of the same grid: its runs are kept, new seeds added
             raise ConfigError(
                 f"--name {name}: {grid_dir} was made by a different request (differs in {', '.join(diff)}); "
@@ -118,8 +138,8 @@ def find_grid_dir(wanted: dict, runs_dir: Path, name: str | None) -> tuple[Path,
         for p in runs_dir.glob(f"grid-*/{MANIFEST}")
         if (m := read_manifest(p.parent)) is not None and m.get("request") == wanted
     )
-    if matches:
-        return matches[-1], True
+    if matches and (config_change is None or config_change(matches[-1]) is None):
+        return matches[-1], True  # (after a config file was edited the same options make a new grid)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     grid_dir, n = runs_dir / f"grid-{stamp}", 1
     while grid_dir.exists():

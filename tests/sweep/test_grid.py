@@ -355,3 +355,27 @@ def test_bad_input_from_a_real_process_and_a_foreign_directory(configs, tmp_path
     done = _grid(configs, runs, "--envs", "cartpole", "--name", "taken")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not a grid directory" in done.stderr
     assert [p.name for p in runs.iterdir()] == ["taken"] and not any((runs / "taken").iterdir())
+
+
+def test_a_named_grid_resumes_from_another_configs_dir_and_refuses_an_edited_config(configs, tmp_path):
+    """The manifest keeps the configs dir's absolute path; another clone (another path, the same files) grows
+    the grid, and a config file edited since (here in the clone the grid now names) is refused before
+    anything runs."""
+    runs = tmp_path / "runs"
+    args = ["--envs", "cartpole", "--replays", "uniform", "--workers", "1", "--name", "g", *_sets(TINY)]
+    assert _grid(configs, runs, *args, "--seeds", "1").returncode == 0
+    clone = tmp_path / "clone" / "configs"
+    shutil.copytree(configs, clone)
+
+    grown = _grid(clone, runs, *args, "--seeds", "2")
+    assert grown.returncode == 0, grown.stderr
+    assert _starts(runs / "g") == {"cartpole__uniform__s1": 1, "cartpole__uniform__s2": 1}
+
+    edited = clone / "cartpole_uniform.yaml"
+    data = yaml.safe_load(edited.read_text())
+    data["agent"]["gamma"] = 0.5
+    edited.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["grid", "--configs-dir", str(clone), "--runs-dir", str(runs), *args, "--seeds", "3"])
+    assert result.exit_code == 2 and result.output.count("error:") == 1
+    assert "cartpole__uniform__s1/config.yaml differs" in result.output
+    assert not (runs / "g" / "cartpole__uniform__s3").exists()
