@@ -212,12 +212,13 @@ def factors_csv(report: FactorReport) -> str:
     return out.getvalue()
 
 
-def factors_markdown(report: FactorReport) -> str:
+def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes") -> str:
+    """The η² tables; ``final`` says what a run's final return is."""
     lines = [
         "# Variance in final return explained by each factor",
         "",
         "η² = SS_effect / SS_total of a balanced full-factorial ANOVA over the completed runs of each env (final "
-        "return: mean of the last 20 training episodes). Residual: seed-to-seed variance and higher-order "
+        f"return: {final}). Residual: seed-to-seed variance and higher-order "
         "interactions. 95% CI: percentile bootstrap resampling seeds within each cell. A factor with L levels "
         "and no effect still gets η² ≈ (L − 1)/(N − 1) on N runs.",
     ]

@@ -189,9 +189,11 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
 
 
 def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], out: Output,
-                      tags: Sequence[str] = HYPOTHESIS_TAGS) -> bool:  # fmt: skip
+                      tags: Sequence[str] = HYPOTHESIS_TAGS,
+                      final: str = "mean of the last 20 training episodes") -> bool:  # fmt: skip
     """Per completed run: its mean of each batch measure (the i.i.d. measures, the mean |TD error|) against
-    its final return, one row per env. False, and nothing written, if no run has both."""
+    its final return (``final`` says what that is), one row per env. False, and nothing written, if no run
+    has both."""
     envs = [env for env, gs in by_env.items() if any(r.final_return is not None for g in gs for r in g.completed)]
     if not envs:
         return False
@@ -208,8 +210,8 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
         return False
     legend_inside(fig, axes, list(styles), title="one point per completed run; ρ: Spearman rank correlation")
     caption = (
-        "per completed run: the run's mean of each batch measure against its final return (mean of the last 20 "
-        "training episodes); ρ: Spearman rank correlation over the env's runs"
+        f"per completed run: the run's mean of each batch measure against its final return ({final}); "
+        "ρ: Spearman rank correlation over the env's runs"
     )
     out.save(fig, "hypothesis", caption)
     return True

@@ -37,7 +37,13 @@ from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, 
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
-from per_cli.analysis.tables import default_threshold, summarize, table_csv, table_markdown
+from per_cli.analysis.tables import (
+    default_threshold,
+    final_return_meaning,
+    summarize,
+    table_csv,
+    table_markdown,
+)
 from per_cli.errors import ConfigError
 
 
@@ -141,17 +147,24 @@ def make_plots(
     metrics: Sequence[str] = (),
     thresholds: dict[str, float | None] | None = None,
     workers: int | None = None,
+    final_episodes: int | None = None,
 ) -> PlotReport:
     """Load every run under ``runs_dir`` and write the figures and tables into ``out`` (default
-    ``runs_dir/plots``). Raises ConfigError for bad input (no runs, unknown --metric, bad --format)."""
+    ``runs_dir/plots``). ``final_episodes``: a run's final return is the mean of its last N logged episode
+    returns (tables, factors, the hypothesis figure) instead of its summary's last 20. Raises ConfigError for
+    bad input (no runs, unknown --metric, bad --format, --final-episodes below 1)."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if smooth < 1:
         raise ConfigError(f"--smooth {smooth}: must be >= 1 (1 = no smoothing)")
+    if final_episodes is not None and final_episodes < 1:
+        raise ConfigError(f"--final-episodes {final_episodes}: must be >= 1 (leave it out for the summaries' last 20)")
     out = out if out is not None else runs_dir / "plots"
     needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
     runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed)
     _check_metrics(runs, metrics)
+    for run in runs:
+        run.final_episodes = final_episodes
 
     import matplotlib
 
@@ -180,18 +193,19 @@ def make_plots(
                 figure_curves(env, env_groups, [tag], f"metric_{tag.replace('/', '_')}", smooth, styles, output)
         if len(by_env) > 1:
             figure_all_returns(by_env, smooth, styles, limits, output)
-        if not figure_hypothesis(by_env, styles, output):
+        if not figure_hypothesis(by_env, styles, output, final=final_return_meaning(final_episodes)):
             report.notes.append("hypothesis figure: no completed run with a final return and batch measures yet")
         for design in factors.designs:
             figure_heatmap(design, output)
             figure_marginals(design, output)
     rows = summarize(groups, limits, smooth)
-    report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir)
+    report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir, final_episodes)
     tables = [("summary.csv", table_csv(rows)), ("summary.md", report.table_md)]
     if measures := measure_rows(groups):
         tables += [("measures.csv", measures_csv(measures)), ("measures.md", measures_markdown(measures))]
     if factors.designs:
-        tables += [("factors.csv", factors_csv(factors)), ("factors.md", factors_markdown(factors))]
+        factors_md = factors_markdown(factors, final_return_meaning(final_episodes))
+        tables += [("factors.csv", factors_csv(factors)), ("factors.md", factors_md)]
     for name, text in tables:
         (out / name).write_text(text)
         output.files.append(out / name)

@@ -24,7 +24,7 @@ try:  # libyaml's parser: about 10x faster on a 1,500-run directory
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
     from yaml import SafeLoader
 
-from per_cli.analysis.readers import Scalars, read_scalars
+from per_cli.analysis.readers import RETURN_TAG, Scalars, read_scalars
 from per_cli.errors import ConfigError
 from per_cli.train.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
@@ -45,6 +45,7 @@ class Run:
     scalars: Scalars = field(default_factory=dict)
     source: str = "none"  # tensorboard, metrics.csv or none
     read_error: str | None = None
+    final_episodes: int | None = None  # None: the summary's final return; N: the mean of the last N episodes
 
     @property
     def error(self) -> str | None:
@@ -52,9 +53,16 @@ class Run:
 
     @property
     def final_return(self) -> float | None:
-        """Mean return of the run's last training episodes (summary ``final_return_mean``); None until done."""
-        value = self.summary.get("final_return_mean") if self.status == "completed" else None
-        return None if value is None else float(value)
+        """Mean return of the run's last training episodes; None until done. By default the summary's
+        ``final_return_mean`` (the last 20); with ``final_episodes`` N, the mean of the last N logged episode
+        returns (all of them when the run has fewer), e.g. 100 to match a paper's moving average."""
+        if self.status != "completed":
+            return None
+        if self.final_episodes is None:
+            value = self.summary.get("final_return_mean")
+            return None if value is None else float(value)
+        returns = self.scalars.get(RETURN_TAG, (None, np.empty(0)))[1]
+        return float(np.mean(returns[-self.final_episodes :])) if len(returns) else None
 
     @property
     def end_step(self) -> float | None:

@@ -142,17 +142,27 @@ def _steps_cell(r: Row) -> str:
     return f"{shown} (≥ {r.threshold:g}: {r.reached}/{r.seeds})"
 
 
-def table_markdown(rows: Sequence[Row], left_out: Sequence[Run], window: int, root: Path) -> str:
-    """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors."""
+def final_return_meaning(final_episodes: int | None) -> str:
+    """What a run's final return is, for captions: the summaries' last 20 episodes, or ``--final-episodes N``."""
+    if final_episodes is None:
+        return "mean return of a run's last 20 training episodes (summary.json `final_return_mean`)"
+    return f"mean return of a run's last {final_episodes} logged training episodes (`{RETURN_TAG}`; `--final-episodes`)"
+
+
+def table_markdown(
+    rows: Sequence[Row], left_out: Sequence[Run], window: int, root: Path, final_episodes: int | None = None
+) -> str:
+    """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors;
+    ``final_episodes``: what the final return was taken over (None: the summaries' last 20 episodes)."""
     with_settings = any(r.settings for r in rows)
     head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", "final return IQM [95% CI]",
             "mean", "eval mean", "steps to threshold"]  # fmt: skip
     lines = [
         f"# Results: {root}",
         "",
-        "Final return: mean return of a run's last 20 training episodes (summary.json `final_return_mean`), "
-        "over completed runs. IQM: interquartile mean over seeds; CI: 95% stratified percentile bootstrap "
-        "over seeds (Agarwal et al. 2021), none for a single seed. Steps to threshold: median over seeds of the "
+        f"Final return: {final_return_meaning(final_episodes)}, over completed runs. "
+        "IQM: interquartile mean over seeds; CI: 95% stratified percentile bootstrap over seeds "
+        "(Agarwal et al. 2021), none for a single seed. Steps to threshold: median over seeds of the "
         f"first env step at which the mean return of the last {window} episodes reaches the threshold "
         "(reached/seeds in brackets).",
         "",

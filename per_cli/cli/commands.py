@@ -278,6 +278,13 @@ def plot(
     workers: Annotated[
         int | None, typer.Option(min=1, help="Processes reading event files (default: CPU cores).")
     ] = None,
+    final_episodes: Annotated[
+        int | None,
+        typer.Option(
+            help="Final return = mean of each run's last N training episodes, from its logged returns "
+            "(default: summary.json's last 20), e.g. 100 for a paper's 100-episode moving average."
+        ),
+    ] = None,
 ) -> None:
     """Figures (return, TD error, correlation count with 95% bootstrap bands; the hypothesis scatter) and
     tables (IQM of the final return with a stratified bootstrap CI) from run directories."""
@@ -292,6 +299,7 @@ def plot(
             metrics=metric or [],
             thresholds=parse_thresholds(threshold or []),
             workers=workers,
+            final_episodes=final_episodes,
         )
     except ConfigError as exc:
         raise fail_input(str(exc)) from None

@@ -80,6 +80,20 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     assert [r.name for r in report.failed] == ["cartpole__uniform__s9"]
 
 
+def test_final_episodes_takes_the_final_return_from_the_logged_returns(tmp_path):
+    """--final-episodes N: the mean of each run's last N logged returns, not the summary's (here 100 + seed)."""
+    _study(tmp_path)
+    report = make_plots(tmp_path, workers=1, final_episodes=4)
+    rows = {r["replay"]: r for r in csv.DictReader(io.StringIO((report.out / "summary.csv").read_text()))}
+    assert float(rows["uniform"]["final_return_iqm"]) == pytest.approx(0.1 * (850 + 900 + 950 + 1000) / 4)
+    assert float(rows["combined"]["final_return_mean"]) == pytest.approx(0.2 * (850 + 900 + 950 + 1000) / 4)
+    assert "last 4 logged training episodes" in report.table_md
+    assert "last 4 logged training episodes" in (report.out / "factors.md").read_text()
+    everything = make_plots(tmp_path, tmp_path / "all", workers=1, final_episodes=1000)  # fewer: all of them
+    rows = {r["replay"]: r for r in csv.DictReader(io.StringIO((everything.out / "summary.csv").read_text()))}
+    assert float(rows["uniform"]["final_return_mean"]) == pytest.approx(0.1 * np.mean(range(50, 1001, 50)))
+
+
 def test_a_metric_missing_from_metrics_csv_is_read_from_the_event_files(tmp_path):
     for seed in (1, 2):
         write_run(tmp_path / f"r{seed}", seed=seed, returns=[(s, 1.0) for s in range(50, 501, 50)],
@@ -165,6 +179,7 @@ def test_bad_input_is_a_config_error(tmp_path):
         ([], "no run directories"),
         (["--threshold", "cartpole"], "ENV=VALUE"),
         (["--format", "jpg"], "png, svg or pdf"),
+        (["--final-episodes", "0"], "--final-episodes 0: must be >= 1"),
         (["--threshold", "cartpol=100"], "unknown env 'cartpol'; did you mean 'cartpole'?"),
     ],
 )
@@ -195,6 +210,11 @@ def test_real_short_runs_then_plot(tmp_path):
     rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
     assert [(r["replay"], r["seeds"]) for r in rows] == [("uniform", "2"), ("combined", "1")]  # kinds in registry order
     assert "| CartPole-v1 | uniform | 2 |" in result.output
+    # the logged returns are the ones the summaries average: the last 20 of them give the same final returns
+    logged = make_plots(runs, tmp_path / "logged", workers=1, final_episodes=20)
+    again = list(csv.DictReader(io.StringIO((logged.out / "summary.csv").read_text())))
+    expected = [float(r["final_return_mean"]) for r in rows]
+    assert [float(r["final_return_mean"]) for r in again] == pytest.approx(expected)
 
 
 def test_one_colour_per_replay_kind_in_every_figure_and_folder():
