@@ -15,6 +15,7 @@ window, fewer transitions than a batch, numpy's other ``choice`` branch), is lef
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numba
@@ -24,6 +25,7 @@ from numba.typed import List
 from per_cli.replay import choice
 from per_cli.replay.choice import floyd_choice
 from per_cli.replay.memory import Batch, ReplayMemory
+from per_cli.replay.samplers.base import Sampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
 from per_cli.replay.samplers.uniform import UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
@@ -95,6 +97,48 @@ def cohort_update_kernel(trees, offsets, marks, stored_ids, which, ids, td_error
 
 
 _KINDS = {PrioritizedSampler: "prioritized", UniformSampler: "uniform"}
+_FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch's order: that of a draw's arrays
+
+
+class RowBatch(Batch):
+    """Batch k of a cohort draw: each field is row k of the draw's stacked array (a view made when first read),
+    and ``rows`` = (the stacked arrays in Batch's field order, k), so that a cohort update can take the stacked
+    arrays whole instead of stacking the rows again. Its fields cannot be rebound, so a RowBatch is always
+    its rows (writes into a field's values write the stacked array, which the update then reads as well)."""
+
+    def __init__(self, stacked: tuple[np.ndarray, ...], k: int):
+        object.__setattr__(self, "rows", (stacked, k))
+
+    def __getattr__(self, name: str):  # only for attributes not set yet: the fields, on their first read
+        j = _FIELDS.get(name)
+        if j is None:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        stacked, k = self.rows
+        view = stacked[j][k]
+        self.__dict__[name] = view
+        return view
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
+
+
+def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
+    """The arrays of ``batches`` stacked with a member axis (Batch's field order), taken from the cohort draw
+    they are rows of: the draw's arrays themselves when the batches are all its rows in order, else those rows
+    (one gather per array). None where they are not all rows of one draw (then stack them)."""
+    first = batches[0] if batches else None
+    if type(first) is not RowBatch:
+        return None
+    stacked = first.rows[0]
+    rows = []
+    for batch in batches:
+        if type(batch) is not RowBatch or batch.rows[0] is not stacked:
+            return None
+        rows.append(batch.rows[1])
+    if rows == list(range(len(stacked[0]))):
+        return stacked
+    index = np.asarray(rows, dtype=np.int64)
+    return tuple(array[index] for array in stacked)
 
 
 def supports(memory: ReplayMemory) -> bool:
@@ -125,6 +169,11 @@ class CohortSampling:
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
         )
         self._same_priorities = False
+        # priority updates that only check their TD errors are finite (the sampler keeps no priorities)
+        self._check_only = all(
+            type(m.sampler).update_current is Sampler.update_current and not m.sampler.keeps_priorities()
+            for m in memories
+        )
         if self.kind == "uniform":
             self._generators = List([m.sampler.rng for m in memories])
             return
@@ -164,7 +213,7 @@ class CohortSampling:
             trees = (self._trees, self._offsets)
             ok = cohort_prioritized_kernel(*trees, self._columns, members, added, uniforms, betas, out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in range(n) if not ok[k]}
-        return [Batch(*(a[k] for a in out)) if ok[k] else None for k in range(n)]
+        return [RowBatch(out, k) if ok[k] else None for k in range(n)]
 
     def repeat_failed(self, i: int) -> None:
         """Repeat member ``i``'s draw that failed in the last ``sample``: raises its error, as its solo run's."""
@@ -177,7 +226,10 @@ class CohortSampling:
         """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
         sets them; returns per member whether its TD errors were finite (where not, nothing changed and the
         caller repeats the member's own update to raise its error). None, changing nothing, when the members'
-        ε and α differ (then each updates its own)."""
+        ε and α differ (then each updates its own). Memories that keep no priorities (uniform) only get the
+        check."""
+        if self._check_only:
+            return _finite_rows(td_errors)
         if not self._same_priorities:  # (uniform memories have no priorities)
             return None
         ids, td_errors = _rows(ids), _rows(td_errors)
@@ -188,6 +240,14 @@ class CohortSampling:
             self._trees, self._offsets, self._marks, self._columns[5], np.asarray(which, dtype=np.int64), ids,
             td_errors, sampler.eps, sampler.alpha,
         )  # fmt: skip
+
+
+def _finite_rows(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
+    """Per 1-D array of ``arrays`` (one length): whether all its values are finite; None for other shapes."""
+    first = arrays[0]
+    if any(a.ndim != 1 or a.shape != first.shape for a in arrays):
+        return None
+    return np.isfinite(np.concatenate(arrays).reshape(len(arrays), first.shape[0])).all(axis=1)
 
 
 def _rows(arrays: Sequence[np.ndarray]) -> np.ndarray | None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from per_cli.config import Config, ConfigError, to_dict
 from per_cli.replay import Batch
-from per_cli.replay.cohort import CohortSampling, supports
+from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine, stacked_refusal
@@ -90,11 +90,17 @@ class NumbaBatched(Solo):
         return [self.index[id(m)] for m in members]
 
     def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
-        td, loss, q_mean = self.engine.update(
-            self._which(members),
-            [b.obs for b in batches], [b.actions for b in batches], [b.rewards for b in batches],
-            [b.next_obs for b in batches], [b.terminated for b in batches], [b.weights for b in batches],
-        )  # fmt: skip
+        """One update call; the batches of a cohort draw go in as its stacked arrays (no per-member stacking),
+        any others are stacked."""
+        stacked = stacked_rows(batches)
+        if stacked is not None:
+            td, loss, q_mean = self.engine.update_stacked(self._which(members), *stacked[:5], stacked[6])
+        else:
+            td, loss, q_mean = self.engine.update(
+                self._which(members),
+                [b.obs for b in batches], [b.actions for b in batches], [b.rewards for b in batches],
+                [b.next_obs for b in batches], [b.terminated for b in batches], [b.weights for b in batches],
+            )  # fmt: skip
         for member in members:
             member.agent.updates += 1
         return [UpdateResult(td[k], float(loss[k]), float(q_mean[k])) for k in range(len(members))]

@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from per_cli.replay import ReplayMemory
-from per_cli.replay.cohort import CohortSampling, supports
+from per_cli.replay import Batch, ReplayMemory
+from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
 
@@ -96,3 +96,32 @@ def test_batched_priority_updates_equal_each_members_own():
     alone[1].update_priorities(stale[0], bad[0])
     assert memories[1].sampler.tree.tree.tobytes() == alone[1].sampler.tree.tree.tobytes()
     assert np.array_equal(memories[0].sampler.tree.tree, before)  # a non-finite TD error changes nothing
+
+
+def test_a_draws_batches_are_read_only_rows_of_its_stacked_arrays():
+    memories = [_memory(seed, 40, sampler=UniformSampler) for seed in (1, 2, 3)]
+    sampling = CohortSampling(memories)
+    batches = sampling.sample([0, 1, 2], 8, [1.0, 1.0, 1.0])
+    stacked = stacked_rows(batches)
+    assert stacked is batches[0].rows[0]  # every row, in order: the draw's own arrays, not a copy
+    for k, batch in enumerate(batches):
+        for field, array in zip(dataclasses.fields(Batch), stacked, strict=True):
+            assert getattr(batch, field.name).tobytes() == array[k].tobytes()
+    with pytest.raises(AttributeError, match="read-only"):
+        batches[1].obs = np.zeros((8, 3), np.float32)
+    some = stacked_rows([batches[2], batches[0]])  # a subset, out of order: those rows
+    assert all(a.tobytes() == np.stack([w[2], w[0]]).tobytes() for a, w in zip(some, stacked, strict=True))
+    plain = Batch(*dataclasses.astuple(batches[0]))
+    assert stacked_rows([batches[0], plain]) is None  # not all rows of one draw: the caller stacks
+    assert stacked_rows([batches[0], sampling.sample([1], 8, [1.0])[0]]) is None
+
+
+def test_uniform_priority_updates_only_check_the_td_errors():
+    memories = [_memory(seed, 40, sampler=UniformSampler) for seed in (1, 2)]
+    sampling = CohortSampling(memories)
+    td = [np.ones(4, np.float32), np.array([1.0, np.inf, 0.0, 2.0], np.float32)]
+    ids = [np.arange(4), np.arange(4)]
+    assert sampling.update_priorities([0, 1], ids, td).tolist() == [True, False]
+    assert memories[0].sampler.update_current(ids[0], td[0], memories[0].storage.ids)
+    with pytest.raises(FloatingPointError, match="non-finite TD error"):  # the member's own update: its error
+        memories[1].update_priorities(ids[1], td[1])

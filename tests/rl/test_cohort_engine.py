@@ -53,3 +53,21 @@ def test_nan_weights_give_a_nan_td_error_only_to_their_member():
     row = (np.ones((1, 5)), np.zeros(1, dtype=np.int64), np.ones(1), np.ones((1, 5)), np.zeros(1))
     td = engine.td_errors([0, 1], *zip(row, row, strict=True))
     assert np.isnan(td[0]) and np.isfinite(td[1])
+
+
+def test_an_update_from_stacked_batches_equals_the_update_from_each_members_arrays():
+    agents, twins = _agents(3), _agents(3)
+    engine, twin = CohortEngine([a.numba_engine for a in agents]), CohortEngine([a.numba_engine for a in twins])
+    rng = np.random.default_rng(2)
+    which, b = [2, 0], 6
+    for _ in range(3):
+        arrays = (
+            rng.normal(size=(2, b, 5)).astype(np.float32), rng.integers(0, 3, size=(2, b)),
+            rng.normal(size=(2, b)).astype(np.float32), rng.normal(size=(2, b, 5)).astype(np.float32),
+            rng.integers(0, 2, size=(2, b)).astype(np.float32), rng.uniform(0.5, 1, size=(2, b)).astype(np.float32),
+        )  # fmt: skip
+        got = engine.update_stacked(which, *arrays)
+        want = twin.update(which, *([a[k] for k in range(2)] for a in arrays))
+        assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want, strict=True))
+    for agent, other in zip(agents, twins, strict=True):
+        assert agent.numba_engine.params.tobytes() == other.numba_engine.params.tobytes()

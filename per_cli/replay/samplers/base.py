@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from per_cli.replay.stateless import Stateless
-from per_cli.replay.structures.ids import current_priorities
+from per_cli.replay.structures.ids import all_finite, current_priorities
 
 
 class Storage(Protocol):
@@ -63,10 +63,17 @@ class Sampler(Stateless):
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         """New abs(TD error) of the transitions in ``slots`` (all current, finite)."""
 
+    @classmethod
+    def keeps_priorities(cls) -> bool:
+        """Whether ``update`` does anything (a sampler that does not override it ignores priorities)."""
+        return cls.update is not Sampler.update
+
     def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
         """What ``ReplayMemory.update_priorities`` calls: False (nothing changed) if a TD error is not
         finite; else ``update`` with the slots of the ids still held (stale ones skipped) and their abs(TD).
         Prioritized samplers override it with one compiled call doing all of it."""
+        if not self.keeps_priorities():  # ``update`` does nothing: only the check is left
+            return bool(all_finite(td_errors))
         slots, td_abs, finite = current_priorities(ids, td_errors, stored_ids)
         if finite and slots.size:
             self.update(slots, td_abs)

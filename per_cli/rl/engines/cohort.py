@@ -76,7 +76,12 @@ def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def _stacked(arrays: Sequence[np.ndarray], dtype, shape: tuple[int, ...]) -> np.ndarray:
-    return np.ascontiguousarray(stack(arrays).reshape(shape), dtype=dtype)
+    return _c(stack(arrays), dtype, shape)
+
+
+def _c(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """``array`` as a C array of ``dtype`` and ``shape`` (itself where it is one already)."""
+    return np.ascontiguousarray(array.reshape(shape), dtype=dtype)
 
 
 class CohortEngine:
@@ -108,6 +113,17 @@ class CohortEngine:
         arrays, in the order of ``which``). Returns (δ (k, batch), loss (k,), mean Q (k,)), each from that
         member's weights before its update, exactly as its own :meth:`MLPEngine.update` would."""
         n, batch = len(which), len(actions[0])
+        return self.update_stacked(
+            which, stack(obs).reshape(n, batch, -1), stack(actions).reshape(n, batch),
+            stack(rewards).reshape(n, batch), stack(next_obs).reshape(n, batch, -1),
+            stack(terminated).reshape(n, batch), stack(weights).reshape(n, batch),
+        )  # fmt: skip
+
+    def update_stacked(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights):
+        """:meth:`update` with the batches already stacked along a first, member axis: ``obs`` (k, batch, d),
+        ``actions`` (k, batch), ... (a cohort draw's arrays, passed as they are where they are C arrays of the
+        engine's dtypes; converted otherwise)."""
+        n, batch = len(which), actions.shape[1]
         steps = np.empty(n, dtype=np.int64)
         for k, i in enumerate(which):
             opt = self.engines[i].optimizer
@@ -117,9 +133,8 @@ class CohortEngine:
         loss, q_mean = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
         cohort_update_kernel(
             self._params, self._tparams, self._m, self._v, np.asarray(which, dtype=np.int64), self.dims,
-            _stacked(obs, _F32, (n, batch, -1)), _stacked(actions, _I64, (n, batch)),
-            _stacked(rewards, _F32, (n, batch)), _stacked(next_obs, _F32, (n, batch, -1)),
-            _stacked(terminated, _F32, (n, batch)), _stacked(weights, _F32, (n, batch)),
+            _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
+            _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), _c(weights, _F32, (n, batch)),
             self.hyper, steps, self._ws.for_batch(batch), td, loss, q_mean,
         )  # fmt: skip
         return td, loss, q_mean
