@@ -16,7 +16,7 @@ window, fewer transitions than a batch, numpy's other ``choice`` branch), is lef
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numba
 import numpy as np
@@ -35,12 +35,15 @@ from per_cli.replay.structures.sum_tree import stratified_sample, update_current
 @numba.njit(cache=True, nogil=True)
 def _gather(k, leaves, weights, obs, actions, rewards, next_obs, terminated, ids, episode_ids, added, out):
     """Batch k of the member whose columns are given, at slots ``leaves``: into ``out`` = (obs, actions,
-    rewards, next_obs, terminated, ids, weights, ages, episodes), as ``ReplayMemory.sample`` builds it."""
+    rewards, next_obs, terminated, ids, weights, ages, episodes), as ``ReplayMemory.sample`` builds it.
+    A state is copied number by number (a row assignment costs ~50 ns of array set-up per row)."""
     out_obs, out_actions, out_rewards, out_next, out_terminated, out_ids, out_weights, out_ages, out_episodes = out
+    width = obs.shape[1]
     for j in range(leaves.shape[0]):
         slot = leaves[j]
-        out_obs[k, j] = obs[slot]
-        out_next[k, j] = next_obs[slot]
+        for f in range(width):
+            out_obs[k, j, f] = obs[slot, f]
+            out_next[k, j, f] = next_obs[slot, f]
         out_actions[k, j] = actions[slot]
         out_rewards[k, j] = rewards[slot]
         out_terminated[k, j] = terminated[slot]
@@ -50,12 +53,19 @@ def _gather(k, leaves, weights, obs, actions, rewards, next_obs, terminated, ids
         out_weights[k, j] = weights[j]
 
 
+# The kernels take the members' columns (typed lists) and the output arrays as separate arguments, not as
+# tuples: numba types a tuple argument in Python at every call (~50 µs for these), each array or list in C.
+
+
 @numba.njit(cache=True, nogil=True)
-def cohort_prioritized_kernel(trees, offsets, columns, which, added, uniforms, betas, out):
+def cohort_prioritized_kernel(
+    trees, offsets, which, added, uniforms, betas, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
+    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
+):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]`` and ``betas[k]``
-    (``stratified_sample``), gathered into ``out``. Returns False at k where the draw raised (the caller
-    repeats it there to raise the same error)."""
-    obs, actions, rewards, next_obs, terminated, ids, episode_ids = columns
+    (``stratified_sample``), gathered into the ``o_*`` arrays. Returns False at k where the draw raised (the
+    caller repeats it there to raise the same error)."""
+    out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
     ok = np.ones(which.shape[0], dtype=np.bool_)
     for k in range(which.shape[0]):
         i = which[k]
@@ -70,11 +80,14 @@ def cohort_prioritized_kernel(trees, offsets, columns, which, added, uniforms, b
 
 
 @numba.njit(cache=True, nogil=True)
-def cohort_uniform_kernel(generators, columns, which, sizes, added, out):
+def cohort_uniform_kernel(
+    generators, which, sizes, added, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
+    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
+):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s uniform batch k (``generators[i].choice(sizes[k],
-    batch, replace=False)``: slots, as the whole memory is the candidates), gathered into ``out``."""
-    obs, actions, rewards, next_obs, terminated, ids, episode_ids = columns
-    batch = out[0].shape[1]
+    batch, replace=False)``: slots, as the whole memory is the candidates), gathered into the ``o_*`` arrays."""
+    out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
+    batch = o_obs.shape[1]
     ones = np.ones(batch, dtype=np.float32)
     slots = np.empty(batch, dtype=np.int64)
     for k in range(which.shape[0]):
@@ -101,25 +114,28 @@ _FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch'
 
 
 class RowBatch(Batch):
-    """Batch k of a cohort draw: each field is row k of the draw's stacked array (a view made when first read),
-    and ``rows`` = (the stacked arrays in Batch's field order, k), so that a cohort update can take the stacked
+    """Batch k of a cohort draw: each field is row k of the draw's stacked array (a view made when read), and
+    ``rows`` = (the stacked arrays in Batch's field order, k), so that a cohort update can take the stacked
     arrays whole instead of stacking the rows again. Its fields cannot be rebound, so a RowBatch is always
     its rows (writes into a field's values write the stacked array, which the update then reads as well)."""
 
     def __init__(self, stacked: tuple[np.ndarray, ...], k: int):
         object.__setattr__(self, "rows", (stacked, k))
 
-    def __getattr__(self, name: str):  # only for attributes not set yet: the fields, on their first read
-        j = _FIELDS.get(name)
-        if j is None:
-            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-        stacked, k = self.rows
-        view = stacked[j][k]
-        self.__dict__[name] = view
-        return view
-
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
+
+
+def _row_field(j: int) -> property:
+    def field(self: RowBatch) -> np.ndarray:
+        stacked, k = self.rows
+        return stacked[j][k]
+
+    return property(field)
+
+
+for _name, _j in _FIELDS.items():
+    setattr(RowBatch, _name, _row_field(_j))
 
 
 def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
@@ -204,14 +220,14 @@ class CohortSampling:
         self.failed = {}
         if self.kind == "uniform":
             sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
-            ok = cohort_uniform_kernel(self._generators, self._columns, members, sizes, added, out)
+            ok = cohort_uniform_kernel(self._generators, members, sizes, added, *self._columns, *out)
         else:
             uniforms = np.empty((n, batch_size), dtype=np.float64)
             for k, i in enumerate(which):
                 uniforms[k] = memories[i].sampler.rng.random(batch_size)  # the solo sampler's draw
             betas = np.asarray(betas, dtype=np.float64)
             trees = (self._trees, self._offsets)
-            ok = cohort_prioritized_kernel(*trees, self._columns, members, added, uniforms, betas, out)
+            ok = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, *self._columns, *out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in range(n) if not ok[k]}
         return [RowBatch(out, k) if ok[k] else None for k in range(n)]
 
@@ -222,17 +238,20 @@ class CohortSampling:
         stratified_sample(sampler.tree.tree, sampler.tree.offsets, uniforms, beta)
         raise RuntimeError(f"member {i}'s draw failed in the cohort kernel but not alone")
 
-    def update_priorities(self, which: Sequence[int], ids: Sequence[np.ndarray], td_errors: Sequence[np.ndarray]):
+    def update_priorities(
+        self, which: Sequence[int], ids: Sequence[np.ndarray] | Callable[[], Sequence[np.ndarray]],
+        td_errors: Sequence[np.ndarray],
+    ):  # fmt: skip
         """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
         sets them; returns per member whether its TD errors were finite (where not, nothing changed and the
         caller repeats the member's own update to raise its error). None, changing nothing, when the members'
         ε and α differ (then each updates its own). Memories that keep no priorities (uniform) only get the
-        check."""
+        check. ``ids`` may be a function returning them (called only where priorities are kept)."""
         if self._check_only:
             return _finite_rows(td_errors)
         if not self._same_priorities:  # (uniform memories have no priorities)
             return None
-        ids, td_errors = _rows(ids), _rows(td_errors)
+        ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
         if ids is None or td_errors is None or ids.dtype != np.int64:
             return None
         sampler = self.memories[which[0]].sampler

@@ -123,15 +123,15 @@ class NumbaBatched(Solo):
         return out
 
     def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
-        ids = [m.memory.latest_ids() for m in members]
+        ids = lambda: [m.memory.latest_ids() for m in members]  # noqa: E731
         self._priorities(members, ids, td_errors, lambda m, k: _guard(m, m.set_insertion_priority, td_errors[k]))
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
-        ids, tds = [b.indices for b in batches], [r.td_errors for r in results]
+        ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
         self._priorities(members, ids, tds, lambda m, k: _guard(m, m.update_priorities, batches[k], results[k]))
 
-    def _priorities(self, members, ids, td_errors, own: Callable[[Trainer, int], None]) -> None:
-        """New priorities of the members' transitions ``ids`` in one compiled call; ``own(member, k)`` is the
+    def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
+        """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
         member's own update, run where the call cannot serve (its result: the member's own error)."""
         finite = None
         if self.sampling is not None and members:
