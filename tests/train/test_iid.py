@@ -12,7 +12,9 @@ import pytest
 from per_cli.train.iid import (
     PROJECTION_DIM,
     REFERENCE_SIZE,
+    _numpy_variance,
     episode_diversity,
+    exact_variance_usable,
     reference_variance,
     state_diversity,
     state_view,
@@ -183,3 +185,20 @@ def test_unweighted_td_loss_by_hand():
     np.testing.assert_allclose(unweighted_td_loss(td, "mse"), [5.25 / 4, (0.0625 + 9 + 2.25 + 0.5625) / 4])
     with pytest.raises(ValueError, match="huber or mse"):
         unweighted_td_loss(td, "l1")
+
+
+def test_the_compiled_reference_variance_is_numpys_bit_for_bit():
+    assert exact_variance_usable()
+    rng = np.random.default_rng(3)
+    for n, k in ((2, 2), (9, 3), (4096, 4), (700, 64), (4096, 6)):
+        reference = rng.normal(size=(n, k)) * 10.0 ** rng.uniform(-8, 8, size=k) + rng.normal(size=k) * 1e3
+        reference[:, 0] = 0.1  # constant (not dyadic): NaN
+        if k > 3:
+            reference[n // 2, 1], reference[0, 2] = np.nan, -np.inf
+        with np.errstate(invalid="ignore"):
+            want = _numpy_variance(reference)
+            got = reference_variance(reference)
+        assert got.tobytes() == want.tobytes()
+        assert np.isnan(got[0]) and np.isfinite(got[-1])
+    one = rng.normal(size=(100, 1))  # one feature: numpy's own (it sums a contiguous column pairwise)
+    assert reference_variance(one).tobytes() == _numpy_variance(one).tobytes()
