@@ -39,6 +39,7 @@ from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
 from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E402
 from per_cli.train.lockstep import Solo  # noqa: E402
+from per_cli.train.metrics import UpdateWindow  # noqa: E402
 from per_cli.train.trainer import Trainer  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -52,6 +53,7 @@ PHASES = [
     ("replay", ReplayMemory, "update_priorities"),
     ("logging", Trainer, "_end_episode"),
     ("logging", Trainer, "_log_updates"),
+    ("logging", UpdateWindow, "add"),  # each update's measures kept for the next log
     # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)
     ("run start/end", Trainer, "begin"),
     ("run start/end", Trainer, "finish"),

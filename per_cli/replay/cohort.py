@@ -114,13 +114,15 @@ _FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch'
 
 
 class RowBatch(Batch):
-    """Batch k of a cohort draw: each field is row k of the draw's stacked array (a view made when read), and
-    ``rows`` = (the stacked arrays in Batch's field order, k), so that a cohort update can take the stacked
-    arrays whole instead of stacking the rows again. Its fields cannot be rebound, so a RowBatch is always
-    its rows (writes into a field's values write the stacked array, which the update then reads as well)."""
+    """Batch k of a cohort draw: each field is row k of the draw's stacked array, and ``rows`` = (the stacked
+    arrays in Batch's field order, k, the draw's row views), so that a cohort update can take the stacked arrays
+    whole instead of stacking the rows again. A field's views of every row are made together when one batch
+    first reads it (iterating the array: cheaper per view than indexing it). Its fields cannot be rebound, so a
+    RowBatch is always its rows (writes into a field's values write the stacked array, which the update then
+    reads as well)."""
 
-    def __init__(self, stacked: tuple[np.ndarray, ...], k: int):
-        object.__setattr__(self, "rows", (stacked, k))
+    def __init__(self, stacked: tuple[np.ndarray, ...], k: int, views: list):
+        object.__setattr__(self, "rows", (stacked, k, views))
 
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
@@ -128,8 +130,11 @@ class RowBatch(Batch):
 
 def _row_field(j: int) -> property:
     def field(self: RowBatch) -> np.ndarray:
-        stacked, k = self.rows
-        return stacked[j][k]
+        stacked, k, views = self.rows
+        rows = views[j]
+        if rows is None:
+            rows = views[j] = list(stacked[j])
+        return rows[k]
 
     return property(field)
 
@@ -229,7 +234,8 @@ class CohortSampling:
             trees = (self._trees, self._offsets)
             ok = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, *self._columns, *out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in range(n) if not ok[k]}
-        return [RowBatch(out, k) if ok[k] else None for k in range(n)]
+        views: list = [None] * len(out)
+        return [RowBatch(out, k, views) if ok[k] else None for k in range(n)]
 
     def repeat_failed(self, i: int) -> None:
         """Repeat member ``i``'s draw that failed in the last ``sample``: raises its error, as its solo run's."""

@@ -32,8 +32,11 @@ from per_cli.train.iid import (
 from per_cli.train.metrics import (
     RunningMeans,
     UpdateWindow,
+    _numpy_td_measures,
     batched_correlation_counts,
     correlation_count,
+    exact_measures_usable,
+    td_measures,
 )
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -368,3 +371,23 @@ def test_compiled_counts_equal_numpy_elementwise_counts_bit_for_bit(features):
         for threshold in (0.1, 0.8, 0.95):
             expected = numpy_correlation_counts(states, threshold)
             assert np.array_equal(batched_correlation_counts(states, threshold), expected)
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_the_compiled_td_measures_are_numpys_bit_for_bit(loss):
+    assert exact_measures_usable()
+    rng = np.random.default_rng(4)
+    for u, b in ((1, 1), (3, 8), (20, 64), (7, 100), (2, 128), (3, 129)):  # 129: numpy's own
+        raw = (rng.normal(size=(u, b)) * 10.0 ** rng.uniform(-4, 4, size=(u, b))).astype(np.float32)
+        raw[0, 0] = -0.0
+        if u > 2:
+            raw[1, :] = np.round(raw[1])  # ties
+            raw[2, b // 2] = np.nan
+        weights = rng.uniform(0, 1, size=(u, b)).astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            got, want = td_measures(raw, weights, loss), _numpy_td_measures(raw, weights, loss)
+        assert list(got) == list(want)
+        for key in want:
+            assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
+    with pytest.raises(ValueError, match="unknown loss"):  # anything else: numpy's, with its error
+        td_measures(raw, weights, "l1")
