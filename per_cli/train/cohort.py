@@ -103,7 +103,8 @@ class NumbaBatched(Solo):
             )  # fmt: skip
         for member in members:
             member.agent.updates += 1
-        return [UpdateResult(td[k], float(loss[k]), float(q_mean[k])) for k in range(len(members))]
+        # (rows of td by iteration, the floats of loss and q_mean in one call each: cheaper per member)
+        return [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
         """The batches of the members whose memory the cohort sampling draws, in one call; the others' (and
