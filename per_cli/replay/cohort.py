@@ -6,7 +6,9 @@ arrays and generators (built once: loads write into them) and draws each member'
 does, gathered into arrays with a member axis: ``prioritized``: the uniforms from the member's generator, then
 the solo :func:`~per_cli.replay.structures.sum_tree.stratified_sample` on its tree; ``uniform``: numpy's
 ``choice`` on the member's generator, compiled (:mod:`per_cli.replay.choice`). So every member gets exactly the
-batch its solo run would, and its generator ends where the solo run's does.
+batch its solo run would, and its generator ends where the solo run's does. Each member's batch is a
+:class:`RowBatch`, a read-only row of those arrays, so that a cohort update takes them whole (:func:`stacked_rows`).
+Uniform memories keep no priorities: their "priority update" is only the check that the TD errors are finite.
 
 It serves what it supports: a :class:`PrioritizedSampler` or :class:`UniformSampler` on a plain
 :class:`TransitionStorage` of vector states. Any other member, or a draw it cannot do the solo way (an active
