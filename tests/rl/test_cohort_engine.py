@@ -9,7 +9,7 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
-from per_cli.rl.engines.cohort import CohortEngine
+from per_cli.rl.engines.cohort import CohortEngine, stack
 
 
 def _agents(n: int, **kw) -> list[DQNAgent]:
@@ -71,3 +71,19 @@ def test_an_update_from_stacked_batches_equals_the_update_from_each_members_arra
         assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want, strict=True))
     for agent, other in zip(agents, twins, strict=True):
         assert agent.numba_engine.params.tobytes() == other.numba_engine.params.tobytes()
+
+
+def test_stack_is_np_stack():
+    rng = np.random.default_rng(3)
+    cases = [
+        [rng.normal(size=5).astype(np.float32) for _ in range(4)],
+        [rng.normal(size=(3, 2)) for _ in range(3)],
+        [np.arange(4), np.arange(4.0)],  # dtypes promote as np.stack's
+        [np.float32(1.0), np.float32(2.0)],  # 0-d: np.stack itself
+    ]
+    for arrays in cases:
+        got, want = stack(arrays), np.stack(arrays)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    for bad in ([np.zeros(3), np.zeros(4)], [np.zeros((2, 3)), np.zeros((2, 4))], [np.zeros(2), [0.0, 1.0, 2.0]]):
+        with pytest.raises(ValueError):
+            stack(bad)

@@ -67,11 +67,15 @@ def cohort_td_kernel(
 def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
     """``np.stack(arrays)`` for arrays of one shape, by one ``np.concatenate`` along the first axis (the same
     array: np.stack's per-array ``expand_dims`` costs ~1 µs each, the most of stacking a cohort's small
-    arrays). Falls back to ``np.stack`` for anything else (0-d entries, differing shapes, non-arrays)."""
+    arrays). The arrays are checked by C-level maps (types, lengths; concatenate checks the other dimensions).
+    Falls back to ``np.stack`` for anything else (0-d entries, differing shapes: its error, non-arrays)."""
     first = arrays[0]
-    shape = first.shape if type(first) is np.ndarray else ()
-    if shape and all(type(a) is np.ndarray and a.shape == shape for a in arrays):
-        return np.concatenate(arrays).reshape(len(arrays), *first.shape)
+    same = type(first) is np.ndarray and first.ndim and set(map(type, arrays)) == {np.ndarray}
+    if same and set(map(len, arrays)) == {len(first)}:
+        try:
+            return np.concatenate(arrays).reshape(len(arrays), *first.shape)
+        except ValueError:  # other dimensions differ: np.stack says so
+            pass
     return np.stack(arrays)
 
 
