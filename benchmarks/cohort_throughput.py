@@ -16,6 +16,7 @@ as the ceiling.
 
     python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000] [--config seed001/cartpole_per.yaml]
     python benchmarks/cohort_throughput.py --equivalence 20 [--episodes 300]   # 20 seeds: one cohort vs 20 solo runs
+    python benchmarks/cohort_throughput.py --equivalence 20 --against envpool  # Gymnasium's envs vs EnvPool's
 """
 
 from __future__ import annotations
@@ -190,29 +191,36 @@ def sgemm_rate(n: int = 1024) -> float:
     return 5 * 2 * n**3 / (time.perf_counter() - t) / 1e9
 
 
-def equivalence(n_seeds: int, episodes: int) -> None:
-    """``n_seeds`` seeds as one cohort vs the same seeds as solo runs, the notebook's protocol (300 episodes;
-    fewer with ``--episodes`` for a quicker check)."""
+def equivalence(n_seeds: int, episodes: int, against: str = "solo") -> None:
+    """``n_seeds`` seeds as one cohort vs the same seeds as solo runs (``against="solo"``), or vs one cohort
+    whose envs are EnvPool's (``against="envpool"``, ``env.backend: envpool``: the same dynamics, other initial
+    states), the notebook's protocol (300 episodes; fewer with ``--episodes`` for a quicker check)."""
     from scipy.stats import ks_2samp
 
     from per_cli.analysis.stats import stratified_bootstrap_ci
 
     cfg = load_config(CONFIG, ["agent.engine=numba", f"train.total_episodes={episodes}"], device="cpu")
     cfgs = cohort_configs(cfg, range(1, n_seeds + 1))
+    pooled = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, backend="envpool"))
+    other = cohort_configs(pooled, range(1, n_seeds + 1))
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         cohort = Cohort(cfgs).run([Path(tmp) / f"c{c.seed}" for c in cfgs])
         t_cohort = time.perf_counter() - t
         t = time.perf_counter()
-        solo = [Trainer(c).run(Path(tmp) / f"s{c.seed}") for c in cfgs]
-        t_solo = time.perf_counter() - t
+        if against == "solo":
+            rest = [Trainer(c).run(Path(tmp) / f"s{c.seed}") for c in cfgs]
+        else:
+            rest = Cohort(other).run([Path(tmp) / f"e{c.seed}" for c in other])
+        t_rest = time.perf_counter() - t
     a = np.array([s["final_return_mean"] for s in cohort])
-    b = np.array([s["final_return_mean"] for s in solo])
+    b = np.array([s["final_return_mean"] for s in rest])
     (pa, la, ha), (pb, lb, hb) = stratified_bootstrap_ci([a]), stratified_bootstrap_ci([b])
     print(f"equivalence, {n_seeds} seeds, final_return_mean (last 20 training episodes of {episodes}):")
     overlap = la <= hb and lb <= ha
+    name = "solo:   " if against == "solo" else "envpool:"
     print(f"  cohort: IQM {pa:.2f}, 95% CI [{la:.2f}, {ha:.2f}]   ({t_cohort:.0f} s wall)")
-    print(f"  solo:   IQM {pb:.2f}, 95% CI [{lb:.2f}, {hb:.2f}]   ({t_solo:.0f} s wall)")
+    print(f"  {name} IQM {pb:.2f}, 95% CI [{lb:.2f}, {hb:.2f}]   ({t_rest:.0f} s wall)")
     print(f"  CIs overlap: {overlap}; KS p = {ks_2samp(a, b).pvalue:.3f}; identical per seed: {np.array_equal(a, b)}")
 
 
@@ -224,11 +232,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,100,1000", help="cohort sizes")
     parser.add_argument("--equivalence", type=int, default=0, metavar="N", help="only the N-seed equivalence check")
     parser.add_argument("--episodes", type=int, default=300, help="episodes per run in the equivalence check")
+    parser.add_argument("--against", choices=("solo", "envpool"), default="solo",
+                        help="the equivalence check's reference: solo runs, or a cohort on EnvPool's envs")  # fmt: skip
     args = parser.parse_args()
     CONFIG = CONFIGS / args.config
     print(f"config: {CONFIG.relative_to(CONFIGS.parent)}")
     if args.equivalence:
-        equivalence(args.equivalence, args.episodes)
+        equivalence(args.equivalence, args.episodes, args.against)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     run(2, 200)  # warm-up: numba's kernels loaded or compiled, gymnasium imported

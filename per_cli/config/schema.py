@@ -43,6 +43,9 @@ class EnvConfig:
     minatar: MinAtarConfig = field(default_factory=MinAtarConfig)
     # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
     n_bits: int | None = field(default=None, metadata=_bounds(1))
+    # what steps the training env: gymnasium, or envpool (CartPole, Acrobot, MountainCar; pip install envpool):
+    # a cohort's envs in one C++ call (per_cli/envs/pool.py); evaluation always uses Gymnasium's env
+    backend: Literal["gymnasium", "envpool"] = "gymnasium"
 
 
 @dataclass(frozen=True)

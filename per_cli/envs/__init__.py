@@ -74,6 +74,23 @@ def env_label(name: str) -> str:
     return name.lower() if name.lower() in ALIASES else name.replace("/", "-")
 
 
+def check_backend(cfg: EnvConfig) -> None:
+    """``env.backend: envpool`` only for the classic-control envs EnvPool implements, without kwargs, and with
+    EnvPool installed; ConfigError naming the key and the fix otherwise."""
+    if cfg.backend != "envpool":
+        return
+    from per_cli.envs.pool import SUPPORTED, import_envpool
+
+    env_id = resolve_env_id(cfg.id)
+    if env_id not in SUPPORTED:
+        raise ConfigError(
+            f"env.backend envpool: {env_id} is not one of {', '.join(SUPPORTED)}; use env.backend: gymnasium"
+        )
+    if cfg.kwargs:
+        raise ConfigError(f"env.backend envpool: env.kwargs {sorted(cfg.kwargs)} are Gymnasium's; leave them out")
+    import_envpool()
+
+
 def accepts_n_bits(name: str) -> bool:
     """Whether ``env.n_bits`` applies to this env (bit flipping only)."""
     return resolve_env_id(name) == "BitFlip-v0"
@@ -82,8 +99,13 @@ def accepts_n_bits(name: str) -> bool:
 def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
     """Build the env described by ``cfg`` (already validated: see ``check_env_id``); evaluation envs skip
     training-only shaping (Atari reward clipping and life-loss terminals). The env is reset once with ``seed``
-    so its RNG is seeded."""
+    so its RNG is seeded. ``env.backend: envpool``: the training env is one seed's EnvPool env
+    (:mod:`per_cli.envs.pool`, seeded at construction and reset by the trainer); evaluation stays Gymnasium's."""
     env_id = resolve_env_id(cfg.id)
+    if cfg.backend == "envpool" and not evaluation:
+        from per_cli.envs.pool import make_pooled
+
+        return make_pooled(env_id, [seed], cfg.max_episode_steps)[0]
     _register_optional_envs(env_id)
     if is_atari_id(env_id):
         from per_cli.envs.atari import make_atari_env

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from per_cli.config import Config, ConfigError, to_dict
+from per_cli.envs import check_backend, resolve_env_id
+from per_cli.envs.pool import make_pooled
 from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl.agent import UpdateResult
@@ -168,7 +170,13 @@ class Cohort:
 
     def __init__(self, cfgs: Sequence[Config], device: str | None = None, progress: ProgressSink | None = None):
         _check_same_but_seed(cfgs)
-        self.members = [Trainer(cfg, device, progress if i == 0 else None) for i, cfg in enumerate(cfgs)]
+        envs: list = [None] * len(cfgs)
+        if cfgs[0].env.backend == "envpool":  # one EnvPool for the seeds, each member its own env in it
+            check_backend(cfgs[0].env)
+            envs = make_pooled(resolve_env_id(cfgs[0].env.id), [c.seed for c in cfgs], cfgs[0].env.max_episode_steps)
+        self.members = [
+            Trainer(cfg, device, progress if i == 0 else None, envs[i]) for i, cfg in enumerate(cfgs)
+        ]
         self.note: str | None = None
         if self.members[0].agent.engine != "numba" and len(self.members) > 1:
             refusal = stacked_refusal([m.agent for m in self.members])

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from per_cli.envs.pool import PooledEnv, step_together
 from per_cli.train.stopping import SignalStop, as_interrupt
 
 
@@ -146,6 +147,7 @@ def _collect(active: list, batched: Solo) -> list:
     """One env step of every member (see the module docstring); returns those still running."""
     greedy = [m for m in active if _guard(m, m.choose_action)]  # (a member that failed gave None: not greedy)
     actions = {id(m): a for m, a in zip(greedy, batched.greedy(greedy) if greedy else [], strict=True)}
+    _step_pooled(_ok(active), actions)
     for member in _ok(active):
         _guard(member, member.step_env, actions.get(id(member)))
     inserting = [m for m in _ok(active) if m.inserts_by_td]
@@ -156,6 +158,20 @@ def _collect(active: list, batched: Solo) -> list:
     for member in _ok(active):
         _guard(member, member.end_collect)
     return _ok(active)
+
+
+def _step_pooled(members: list, actions: dict) -> None:
+    """The members whose env is an EnvPool env (``env.backend: envpool``) step in one call per pool; each
+    member's ``step_env`` then takes its result. Should the call raise, nothing is left and each member steps
+    its own env (its own error, if any, is its own)."""
+    pooled = [m for m in members if isinstance(m.env, PooledEnv)]
+    if len(pooled) < 2:  # (a solo run steps its env itself)
+        return
+    try:
+        step_together([m.env for m in pooled], [actions.get(id(m), m.action) for m in pooled])
+    except Exception:  # noqa: BLE001 - each member's own step reports its own error
+        for member in pooled:
+            member.env.drop_pending()
 
 
 def _loop(active: list, batched: Solo, stop: SignalStop) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from per_cli.config import Config, EnvConfig, from_dict, to_dict
-from per_cli.envs import accepts_n_bits, check_env_id, make_env
+from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env
 from per_cli.errors import ConfigError
 from per_cli.replay import REPLAY_KINDS, memory_bytes
 from per_cli.replay.storage.budget import ensure_memory_fits
@@ -41,6 +41,7 @@ def preflight(cfg: Config) -> None:
 def check_names(cfg: Config) -> None:
     """Names that live in registries: the env id and the replay kind."""
     check_env_id(cfg.env.id)
+    check_backend(cfg.env)
     if cfg.env.n_bits is not None and not accepts_n_bits(cfg.env.id):
         raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
     kinds = list(REPLAY_KINDS)

@@ -37,12 +37,15 @@ class Trainer:
     """Builds env, agent and memory from a config (before any run directory exists, so bad input leaves
     nothing behind), then ``run(run_dir)`` trains and logs."""
 
-    def __init__(self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None):
+    def __init__(
+        self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None
+    ):
+        """``env``: the training env, when a cohort made it (its seed's EnvPool env); else ``make_env``'s."""
         self.cfg = cfg
         self.device = resolve_device(device or cfg.device)
         self.progress = progress or NoProgress()
         torch.manual_seed(cfg.seed)
-        self.env = make_env(cfg.env, cfg.seed)
+        self.env = env if env is not None else make_env(cfg.env, cfg.seed)
         if not isinstance(self.env.action_space, gym.spaces.Discrete):
             raise ConfigError(
                 f"env.id: {cfg.env.id} has a {type(self.env.action_space).__name__} action space; "

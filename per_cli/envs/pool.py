@@ -1,0 +1,174 @@
+"""``env.backend: envpool``: the classic-control envs of a run or a cohort stepped by EnvPool, in one call.
+
+Why: Gymnasium steps one env per Python call, and a cohort steps S of them one after another: measured here
+(``benchmarks/env_step.py``) 15-35 µs per CartPole step and 60-130 µs per Acrobot step, the largest env cost
+of the seed notebook's study. Gymnasium's own batched CartPole (``vector_entry_point``) takes ONE seed for all
+its sub-envs, and Acrobot and MountainCar have none. EnvPool (``pip install envpool``) steps all of them in C++,
+2-4 µs per env step at S = 100, with a seed per env: env i of a pool made with seed s is seeded s + i.
+
+What stays as with Gymnasium, and is tested against it (tests/envs/test_pool.py): the dynamics (EnvPool's are
+Gymnasium's to a float32 rounding), rewards, termination, truncation at the same step limit, and each seed's
+own stream of initial states. What differs: the initial states themselves (EnvPool's RNG, not NumPy's), so
+an envpool run is not its Gymnasium twin; it is its own reproducible run, the same alone and in a cohort.
+
+:class:`PooledEnv` is one seed's env, with Gymnasium's ``step``/``reset`` contract, so the trainer needs no
+change: ``step`` steps its env alone, unless :func:`step_together` has just stepped the members of a cohort in
+one call per pool, leaving each its result. ``reset()`` starts its next episode (EnvPool's explicit reset of
+that env); ``reset(seed=s)`` restarts a stream as Gymnasium does, from a pool of its own seeded s, except for
+the first one of its own seed, which is the pool's. Envs that cannot be pickled start a new episode on resume
+(see ``Trainer.load_state_dict``), as any env that cannot be pickled.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# the Gymnasium ids EnvPool implements with Gymnasium's dynamics, and the discrete action spaces per needs
+SUPPORTED = ("CartPole-v0", "CartPole-v1", "Acrobot-v1", "MountainCar-v0")
+
+
+def terminal(env_id: str, obs: np.ndarray) -> bool:
+    """Gymnasium's termination condition of ``env_id``, on an observation (from its float32 rounding of the
+    state: only a state within a rounding of the threshold could read otherwise).
+
+    Needed because EnvPool reports ``terminated=False`` on a step that both ends the episode and reaches the
+    step limit, where Gymnasium reports both flags (a terminal state must not be bootstrapped)."""
+    o = obs.astype(np.float64)
+    if env_id.startswith("CartPole"):
+        return bool(abs(o[0]) > 2.4 or abs(o[2]) > 12 * 2 * np.pi / 360)
+    if env_id == "Acrobot-v1":  # -cos(θ1) - cos(θ1 + θ2) > 1, from (cos θ1, sin θ1, cos θ2, sin θ2, ...)
+        return bool(-o[0] - (o[0] * o[2] - o[1] * o[3]) > 1.0)
+    if env_id == "MountainCar-v0":
+        return bool(o[0] >= 0.5 and o[1] >= 0.0)
+    raise ValueError(f"no termination condition for {env_id}")
+
+
+def import_envpool():
+    """The envpool module; ConfigError with the fix when it is not installed."""
+    try:
+        import envpool
+    except ImportError:
+        from per_cli.errors import ConfigError
+
+        raise ConfigError(
+            "env.backend envpool: EnvPool is not installed; pip install envpool (or -e '.[envpool]' in a clone), "
+            "or use env.backend: gymnasium"
+        ) from None
+    return envpool
+
+
+class _Pool:
+    """One EnvPool batch of ``size`` envs, env i seeded ``seed + i``."""
+
+    def __init__(self, env_id: str, seed: int, size: int, max_episode_steps: int | None):
+        kwargs: dict[str, Any] = {"env_type": "gymnasium", "num_envs": size, "batch_size": size, "seed": seed}
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        self.env_id = env_id
+        with warnings.catch_warnings():  # EnvPool builds its Box spaces from float64 bounds; Gymnasium warns
+            warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32")
+            self.envs = import_envpool().make(env_id, **kwargs)
+            self.observation_space, self.action_space = self.envs.observation_space, self.envs.action_space
+
+    def step(self, ids: np.ndarray, actions: np.ndarray) -> tuple:
+        """(obs, reward, terminated, truncated) of envs ``ids`` after ``actions``, in the order of ``ids``;
+        ``terminated`` as Gymnasium sets it, also on a step that reaches the step limit (:func:`terminal`)."""
+        obs, reward, terminated, truncated, info = self.envs.step(actions.astype(np.int32), ids.astype(np.int32))
+        got = np.asarray(info["env_id"])
+        if not np.array_equal(got, ids):  # EnvPool returns envs as they finish: put them back in order
+            order = np.argsort(got)[np.searchsorted(np.sort(got), ids)]
+            obs, reward, terminated, truncated = obs[order], reward[order], terminated[order], truncated[order]
+        for k in np.flatnonzero(truncated & ~terminated):
+            terminated[k] = terminal(self.env_id, obs[k])
+        return obs, reward, terminated, truncated
+
+    def reset(self, index: int) -> np.ndarray:
+        obs, _ = self.envs.reset(np.array([index], dtype=np.int32))
+        return obs[0]
+
+
+class PooledEnv:
+    """One seed's env in an EnvPool batch (see the module docstring)."""
+
+    metadata: dict[str, Any] = {}
+    spec = None
+
+    def __init__(self, pool: _Pool, index: int, seed: int, env_id: str, max_episode_steps: int | None):
+        self.pool, self.index, self.seed = pool, index, seed
+        self.env_id, self.max_episode_steps = env_id, max_episode_steps
+        self.observation_space, self.action_space = pool.observation_space, pool.action_space
+        self._first_obs: np.ndarray | None = None  # the first episode's observation until the first step
+        self._stepped = False
+        self._pending: tuple[int, tuple] | None = None  # (action, result) left by step_together
+
+    @property
+    def unwrapped(self) -> PooledEnv:
+        return self
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        self._pending = None
+        if seed is not None and (seed != self.seed or self._stepped):  # a new stream, as Gymnasium reseeds
+            self.pool, self.index, self.seed = _Pool(self.env_id, seed, 1, self.max_episode_steps), 0, seed
+            self._first_obs, self._stepped = None, False
+        if not self._stepped:
+            if self._first_obs is None:
+                self._first_obs = self.pool.reset(self.index)
+            return self._first_obs.copy(), {}
+        return self.pool.reset(self.index), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if not self._stepped and self._first_obs is None:
+            raise RuntimeError("PooledEnv.step before reset")
+        self._stepped = True
+        if self._pending is not None:
+            sent, result = self._pending
+            self._pending = None
+            if sent != int(action):
+                raise RuntimeError(f"the pooled step was sent action {sent}, not {action}")
+            return result
+        obs, reward, terminated, truncated = self.pool.step(np.array([self.index]), np.array([int(action)]))
+        return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+
+    def drop_pending(self) -> None:
+        """Forget a result that :func:`step_together` left (its next ``step`` steps it alone)."""
+        self._pending = None
+
+    def close(self) -> None:
+        self._pending = None
+
+    def __getstate__(self):
+        raise TypeError("an EnvPool env cannot be pickled")
+
+
+def make_pooled(env_id: str, seeds: Sequence[int], max_episode_steps: int | None = None) -> list[PooledEnv]:
+    """One :class:`PooledEnv` per seed; seeds that follow each other (5, 6, 7) share one pool."""
+    envs: list[PooledEnv] = []
+    start = 0
+    while start < len(seeds):
+        end = start + 1
+        while end < len(seeds) and seeds[end] == seeds[end - 1] + 1:
+            end += 1
+        pool = _Pool(env_id, int(seeds[start]), end - start, max_episode_steps)
+        envs += [PooledEnv(pool, i, int(seeds[start + i]), env_id, max_episode_steps) for i in range(end - start)]
+        start = end
+    return envs
+
+
+def step_together(envs: Sequence[PooledEnv], actions: Sequence[int]) -> None:
+    """Step ``envs`` (each already reset) with ``actions`` in one EnvPool call per pool, leaving each env its
+    result for its next ``step(action)`` (which checks that it is the same action)."""
+    by_pool: dict[int, list[int]] = {}
+    for k, env in enumerate(envs):
+        by_pool.setdefault(id(env.pool), []).append(k)
+    for ks in by_pool.values():
+        pool = envs[ks[0]].pool
+        ids = np.array([envs[k].index for k in ks])
+        sent = np.array([int(actions[k]) for k in ks])
+        obs, reward, terminated, truncated = pool.step(ids, sent)
+        for row, k in enumerate(ks):
+            result = (obs[row], float(reward[row]), bool(terminated[row]), bool(truncated[row]), {})
+            envs[k]._pending = (int(sent[row]), result)
