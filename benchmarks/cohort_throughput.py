@@ -38,6 +38,7 @@ from per_cli.config import load_config  # noqa: E402
 from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
+from per_cli.train import lockstep  # noqa: E402
 from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E402
 from per_cli.train.lockstep import Solo  # noqa: E402
 from per_cli.train.metrics import UpdateWindow  # noqa: E402
@@ -55,14 +56,18 @@ PHASES = [
     ("logging", Trainer, "_end_episode"),
     ("logging", Trainer, "_log_updates"),
     ("logging", UpdateWindow, "add"),  # each update's measures kept for the next log
+    ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
     # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)
     ("run start/end", Trainer, "begin"),
     ("run start/end", Trainer, "finish"),
 ]
 
 
+EXTRA_SETS: list[str] = []  # --set KEY=VALUE, e.g. env.backend=envpool
+
+
 def _configs(seeds, steps: int):
-    sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0"]
+    sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0", *EXTRA_SETS]
     cfg = load_config(CONFIG, sets, device="cpu")
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, total_episodes=None))  # steps only
     return cohort_configs(cfg, seeds)
@@ -225,7 +230,7 @@ def equivalence(n_seeds: int, episodes: int, against: str = "solo") -> None:
 
 
 def main() -> None:
-    global CONFIG  # --config: what _configs and equivalence load
+    global CONFIG  # --config: what _configs and equivalence load (with --set's overrides)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2000, help="env steps per seed")
     parser.add_argument("--config", default=str(CONFIG.relative_to(CONFIGS)), help="a config under configs/")
@@ -234,9 +239,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=300, help="episodes per run in the equivalence check")
     parser.add_argument("--against", choices=("solo", "envpool"), default="solo",
                         help="the equivalence check's reference: solo runs, or a cohort on EnvPool's envs")  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key in the throughput runs, e.g. env.backend=envpool")  # fmt: skip
     args = parser.parse_args()
     CONFIG = CONFIGS / args.config
-    print(f"config: {CONFIG.relative_to(CONFIGS.parent)}")
+    EXTRA_SETS.extend(args.set)
+    print(f"config: {CONFIG.relative_to(CONFIGS.parent)}" + "".join(f" --set {kv}" for kv in args.set))
     if args.equivalence:
         equivalence(args.equivalence, args.episodes, args.against)
         return
