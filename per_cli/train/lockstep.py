@@ -169,9 +169,12 @@ def _step_pooled(members: list, actions: dict) -> None:
         return
     try:
         step_together([m.env for m in pooled], [actions.get(id(m), m.action) for m in pooled])
-    except Exception:  # noqa: BLE001 - each member's own step reports its own error
+    except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
         for member in pooled:
             member.env.drop_pending()
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:
+            raise interrupt from None
 
 
 def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
