@@ -68,7 +68,7 @@ class _Pool:
         kwargs: dict[str, Any] = {"env_type": "gymnasium", "num_envs": size, "batch_size": size, "seed": seed}
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
-        self.env_id = env_id
+        self.env_id, self.max_episode_steps = env_id, max_episode_steps
         with warnings.catch_warnings():  # EnvPool builds its Box spaces from float64 bounds; Gymnasium warns
             warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32")
             self.envs = import_envpool().make(env_id, **kwargs)
@@ -97,9 +97,8 @@ class PooledEnv:
     metadata: dict[str, Any] = {}
     spec = None
 
-    def __init__(self, pool: _Pool, index: int, seed: int, env_id: str, max_episode_steps: int | None):
+    def __init__(self, pool: _Pool, index: int, seed: int):
         self.pool, self.index, self.seed = pool, index, seed
-        self.env_id, self.max_episode_steps = env_id, max_episode_steps
         self.observation_space, self.action_space = pool.observation_space, pool.action_space
         self._first_obs: np.ndarray | None = None  # the first episode's observation until the first step
         self._stepped = False
@@ -112,7 +111,7 @@ class PooledEnv:
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         self._pending = None
         if seed is not None and (seed != self.seed or self._stepped):  # a new stream, as Gymnasium reseeds
-            self.pool, self.index, self.seed = _Pool(self.env_id, seed, 1, self.max_episode_steps), 0, seed
+            self.pool, self.index, self.seed = _Pool(self.pool.env_id, seed, 1, self.pool.max_episode_steps), 0, seed
             self._first_obs, self._stepped = None, False
         if not self._stepped:
             if self._first_obs is None:
@@ -130,8 +129,7 @@ class PooledEnv:
             if sent != int(action):
                 raise RuntimeError(f"the pooled step was sent action {sent}, not {action}")
             return result
-        obs, reward, terminated, truncated = self.pool.step(np.array([self.index]), np.array([int(action)]))
-        return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+        return _row(self.pool.step(np.array([self.index]), np.array([int(action)])), 0)
 
     def drop_pending(self) -> None:
         """Forget a result that :func:`step_together` left (its next ``step`` steps it alone)."""
@@ -153,7 +151,7 @@ def make_pooled(env_id: str, seeds: Sequence[int], max_episode_steps: int | None
         while end < len(seeds) and seeds[end] == seeds[end - 1] + 1:
             end += 1
         pool = _Pool(env_id, int(seeds[start]), end - start, max_episode_steps)
-        envs += [PooledEnv(pool, i, int(seeds[start + i]), env_id, max_episode_steps) for i in range(end - start)]
+        envs += [PooledEnv(pool, i, int(seeds[start + i])) for i in range(end - start)]
         start = end
     return envs
 
@@ -168,7 +166,12 @@ def step_together(envs: Sequence[PooledEnv], actions: Sequence[int]) -> None:
         pool = envs[ks[0]].pool
         ids = np.array([envs[k].index for k in ks])
         sent = np.array([int(actions[k]) for k in ks])
-        obs, reward, terminated, truncated = pool.step(ids, sent)
+        stepped = pool.step(ids, sent)
         for row, k in enumerate(ks):
-            result = (obs[row], float(reward[row]), bool(terminated[row]), bool(truncated[row]), {})
-            envs[k]._pending = (int(sent[row]), result)
+            envs[k]._pending = (int(sent[row]), _row(stepped, row))
+
+
+def _row(stepped: tuple, row: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+    """One env's ``step`` result, Gymnasium's way, from row ``row`` of a pool step's arrays."""
+    obs, reward, terminated, truncated = stepped
+    return obs[row], float(reward[row]), bool(terminated[row]), bool(truncated[row]), {}
