@@ -15,6 +15,7 @@ The update's FLOP rate: the batched update alone on fixed batches, against a sin
 as the ceiling.
 
     python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000] [--config seed001/cartpole_per.yaml]
+    python benchmarks/cohort_throughput.py --cohort-backend envpool   # cohorts on EnvPool, the solo run on Gymnasium
     python benchmarks/cohort_throughput.py --equivalence 20 [--episodes 300]   # 20 seeds: one cohort vs 20 solo runs
     python benchmarks/cohort_throughput.py --equivalence 20 --against envpool  # Gymnasium's envs vs EnvPool's
 """
@@ -64,10 +65,12 @@ PHASES = [
 
 
 EXTRA_SETS: list[str] = []  # --set KEY=VALUE, e.g. env.backend=envpool
+COHORT_SETS: list[str] = []  # --cohort-backend envpool: cohorts (S >= 2) only; the solo baseline keeps its envs
 
 
 def _configs(seeds, steps: int):
-    sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0", *EXTRA_SETS]
+    cohort = COHORT_SETS if len(seeds) > 1 else []
+    sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0", *EXTRA_SETS, *cohort]
     cfg = load_config(CONFIG, sets, device="cpu")
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, total_episodes=None))  # steps only
     return cohort_configs(cfg, seeds)
@@ -241,10 +244,16 @@ def main() -> None:
                         help="the equivalence check's reference: solo runs, or a cohort on EnvPool's envs")  # fmt: skip
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key in the throughput runs, e.g. env.backend=envpool")  # fmt: skip
+    parser.add_argument("--cohort-backend", choices=("gymnasium", "envpool"), default=None,
+                        help="env.backend of the cohorts only; the solo baseline keeps the config's")  # fmt: skip
     args = parser.parse_args()
     CONFIG = CONFIGS / args.config
     EXTRA_SETS.extend(args.set)
-    print(f"config: {CONFIG.relative_to(CONFIGS.parent)}" + "".join(f" --set {kv}" for kv in args.set))
+    if args.cohort_backend:
+        COHORT_SETS.append(f"env.backend={args.cohort_backend}")
+    print(f"config: {CONFIG.relative_to(CONFIGS.parent)}" + "".join(f" --set {kv}" for kv in args.set)
+          + (f"; cohorts on env.backend={args.cohort_backend}, the solo run on the config's" if args.cohort_backend
+             else ""))  # fmt: skip
     if args.equivalence:
         equivalence(args.equivalence, args.episodes, args.against)
         return
