@@ -20,7 +20,11 @@ import numpy as np
 
 _FASTMATH = {"reassoc", "contract"}  # vectorize reductions and fuse multiply-adds; keep NaN/inf semantics
 JIT = {"cache": True, "fastmath": _FASTMATH, "nogil": True}
+# Kernels whose sums must keep their source order (the short-reduction products: a loop across independent
+# outputs, sequential over the reduction): contraction only, so LLVM may fuse a multiply-add but never reorder.
+EXACT = {"cache": True, "fastmath": {"contract"}, "nogil": True}
 SHORT = 16  # reductions shorter than this use axpy loops instead of blocked dot products
+DIRECT_ROWS = 2  # a short-reduction product of at most this many rows skips transposing the weights
 
 
 @numba.njit(**JIT)
@@ -69,19 +73,75 @@ def transpose(x, out):
             out[j, i] = x[i, j]
 
 
-@numba.njit(**JIT)
+@numba.njit(**EXACT)
+def _axpy4(a, b, c, i, kk, first):
+    """c[i, :] (+)= a[i, kk] b[kk, :] + ... + a[i, kk+3] b[kk+3, :], added one term at a time, left to right."""
+    x0, x1, x2, x3 = a[i, kk], a[i, kk + 1], a[i, kk + 2], a[i, kk + 3]
+    if first:
+        for j in range(c.shape[1]):
+            c[i, j] = (((np.float32(0.0) + x0 * b[kk, j]) + x1 * b[kk + 1, j]) + x2 * b[kk + 2, j]) + x3 * b[kk + 3, j]
+    else:
+        for j in range(c.shape[1]):
+            c[i, j] = (((c[i, j] + x0 * b[kk, j]) + x1 * b[kk + 1, j]) + x2 * b[kk + 2, j]) + x3 * b[kk + 3, j]
+
+
+@numba.njit(**EXACT)
+def _axpy2(a, b, c, i, kk, first):
+    """:func:`_axpy4` for two terms."""
+    x0, x1 = a[i, kk], a[i, kk + 1]
+    if first:
+        for j in range(c.shape[1]):
+            c[i, j] = (np.float32(0.0) + x0 * b[kk, j]) + x1 * b[kk + 1, j]
+    else:
+        for j in range(c.shape[1]):
+            c[i, j] = (c[i, j] + x0 * b[kk, j]) + x1 * b[kk + 1, j]
+
+
+@numba.njit(**EXACT)
+def _axpy1(a, b, c, i, kk, first):
+    """:func:`_axpy4` for one term."""
+    x0 = a[i, kk]
+    if first:
+        for j in range(c.shape[1]):
+            c[i, j] = np.float32(0.0) + x0 * b[kk, j]
+    else:
+        for j in range(c.shape[1]):
+            c[i, j] = c[i, j] + x0 * b[kk, j]
+
+
+@numba.njit(**EXACT)
 def gemm_nn(a, b, c):
     """c[i, :] = Σ_k a[i, k] b[k, :] for row-major a (m, k), b (k, n): axpy loops over contiguous rows of b,
-    the better form when k is small."""
+    the better form when k is small.
+
+    Each c[i, j] is 0 + a[i, 0] b[0, j] + a[i, 1] b[1, j] + ..., summed in that order (one FMA per term); the
+    terms are added four at a time per pass over the row, so the row is loaded and stored k/4 times, not k."""
     m, k = a.shape
-    n = b.shape[1]
     for i in range(m):
-        for j in range(n):
-            c[i, j] = 0.0
-        for kk in range(k):
-            x = a[i, kk]
-            for j in range(n):
-                c[i, j] += x * b[kk, j]
+        kk = 0
+        while kk + 4 <= k:
+            _axpy4(a, b, c, i, kk, kk == 0)
+            kk += 4
+        if kk + 2 <= k:
+            _axpy2(a, b, c, i, kk, kk == 0)
+            kk += 2
+        if kk < k:
+            _axpy1(a, b, c, i, kk, kk == 0)
+        if k == 0:
+            c[i, :] = 0.0
+
+
+@numba.njit(**EXACT)
+def gemm_nt_direct(a, b, c):
+    """c[i, j] = Σ_k a[i, k] b[j, k], each a sequential sum over k (the order of :func:`gemm_nn`), without
+    transposing b: for few rows of a, where transposing b would cost more than the product."""
+    m, k = a.shape
+    for i in range(m):
+        for j in range(b.shape[0]):
+            s = np.float32(0.0)
+            for kk in range(k):
+                s += a[i, kk] * b[j, kk]
+            c[i, j] = s
 
 
 @numba.njit(**JIT)
@@ -139,6 +199,9 @@ def gemm_nt(a, b, c, scratch):
     k = a.shape[1]
     n = b.shape[0]
     if k < SHORT:
+        if a.shape[0] <= DIRECT_ROWS:
+            gemm_nt_direct(a, b, c)
+            return
         bt = scratch[: k * n].reshape(k, n)
         transpose(b, bt)
         gemm_nn(a, bt, c)
