@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.rl.engines.dense import JIT, max_width, offsets
+from per_cli.rl.engines.dense import JIT, aligned, aligned_empty, max_width, offsets
 from per_cli.rl.engines.optim import adam_step, clip_grad_norm
 from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
 from per_cli.rl.engines.td import loss_and_dq, next_values, targets
@@ -19,14 +19,15 @@ from per_cli.rl.engines.td import loss_and_dq, next_values, targets
 def _sizes(dims, batch, act_off):
     """Floats of each workspace buffer, in order (fills ``act_off``, see activation_offsets): scratch, w_t (width²
     each); buf_a, buf_b, q_copy, dz, dx, dz_t, x_t (width·batch each); next_q, target (batch each); acts (every
-    layer's output); grad (one float per parameter)."""
+    layer's output); grad (one float per parameter). Each but the last rounded up to whole cache lines, so that
+    every buffer of a 64-byte aligned workspace starts on a cache line."""
     width = max_width(dims)
     sizes = np.empty(13, dtype=np.int64)
-    sizes[0:2] = width * width
-    sizes[2:9] = width * batch
-    sizes[9:11] = batch
-    sizes[11] = activation_offsets(dims, batch, act_off)
-    sizes[12] = offsets(dims)[-1]
+    sizes[0:2] = aligned(width * width)
+    sizes[2:9] = aligned(width * batch)
+    sizes[9:11] = aligned(batch)
+    sizes[11] = aligned(activation_offsets(dims, batch, act_off))
+    sizes[12] = offsets(dims)[-1]  # exact: clip_grad_norm takes the norm of the whole buffer
     return sizes
 
 
@@ -37,7 +38,8 @@ def workspace_size(dims, batch):
 
 
 class Workspace:
-    """One engine's scratch memory: allocated once, grown only when a call brings a larger batch."""
+    """One engine's scratch memory: allocated once (64-byte aligned), grown only when a call brings a larger
+    batch."""
 
     def __init__(self, dims: np.ndarray):
         self.dims = dims
@@ -46,7 +48,7 @@ class Workspace:
 
     def for_batch(self, batch: int) -> np.ndarray:
         if batch > self.batch:
-            self.buffer = np.empty(workspace_size(self.dims, batch), dtype=np.float32)
+            self.buffer = aligned_empty(workspace_size(self.dims, batch))
             self.batch = batch
         return self.buffer
 

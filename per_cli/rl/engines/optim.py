@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import torch
 
-from per_cli.rl.engines.dense import JIT
+from per_cli.rl.engines.dense import JIT, aligned_empty
 
 
 @numba.njit(**JIT)
@@ -90,8 +90,9 @@ class FlatAdam:
         self.shapes = shapes
         self.sizes = [math.prod(s) for s in shapes]
         n = sum(self.sizes)
-        self.m = np.zeros(n, dtype=np.float32)
-        self.v = np.zeros(n, dtype=np.float32)
+        self.m, self.v = aligned_empty(n), aligned_empty(n)  # 64-byte aligned: see dense.aligned_empty
+        self.m[:] = 0.0
+        self.v[:] = 0.0
         self.step = 0
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
 
