@@ -8,9 +8,11 @@ written out, each in the loop order that vectorizes for its shape. Activations a
 (``(batch, features)``, as torch keeps them). A product with a long reduction (a hidden layer's forward or input
 gradient, a hidden-to-hidden weight gradient) is computed as 2 × 4 blocks of dot products, so each loaded value
 feeds several multiply-adds; one with a short reduction (the 4 inputs of CartPole, the 2 actions) as axpy loops
-over contiguous rows. The kernels are compiled with reassociation allowed (so the dot products vectorize;
-rounding then differs from torch's by float32 noise, ~1e-7 relative) but without ``nnan``/``ninf``, so a
-diverging loss still shows up as NaN and the loop's finiteness check catches it.
+over contiguous rows, four terms per pass over a row (``EXACT``: no reassociation, so each output is the FMA
+chain 0 + t0 + t1 + ... in source order whatever LLVM vectorizes). The other kernels are compiled with
+reassociation allowed (so the dot products vectorize; rounding then differs from torch's by float32 noise, ~1e-7
+relative). None allows ``nnan``/``ninf``, so a diverging loss still shows up as NaN and the loop's finiteness
+check catches it. Buffers start on cache lines (:func:`aligned_empty`): no value depends on it, the speed does.
 """
 
 from __future__ import annotations
