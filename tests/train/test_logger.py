@@ -6,7 +6,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from per_cli.train.events import masked_crc32c
+from per_cli.train.events import ScalarEvents, masked_crc32c, scalar_events_usable, tfrecord
 from per_cli.train.logger import RunLogger
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
@@ -89,6 +89,49 @@ def test_event_file_crcs_are_tensorboards():
     for size in (0, 1, 8, 12, 333, 4096):
         data = rng.integers(0, 256, size=size, dtype=np.uint8).tobytes()
         assert masked_crc32c(data) == reference(data)
+
+
+def _protobuf_event(values: dict, step: int, wall_time: float) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    value = summary_pb2.Summary.Value
+    summary = summary_pb2.Summary(value=[value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
+    return event_pb2.Event(wall_time=wall_time, step=step, summary=summary).SerializeToString()
+
+
+def test_scalar_events_are_protobufs_bytes_and_tensorboards_records():
+    """The hand-built event is protobuf's serialization byte for byte, framed as TensorBoard's RecordWriter
+    frames it, for random tags (non-ASCII, long: two-byte lengths), values (float32 range edges, NaN, ints,
+    numpy scalars) and steps (0, varint edges, negative)."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    assert scalar_events_usable()
+    rng = np.random.default_rng(5)
+    encoder = ScalarEvents()
+    specials = [0.0, -0.0, float("nan"), float("inf"), 3.4028235e38, 3.4028236e38, 1e-46, 7, np.float32(0.1)]
+    for trial in range(200):
+        n = int(rng.integers(1, 20))
+        tags = [("é" if trial % 3 == 0 else "t") * int(rng.integers(1, 90)) + f"/{k}" for k in range(n)]
+        values = {tag: specials[k % len(specials)] if trial % 2 else float(rng.normal() * 10.0 ** rng.integers(-40, 40))
+                  for k, tag in enumerate(tags)}  # fmt: skip
+        step = int(rng.choice([0, 1, 127, 128, 16383, 16384, 2**40, -1, -(2**63), 2**63 - 1]))
+        wall = float(rng.uniform(0, 2e9))
+        want = _protobuf_event(values, step, wall)
+        assert encoder.encode(values, step, wall) == want
+
+        class Sink:
+            written = b""
+
+            def write(self, data):
+                self.written += data
+
+        sink = Sink()
+        RecordWriter(sink).write(want)
+        assert encoder.record(values, step, wall) == tfrecord(want) == sink.written
+    # outside the layout: protobuf's own path (None here)
+    assert encoder.encode({"x": 1.0}, 2**63, 1.0) is None
+    assert encoder.encode({"x": None}, 1, 1.0) is None
+    assert encoder.encode({1: 1.0}, 1, 1.0) is None
 
 
 def test_metrics_csv_holds_whole_rows_and_every_row_after_a_flush(tmp_path):
