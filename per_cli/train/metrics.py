@@ -21,7 +21,10 @@ import numpy as np
 
 from per_cli.rl.engines.cohort import stack  # np.stack of equal-shaped arrays, without its per-array cost
 from per_cli.train.iid import (
+    MAX_RAW_FEATURES,
     episode_diversity,
+    pairwise_sum,
+    raw_state_diversity,
     reference_variance,
     reference_view,
     state_diversity,
@@ -98,32 +101,10 @@ def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> di
     }
 
 
-@numba.njit(cache=True, nogil=True)
-def _pairwise(a, n, zero):
-    """numpy's sum of ``a[:n]`` (n <= 128) in the type of ``zero``: its pairwise summation's base case, 8
-    running sums after 8 numbers (fewer: one after another, from zero)."""
-    if n < 8:
-        total = zero
-        for i in range(n):
-            total += a[i]
-        return total
-    r = a[:8].copy()
-    i = 8
-    while i < n - n % 8:
-        for j in range(8):
-            r[j] += a[i + j]
-        i += 8
-    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-    while i < n:
-        total += a[i]
-        i += 1
-    return total
-
-
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
 def _td_kernel(raw_td, weights, huber):
     """``_numpy_td_measures`` for float32 (U, B), B <= 128, as numpy computes it: float32 rows summed pairwise
-    (:func:`_pairwise`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
+    (:func:`pairwise_sum`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
     the std from the float32 mean and squares, the median as the middle value or the float32 mean of the two
     middle ones, NaN propagated; the unweighted loss in float64 from float64(δ)."""
     u, b = raw_td.shape
@@ -142,14 +123,14 @@ def _td_kernel(raw_td, weights, huber):
             largest = max(largest, value)
             d = abs(np.float64(raw_td[k, j]))
             losses[j] = ((0.5 * d * d) if d < 1.0 else (d - 0.5)) if huber else d * d
-        m = np.float32(np.float64(_pairwise(td, b, zero32)) / b)
+        m = np.float32(np.float64(pairwise_sum(td, b, zero32)) / b)
         mean[k] = m
         for j in range(b):
             x = td[j] - m
             squares[j] = x * x
-        std[k] = np.sqrt(np.float32(np.float64(_pairwise(squares, b, zero32)) / b))
-        unweighted[k] = _pairwise(losses, b, 0.0) / b
-        weight_mean[k] = np.float32(np.float64(_pairwise(weights[k], b, zero32)) / b)
+        std[k] = np.sqrt(np.float32(np.float64(pairwise_sum(squares, b, zero32)) / b))
+        unweighted[k] = pairwise_sum(losses, b, 0.0) / b
+        weight_mean[k] = np.float32(np.float64(pairwise_sum(weights[k], b, zero32)) / b)
         if nan:
             top[k], median[k] = np.nan, np.nan
             continue
@@ -342,8 +323,12 @@ class UpdateWindow:
         if self._ref_var is None or self._since_refresh >= self.refresh_every:
             self._ref_var = reference_variance(reference_view(memory, self._obs_ndim, self._rng))
             self._since_refresh = 0
-        values = {"iid/episode_diversity": episode_diversity(stack(self._episodes), np.asarray(self._held))}
-        diversity = state_diversity(state_view(obs, self._obs_ndim), self._ref_var)
+        held = np.array(self._held, dtype=np.int64)
+        values = {"iid/episode_diversity": episode_diversity(stack(self._episodes), held)}
+        if self._obs_ndim == 1 and obs.shape[2] <= MAX_RAW_FEATURES:  # states measured as they are
+            diversity = raw_state_diversity(obs, self._ref_var)
+        else:
+            diversity = state_diversity(state_view(obs, self._obs_ndim), self._ref_var)
         if not np.isnan(diversity).any():  # undefined while the memory holds one state value: not logged
             values["iid/state_diversity"] = diversity
         return values
