@@ -285,13 +285,28 @@ def episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def _episode_diversity(episodes, held):
+    """Distinct ids per row counted by marking them in a table over the row's id range (a batch's episodes
+    span a few hundred ids; a sort costs ~1 µs a row), by sorting where the range is wide; then numpy's
+    division."""
     u, b = episodes.shape
     out = np.empty(u, dtype=np.float64)
+    seen = np.zeros(4096, dtype=np.bool_)
     for row in range(u):
-        ordered = np.sort(episodes[row])
-        distinct = 1
-        for i in range(1, b):
-            distinct += ordered[i] != ordered[i - 1]
+        ids = episodes[row]
+        low, high = ids.min(), ids.max()
+        if high - low < seen.shape[0]:
+            distinct = 0
+            for i in range(b):
+                if not seen[ids[i] - low]:
+                    seen[ids[i] - low] = True
+                    distinct += 1
+            for i in range(b):
+                seen[ids[i] - low] = False
+        else:
+            ordered = np.sort(ids)
+            distinct = 1
+            for i in range(1, b):
+                distinct += ordered[i] != ordered[i - 1]
         out[row] = distinct / min(b, max(held[row], 1))
     return out
 

@@ -83,7 +83,8 @@ def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str,
     exact = raw_td.ndim == 2 and raw_td.dtype == np.float32 and raw_td.flags.c_contiguous and raw_td.shape[1] <= 128
     exact = exact and weights.dtype == np.float32 and weights.flags.c_contiguous and weights.shape == raw_td.shape
     if exact and loss in ("huber", "mse") and exact_measures_usable():
-        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, weights, loss == "huber")
+        ordered = np.sort(np.abs(raw_td), axis=1)  # numpy's sort: several times faster than a compiled one here
+        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, loss == "huber")
         return {"mean": mean, "median": median, "max": top, "std": std, "unweighted": unweighted,
                 "weight_mean": weight_mean}  # fmt: skip
     return _numpy_td_measures(raw_td, weights, loss)
@@ -102,11 +103,12 @@ def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> di
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
-def _td_kernel(raw_td, weights, huber):
+def _td_kernel(raw_td, ordered, weights, huber):
     """``_numpy_td_measures`` for float32 (U, B), B <= 128, as numpy computes it: float32 rows summed pairwise
     (:func:`pairwise_sum`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
     the std from the float32 mean and squares, the median as the middle value or the float32 mean of the two
-    middle ones, NaN propagated; the unweighted loss in float64 from float64(δ)."""
+    middle ones of ``ordered`` (each row of |δ| sorted), NaN propagated; the unweighted loss in float64 from
+    float64(δ)."""
     u, b = raw_td.shape
     mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
     std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
@@ -135,11 +137,10 @@ def _td_kernel(raw_td, weights, huber):
             top[k], median[k] = np.nan, np.nan
             continue
         top[k] = largest
-        ordered = np.sort(td)
         if b % 2:
-            median[k] = ordered[b // 2]
+            median[k] = ordered[k, b // 2]
         else:
-            median[k] = np.float32(np.float64((zero32 + ordered[b // 2 - 1]) + ordered[b // 2]) / 2)
+            median[k] = np.float32(np.float64((zero32 + ordered[k, b // 2 - 1]) + ordered[k, b // 2]) / 2)
     return mean, median, top, std, unweighted, weight_mean
 
 
@@ -157,7 +158,8 @@ def exact_measures_usable() -> bool:
         for loss in ("huber", "mse"):
             with np.errstate(invalid="ignore", over="ignore"):
                 want = _numpy_td_measures(raw, weights, loss)
-                got = dict(zip(want, _td_kernel(raw, weights, loss == "huber"), strict=True))
+                ordered = np.sort(np.abs(raw), axis=1)
+                got = dict(zip(want, _td_kernel(raw, ordered, weights, loss == "huber"), strict=True))
             if any(want[key].dtype != got[key].dtype or want[key].tobytes() != got[key].tobytes() for key in want):
                 return False
     return True

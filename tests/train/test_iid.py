@@ -216,6 +216,8 @@ def test_compiled_episode_diversity_is_numpys():
     rng = np.random.default_rng(2)
     for b in (1, 2, 7, 64):
         episodes = rng.integers(0, rng.integers(1, 40), size=(30, b))
+        episodes[::3] *= 1000  # ids spread wider than the compiled table: sorted
+        episodes[1::3] += 2**62
         held = rng.integers(-1, 60, size=30)  # (0 and below: counted as 1)
         got = episode_diversity(episodes, held)
         assert got.dtype == np.float64 and got.tobytes() == _numpy_episode_diversity(episodes, held).tobytes()
