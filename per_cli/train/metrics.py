@@ -331,7 +331,8 @@ class UpdateWindow:
             "td_error/median": td["median"],
             "td_error/max": td["max"],
             "td_error/std": td["std"],
-            "replay/sample_age": stack(self._ages).mean(axis=1),
+            # (ndarray.mean's own reduction and division, without its Python wrapper)
+            "replay/sample_age": np.add.reduce(stack(self._ages), axis=1, dtype=np.float64) / len(self._ages[0]),
             "replay/is_weight_mean": td["weight_mean"],
         }
         obs = stack(self._obs) if self._obs else None

@@ -147,3 +147,30 @@ def test_metrics_csv_holds_whole_rows_and_every_row_after_a_flush(tmp_path):
     logger.episode({"step": 4, "episode": 4, "return": 2.0})
     logger.close()
     assert (tmp_path / "metrics.csv").read_text().splitlines()[-1].startswith("4,4,2.0")
+
+
+def test_metrics_csv_is_what_a_dict_writer_writes(tmp_path):
+    """Rows with every column, missing columns, None (blank), extra keys (ignored), floats, ints, bools and
+    text needing quotes come out as ``csv.DictWriter(fieldnames=EPISODE_COLUMNS, extrasaction="ignore")``
+    writes them, header included."""
+    import csv
+    import io
+
+    from per_cli.train.logger import EPISODE_COLUMNS
+
+    rows = [
+        {c: k * 0.1 + 1 / 3 for k, c in enumerate(EPISODE_COLUMNS)},
+        {"step": 7, "episode": 2, "return": -1.0, "success": None, "extra": "x", "loss": np.float64(2.5)},
+        {"step": 8, "wall_time": 1e-20, "epsilon": True, "state_diversity": 'a,"b"'},
+        {},
+    ]
+    logger = RunLogger(tmp_path, tensorboard=False)
+    for row in rows:
+        logger.episode(row)
+    logger.close()
+    expected = io.StringIO()
+    writer = csv.DictWriter(expected, fieldnames=EPISODE_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    assert (tmp_path / "metrics.csv").read_bytes().decode() == expected.getvalue()
