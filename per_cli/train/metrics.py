@@ -31,7 +31,6 @@ from per_cli.train.iid import (
     state_view,
     unweighted_td_loss,
 )
-from per_cli.train.rows import RowBuffer
 
 
 def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
@@ -269,14 +268,12 @@ def _count_above(gram, threshold):
 class UpdateWindow:
     """Raw per-update data kept until ``pop``, which computes every update's scalars in one vectorized pass.
 
-    Deferring the work keeps the per-step cost of the metrics to copying the update's arrays into the window's
-    rows (:class:`~per_cli.train.rows.RowBuffer`; kept as lists of arrays, as before, where a row differs).
-    With ``iid`` on, ``add`` and ``pop`` take the memory: ``add`` records how many episodes it holds (episode
-    diversity's denominator at sampling time), and ``pop`` draws a fresh reference sample of
-    ``iid.REFERENCE_SIZE`` states from it (``iid.reference_view``, with the window's own generator, so training
-    is unaffected) at the first pop and then at the first pop after every ``refresh_every`` updates
-    (``log.every``: once per log window). Only the reference's per-feature variance is kept, so the window
-    pickles small (checkpoints hold it).
+    Deferring the work keeps the per-step cost of the metrics to a few list appends. With ``iid`` on, ``add``
+    and ``pop`` take the memory: ``add`` records how many episodes it holds (episode diversity's denominator at
+    sampling time), and ``pop`` draws a fresh reference sample of ``iid.REFERENCE_SIZE`` states from it
+    (``iid.reference_view``, with the window's own generator, so training is unaffected) at the first pop and
+    then at the first pop after every ``refresh_every`` updates (``log.every``: once per log window). Only the
+    reference's per-feature variance is kept, so the window pickles small (checkpoints hold it).
     """
 
     def __init__(
@@ -304,61 +301,28 @@ class UpdateWindow:
         self._held: list[int] = []
         self._loss: list[float] = []
         self._q: list[float] = []
-        self._rows = RowBuffer()  # the arrays of each update (td, weights, ages[, obs[, episodes]]), copied in
 
     def add(self, batch, result, memory=None) -> None:
-        if self.iid and memory is None:
-            raise ValueError("UpdateWindow(iid=True).add needs the memory (episodes held)")
-        rows = (result.td_errors, batch.weights, batch.ages)
+        self._td.append(result.td_errors)
         if self.threshold is not None or self.iid:
             obs = batch.obs
+            self._obs.append(obs)
             self._obs_ndim = obs.ndim - 1
-            rows += (obs, batch.episodes) if self.iid else (obs,)
         if self.iid:
+            if memory is None:
+                raise ValueError("UpdateWindow(iid=True).add needs the memory (episodes held)")
+            self._episodes.append(batch.episodes)
             self._held.append(memory.episodes_held())
-        if self._td or not self._rows.append(rows):  # a row unlike the first ones: lists until the next pop
-            self._keep_listed(rows)
+        self._ages.append(batch.ages)
+        self._weights.append(batch.weights)
         self._loss.append(result.loss)
         self._q.append(result.q_mean)
 
-    def _lists(self) -> list[list[np.ndarray]]:
-        """The lists of the list mode, in the order of ``add``'s rows."""
-        return [self._td, self._weights, self._ages, self._obs, self._episodes]
-
-    def _keep_listed(self, rows: tuple) -> None:
-        """Append ``rows`` to the lists, after the rows buffered so far (the window's order kept)."""
-        lists = self._lists()
-        if self._rows.n:
-            for kept, column in zip(lists, self._rows.filled(), strict=False):
-                kept.extend(column.copy())
-            self._rows.clear()
-        for kept, row in zip(lists, rows, strict=False):
-            kept.append(row)
-
-    def __getstate__(self) -> dict:
-        """The window as lists of each update's arrays, as it pickled before rows were buffered (checkpoints
-        stay readable both ways)."""
-        state = self.__dict__.copy()
-        del state["_rows"]
-        if self._rows.n:
-            names = ("_td", "_weights", "_ages", "_obs", "_episodes")
-            for name, column in zip(names, self._rows.filled(), strict=False):  # (as many as add's rows)
-                state[name] = list(column.copy())
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._rows = RowBuffer()
-
     def pop(self, memory=None) -> dict[str, np.ndarray]:
         """Per-update values (one array entry per update) of every logged tag; empty if no updates."""
-        if not self._loss:
+        if not self._td:
             return {}
-        listed = bool(self._td)
-        columns = [stack(kept) for kept in self._lists() if kept] if listed else self._rows.filled()
-        td_errors, weights, ages = columns[:3]
-        obs = columns[3] if len(columns) > 3 else None
-        td = td_measures(td_errors, weights, self.loss)
+        td = td_measures(stack(self._td), stack(self._weights), self.loss)
         values = {
             "losses/td_loss": np.asarray(self._loss),
             "losses/td_loss_unweighted": td["unweighted"],
@@ -368,19 +332,19 @@ class UpdateWindow:
             "td_error/max": td["max"],
             "td_error/std": td["std"],
             # (ndarray.mean's own reduction and division, without its Python wrapper)
-            "replay/sample_age": np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1],
+            "replay/sample_age": np.add.reduce(stack(self._ages), axis=1, dtype=np.float64) / len(self._ages[0]),
             "replay/is_weight_mean": td["weight_mean"],
         }
+        obs = stack(self._obs) if self._obs else None
         if self.threshold is not None:
             values["replay/correlation_count"] = batched_correlation_counts(obs, self.threshold)
         if self.iid:
-            values.update(self._iid_values(obs, columns[4], memory))
-        for kept in (*self._lists(), self._held, self._loss, self._q):
-            kept.clear()
-        self._rows.clear()
+            values.update(self._iid_values(obs, memory))
+        for buffer in (self._td, self._obs, self._ages, self._weights, self._episodes, self._held, self._loss, self._q):
+            buffer.clear()
         return values
 
-    def _iid_values(self, obs: np.ndarray, episodes: np.ndarray, memory) -> dict[str, np.ndarray]:
+    def _iid_values(self, obs: np.ndarray, memory) -> dict[str, np.ndarray]:
         if memory is None:
             raise ValueError("UpdateWindow(iid=True).pop needs the memory (the reference sample)")
         self._since_refresh += len(obs)
@@ -388,7 +352,7 @@ class UpdateWindow:
             self._ref_var = reference_variance(reference_view(memory, self._obs_ndim, self._rng))
             self._since_refresh = 0
         held = np.array(self._held, dtype=np.int64)
-        values = {"iid/episode_diversity": episode_diversity(episodes, held)}
+        values = {"iid/episode_diversity": episode_diversity(stack(self._episodes), held)}
         if self._obs_ndim == 1 and obs.shape[2] <= MAX_RAW_FEATURES:  # states measured as they are
             diversity = raw_state_diversity(obs, self._ref_var)
         else:

@@ -403,36 +403,3 @@ def test_gram_is_numpys_product_bit_for_bit():
             x = (rng.normal(size=(3, b, d)) * 10.0 ** rng.uniform(-4, 4, size=(3, b, d))).astype(np.float32)
             x -= x.mean(axis=2, keepdims=True)
             assert gram(x).tobytes() == (x @ x.transpose(0, 2, 1)).tobytes()
-
-
-def test_window_rows_unlike_the_first_and_pickled_windows_give_the_same_values():
-    """A window whose TD errors change dtype midway (kept as lists from then on, as np.stack promotes them),
-    and one pickled midway (a checkpoint: pickled as lists of each update's arrays) pop what one computed on the
-    stacked arrays pops."""
-    import pickle
-
-    memory = _memory((4,))
-    updates = list(_updates(memory, 9, 16))
-    mixed = [(b, r if k != 4 else SimpleNamespace(td_errors=r.td_errors.astype(np.float64), loss=r.loss,
-                                                   q_mean=r.q_mean)) for k, (b, r) in enumerate(updates)]  # fmt: skip
-    for feed in (updates, mixed):
-        window, pickled = (UpdateWindow(correlation_threshold=0.8, seed=3) for _ in range(2))
-        for k, (b, r) in enumerate(feed):
-            window.add(b, r, memory)
-            pickled.add(b, r, memory)
-            if k == 5:
-                state = pickle.dumps(pickled)
-                assert "_rows" not in pickled.__getstate__() and len(pickled.__getstate__()["_td"]) == 6
-                pickled = pickle.loads(state)
-        got, again = window.pop(memory), pickled.pop(memory)
-        td = np.stack([r.td_errors for _, r in feed])
-        weights = np.stack([b.weights for b, _ in feed])
-        want = td_measures(td, weights, "huber")
-        assert got["td_error/mean"].tobytes() == want["mean"].tobytes()
-        assert got["td_error/mean"].dtype == (np.float64 if feed is mixed else np.float32)
-        ages = np.stack([b.ages for b, _ in feed]).mean(axis=1)
-        assert got["replay/sample_age"].tobytes() == ages.tobytes()
-        states = np.stack([b.obs for b, _ in feed])
-        assert got["replay/correlation_count"].tolist() == batched_correlation_counts(states, 0.8).tolist()
-        assert set(got) == set(again) and all(got[k].tobytes() == again[k].tobytes() for k in got)
-        assert window.pop(memory) == {}
