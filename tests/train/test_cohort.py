@@ -130,14 +130,14 @@ def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine
     assert whole.note is None  # one batched update per step, numba's or the stacked torch one
     whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
 
-    original = Trainer.update_due
+    original = Trainer.end_collect  # (a phase every member runs itself at every step, batched or not)
 
     def killed_at_380(self):
         if self.state.step == 380:
             raise RunInterrupted(15)  # SIGTERM, as the signal handler raises it
         return original(self)
 
-    monkeypatch.setattr(Trainer, "update_due", killed_at_380)
+    monkeypatch.setattr(Trainer, "end_collect", killed_at_380)
     split = [tmp_path / f"split{c.seed}" for c in cfgs]
     with pytest.raises(RunInterrupted):
         Cohort(cfgs).run(split)
