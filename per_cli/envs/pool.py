@@ -176,12 +176,11 @@ def step_arrays(envs: Sequence[PooledEnv], actions: np.ndarray) -> tuple[np.ndar
     EnvPool call per pool and return their results as arrays in the order of ``envs``: (obs, reward,
     terminated, truncated), as each env's own ``step`` would give them row by row (its info is always empty).
     For a cohort's batched step, which stores the transitions itself; each env counts as stepped."""
-    if any(not env._stepped and env._first_obs is None for env in envs):
+    if not all([env._stepped or env._first_obs is not None for env in envs]):
         raise RuntimeError("PooledEnv.step before reset")
     pool = envs[0].pool
-    if all(env.pool is pool for env in envs):  # one pool (a cohort of consecutive seeds): one call
-        ids = np.fromiter((env.index for env in envs), dtype=np.int64, count=len(envs))
-        stepped = pool.step(ids, actions)
+    if [env.pool for env in envs].count(pool) == len(envs):  # one pool (a cohort of consecutive seeds): one call
+        stepped = pool.step(np.array([env.index for env in envs], dtype=np.int64), actions)
     else:
         by_pool: dict[int, list[int]] = {}
         for k, env in enumerate(envs):

@@ -194,6 +194,8 @@ def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
     if type(first) is not RowBatch:
         return None
     stacked = first.rows[0]
+    if list(map(id, batches)) == list(map(id, first.rows[2])):  # all the draw's batches, in order
+        return stacked
     rows = []
     for batch in batches:
         if type(batch) is not RowBatch or batch.rows[0] is not stacked:
@@ -283,7 +285,8 @@ class CohortSampling:
         """``drawable(i, batch_size)`` for each member ``i`` of ``which``, as a boolean array."""
         if not self._windowless:
             return np.array([self.drawable(i, batch_size) for i in which], dtype=bool)
-        sizes = np.fromiter((self.memories[i].storage.size for i in which), dtype=np.int64, count=len(which))
+        memories = self.memories
+        sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
         whole = batch_size <= sizes
         return whole if self.kind == "prioritized" else whole & choice.floyd_applies_all(sizes, batch_size)
 

@@ -80,9 +80,10 @@ class VectorSteps(Solo):
         if self._generators is None:
             return super().choose_actions(members)
         n, s = len(members), self._schedule
-        steps = np.fromiter((m.state.step for m in members), dtype=np.int64, count=n)
-        if n and steps.min() == steps.max():
-            self._step = int(steps[0])
+        at = [m.state.step for m in members]
+        if n and min(at) == max(at):
+            self._step = at[0]
+        steps = np.array(at, dtype=np.int64)
         epsilons, draws = np.empty(n), np.empty(n, dtype=np.int64)
         which = np.asarray(self._which(members), dtype=np.int64)
         explore.explore_kernel(
