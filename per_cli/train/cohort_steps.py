@@ -52,19 +52,22 @@ class VectorSteps(Solo):
             sampling is not None and sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         )
         self._last: tuple | None = None  # (members, loss, q_mean, td) of the last update (a subclass's learn)
-        self._cached: tuple[list, list[int]] = ([], [])  # the last members asked for by _which, and theirs
+        self._cached: dict[tuple[int, ...], list[int]] = {}  # _which's last answers
         self._step: int | None = None  # the step all members chose their actions at (None: not all at one)
         # memories that never shrink (plain rings): once every member learns, every remaining one does
         self._all_learning, self._grows = False, sampling is not None
 
     def _which(self, members: Sequence[Any]) -> list[int]:
-        """Members' positions in the cohort (remembered: the loop asks for the same members several times a
-        step; lists compare their members by identity first)."""
-        cached = self._cached
-        if cached[0] == members:
-            return cached[1]
-        which = [self.index[id(m)] for m in members]
-        self._cached = (list(members), which)
+        """Members' positions in the cohort. The loop asks for the same members (all of them, those training)
+        several times a step: the last few answers are remembered by the members' ids (members live as long
+        as the cohort, so an id stays theirs)."""
+        key, cached = tuple(map(id, members)), self._cached
+        which = cached.pop(key, None)  # (put back last: the least recently asked leaves first)
+        if which is None:
+            which = [self.index[k] for k in key]
+            if len(cached) >= 4:
+                cached.pop(next(iter(cached)))
+        cached[key] = which
         return which
 
     def _common_step(self, members: Sequence[Any]) -> int | None:
