@@ -131,7 +131,7 @@ class VectorSteps(Solo):
 
     def due(self, members: Sequence[Any]) -> tuple[list, list]:
         first = members[0] if members else None
-        if first is None or not self._plain_phase or not first.beta_by_step:
+        if first is None or not self._plain_phase:
             return super().due(members)
         step = self._common_step(members)
         if step is None:
@@ -145,9 +145,13 @@ class VectorSteps(Solo):
             self._all_learning = self._grows and len(learning) == len(members)
         if not learning or (step + 1) % first.cfg.train.train_freq != 0:
             return learning, []
-        beta = first.beta(step)  # (β by step: every member's, as its update_due sets it)
-        for member in learning:
-            member.beta_now = beta
+        if first.beta_by_step:
+            beta = first.beta(step)  # (every member's, as its update_due sets it)
+            for member in learning:
+                member.beta_now = beta
+        else:  # (β follows each member's episode count too)
+            for member in learning:
+                member.beta_now = member.beta(member.beta_step(step))
         return learning, list(learning)
 
     def end_collects(self, members: Sequence[Any]) -> None:

@@ -339,7 +339,7 @@ class Trainer:
         step = self.state.step
         if (step + 1) % self.cfg.train.train_freq != 0:
             return False
-        self._beta_now = self.beta(self._beta_step(step))
+        self._beta_now = self.beta(self.beta_step(step))
         self.memory.begin_phase(self.cfg.train.gradient_steps)
         return True
 
@@ -382,7 +382,7 @@ class Trainer:
 
     @property
     def beta_by_step(self) -> bool:
-        """Whether β's position is the step alone (else it may follow the episode count: ``_beta_step``)."""
+        """Whether β's position is the step alone (else it may follow the episode count: ``beta_step``)."""
         return self.cfg.train.total_episodes is None or self.cfg.replay.beta_end_step is not None
 
     # after the agent learned from a batch: check_result, [update_priorities], record_update
@@ -431,7 +431,7 @@ class Trainer:
         self.agent.sync_target()
         self.state.target_syncs += 1
 
-    def _beta_step(self, step: int) -> int:
+    def beta_step(self, step: int) -> int:
         """The position on β's schedule. It is defined over total_steps; under an episode budget the run may
         end sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
         t = self.cfg.train
