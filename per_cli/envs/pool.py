@@ -171,6 +171,34 @@ def step_together(envs: Sequence[PooledEnv], actions: Sequence[int]) -> None:
             envs[k]._pending = (int(sent[row]), _row(stepped, row))
 
 
+def step_arrays(envs: Sequence[PooledEnv], actions: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Step ``envs`` (each already reset, nothing left pending) with ``actions`` (int64, one per env) in one
+    EnvPool call per pool and return their results as arrays in the order of ``envs``: (obs, reward,
+    terminated, truncated), as each env's own ``step`` would give them row by row (its info is always empty).
+    For a cohort's batched step, which stores the transitions itself; each env counts as stepped."""
+    if not all([env._stepped or env._first_obs is not None for env in envs]):
+        raise RuntimeError("PooledEnv.step before reset")
+    pool = envs[0].pool
+    if [env.pool for env in envs].count(pool) == len(envs):  # one pool (a cohort of consecutive seeds): one call
+        stepped = pool.step(np.array([env.index for env in envs], dtype=np.int64), actions)
+    else:
+        by_pool: dict[int, list[int]] = {}
+        for k, env in enumerate(envs):
+            by_pool.setdefault(id(env.pool), []).append(k)
+        parts = []
+        for ks in by_pool.values():
+            rows = np.array(ks)
+            parts.append((rows, envs[ks[0]].pool.step(np.array([envs[k].index for k in ks]), actions[rows])))
+        first = parts[0][1]
+        stepped = tuple(np.empty((len(envs), *a.shape[1:]), dtype=a.dtype) for a in first)
+        for rows, arrays in parts:
+            for out, array in zip(stepped, arrays, strict=True):
+                out[rows] = array
+    for env in envs:
+        env._stepped = True
+    return stepped
+
+
 def _row(stepped: tuple, row: int) -> tuple[np.ndarray, float, bool, bool, dict]:
     """One env's ``step`` result, Gymnasium's way, from row ``row`` of a pool step's arrays."""
     obs, reward, terminated, truncated = stepped

@@ -32,6 +32,14 @@ def floyd_applies(pop_size: int, size: int) -> bool:
     return AVAILABLE and 0 < size <= pop_size < 2**32 - 1 and not (pop_size > 10000 and size > pop_size // 50)
 
 
+def floyd_applies_all(pop_sizes: np.ndarray, size: int) -> np.ndarray:
+    """:func:`floyd_applies` for each population size of ``pop_sizes`` (int64), as a boolean array."""
+    if not AVAILABLE:
+        return np.zeros(pop_sizes.shape, dtype=bool)
+    applies = (size > 0) & (size <= pop_sizes) & (pop_sizes < 2**32 - 1)
+    return applies & ~((pop_sizes > 10000) & (size > pop_sizes // 50))
+
+
 @numba.njit(cache=True, nogil=True)
 def _bounded(bitgen, high):
     """numpy's ``random_bounded_uint64(bitgen, 0, high, 0, false)`` for 0 <= high < 2³² - 1 (Lemire)."""

@@ -31,7 +31,8 @@ from per_cli.replay.samplers.base import Sampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
 from per_cli.replay.samplers.uniform import UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.replay.structures.sum_tree import stratified_sample, update_current
+from per_cli.replay.structures.sum_tree import MAX, set_leaf, stratified_sample, update_current
+from per_cli.replay.writers.base import Writer
 
 
 @numba.njit(cache=True, nogil=True)
@@ -111,38 +112,78 @@ def cohort_update_kernel(trees, offsets, marks, stored_ids, which, ids, td_error
     return finite
 
 
+@numba.njit(cache=True, nogil=True)
+def cohort_store_kernel(
+    which, cursors, added, ended, sizes, obs_in, actions_in, rewards_in, next_in, terminated_in, truncated_in,
+    obs, actions, rewards, next_obs, terminated, truncated, ids, episode_ids, trees, offsets, prioritized,
+):  # fmt: skip
+    """For k in range(len(which)): member ``which[k]``'s ``ReplayMemory.add`` of transition k (a plain writer on
+    a plain ring): the row written at its cursor, its counters (``cursors``, ``added``, ``ended``, ``sizes``:
+    updated in place, as ``RingBookkeeping._record`` moves them), and with ``prioritized`` its leaf set to the
+    tree's max priority (1 while empty: ``PrioritizedSampler.on_add``)."""
+    width = obs_in.shape[1]
+    for k in range(which.shape[0]):
+        i, slot = which[k], cursors[k]
+        for f in range(width):
+            obs[i][slot, f] = obs_in[k, f]
+            next_obs[i][slot, f] = next_in[k, f]
+        actions[i][slot] = actions_in[k]
+        rewards[i][slot] = rewards_in[k]
+        terminated[i][slot] = terminated_in[k]
+        truncated[i][slot] = truncated_in[k]
+        ids[i][slot] = added[k]
+        episode_ids[i][slot] = ended[k]
+        if terminated_in[k] or truncated_in[k]:
+            ended[k] += 1
+        added[k] += 1
+        capacity = ids[i].shape[0]
+        cursors[k] = (slot + 1) % capacity
+        sizes[k] = min(sizes[k] + 1, capacity)
+        if prioritized:
+            tree, levels = trees[i], offsets[i]
+            top = tree[MAX, levels[levels.shape[0] - 2]]
+            set_leaf(tree, levels, slot, top if top > 0.0 else 1.0)
+
+
 _KINDS = {PrioritizedSampler: "prioritized", UniformSampler: "uniform"}
 _FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch's order: that of a draw's arrays
 
 
 class RowBatch(Batch):
     """Batch k of a cohort draw: each field is row k of the draw's stacked array, and ``rows`` = (the stacked
-    arrays in Batch's field order, k, the draw's row views), so that a cohort update can take the stacked arrays
+    arrays in Batch's field order, k, the draw's batches), so that a cohort update can take the stacked arrays
     whole instead of stacking the rows again. A field's views of every row are made together when one batch
-    first reads it (iterating the array: cheaper per view than indexing it). Its fields cannot be rebound, so a
-    RowBatch is always its rows (writes into a field's values write the stacked array, which the update then
-    reads as well)."""
+    first reads it (iterating the array: cheaper per view than indexing it) and kept in each batch's ``__dict__``
+    (later reads are plain attribute reads). Its fields cannot be rebound, so a RowBatch is always its rows
+    (writes into a field's values write the stacked array, which the update then reads as well)."""
 
-    def __init__(self, stacked: tuple[np.ndarray, ...], k: int, views: list):
-        object.__setattr__(self, "rows", (stacked, k, views))
+    def __init__(self, stacked: tuple[np.ndarray, ...], k: int, batches: list):
+        self.__dict__["rows"] = (stacked, k, batches)
 
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
 
 
-def _row_field(j: int) -> property:
-    def field(self: RowBatch) -> np.ndarray:
-        stacked, k, views = self.rows
-        rows = views[j]
-        if rows is None:
-            rows = views[j] = list(stacked[j])
-        return rows[k]
+class _RowField:
+    """Field ``j`` of a :class:`RowBatch` (a non-data descriptor: once set in the batches' ``__dict__``, it is
+    not called again)."""
 
-    return property(field)
+    def __init__(self, name: str, j: int):
+        self.name, self.j = name, j
+
+    def __get__(self, batch: RowBatch | None, owner: type) -> np.ndarray:
+        if batch is None:
+            return self  # type: ignore[return-value]
+        stacked, _, batches = batch.rows
+        name = self.name
+        for sibling, view in zip(batches, stacked[self.j], strict=True):
+            if sibling is not None:
+                sibling.__dict__[name] = view
+        return batch.__dict__[name]
 
 
 for _name, _j in _FIELDS.items():
-    setattr(RowBatch, _name, _row_field(_j))
+    setattr(RowBatch, _name, _RowField(_name, _j))
 
 
 def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
@@ -153,6 +194,8 @@ def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
     if type(first) is not RowBatch:
         return None
     stacked = first.rows[0]
+    if list(map(id, batches)) == list(map(id, first.rows[2])):  # all the draw's batches, in order
+        return stacked
     rows = []
     for batch in batches:
         if type(batch) is not RowBatch or batch.rows[0] is not stacked:
@@ -192,6 +235,12 @@ class CohortSampling:
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
         )
         self._same_priorities = False
+        self._windowless = all(m.sampler.window is None for m in memories)
+        self._truncated = List([s.truncated for s in storages])
+        self.storable = all(type(m.writer) is Writer for m in memories) and all(
+            type(m.sampler).on_add is (PrioritizedSampler if self.kind == "prioritized" else Sampler).on_add
+            for m in memories
+        )  # (store: what each memory's add does, for plain writers and the samplers' own on_add)
         # priority updates that only check their TD errors are finite (the sampler keeps no priorities)
         self._check_only = all(
             type(m.sampler).update_current is Sampler.update_current and not m.sampler.keeps_priorities()
@@ -199,6 +248,7 @@ class CohortSampling:
         )
         if self.kind == "uniform":
             self._generators = List([m.sampler.rng for m in memories])
+            self._no_trees = (List([np.zeros((3, 1))]), List([np.zeros(2, dtype=np.int64)]))  # (store's: unused)
             return
         self._trees = List([m.sampler.tree.tree for m in memories])
         self._offsets = List([m.sampler.tree.offsets for m in memories])
@@ -206,12 +256,39 @@ class CohortSampling:
         first = memories[0].sampler
         self._same_priorities = all((m.sampler.eps, m.sampler.alpha) == (first.eps, first.alpha) for m in memories)
 
+    def store(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        """Members ``which`` (int64) each add transition k of the arrays (a row each; ``obs`` of the storages'
+        dtype) as their ``memory.add`` would store it. Only where ``storable``."""
+        storages = [self.memories[i].storage for i in which.tolist()]
+        cursors = np.array([s.cursor for s in storages], dtype=np.int64)
+        added = np.array([s.added for s in storages], dtype=np.int64)
+        ended = np.array([s.episodes_ended for s in storages], dtype=np.int64)
+        sizes = np.array([s.size for s in storages], dtype=np.int64)
+        prioritized = self.kind == "prioritized"
+        trees = (self._trees, self._offsets) if prioritized else self._no_trees
+        cohort_store_kernel(
+            which, cursors, added, ended, sizes, obs, actions, rewards, next_obs, terminated, truncated,
+            *self._columns[:5], self._truncated, *self._columns[5:], *trees, prioritized,
+        )  # fmt: skip
+        rows = zip(storages, cursors.tolist(), added.tolist(), ended.tolist(), sizes.tolist(), strict=True)
+        for storage, cursor, count, episodes, size in rows:
+            storage.cursor, storage.added, storage.episodes_ended, storage.size = cursor, count, episodes, size
+
     def drawable(self, i: int, batch_size: int) -> bool:
         """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""
         memory = self.memories[i]
         window, size = memory.sampler.window, memory.storage.size
         whole = batch_size <= size and (window is None or window >= size)
         return whole and (self.kind == "prioritized" or choice.floyd_applies(size, batch_size))
+
+    def drawable_all(self, which: Sequence[int], batch_size: int) -> np.ndarray:
+        """``drawable(i, batch_size)`` for each member ``i`` of ``which``, as a boolean array."""
+        if not self._windowless:
+            return np.array([self.drawable(i, batch_size) for i in which], dtype=bool)
+        memories = self.memories
+        sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
+        whole = batch_size <= sizes
+        return whole if self.kind == "prioritized" else whole & choice.floyd_applies_all(sizes, batch_size)
 
     def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> list[Batch | None]:
         """The batches of members ``which`` (each ``drawable``), as their ``memory.sample(batch_size, beta)``
@@ -236,8 +313,10 @@ class CohortSampling:
             trees = (self._trees, self._offsets)
             ok = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, *self._columns, *out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in range(n) if not ok[k]}
-        views: list = [None] * len(out)
-        return [RowBatch(out, k, views) if ok[k] else None for k in range(n)]
+        batches: list = [None] * n
+        for k in np.flatnonzero(ok).tolist():
+            batches[k] = RowBatch(out, k, batches)
+        return list(batches)  # (a copy: the batches keep theirs, which a caller may not change)
 
     def repeat_failed(self, i: int) -> None:
         """Repeat member ``i``'s draw that failed in the last ``sample``: raises its error, as its solo run's."""
@@ -269,16 +348,22 @@ class CohortSampling:
         )  # fmt: skip
 
 
-def _finite_rows(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
-    """Per 1-D array of ``arrays`` (one length): whether all its values are finite; None for other shapes."""
+def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:
+    """Per 1-D array of ``arrays`` (one length; or per row of a 2-D array): whether all its values are finite;
+    None for other shapes."""
+    if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
+        return np.isfinite(arrays).all(axis=1)
     first = arrays[0]
     if any(a.ndim != 1 or a.shape != first.shape for a in arrays):
         return None
     return np.isfinite(np.concatenate(arrays).reshape(len(arrays), first.shape[0])).all(axis=1)
 
 
-def _rows(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
-    """1-D arrays of one length and dtype as the rows of one C array, values unchanged; None otherwise."""
+def _rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:
+    """1-D arrays of one length and dtype (or the rows of a 2-D array) as the rows of one C array, values
+    unchanged; None otherwise."""
+    if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
+        return np.ascontiguousarray(arrays)
     first = arrays[0]
     if any(a.dtype != first.dtype or a.shape != first.shape or a.ndim != 1 for a in arrays):
         return None

@@ -34,6 +34,7 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine, stacked_refusal
+from per_cli.train.cohort_steps import VectorSteps
 from per_cli.train.lockstep import Solo, _guard, run_members
 from per_cli.train.setup import ProgressSink
 from per_cli.train.trainer import Trainer
@@ -77,19 +78,15 @@ def _check_same_but_seed(cfgs: Sequence[Config]) -> None:
         raise ConfigError("--seeds: each seed of a cohort is one run; a seed appears twice")
 
 
-class NumbaBatched(Solo):
+class NumbaBatched(VectorSteps):
     """The loop's batched steps for members under the numba engine: each ONE compiled call over the members
     (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the solo kernels on each member's own buffers,
     so every value is the one the member's own engine computes."""
 
     def __init__(self, members: Sequence[Trainer]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
-        self.index = {id(m): i for i, m in enumerate(members)}
         memories = [m.memory for m in members]  # prioritized or uniform: one compiled draw (else each its own)
-        self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
-
-    def _which(self, members: Sequence[Trainer]) -> list[int]:
-        return [self.index[id(m)] for m in members]
+        super().__init__(members, CohortSampling(memories) if all(map(supports, memories)) else None)
 
     def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
         """One update call; the batches of a cohort draw go in as its stacked arrays (no per-member stacking),
@@ -105,6 +102,7 @@ class NumbaBatched(Solo):
             )  # fmt: skip
         for member in members:
             member.agent.updates += 1
+        self._last = (members, loss, q_mean, td)
         # (rows of td by iteration, the floats of loss and q_mean in one call each: cheaper per member)
         return [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
 
@@ -115,14 +113,15 @@ class NumbaBatched(Solo):
         if sampling is None:
             return super().sample(members)
         which, size = self._which(members), members[0].cfg.replay.batch_size
-        here = [k for k, i in enumerate(which) if sampling.drawable(i, size)]
+        here = np.flatnonzero(sampling.drawable_all(which, size)).tolist()
         out: list[Batch | None] = [None] * len(members)
         if here:
             drawn = sampling.sample([which[k] for k in here], size, [members[k].beta_now for k in here])
             for k, batch in zip(here, drawn, strict=True):
                 out[k] = batch if batch is not None else _guard(members[k], sampling.repeat_failed, which[k])
-        for k in sorted(set(range(len(members))) - set(here)):
-            out[k] = _guard(members[k], members[k].sample)
+        if len(here) < len(members):
+            for k in sorted(set(range(len(members))) - set(here)):
+                out[k] = _guard(members[k], members[k].sample)
         return out
 
     def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
@@ -131,6 +130,9 @@ class NumbaBatched(Solo):
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
+        last = self._last
+        if last is not None and last[0] is members:  # the update's stacked TD errors; the draw's stacked ids
+            ids, tds = lambda: _stacked_ids(batches), last[3]  # noqa: E731
         self._priorities(members, ids, tds, lambda m, k: _guard(m, m.update_priorities, batches[k], results[k]))
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
@@ -150,6 +152,12 @@ class NumbaBatched(Solo):
         rows = [m.memory.latest_rows() for m in members]
         td = self.engine.td_errors(self._which(members), *([r[key] for r in rows] for key in _TRANSITION))
         return [td[k : k + 1] for k in range(len(members))]
+
+
+def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:
+    """The batches' ids (``indices``) as one (members, batch) array where they are rows of one cohort draw."""
+    stacked = stacked_rows(batches)
+    return stacked[5] if stacked is not None else [b.indices for b in batches]
 
 
 class StackedTorch(Solo):

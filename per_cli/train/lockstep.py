@@ -40,6 +40,42 @@ class Solo:
     (a solo run; a cohort under the torch engine); a member that fails is recorded and gets None. A cohort's
     subclass (:class:`per_cli.train.cohort.NumbaBatched`) makes one compiled call each, with the same values."""
 
+    def choose_actions(self, members: Sequence[Any]) -> list:
+        """Each member's action of this step (None for a member that failed): ε's draw (``choose_action``),
+        then the greedy actions of those that act greedily (``greedy``)."""
+        greedy = [m for m in members if _guard(m, m.choose_action)]  # (a member that failed gave None: not greedy)
+        actions = {id(m): a for m, a in zip(greedy, self.greedy(greedy) if greedy else [], strict=True)}
+        return [actions.get(id(m), m.action) if m.error is None else None for m in members]
+
+    def step_envs(self, members: Sequence[Any], actions: Sequence[Any]) -> None:
+        """Each member steps its env with its action and stores the transition (``step_env``); EnvPool envs
+        step in one call per pool first (:func:`_step_pooled`)."""
+        _step_pooled(members, actions)
+        for member, action in zip(members, actions, strict=True):
+            _guard(member, member.step_env, action)
+
+    def end_collects(self, members: Sequence[Any]) -> None:
+        """Each member counts its step, logs an episode that ended and resets (``end_collect``)."""
+        for member in members:
+            _guard(member, member.end_collect)
+
+    def due(self, members: Sequence[Any]) -> tuple[list, list]:
+        """(the members learning at this step, those of them that train now): ``learning()``, ``update_due()``."""
+        learning = [m for m in members if _guard(m, m.learning)]
+        return learning, [m for m in learning if _guard(m, m.update_due)]
+
+    def check_results(self, members: Sequence[Any], results: Sequence[Any]) -> None:
+        """Each member's update must be finite (``check_result``); one that is not fails."""
+        for member, result in zip(members, results, strict=True):
+            _guard(member, member.check_result, result)
+
+    def end_steps(self, members: Sequence[Any], learning: Sequence[Any]) -> None:
+        """Each member's ``end_step`` (``learning``: those that were learning at this step)."""
+        learning_ids = {id(m) for m in learning}
+        for member in members:  # (a member that failed on the way is skipped)
+            if member.error is None:
+                _guard(member, member.end_step, id(member) in learning_ids)
+
     def learn(self, members: Sequence[Any], batches: Sequence[Any]) -> list:
         """Each member's agent learns from its batch: their ``UpdateResult``-s."""
         return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
@@ -111,12 +147,22 @@ def _guard(member: Any, phase: Callable, *args: Any) -> Any:
     try:
         return phase(*args)
     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
-        interrupt = _interrupt_behind(exc)
-        if interrupt is not None:
-            raise interrupt from None
-        member.record_failure(exc)
-        member.close()
+        fail(member, exc)
         return None
+
+
+_failures = [0]  # members failed so far in this process: the loop notices a failure without asking each member
+
+
+def fail(member: Any, exc: Exception) -> None:
+    """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
+    leaves, unless ``exc`` stems from an interrupt, which is re-raised (see :func:`_guard`)."""
+    interrupt = _interrupt_behind(exc)
+    if interrupt is not None:
+        raise interrupt from None
+    _failures[0] += 1
+    member.record_failure(exc)
+    member.close()
 
 
 def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
@@ -145,33 +191,30 @@ def _ok(members: list) -> list:
 
 def _collect(active: list, batched: Solo) -> list:
     """One env step of every member (see the module docstring); returns those still running."""
-    greedy = [m for m in active if _guard(m, m.choose_action)]  # (a member that failed gave None: not greedy)
-    actions = {id(m): a for m, a in zip(greedy, batched.greedy(greedy) if greedy else [], strict=True)}
-    _step_pooled(_ok(active), actions)
-    for member in _ok(active):
-        _guard(member, member.step_env, actions.get(id(member)))
-    inserting = [m for m in _ok(active) if m.inserts_by_td]
+    actions = batched.choose_actions(active)
+    stepping = [(m, a) for m, a in zip(active, actions, strict=True) if m.error is None]
+    batched.step_envs([m for m, _ in stepping], [a for _, a in stepping])
+    inserting = [m for m in active if m.error is None and m.inserts_by_td]
     if inserting:
         tds = batched.insertion_td(inserting)
         ok = [k for k, m in enumerate(inserting) if m.error is None]
         batched.insert_priorities([inserting[k] for k in ok], [tds[k] for k in ok])
-    for member in _ok(active):
-        _guard(member, member.end_collect)
+    batched.end_collects(_ok(active))
     return _ok(active)
 
 
-def _step_pooled(members: list, actions: dict) -> None:
+def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
     """The members whose env is an EnvPool env (``env.backend: envpool``) step in one call per pool; each
     member's ``step_env`` then takes its result. Should the call raise, nothing is left and each member steps
     its own env (its own error, if any, is its own)."""
-    pooled = [m for m in members if isinstance(m.env, PooledEnv)]
+    pooled = [k for k, m in enumerate(members) if isinstance(m.env, PooledEnv)]
     if len(pooled) < 2:  # (a solo run steps its env itself)
         return
     try:
-        step_together([m.env for m in pooled], [actions.get(id(m), m.action) for m in pooled])
+        step_together([members[k].env for k in pooled], [actions[k] for k in pooled])
     except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
-        for member in pooled:
-            member.env.drop_pending()
+        for k in pooled:
+            members[k].env.drop_pending()
         interrupt = _interrupt_behind(exc)
         if interrupt is not None:
             raise interrupt from None
@@ -181,26 +224,27 @@ def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
     while active := _settle(active):
         stop.check()
         active = _collect(active, batched)
-        learning = [m for m in active if _guard(m, m.learning)]
-        training = [m for m in learning if _guard(m, m.update_due)]
+        learning, training = batched.due(active)
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
+            failures = _failures[0]
             batches = batched.sample(training)
-            training = _ok(training)
-            batches = [b for b in batches if b is not None]
+            if _failures[0] != failures:
+                batches = [b for m, b in zip(training, batches, strict=True) if m.error is None]
+                training = _ok(training)
             if not training:
                 break
             results = batched.learn(training, batches)
-            for member, result in zip(training, results, strict=True):
-                _guard(member, member.check_result, result)
-            done = [k for k, m in enumerate(training) if m.error is None]
-            trained = [training[k] for k in done]
-            batches, results = [batches[k] for k in done], [results[k] for k in done]
-            batched.update_priorities(trained, batches, results)
-            for member, batch, result in zip(trained, batches, results, strict=True):
+            batched.check_results(training, results)
+            if _failures[0] != failures:
+                done = [k for k, m in enumerate(training) if m.error is None]
+                training = [training[k] for k in done]
+                batches, results = [batches[k] for k in done], [results[k] for k in done]
+            batched.update_priorities(training, batches, results)
+            for member, batch, result in zip(training, batches, results, strict=True):
                 if member.error is None:
-                    _guard(member, member.record_update, batch, result)
+                    try:  # (as _guard, without a call per member)
+                        member.record_update(batch, result)
+                    except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+                        fail(member, exc)
             training = _ok(training)
-        learning_ids = {id(m) for m in learning}
-        for member in active:  # (a member that failed above is skipped)
-            if member.error is None:
-                _guard(member, member.end_step, id(member) in learning_ids)
+        batched.end_steps(active, learning)

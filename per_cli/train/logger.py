@@ -130,9 +130,9 @@ class RunLogger:
         new_csv = not (append and csv_path.exists())
         self._csv_file = open(csv_path, "w" if new_csv else "a", newline="")  # noqa: SIM115 - closed in close()
         self._rows = io.StringIO()  # whole rows not yet written: the file never ends in half a row
-        self._csv = csv.DictWriter(self._rows, fieldnames=EPISODE_COLUMNS, extrasaction="ignore")
+        self._csv = csv.writer(self._rows)  # (what csv.DictWriter writes, without its per-row dict work)
         if new_csv:
-            self._csv.writeheader()
+            self._csv.writerow(EPISODE_COLUMNS)
         self._flush_csv()
         self._tb: EventFile | None = None
         if tensorboard:
@@ -148,7 +148,9 @@ class RunLogger:
             self._tb.scalars(values, step)
 
     def episode(self, row: dict[str, Any]) -> None:
-        self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        """One metrics.csv row: ``row``'s value of each of ``EPISODE_COLUMNS`` (blank where missing or None;
+        other keys are ignored)."""
+        self._csv.writerow(["" if (v := row.get(k)) is None else v for k in EPISODE_COLUMNS])
         if time.monotonic() - self._csv_flushed >= FLUSH_EVERY_S:
             self._flush_csv()
 

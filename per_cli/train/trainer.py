@@ -272,6 +272,11 @@ class Trainer:
         self.action = self.agent.explore(self._epsilon, self.action_rng)
         return self.action is None
 
+    def chose(self, epsilon: float, action: int | None) -> None:
+        """What ``choose_action`` leaves, from a cohort's batched draw of the same values: this step's ε and the
+        random action (None: greedy)."""
+        self._epsilon, self.action = epsilon, action
+
     @property
     def observation(self) -> Any:
         """The observation in hand: this step's, until ``end_collect`` moves on."""
@@ -289,6 +294,12 @@ class Trainer:
         next_obs, reward, terminated, truncated, info = self.env.step(self.action)
         self.memory.add(obs, self.action, reward, next_obs, terminated, truncated)
         self._stepped = (next_obs, reward, terminated, truncated, info)
+
+    def stepped(self, action: int, next_obs: Any, reward: float, terminated: bool, truncated: bool) -> None:
+        """What ``step_env`` leaves when the loop stepped the env and stored the transition itself (a cohort's
+        batched step of EnvPool envs, whose info is always empty)."""
+        self.action = action
+        self._stepped = (next_obs, reward, terminated, truncated, {})
 
     @property
     def inserts_by_td(self) -> bool:
@@ -320,7 +331,7 @@ class Trainer:
         """Whether learning has begun at this step (hindsight stores transitions when their episode ends, so
         the memory can lag the step count)."""
         step = self.state.step
-        return step + 1 >= self.learn_from and len(self.memory) >= max(self._min_fill, self.cfg.replay.batch_size)
+        return step + 1 >= self.learn_from and len(self.memory) >= self.min_fill
 
     def update_due(self) -> bool:
         """Whether this step trains (every ``train.train_freq`` steps once learning); if so, fixes β for its
@@ -328,7 +339,7 @@ class Trainer:
         step = self.state.step
         if (step + 1) % self.cfg.train.train_freq != 0:
             return False
-        self._beta_now = self.beta(self._beta_step(step))
+        self._beta_now = self.beta(self.beta_step(step))
         self.memory.begin_phase(self.cfg.train.gradient_steps)
         return True
 
@@ -337,8 +348,42 @@ class Trainer:
 
     @property
     def beta_now(self) -> float:
-        """β of this step's batches (a cohort draws them with it)."""
+        """β of this step's batches (a cohort draws them with it; its batched ``update_due`` sets it)."""
         return self._beta_now
+
+    @beta_now.setter
+    def beta_now(self, beta: float) -> None:
+        self._beta_now = beta
+
+    @property
+    def min_fill(self) -> int:
+        """Transitions the memory must hold before ``learning`` (the batch, or a resumed run's refill)."""
+        return max(self._min_fill, self.cfg.replay.batch_size)
+
+    @property
+    def episode_ended(self) -> bool:
+        """Whether this step ended an episode that was logged (``end_collect``)."""
+        return self._episode_ended
+
+    def step_due(self, step: int) -> bool:
+        """Whether ``end_step`` at ``step`` has a periodic task by its step number for a run of this config (a
+        target sync by period, the step budget, evaluation, progress, checkpoint). Where it has none, a
+        member's ``end_step`` only moves the step on, unless it ended an episode (``episode_ended``) under
+        ``agent.target_update_on_episode_end``, or reached ``train.total_episodes``: a cohort checks these as
+        vectors and calls ``end_step`` only for members with something due."""
+        t, after = self.cfg.train, step + 1
+        return (
+            after % self.cfg.agent.target_update_period == 0
+            or after == t.total_steps
+            or (after % t.eval_every == 0 and t.eval_episodes > 0)
+            or after % 1000 == 0
+            or bool(t.checkpoint_every and after % t.checkpoint_every == 0)
+        )
+
+    @property
+    def beta_by_step(self) -> bool:
+        """Whether β's position is the step alone (else it may follow the episode count: ``beta_step``)."""
+        return self.cfg.train.total_episodes is None or self.cfg.replay.beta_end_step is not None
 
     # after the agent learned from a batch: check_result, [update_priorities], record_update
 
@@ -386,11 +431,11 @@ class Trainer:
         self.agent.sync_target()
         self.state.target_syncs += 1
 
-    def _beta_step(self, step: int) -> int:
+    def beta_step(self, step: int) -> int:
         """The position on β's schedule. It is defined over total_steps; under an episode budget the run may
         end sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
         t = self.cfg.train
-        if t.total_episodes is None or self.cfg.replay.beta_end_step is not None:
+        if self.beta_by_step:
             return step
         return max(step, self.state.episode * t.total_steps // t.total_episodes)
 

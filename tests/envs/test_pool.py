@@ -25,7 +25,7 @@ from ..conftest import CONFIGS
 envpool = pytest.importorskip("envpool")
 
 from per_cli.envs import check_backend  # noqa: E402
-from per_cli.envs.pool import make_pooled, step_together  # noqa: E402
+from per_cli.envs.pool import make_pooled, step_arrays, step_together  # noqa: E402
 
 runner = CliRunner()
 
@@ -134,3 +134,25 @@ def test_without_envpool_installed_the_backend_names_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "envpool", None)  # `import envpool` then raises ImportError
     with pytest.raises(ConfigError, match="pip install envpool"):
         check_backend(EnvConfig(id="cartpole", backend="envpool"))
+
+
+def test_stepped_as_arrays_each_env_is_its_own_step():
+    """step_arrays over envs of two pools (seeds 3-4 and 9, in another order) gives each env's own step results
+    as rows, in the order of the envs; a reset env's episode goes on from its reset."""
+    together = make_pooled("CartPole-v1", [3, 4, 9])
+    together = [together[2], together[0], together[1]]
+    alone = [make_pooled("CartPole-v1", [seed])[0] for seed in (9, 3, 4)]
+    for env in together + alone:
+        env.reset(seed=env.seed)
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        actions = rng.integers(0, 2, size=3)
+        obs, rewards, terminated, truncated = step_arrays(together, actions)
+        for k, (env, own) in enumerate(zip(together, alone, strict=True)):
+            want = own.step(int(actions[k]))
+            np.testing.assert_array_equal(obs[k], want[0])
+            assert (float(rewards[k]), bool(terminated[k]), bool(truncated[k])) == want[1:4]
+            if terminated[k] or truncated[k]:
+                np.testing.assert_array_equal(env.reset()[0], own.reset()[0])
+    with pytest.raises(RuntimeError, match="before reset"):
+        step_arrays(make_pooled("CartPole-v1", [5]), np.zeros(1, dtype=np.int64))

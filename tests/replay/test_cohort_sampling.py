@@ -125,3 +125,34 @@ def test_uniform_priority_updates_only_check_the_td_errors():
     assert memories[0].sampler.update_current(ids[0], td[0], memories[0].storage.ids)
     with pytest.raises(FloatingPointError, match="non-finite TD error"):  # the member's own update: its error
         memories[1].update_priorities(ids[1], td[1])
+
+
+@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler])
+def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
+    """Members 2, 0 (of 3) add 60 transitions each in one compiled call per step, wrapping their rings and
+    ending episodes; storage, counters and priorities end as under ReplayMemory.add."""
+    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 0))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    assert sampling.storable
+    which, rng = np.array([2, 0], dtype=np.int64), np.random.default_rng(9)
+    for step in range(60):
+        obs, next_obs = (rng.normal(size=(2, 3)).astype(np.float32) for _ in range(2))
+        actions, rewards = rng.integers(0, 2, size=2), rng.normal(size=2).astype(np.float32)
+        terminated, truncated = rng.random(2) < 0.1, np.array([step % 13 == 12, False])
+        sampling.store(which, obs, actions, rewards, next_obs, terminated, truncated)
+        for k, i in enumerate(which):
+            ends = bool(terminated[k]), bool(truncated[k])
+            alone[i].add(obs[k], int(actions[k]), float(rewards[k]), next_obs[k], *ends)
+    for memory, own in zip(memories, alone, strict=True):
+        ours, theirs = memory.state_dict(), own.state_dict()
+        for key, value in theirs["storage"].items():
+            np.testing.assert_array_equal(ours["storage"][key], value, err_msg=key)
+        if sampler is PrioritizedSampler:
+            np.testing.assert_array_equal(memory.sampler.tree.tree, own.sampler.tree.tree)
+
+
+def test_memories_with_their_own_add_are_not_stored_by_the_cohort():
+    memories = [_memory(seed, 20, sampler=UniformSampler) for seed in (1, 2)]
+    memories[1].writer = type("Relabelling", (type(memories[1].writer),), {})()  # a writer of its own
+    assert not CohortSampling(memories).storable

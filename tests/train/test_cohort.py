@@ -130,14 +130,14 @@ def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine
     assert whole.note is None  # one batched update per step, numba's or the stacked torch one
     whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
 
-    original = Trainer.update_due
+    original = Trainer.end_collect  # (a phase every member runs itself at every step, batched or not)
 
     def killed_at_380(self):
         if self.state.step == 380:
             raise RunInterrupted(15)  # SIGTERM, as the signal handler raises it
         return original(self)
 
-    monkeypatch.setattr(Trainer, "update_due", killed_at_380)
+    monkeypatch.setattr(Trainer, "end_collect", killed_at_380)
     split = [tmp_path / f"split{c.seed}" for c in cfgs]
     with pytest.raises(RunInterrupted):
         Cohort(cfgs).run(split)
@@ -180,3 +180,27 @@ def test_seed_lists_and_what_a_cohort_refuses():
     cfgs[1] = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "agent.lr=0.5"], seed=2, device="cpu")
     with pytest.raises(ConfigError, match="differ only in the seed; seed 2 differs in agent"):
         Cohort(cfgs)
+
+
+def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path):
+    """With EnvPool envs and uniform memories the cohort takes every step's phases as vectors (ε's draws, the
+    env step and the stores, the due checks; per_cli/train/cohort_steps.py). A member whose own phase raises in
+    the middle of them fails alone; the other is its solo run."""
+    cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
+    cohort = Cohort(cfgs)
+    batched = cohort.learner()
+    assert batched._generators is not None and batched._store  # (the compiled ε draws and the batched store)
+    bad = cohort.members[0]
+    own_end_collect = bad.end_collect
+
+    def end_collect():
+        if bad.state.step == 150:
+            raise ValueError("a broken episode counter")
+        own_end_collect()
+
+    bad.end_collect = end_collect
+    first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
+    assert first["status"] == "failed" and "a broken episode counter" in first["error"]
+    assert first["total_steps"] == 150
+    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")

@@ -14,7 +14,9 @@ from per_cli.train.iid import (
     REFERENCE_SIZE,
     _numpy_variance,
     episode_diversity,
+    exact_diversity_usable,
     exact_variance_usable,
+    raw_state_diversity,
     reference_variance,
     state_diversity,
     state_view,
@@ -202,3 +204,37 @@ def test_the_compiled_reference_variance_is_numpys_bit_for_bit():
         assert np.isnan(got[0]) and np.isfinite(got[-1])
     one = rng.normal(size=(100, 1))  # one feature: numpy's own (it sums a contiguous column pairwise)
     assert reference_variance(one).tobytes() == _numpy_variance(one).tobytes()
+
+
+def _numpy_episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:
+    ordered = np.sort(episodes, axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    return distinct / np.minimum(episodes.shape[1], np.maximum(held, 1))
+
+
+def test_compiled_episode_diversity_is_numpys():
+    rng = np.random.default_rng(2)
+    for b in (1, 2, 7, 64):
+        episodes = rng.integers(0, rng.integers(1, 40), size=(30, b))
+        episodes[::3] *= 1000  # ids spread wider than the compiled table: sorted
+        episodes[1::3] += 2**62
+        held = rng.integers(-1, 60, size=30)  # (0 and below: counted as 1)
+        got = episode_diversity(episodes, held)
+        assert got.dtype == np.float64 and got.tobytes() == _numpy_episode_diversity(episodes, held).tobytes()
+
+
+def test_compiled_raw_state_diversity_is_numpys_bit_for_bit():
+    """Classic-control states (2 to 7 float32 features) in batches up to 128: the compiled pass gives
+    ``state_diversity(state_view(...))`` exactly, with constant reference features, repeated states and wide
+    scales; other shapes (8 features, batches of 129, one varying feature) are numpy's own."""
+    assert exact_diversity_usable()
+    rng = np.random.default_rng(8)
+    for k in (2, 4, 6, 7, 8):
+        for b in (2, 9, 64, 128, 129):
+            states = (rng.normal(size=(6, b, k)) * 10.0 ** rng.uniform(-5, 5, size=k)).astype(np.float32)
+            states[1, b // 2 :] = states[1, 0]
+            for ref_var in (rng.uniform(0.5, 2, size=k) * 10.0 ** rng.uniform(-5, 5, size=k),
+                            np.where(np.arange(k) % 3 == 1, np.nan, rng.uniform(0.5, 2, size=k)),
+                            np.where(np.arange(k) == 0, 1.0, np.nan)):  # fmt: skip
+                want = state_diversity(state_view(states, 1), ref_var)
+                assert raw_state_diversity(states, ref_var).tobytes() == want.tobytes()

@@ -6,7 +6,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from per_cli.train.events import masked_crc32c
+from per_cli.train.events import ScalarEvents, masked_crc32c, scalar_events_usable, tfrecord
 from per_cli.train.logger import RunLogger
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
@@ -91,6 +91,49 @@ def test_event_file_crcs_are_tensorboards():
         assert masked_crc32c(data) == reference(data)
 
 
+def _protobuf_event(values: dict, step: int, wall_time: float) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    value = summary_pb2.Summary.Value
+    summary = summary_pb2.Summary(value=[value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
+    return event_pb2.Event(wall_time=wall_time, step=step, summary=summary).SerializeToString()
+
+
+def test_scalar_events_are_protobufs_bytes_and_tensorboards_records():
+    """The hand-built event is protobuf's serialization byte for byte, framed as TensorBoard's RecordWriter
+    frames it, for random tags (non-ASCII, long: two-byte lengths), values (float32 range edges, NaN, ints,
+    numpy scalars) and steps (0, varint edges, negative)."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    assert scalar_events_usable()
+    rng = np.random.default_rng(5)
+    encoder = ScalarEvents()
+    specials = [0.0, -0.0, float("nan"), float("inf"), 3.4028235e38, 3.4028236e38, 1e-46, 7, np.float32(0.1)]
+    for trial in range(200):
+        n = int(rng.integers(1, 20))
+        tags = [("é" if trial % 3 == 0 else "t") * int(rng.integers(1, 90)) + f"/{k}" for k in range(n)]
+        values = {tag: specials[k % len(specials)] if trial % 2 else float(rng.normal() * 10.0 ** rng.integers(-40, 40))
+                  for k, tag in enumerate(tags)}  # fmt: skip
+        step = int(rng.choice([0, 1, 127, 128, 16383, 16384, 2**40, -1, -(2**63), 2**63 - 1]))
+        wall = float(rng.uniform(0, 2e9))
+        want = _protobuf_event(values, step, wall)
+        assert encoder.encode(values, step, wall) == want
+
+        class Sink:
+            written = b""
+
+            def write(self, data):
+                self.written += data
+
+        sink = Sink()
+        RecordWriter(sink).write(want)
+        assert encoder.record(values, step, wall) == tfrecord(want) == sink.written
+    # outside the layout: protobuf's own path (None here)
+    assert encoder.encode({"x": 1.0}, 2**63, 1.0) is None
+    assert encoder.encode({"x": None}, 1, 1.0) is None
+    assert encoder.encode({1: 1.0}, 1, 1.0) is None
+
+
 def test_metrics_csv_holds_whole_rows_and_every_row_after_a_flush(tmp_path):
     logger = RunLogger(tmp_path, tensorboard=False)
     header = (tmp_path / "metrics.csv").read_bytes()
@@ -104,3 +147,30 @@ def test_metrics_csv_holds_whole_rows_and_every_row_after_a_flush(tmp_path):
     logger.episode({"step": 4, "episode": 4, "return": 2.0})
     logger.close()
     assert (tmp_path / "metrics.csv").read_text().splitlines()[-1].startswith("4,4,2.0")
+
+
+def test_metrics_csv_is_what_a_dict_writer_writes(tmp_path):
+    """Rows with every column, missing columns, None (blank), extra keys (ignored), floats, ints, bools and
+    text needing quotes come out as ``csv.DictWriter(fieldnames=EPISODE_COLUMNS, extrasaction="ignore")``
+    writes them, header included."""
+    import csv
+    import io
+
+    from per_cli.train.logger import EPISODE_COLUMNS
+
+    rows = [
+        {c: k * 0.1 + 1 / 3 for k, c in enumerate(EPISODE_COLUMNS)},
+        {"step": 7, "episode": 2, "return": -1.0, "success": None, "extra": "x", "loss": np.float64(2.5)},
+        {"step": 8, "wall_time": 1e-20, "epsilon": True, "state_diversity": 'a,"b"'},
+        {},
+    ]
+    logger = RunLogger(tmp_path, tensorboard=False)
+    for row in rows:
+        logger.episode(row)
+    logger.close()
+    expected = io.StringIO()
+    writer = csv.DictWriter(expected, fieldnames=EPISODE_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    assert (tmp_path / "metrics.csv").read_bytes().decode() == expected.getvalue()

@@ -36,6 +36,7 @@ from per_cli.train.metrics import (
     batched_correlation_counts,
     correlation_count,
     exact_measures_usable,
+    gram,
     td_measures,
 )
 
@@ -391,3 +392,14 @@ def test_the_compiled_td_measures_are_numpys_bit_for_bit(loss):
             assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
     with pytest.raises(ValueError, match="unknown loss"):  # anything else: numpy's, with its error
         td_measures(raw, weights, "l1")
+
+
+def test_gram_is_numpys_product_bit_for_bit():
+    """The Gram matrices of the correlation count (a general product where the BLAS gives the same bits) are
+    numpy's ``x @ x.transpose(0, 2, 1)`` exactly, for short rows and long ones."""
+    rng = np.random.default_rng(11)
+    for d in (2, 4, 7, 8, 20):
+        for b in (5, 64, 128):
+            x = (rng.normal(size=(3, b, d)) * 10.0 ** rng.uniform(-4, 4, size=(3, b, d))).astype(np.float32)
+            x -= x.mean(axis=2, keepdims=True)
+            assert gram(x).tobytes() == (x @ x.transpose(0, 2, 1)).tobytes()

@@ -4,8 +4,9 @@ Each member of a cohort keeps its own :class:`~per_cli.rl.engines.mlp.MLPEngine`
 and Adam buffers, which its torch modules view, so acting, evaluation and checkpoints work per member as in a
 solo run). :class:`CohortEngine` holds typed lists of those same buffers, built once, and
 :func:`cohort_update_kernel` loops over the members of one call inside compiled code, calling the solo engine's
-:func:`~per_cli.rl.engines.kernels.update_kernel` for each: per-member gradient clipping and Adam, one shared
-workspace, and the Python and dispatch overhead paid once per cohort step instead of once per member. Because
+update (:func:`~per_cli.rl.engines.kernels.update_member`, the body of ``update_kernel``) for each: per-member
+gradient clipping and Adam, one shared workspace carved once per call, and the Python and dispatch overhead paid
+once per cohort step instead of once per member. Because
 each member runs exactly the solo kernel on its own buffers, a member's update is the solo run's update.
 Acting (:func:`cohort_greedy_kernel`) and the TD errors of new transitions (:func:`cohort_td_kernel`, for
 ``replay.initial_priority: td_error``) are batched the same way, around the solo engine's kernels.
@@ -19,8 +20,8 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from per_cli.rl.engines.dense import JIT
-from per_cli.rl.engines.kernels import Workspace, greedy_kernel, td_errors_kernel, update_kernel
+from per_cli.rl.engines.dense import JIT, offsets
+from per_cli.rl.engines.kernels import Workspace, carve, greedy_member, td_member, update_member
 from per_cli.rl.engines.mlp import MLPEngine
 
 _F32, _I64 = np.float32, np.int64
@@ -33,20 +34,25 @@ def cohort_update_kernel(
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s update on batch k (``obs[k]``, ...), in place on its
     buffers ``params[which[k]]`` ...; δ into ``td_out[k]``, loss and mean Q into ``loss_out[k]``, ``q_out[k]``.
-    ``steps[k]`` is that member's Adam step count after this update."""
+    ``steps[k]`` is that member's Adam step count after this update. The workspace is carved once per call."""
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    bufs = carve(ws, dims, obs.shape[1], act_off)
+    offs = offsets(dims)
     for k in range(which.shape[0]):
         i = which[k]
-        loss_out[k], q_out[k] = update_kernel(
-            params[i], tparams[i], ms[i], vs[i], dims, obs[k], actions[k], rewards[k], next_obs[k],
-            terminated[k], weights[k], td_out[k], hyper, steps[k], ws,
+        loss_out[k], q_out[k] = update_member(
+            params[i], tparams[i], ms[i], vs[i], dims, offs, act_off, bufs, obs[k], actions[k], rewards[k],
+            next_obs[k], terminated[k], weights[k], td_out[k], hyper, steps[k],
         )  # fmt: skip
 
 
 @numba.njit(**JIT)
 def cohort_greedy_kernel(params, which, dims, obs, ws, out):
     """``out[k]``: member ``which[k]``'s greedy action for observation ``obs[k]`` (the solo ``greedy_kernel``)."""
+    bufs = carve(ws, dims, 1, np.empty(dims.shape[0], dtype=np.int64))
+    offs = offsets(dims)
     for k in range(which.shape[0]):
-        out[k] = greedy_kernel(params[which[k]], dims, obs[k], ws)
+        out[k] = greedy_member(params[which[k]], dims, offs, bufs, obs[k])
 
 
 @numba.njit(**JIT)
@@ -54,14 +60,15 @@ def cohort_td_kernel(
     params, tparams, which, dims, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, ws, out
 ):  # fmt: skip
     """``out[k]``: member ``which[k]``'s δ for its one-transition batch k (``obs[k]`` (1, d), ``actions[k]`` (1,)
-    ...), by the solo ``td_errors_kernel`` on the same array layouts."""
+    ...), by the solo ``td_errors_kernel``'s computation on the same array layouts."""
+    bufs = carve(ws, dims, 1, np.empty(dims.shape[0], dtype=np.int64))
+    offs = offsets(dims)
     for k in range(which.shape[0]):
         i = which[k]
-        td = td_errors_kernel(
-            params[i], tparams[i], dims, obs[k], actions[k], rewards[k], next_obs[k], terminated[k], gamma,
-            double_dqn, ws,
+        td_member(
+            params[i], tparams[i], dims, offs, bufs, obs[k], actions[k], rewards[k], next_obs[k], terminated[k],
+            gamma, double_dqn, out[k : k + 1],
         )  # fmt: skip
-        out[k] = td[0]
 
 
 def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:

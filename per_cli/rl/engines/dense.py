@@ -8,9 +8,11 @@ written out, each in the loop order that vectorizes for its shape. Activations a
 (``(batch, features)``, as torch keeps them). A product with a long reduction (a hidden layer's forward or input
 gradient, a hidden-to-hidden weight gradient) is computed as 2 × 4 blocks of dot products, so each loaded value
 feeds several multiply-adds; one with a short reduction (the 4 inputs of CartPole, the 2 actions) as axpy loops
-over contiguous rows. The kernels are compiled with reassociation allowed (so the dot products vectorize;
-rounding then differs from torch's by float32 noise, ~1e-7 relative) but without ``nnan``/``ninf``, so a
-diverging loss still shows up as NaN and the loop's finiteness check catches it.
+over contiguous rows, four terms per pass over a row (``EXACT``: no reassociation, so each output is the FMA
+chain 0 + t0 + t1 + ... in source order whatever LLVM vectorizes). The other kernels are compiled with
+reassociation allowed (so the dot products vectorize; rounding then differs from torch's by float32 noise, ~1e-7
+relative). None allows ``nnan``/``ninf``, so a diverging loss still shows up as NaN and the loop's finiteness
+check catches it. Buffers start on cache lines (:func:`aligned_empty`): no value depends on it, the speed does.
 """
 
 from __future__ import annotations
@@ -20,7 +22,33 @@ import numpy as np
 
 _FASTMATH = {"reassoc", "contract"}  # vectorize reductions and fuse multiply-adds; keep NaN/inf semantics
 JIT = {"cache": True, "fastmath": _FASTMATH, "nogil": True}
+# Kernels whose sums must keep their source order (the short-reduction products: a loop across independent
+# outputs, sequential over the reduction): contraction only, so LLVM may fuse a multiply-add but never reorder.
+EXACT = {"cache": True, "fastmath": {"contract"}, "nogil": True}
+# Row helpers inlined into their (EXACT) callers at numba's IR level: a call would pass each array as ~7 scalars
+# and cost more than a row's arithmetic. Inlined code is compiled with the caller's flags, so only EXACT
+# functions may call them.
+ROW = {**EXACT, "inline": "always"}
 SHORT = 16  # reductions shorter than this use axpy loops instead of blocked dot products
+DIRECT_ROWS = 2  # a short-reduction product of at most this many rows skips transposing the weights
+
+
+ALIGN = 16  # floats (64 bytes, a cache line): where buffers and the workspace's parts start
+
+
+def aligned_empty(n: int) -> np.ndarray:
+    """An uninitialised float32 array of ``n`` floats starting on a 64-byte boundary. Where a buffer starts
+    changes no value, but it changes the speed: a misaligned workspace makes every 32-byte load of a row split
+    across cache lines (measured: the update ~20% slower at a 4-byte offset than at 0 or 32)."""
+    raw = np.empty(n + ALIGN, dtype=np.float32)
+    start = (-(raw.ctypes.data // 4)) % ALIGN
+    return raw[start : start + n]
+
+
+@numba.njit(**JIT)
+def aligned(n):
+    """``n`` rounded up to a multiple of ALIGN floats."""
+    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
 @numba.njit(**JIT)
@@ -69,19 +97,131 @@ def transpose(x, out):
             out[j, i] = x[i, j]
 
 
-@numba.njit(**JIT)
-def gemm_nn(a, b, c):
+@numba.njit(**ROW)
+def _axpy4(a, b, c, i, kk, first):
+    """c[i, :] (+)= a[i, kk] b[kk, :] + ... + a[i, kk+3] b[kk+3, :], added one term at a time, left to right."""
+    x0, x1, x2, x3 = a[i, kk], a[i, kk + 1], a[i, kk + 2], a[i, kk + 3]
+    if first:
+        for j in range(c.shape[1]):
+            c[i, j] = (((np.float32(0.0) + x0 * b[kk, j]) + x1 * b[kk + 1, j]) + x2 * b[kk + 2, j]) + x3 * b[kk + 3, j]
+    else:
+        for j in range(c.shape[1]):
+            c[i, j] = (((c[i, j] + x0 * b[kk, j]) + x1 * b[kk + 1, j]) + x2 * b[kk + 2, j]) + x3 * b[kk + 3, j]
+
+
+@numba.njit(**ROW)
+def _axpy2(a, b, c, i, kk, first):
+    """:func:`_axpy4` for two terms."""
+    x0, x1 = a[i, kk], a[i, kk + 1]
+    if first:
+        for j in range(c.shape[1]):
+            c[i, j] = (np.float32(0.0) + x0 * b[kk, j]) + x1 * b[kk + 1, j]
+    else:
+        for j in range(c.shape[1]):
+            c[i, j] = (c[i, j] + x0 * b[kk, j]) + x1 * b[kk + 1, j]
+
+
+@numba.njit(**ROW)
+def _axpy1(a, b, c, i, kk, first):
+    """:func:`_axpy4` for one term."""
+    x0 = a[i, kk]
+    if first:
+        for j in range(c.shape[1]):
+            c[i, j] = np.float32(0.0) + x0 * b[kk, j]
+    else:
+        for j in range(c.shape[1]):
+            c[i, j] = c[i, j] + x0 * b[kk, j]
+
+
+@numba.njit(**ROW)
+def _nn_row(a, b, c, i):
     """c[i, :] = Σ_k a[i, k] b[k, :] for row-major a (m, k), b (k, n): axpy loops over contiguous rows of b,
-    the better form when k is small."""
-    m, k = a.shape
-    n = b.shape[1]
-    for i in range(m):
+    the better form when k is small.
+
+    Each c[i, j] is 0 + a[i, 0] b[0, j] + a[i, 1] b[1, j] + ..., summed in that order (one FMA per term); the
+    terms are added four at a time per pass over the row, so the row is loaded and stored k/4 times, not k."""
+    k = a.shape[1]
+    kk = 0
+    while kk + 4 <= k:
+        _axpy4(a, b, c, i, kk, kk == 0)
+        kk += 4
+    if kk + 2 <= k:
+        _axpy2(a, b, c, i, kk, kk == 0)
+        kk += 2
+    if kk < k:
+        _axpy1(a, b, c, i, kk, kk == 0)
+    if k == 0:
+        c[i, :] = 0.0
+
+
+@numba.njit(**EXACT)
+def gemm_nn(a, b, c):
+    """c = a b, row by row (:func:`_nn_row`)."""
+    for i in range(a.shape[0]):
+        _nn_row(a, b, c, i)
+
+
+@numba.njit(**EXACT)
+def column_sums(x, out):
+    """out[j] = Σ_b x[b, j], each summed from 0 in row order (four rows per pass over ``out``)."""
+    rows, n = x.shape
+    for j in range(n):
+        out[j] = 0.0
+    b = 0
+    while b + 4 <= rows:
         for j in range(n):
-            c[i, j] = 0.0
-        for kk in range(k):
-            x = a[i, kk]
-            for j in range(n):
-                c[i, j] += x * b[kk, j]
+            out[j] = (((out[j] + x[b, j]) + x[b + 1, j]) + x[b + 2, j]) + x[b + 3, j]
+        b += 4
+    for r in range(b, rows):
+        for j in range(n):
+            out[j] += x[r, j]
+
+
+@numba.njit(**EXACT)
+def gemm_nn_bias(a, b, c, bias, relu):
+    """c = a b + bias (then ReLU), each row finished while it is in cache; the values of :func:`gemm_nn`
+    followed by the bias."""
+    for i in range(a.shape[0]):
+        _nn_row(a, b, c, i)
+        for j in range(c.shape[1]):
+            value = c[i, j] + bias[j]
+            c[i, j] = np.float32(0.0) if relu and value < 0.0 else value
+
+
+@numba.njit(**EXACT)
+def gemm_nn_masked(a, b, c, x):
+    """c = a b, then c[i, j] = 0 where x[i, j] <= 0 (the gradient through a ReLU whose output was x), each row
+    masked while it is in cache."""
+    for i in range(a.shape[0]):
+        _nn_row(a, b, c, i)
+        relu_mask_row(c, i, x)
+
+
+@numba.njit(**ROW)
+def relu_mask_row(dx, i, x):
+    """dx[i, j] = 0 where x[i, j] <= 0."""
+    for j in range(dx.shape[1]):
+        dx[i, j] = dx[i, j] if x[i, j] > 0.0 else np.float32(0.0)
+
+
+@numba.njit(**EXACT)
+def relu_mask(dx, x):
+    """dx = 0 where x <= 0, row by row."""
+    for i in range(dx.shape[0]):
+        relu_mask_row(dx, i, x)
+
+
+@numba.njit(**EXACT)
+def gemm_nt_direct(a, b, c):
+    """c[i, j] = Σ_k a[i, k] b[j, k], each a sequential sum over k (the order of :func:`gemm_nn`), without
+    transposing b: for few rows of a, where transposing b would cost more than the product."""
+    m, k = a.shape
+    for i in range(m):
+        for j in range(b.shape[0]):
+            s = np.float32(0.0)
+            for kk in range(k):
+                s += a[i, kk] * b[j, kk]
+            c[i, j] = s
 
 
 @numba.njit(**JIT)
@@ -139,6 +279,9 @@ def gemm_nt(a, b, c, scratch):
     k = a.shape[1]
     n = b.shape[0]
     if k < SHORT:
+        if a.shape[0] <= DIRECT_ROWS:
+            gemm_nt_direct(a, b, c)
+            return
         bt = scratch[: k * n].reshape(k, n)
         transpose(b, bt)
         gemm_nn(a, bt, c)
@@ -148,10 +291,18 @@ def gemm_nt(a, b, c, scratch):
 
 @numba.njit(**JIT)
 def dense(w, bias, x, y, relu, scratch):
-    """y = x wᵀ + bias (then ReLU): x (batch, in), w (out, in), y (batch, out)."""
+    """y = x wᵀ + bias (then ReLU): x (batch, in), w (out, in), y (batch, out).
+
+    A short reduction over more than DIRECT_ROWS rows (the input layer) adds the bias to each row of y as soon as
+    it is computed, while it is in cache; the values are those of the product followed by the bias."""
+    batch, k = x.shape
+    if k < SHORT and batch > DIRECT_ROWS:
+        bt = matrix(scratch, 0, k, w.shape[0])
+        transpose(w, bt)
+        gemm_nn_bias(x, bt, y, bias, relu)
+        return
     gemm_nt(x, w, y, scratch)
-    batch, d_out = y.shape
     for b in range(batch):
-        for j in range(d_out):
+        for j in range(y.shape[1]):
             value = y[b, j] + bias[j]
             y[b, j] = np.float32(0.0) if relu and value < 0.0 else value

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.rl.engines.dense import JIT, max_width, offsets
+from per_cli.rl.engines.dense import JIT, aligned, aligned_empty, max_width, offsets
 from per_cli.rl.engines.optim import adam_step, clip_grad_norm
 from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
 from per_cli.rl.engines.td import loss_and_dq, next_values, targets
@@ -19,14 +19,15 @@ from per_cli.rl.engines.td import loss_and_dq, next_values, targets
 def _sizes(dims, batch, act_off):
     """Floats of each workspace buffer, in order (fills ``act_off``, see activation_offsets): scratch, w_t (width²
     each); buf_a, buf_b, q_copy, dz, dx, dz_t, x_t (width·batch each); next_q, target (batch each); acts (every
-    layer's output); grad (one float per parameter)."""
+    layer's output); grad (one float per parameter). Each but the last rounded up to whole cache lines, so that
+    every buffer of a 64-byte aligned workspace starts on a cache line."""
     width = max_width(dims)
     sizes = np.empty(13, dtype=np.int64)
-    sizes[0:2] = width * width
-    sizes[2:9] = width * batch
-    sizes[9:11] = batch
-    sizes[11] = activation_offsets(dims, batch, act_off)
-    sizes[12] = offsets(dims)[-1]
+    sizes[0:2] = aligned(width * width)
+    sizes[2:9] = aligned(width * batch)
+    sizes[9:11] = aligned(batch)
+    sizes[11] = aligned(activation_offsets(dims, batch, act_off))
+    sizes[12] = offsets(dims)[-1]  # exact: clip_grad_norm takes the norm of the whole buffer
     return sizes
 
 
@@ -37,7 +38,8 @@ def workspace_size(dims, batch):
 
 
 class Workspace:
-    """One engine's scratch memory: allocated once, grown only when a call brings a larger batch."""
+    """One engine's scratch memory: allocated once (64-byte aligned), grown only when a call brings a larger
+    batch."""
 
     def __init__(self, dims: np.ndarray):
         self.dims = dims
@@ -46,7 +48,7 @@ class Workspace:
 
     def for_batch(self, batch: int) -> np.ndarray:
         if batch > self.batch:
-            self.buffer = np.empty(workspace_size(self.dims, batch), dtype=np.float32)
+            self.buffer = aligned_empty(workspace_size(self.dims, batch))
             self.batch = batch
         return self.buffer
 
@@ -72,14 +74,26 @@ def update_kernel(
     ``step`` is Adam's step count after this update (1 on the first); ``ws`` a workspace of at least
     ``workspace_size(dims, batch)`` floats. Returns (loss, mean Q(s, a)), from the weights before the update.
     """
+    batch = obs.shape[0]
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    bufs = carve(ws, dims, batch, act_off)
+    return update_member(
+        params, tparams, m, v, dims, offsets(dims), act_off, bufs, obs, actions, rewards, next_obs, terminated,
+        weights, td_out, hyper, step,
+    )  # fmt: skip
+
+
+@numba.njit(**JIT)
+def update_member(
+    params, tparams, m, v, dims, offs, act_off, bufs, obs, actions, rewards, next_obs, terminated, weights, td_out,
+    hyper, step,
+):  # fmt: skip
+    """:func:`update_kernel` on buffers already carved (``bufs``, ``act_off``: :func:`carve` for this batch size;
+    ``offs``: :func:`offsets`), so that a cohort carves once per call, not once per member."""
     gamma, double_dqn, loss_code, max_norm = hyper[0], hyper[1] != 0.0, int(hyper[2]), hyper[3]
     batch = obs.shape[0]
     n_actions = dims[dims.shape[0] - 1]
-    offs = offsets(dims)
-    act_off = np.empty(dims.shape[0], dtype=np.int64)
-    scratch, w_t, buf_a, buf_b, q_copy, dz_buf, dx, dz_t, x_t, next_q, target, acts, grad = carve(
-        ws, dims, batch, act_off
-    )
+    scratch, w_t, buf_a, buf_b, q_copy, dz_buf, dx, dz_t, x_t, next_q, target, acts, grad = bufs
     q_all = forward_keep(params, dims, offs, obs, acts, act_off, scratch)
     # TD targets from the target net (and the online net for double DQN), before any change
     next_values(params, tparams, dims, offs, next_obs, double_dqn, buf_a, buf_b, q_copy, scratch, next_q)
@@ -96,25 +110,37 @@ def update_kernel(
 @numba.njit(**JIT)
 def td_errors_kernel(params, tparams, dims, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, ws):
     """δ = target − Q(s, a) without learning."""
-    batch = obs.shape[0]
-    offs = offsets(dims)
+    td = np.empty(obs.shape[0], dtype=np.float32)
     act_off = np.empty(dims.shape[0], dtype=np.int64)
-    scratch, _, buf_a, buf_b, q_copy, _, _, _, _, next_q, target, _, _ = carve(ws, dims, batch, act_off)
+    bufs = carve(ws, dims, obs.shape[0], act_off)
+    td_member(params, tparams, dims, offsets(dims), bufs, obs, actions, rewards, next_obs, terminated, gamma,
+              double_dqn, td)  # fmt: skip
+    return td
+
+
+@numba.njit(**JIT)
+def td_member(params, tparams, dims, offs, bufs, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, td):
+    """:func:`td_errors_kernel` into ``td`` on buffers already carved (see :func:`update_member`)."""
+    scratch, _, buf_a, buf_b, q_copy, _, _, _, _, next_q, target, _, _ = bufs
     next_values(params, tparams, dims, offs, next_obs, double_dqn, buf_a, buf_b, q_copy, scratch, next_q)
     targets(rewards, terminated, next_q, gamma, target)
     q = forward_out(params, dims, offs, obs, buf_a, buf_b, scratch)
-    td = np.empty(batch, dtype=np.float32)
-    for b in range(batch):
+    for b in range(obs.shape[0]):
         td[b] = target[b] - q[b, actions[b]]
-    return td
 
 
 @numba.njit(**JIT)
 def greedy_kernel(params, dims, obs, ws):
     """argmax_a Q(obs, a) for one flat observation (the first maximum on ties, like torch.argmax)."""
     act_off = np.empty(dims.shape[0], dtype=np.int64)
-    scratch, _, buf_a, buf_b, _, _, _, _, _, _, _, _, _ = carve(ws, dims, 1, act_off)
-    q = forward_out(params, dims, offsets(dims), obs.reshape(1, obs.shape[0]), buf_a, buf_b, scratch)
+    return greedy_member(params, dims, offsets(dims), carve(ws, dims, 1, act_off), obs)
+
+
+@numba.njit(**JIT)
+def greedy_member(params, dims, offs, bufs, obs):
+    """:func:`greedy_kernel` on buffers already carved for one sample (see :func:`update_member`)."""
+    scratch, _, buf_a, buf_b, _, _, _, _, _, _, _, _, _ = bufs
+    q = forward_out(params, dims, offs, obs.reshape(1, obs.shape[0]), buf_a, buf_b, scratch)
     best = 0
     for a in range(1, q.shape[1]):
         if q[0, a] > q[0, best]:

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from per_cli.rl.engines.dense import aligned_empty
 from per_cli.rl.engines.kernels import Workspace, greedy_kernel, td_errors_kernel, update_kernel
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
@@ -71,7 +72,7 @@ def share_flat_parameters(net: nn.Module) -> np.ndarray:
     """
     layers = linear_layers(net)
     params = [p for lin in layers for p in (lin.weight, lin.bias)]
-    flat = np.empty(sum(p.numel() for p in params), dtype=np.float32)
+    flat = aligned_empty(sum(p.numel() for p in params))  # 64-byte aligned: see dense.aligned_empty
     pos = 0
     for lin in layers:
         for name in ("weight", "bias"):

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import torch
 
-from per_cli.rl.engines.dense import JIT
+from per_cli.rl.engines.dense import JIT, aligned_empty
 
 
 @numba.njit(**JIT)
@@ -29,10 +29,15 @@ def clip_grad_norm(grad, max_norm):
             grad[i] *= coef
 
 
-@numba.njit(**JIT)
+@numba.njit(**{**JIT, "error_model": "numpy"})
 def adam_step(params, grad, m, v, lr, beta1, beta2, eps, step):
     """One Adam step in place, as ``torch.optim.Adam``'s single-tensor path computes it: bias corrections in
-    float64, ``m`` by lerp, ``eps`` added outside the square root of v̂. ``step`` counts from 1."""
+    float64, ``m`` by lerp, ``eps`` added outside the square root of v̂. ``step`` counts from 1.
+
+    Compiled with numpy's error model: Python's model checks every division for a zero divisor, a branch that
+    keeps the loop scalar (8x slower). The divisor is ``sqrt(v̂) + eps`` with ``agent.adam_eps > 0``, so the check
+    never fired in a valid run; a zero divisor now gives inf/NaN as in torch, which the loop's finiteness check
+    catches, instead of a ZeroDivisionError."""
     bias_correction1 = 1.0 - beta1**step
     bias_correction2 = 1.0 - beta2**step
     step_size = np.float32(lr / bias_correction1)
@@ -85,8 +90,9 @@ class FlatAdam:
         self.shapes = shapes
         self.sizes = [math.prod(s) for s in shapes]
         n = sum(self.sizes)
-        self.m = np.zeros(n, dtype=np.float32)
-        self.v = np.zeros(n, dtype=np.float32)
+        self.m, self.v = aligned_empty(n), aligned_empty(n)  # 64-byte aligned: see dense.aligned_empty
+        self.m[:] = 0.0
+        self.v[:] = 0.0
         self.step = 0
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
 

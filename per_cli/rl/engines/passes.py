@@ -6,9 +6,21 @@ Every buffer comes from the engine's preallocated workspace (:mod:`.kernels`); n
 from __future__ import annotations
 
 import numba
-import numpy as np
 
-from per_cli.rl.engines.dense import JIT, SHORT, dense, gemm_nn, gemm_nt, layer_views, matrix, transpose
+from per_cli.rl.engines.dense import (
+    JIT,
+    SHORT,
+    aligned,
+    column_sums,
+    dense,
+    gemm_nn,
+    gemm_nn_masked,
+    gemm_nt,
+    layer_views,
+    matrix,
+    relu_mask,
+    transpose,
+)
 
 
 @numba.njit(**JIT)
@@ -29,11 +41,12 @@ def forward_out(params, dims, offs, x, buf_a, buf_b, scratch):
 @numba.njit(**JIT)
 def activation_offsets(dims, batch, act_off):
     """act_off[l]: where layer l's input activations start in the ``acts`` buffer (act_off[0] unused: the
-    input is ``obs`` itself); act_off[n_layers] is where the Q-values start. Returns the buffer's size."""
+    input is ``obs`` itself); act_off[n_layers] is where the Q-values start. Returns the buffer's size. Each
+    layer's part starts on a cache line (offsets rounded up to ALIGN floats)."""
     n_layers = dims.shape[0] - 1
     act_off[0] = 0
     for layer in range(n_layers):
-        act_off[layer + 1] = act_off[layer] + (dims[layer] * batch if layer > 0 else 0)
+        act_off[layer + 1] = act_off[layer] + (aligned(dims[layer] * batch) if layer > 0 else 0)
     return act_off[n_layers] + dims[n_layers] * batch
 
 
@@ -75,15 +88,16 @@ def weight_gradient(dz, x, gw, dz_t_buf, x_t_buf, w_t_buf, scratch):
 
 
 @numba.njit(**JIT)
-def input_gradient(dz, w, dx, w_t_buf, scratch):
-    """dx (batch, in) = dz W."""
+def input_gradient(dz, w, x, dx, w_t_buf, scratch):
+    """dx (batch, in) = dz W, then the ReLU mask of the layer's input ``x``: the previous layer's dz."""
     d_out, d_in = w.shape
-    if d_out < SHORT:  # few outputs (the action layer): axpy rows of W
-        gemm_nn(dz, w, dx)
-    else:
-        w_t = matrix(w_t_buf, 0, d_in, d_out)
-        transpose(w, w_t)
-        gemm_nt(dz, w_t, dx, scratch)
+    if d_out < SHORT:  # few outputs (the action layer): axpy rows of W, each masked while in cache
+        gemm_nn_masked(dz, w, dx, x)
+        return
+    w_t = matrix(w_t_buf, 0, d_in, d_out)
+    transpose(w, w_t)
+    gemm_nt(dz, w_t, dx, scratch)
+    relu_mask(dx, x)
 
 
 @numba.njit(**JIT)
@@ -91,27 +105,21 @@ def backward(params, grad, dims, offs, obs, acts, act_off, dz_buf, dx_buf, dz_t_
     """Gradients of all parameters into ``grad``, from dL/dQ already in ``dz_buf`` as (batch, n_actions).
 
     Per layer from the output: dW = dzᵀ x, db = Σ_batch dz, dx = dz W, then the ReLU mask (the gradient passes
-    where the layer's input activation was positive) gives the previous layer's dz, in place in ``dz_buf``.
+    where the layer's input activation was positive) gives the previous layer's dz; ``dz_buf`` and ``dx_buf``
+    take turns holding it.
     """
     n_layers = dims.shape[0] - 1
     batch = obs.shape[0]
+    dz_flat, dx_flat = dz_buf, dx_buf
     for layer in range(n_layers - 1, -1, -1):
         d_in, d_out = dims[layer], dims[layer + 1]
         w, _ = layer_views(params, dims, offs, layer)
         gw, gb = layer_views(grad, dims, offs, layer)
         x = obs if layer == 0 else matrix(acts, act_off[layer], batch, d_in)
-        dz = matrix(dz_buf, 0, batch, d_out)
+        dz = matrix(dz_flat, 0, batch, d_out)
         weight_gradient(dz, x, gw, dz_t_buf, x_t_buf, w_t_buf, scratch)
-        for j in range(d_out):
-            gb[j] = 0.0
-        for b in range(batch):
-            for j in range(d_out):
-                gb[j] += dz[b, j]
+        column_sums(dz, gb)
         if layer == 0:
             break
-        dx = matrix(dx_buf, 0, batch, d_in)
-        input_gradient(dz, w, dx, w_t_buf, scratch)
-        dz = matrix(dz_buf, 0, batch, d_in)
-        for b in range(batch):
-            for k in range(d_in):
-                dz[b, k] = dx[b, k] if x[b, k] > 0.0 else np.float32(0.0)
+        input_gradient(dz, w, x, matrix(dx_flat, 0, batch, d_in), w_t_buf, scratch)
+        dz_flat, dx_flat = dx_flat, dz_flat

@@ -1,0 +1,153 @@
+"""The numba engine's fast paths compute bit for bit what the plain loops they replace compute.
+
+The references are the loops as they were before the fast paths: a product as one FMA per term over the whole
+row, the bias and ReLU or the ReLU mask as a separate pass, Adam under Python's error model (the scalar loop).
+Besides, the workspace's layout (cache-line aligned parts, padding) must not change a value: padding is never
+read, so a workspace full of NaN gives the same update as a zeroed one.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from per_cli.rl.engines import dense, kernels
+from per_cli.rl.engines.optim import adam_step
+
+_REF = {"fastmath": {"contract"}}  # as the replaced loops: FMAs, no reordering
+
+
+@numba.njit(**_REF)
+def _axpy_reference(a, b, c):
+    """The former gemm_nn: c[i, :] = 0, then one pass over the row per term."""
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            c[i, j] = 0.0
+        for kk in range(a.shape[1]):
+            x = a[i, kk]
+            for j in range(b.shape[1]):
+                c[i, j] += x * b[kk, j]
+
+
+@numba.njit(**_REF)
+def _bias_relu_reference(y, bias, relu):
+    for b in range(y.shape[0]):
+        for j in range(y.shape[1]):
+            value = y[b, j] + bias[j]
+            y[b, j] = np.float32(0.0) if relu and value < 0.0 else value
+
+
+@numba.njit(**_REF)
+def _column_sums_reference(x, out):
+    for j in range(x.shape[1]):
+        out[j] = 0.0
+    for b in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[j] += x[b, j]
+
+
+@numba.njit(fastmath={"reassoc", "contract"})
+def _adam_reference(params, grad, m, v, lr, beta1, beta2, eps, step):
+    """adam_step's body under numba's default (Python) error model, which keeps the loop scalar."""
+    bias_correction1 = 1.0 - beta1**step
+    bias_correction2 = 1.0 - beta2**step
+    step_size = np.float32(lr / bias_correction1)
+    bc2_sqrt = np.float32(np.sqrt(bias_correction2))
+    one_minus_b1 = np.float32(1.0 - beta1)
+    one_minus_b2 = np.float32(1.0 - beta2)
+    b2 = np.float32(beta2)
+    eps32 = np.float32(eps)
+    for i in range(params.shape[0]):
+        g = grad[i]
+        m[i] += one_minus_b1 * (g - m[i])
+        v[i] = v[i] * b2 + one_minus_b2 * (g * g)
+        denom = np.sqrt(v[i]) / bc2_sqrt + eps32
+        params[i] += (-step_size * m[i]) / denom
+
+
+def _f32(rng, *shape):
+    x = rng.normal(size=shape).astype(np.float32)
+    x[rng.random(shape) < 0.1] = 0.0  # exact zeros: the ReLU and mask edges
+    return x
+
+
+# (rows, reduction, columns): every remainder of the four-term passes, rows at and above DIRECT_ROWS
+SHAPES = [(m, k, n) for m in (1, 3, 64) for k in (1, 2, 3, 4, 5, 7, 64) for n in (1, 9, 128)]
+
+
+@pytest.mark.parametrize(("m", "k", "n"), SHAPES)
+def test_products_equal_one_pass_per_term(m, k, n):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a, b, x, bias = _f32(rng, m, k), _f32(rng, k, n), _f32(rng, m, n), _f32(rng, n)
+    want = np.empty((m, n), np.float32)
+    _axpy_reference(a, b, want)
+    got = np.full((m, n), np.nan, np.float32)
+    dense.gemm_nn(a, b, got)
+    assert got.tobytes() == want.tobytes()
+    direct = np.full((m, n), np.nan, np.float32)
+    dense.gemm_nt_direct(a, np.ascontiguousarray(b.T), direct)
+    assert direct.tobytes() == want.tobytes()
+    masked = np.full((m, n), np.nan, np.float32)
+    dense.gemm_nn_masked(a, b, masked, x)
+    assert masked.tobytes() == np.where(x > 0, want, np.float32(0.0)).tobytes()
+    for relu in (False, True):
+        fused, separate = np.full((m, n), np.nan, np.float32), want.copy()
+        dense.gemm_nn_bias(a, b, fused, bias, relu)
+        _bias_relu_reference(separate, bias, relu)
+        assert fused.tobytes() == separate.tobytes()
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 64, 65])
+def test_column_sums_add_rows_in_order(rows):
+    x = _f32(np.random.default_rng(rows), rows, 37) * np.float32(1e3)
+    want, got = np.empty(37, np.float32), np.full(37, np.nan, np.float32)
+    _column_sums_reference(x, want)
+    dense.column_sums(x, got)
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("n", [1, 7, 898, 1000])
+def test_vectorized_adam_equals_the_scalar_loop(n):
+    rng = np.random.default_rng(n)
+    state = [_f32(rng, n), _f32(rng, n), _f32(rng, n) * 0.1, np.abs(_f32(rng, n)) * 0.01]
+    twin = [s.copy() for s in state]
+    for step in (1, 2, 50):
+        adam_step(*state, 1e-3, 0.9, 0.999, 1e-8, step)
+        _adam_reference(*twin, 1e-3, 0.9, 0.999, 1e-8, step)
+        assert all(s.tobytes() == t.tobytes() for s, t in zip(state, twin, strict=True))
+
+
+def test_workspace_and_its_parts_start_on_cache_lines():
+    dims = np.array([4, 128, 2], np.int64)
+    ws = kernels.Workspace(dims).for_batch(3)
+    assert ws.ctypes.data % 64 == 0
+    act_off = np.empty(3, np.int64)
+    parts = kernels.carve(ws, dims, 3, act_off)
+    assert all(p.ctypes.data % 64 == 0 for p in parts)
+    assert all(off % dense.ALIGN == 0 for off in act_off)
+    assert parts[-1].shape[0] == dense.offsets(dims)[-1]  # the gradient buffer: exactly one float per parameter
+    assert dense.aligned_empty(5).ctypes.data % 64 == 0
+
+
+@pytest.mark.parametrize("dims", [(3, 7, 5), (4, 128, 2), (5, 32, 16, 3)])
+@pytest.mark.parametrize("batch", [1, 3, 64])
+def test_an_update_never_reads_workspace_it_did_not_write(dims, batch):
+    dims = np.array(dims, np.int64)
+    n = int(dense.offsets(dims)[-1])
+    rng = np.random.default_rng(batch)
+    arrays = (
+        _f32(rng, batch, dims[0]), rng.integers(0, dims[-1], size=batch), _f32(rng, batch),
+        _f32(rng, batch, dims[0]), (rng.random(batch) < 0.3).astype(np.float32), np.ones(batch, np.float32),
+    )  # fmt: skip
+    hyper = np.array([0.9, 1, 0, 0.5, 1e-3, 0.9, 0.999, 1e-8])  # double DQN, Huber, clipping on
+    results = []
+    for fill in (0.0, np.nan):
+        params, target = _f32(np.random.default_rng(0), n), _f32(np.random.default_rng(1), n)
+        m, v, td = np.zeros(n, np.float32), np.zeros(n, np.float32), np.empty(batch, np.float32)
+        ws = np.full(kernels.workspace_size(dims, batch), fill, np.float32)
+        loss, q = kernels.update_kernel(params, target, m, v, dims, *arrays, td, hyper, 1, ws)
+        greedy = kernels.greedy_kernel(params, dims, arrays[0][0], ws)
+        results.append((params.tobytes(), m.tobytes(), td.tobytes(), loss, q, greedy))
+    assert np.isfinite(results[1][3])
+    assert results[0] == results[1]
