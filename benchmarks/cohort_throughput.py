@@ -36,10 +36,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from per_cli.config import load_config  # noqa: E402
+from per_cli.replay.cohort import CohortSampling  # noqa: E402
 from per_cli.replay.memory import ReplayMemory  # noqa: E402
+from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train import lockstep  # noqa: E402
+from per_cli.train import cohort_steps, lockstep  # noqa: E402
 from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E402
 from per_cli.train.lockstep import Solo  # noqa: E402
 from per_cli.train.metrics import UpdateWindow  # noqa: E402
@@ -58,6 +60,10 @@ PHASES = [
     ("logging", Trainer, "_log_updates"),
     ("logging", UpdateWindow, "add"),  # each update's measures kept for the next log
     ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
+    # a cohort's per-step phases as vectors (train/cohort_steps.py): the pool's step, the batched store, ε's draws
+    ("env", cohort_steps, "step_arrays"),
+    ("replay", CohortSampling, "store"),
+    ("acting", explore, "explore_kernel"),
     # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)
     ("run start/end", Trainer, "begin"),
     ("run start/end", Trainer, "finish"),
@@ -177,11 +183,15 @@ def update_flops(size: int, repeats: int = 200) -> tuple[float, float]:
     term = [np.zeros(b, np.float32) for _ in agents]
     weights = [np.ones(b, np.float32) for _ in agents]
     which = list(range(size))
-    engine.update(which, obs, acts, rew, obs, term, weights)
-    t = time.process_time()
-    for _ in range(repeats):
+    torch.set_flush_denormal(True)  # as the training loop runs it (repeated batches drive Adam's moments denormal)
+    try:
         engine.update(which, obs, acts, rew, obs, term, weights)
-    us = (time.process_time() - t) / (repeats * size) * 1e6
+        t = time.process_time()
+        for _ in range(repeats):
+            engine.update(which, obs, acts, rew, obs, term, weights)
+        us = (time.process_time() - t) / (repeats * size) * 1e6
+    finally:
+        torch.set_flush_denormal(False)
     dims = [4, 128, 2]
     macs = sum(i * o for i, o in zip(dims[:-1], dims[1:], strict=True))
     # online and target forwards, weight gradients, input gradients below the top layer: 2 FLOPs per MAC
