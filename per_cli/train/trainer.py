@@ -4,7 +4,6 @@ evaluate, log. It never branches on the replay kind: every memory has the same f
 from __future__ import annotations
 
 import math
-import pickle
 import time
 import traceback
 from pathlib import Path
@@ -14,32 +13,29 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from per_cli.config import Config, ConfigError, dump_config, to_dict
+from per_cli.config import Config, ConfigError, dump_config
 from per_cli.envs import make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay, replay_label
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train import checkpoint
-from per_cli.train.env_state import restore_env, snapshot_env
 from per_cli.train.evaluation import Evaluator
 from per_cli.train.lockstep import Solo, run_members
 from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.loop_state import LoopState
 from per_cli.train.metrics import RunningMeans, UpdateWindow, totals
 from per_cli.train.reporting import episode_record, progress_info, run_results
-from per_cli.train.resume import check_resume
 from per_cli.train.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
 from per_cli.train.stopping import RunDiverged, check_logged, check_update, diverged
+from per_cli.train.trainer_state import Checkpointed
 
 
-class Trainer:
+class Trainer(Checkpointed):
     """Builds env, agent and memory from a config (before any run directory exists, so bad input leaves
     nothing behind), then ``run(run_dir)`` trains and logs."""
 
-    def __init__(
-        self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None
-    ):
+    def __init__(self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None):
         """``env``: the training env, when a cohort made it (its seed's EnvPool env); else ``make_env``'s."""
         self.cfg = cfg
         self.device = resolve_device(device or cfg.device)
@@ -97,76 +93,6 @@ class Trainer:
         self._resumed_from: int | None = None
         self._elapsed_before = 0.0
         self._min_fill = 0  # transitions the memory must hold before learning (refill after a resume)
-
-    # ------------------------------------------------------------------------------------------------------
-    # checkpoints: each component saves itself; checkpoint.py only writes the files
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything but the replay memory that a resumed run needs to continue exactly: the agent, the loop
-        counters (also the position of the ε and β schedules), the evaluator, the RNGs (action selection, the
-        sampler's, torch's), the training env with the observation in hand, the metrics not yet logged, and
-        the wall time so far."""
-        return {
-            "config": to_dict(self.cfg),
-            "loop": self.state.state_dict(),
-            "agent": self.agent.state_dict(),
-            "evaluator": self.evaluator.state_dict(),
-            "rng": {
-                "action": self.action_rng.bit_generator.state,
-                "sampler": self.memory.sampler.rng.bit_generator.state,
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            },
-            "env": snapshot_env(self.env),
-            "obs": self._obs,
-            "metrics": pickle.dumps((self._window, self._log_means, self._episode_means)),
-            "elapsed_s": time.time() - self._start_time,
-            "replay_saved": bool(self.cfg.train.save_replay),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The inverse of :meth:`state_dict`. An env that could not be pickled starts a new episode, seeded
-        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit)."""
-        self.agent.load_state_dict(state["agent"])
-        self.state.load_state_dict(state["loop"])
-        self.evaluator.load_state_dict(state["evaluator"])
-        rng = state["rng"]
-        self.action_rng.bit_generator.state = rng["action"]
-        self.memory.sampler.rng.bit_generator.state = rng["sampler"]
-        torch.set_rng_state(rng["torch"].cpu())
-        if rng["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([t.cpu() for t in rng["cuda"]])
-        if state["env"] is not None:
-            self.env.close()
-            self.env = restore_env(state["env"])
-            self._obs = state["obs"]
-        else:
-            self.state.episode_return, self.state.episode_length = 0.0, 0
-            self._obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
-        self._window, self._log_means, self._episode_means = pickle.loads(state["metrics"])
-        self._elapsed_before = float(state["elapsed_s"])
-
-    def resume(self, run_dir: Path) -> int:
-        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step.
-        ConfigError (nothing changed on disk) when it cannot be continued with this config."""
-        state, path = checkpoint.load_checkpoint(run_dir, self.device)
-        loop = state["loop"]
-        check_resume(state["config"], loop["step"], loop["episode"], self.cfg)
-        self.load_state_dict(state)
-        replay = checkpoint.load_replay(path) if state["replay_saved"] else None
-        if replay is not None:
-            self.memory.load_state_dict(replay)
-        else:  # an empty memory: collect learning_starts transitions again before learning
-            t = self.cfg.train
-            self._min_fill = min(max(t.learning_starts, self.cfg.replay.batch_size), self.cfg.replay.capacity)
-        self._resumed_from = self.state.step
-        return self.state.step
-
-    def _checkpoint(self, run_dir: Path) -> None:
-        replay = self.memory.state_dict() if self.cfg.train.save_replay else None
-        if self.logger is not None:
-            self.logger.flush()
-        checkpoint.save_checkpoint(run_dir, self.state.step, self.state_dict(), replay)
 
     # ------------------------------------------------------------------------------------------------------
     # the run
