@@ -65,12 +65,21 @@ def test_steps_episode_ends_and_truncation_match_gymnasium(env_id, limit):
     assert ends["terminated"] > 0 or env_id != "CartPole-v1"
 
 
-def test_a_seeds_env_is_the_same_alone_and_in_a_pool_of_any_seeds():
-    """Seeds 3, 4, 9 (two pools: 3-4 and 9) step together; each equals the env made alone with its seed."""
-    together = make_pooled("CartPole-v1", [3, 4, 9])
-    alone = [make_pooled("CartPole-v1", [seed])[0] for seed in (3, 4, 9)]
+def _pooled_and_alone(order: list[int]) -> tuple[list, list]:
+    """CartPole envs of seeds 3, 4, 9 in two pools (3-4 and 9), taken in ``order``, and each seed's env made
+    alone, in the same order; all reset with their seeds."""
+    seeds = [3, 4, 9]
+    pooled = make_pooled("CartPole-v1", seeds)
+    together = [pooled[k] for k in order]
+    alone = [make_pooled("CartPole-v1", [seeds[k]])[0] for k in order]
     for env in together + alone:
         env.reset(seed=env.seed)
+    return together, alone
+
+
+def test_a_seeds_env_is_the_same_alone_and_in_a_pool_of_any_seeds():
+    """Seeds 3, 4, 9 (two pools: 3-4 and 9) step together; each equals the env made alone with its seed."""
+    together, alone = _pooled_and_alone([0, 1, 2])
     rng = np.random.default_rng(1)
     for _ in range(300):
         actions = rng.integers(0, 2, size=3)
@@ -139,11 +148,7 @@ def test_without_envpool_installed_the_backend_names_the_fix(monkeypatch):
 def test_stepped_as_arrays_each_env_is_its_own_step():
     """step_arrays over envs of two pools (seeds 3-4 and 9, in another order) gives each env's own step results
     as rows, in the order of the envs; a reset env's episode goes on from its reset."""
-    together = make_pooled("CartPole-v1", [3, 4, 9])
-    together = [together[2], together[0], together[1]]
-    alone = [make_pooled("CartPole-v1", [seed])[0] for seed in (9, 3, 4)]
-    for env in together + alone:
-        env.reset(seed=env.seed)
+    together, alone = _pooled_and_alone([2, 0, 1])
     rng = np.random.default_rng(2)
     for _ in range(200):
         actions = rng.integers(0, 2, size=3)

@@ -47,23 +47,8 @@ def _column_sums_reference(x, out):
             out[j] += x[b, j]
 
 
-@numba.njit(fastmath={"reassoc", "contract"})
-def _adam_reference(params, grad, m, v, lr, beta1, beta2, eps, step):
-    """adam_step's body under numba's default (Python) error model, which keeps the loop scalar."""
-    bias_correction1 = 1.0 - beta1**step
-    bias_correction2 = 1.0 - beta2**step
-    step_size = np.float32(lr / bias_correction1)
-    bc2_sqrt = np.float32(np.sqrt(bias_correction2))
-    one_minus_b1 = np.float32(1.0 - beta1)
-    one_minus_b2 = np.float32(1.0 - beta2)
-    b2 = np.float32(beta2)
-    eps32 = np.float32(eps)
-    for i in range(params.shape[0]):
-        g = grad[i]
-        m[i] += one_minus_b1 * (g - m[i])
-        v[i] = v[i] * b2 + one_minus_b2 * (g * g)
-        denom = np.sqrt(v[i]) / bc2_sqrt + eps32
-        params[i] += (-step_size * m[i]) / denom
+# adam_step's own body compiled under numba's default (Python) error model, which keeps the loop scalar
+_adam_reference = numba.njit(fastmath={"reassoc", "contract"})(adam_step.py_func)
 
 
 def _f32(rng, *shape):
