@@ -185,7 +185,8 @@ def test_seed_lists_and_what_a_cohort_refuses():
 def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path):
     """With EnvPool envs and uniform memories the cohort takes every step's phases as vectors (ε's draws, the
     env step and the stores, the due checks; per_cli/train/cohort_steps.py). A member whose own phase raises in
-    the middle of them fails alone; the other is its solo run."""
+    the middle of them fails alone; the other is its solo run. (EnvPool is an optional extra: skipped without it.)"""
+    pytest.importorskip("envpool")
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
     batched = cohort.learner()
