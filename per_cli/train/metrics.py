@@ -327,8 +327,8 @@ class UpdateWindow:
         self._init_measured()
 
     def _init_measured(self) -> None:
-        self._rows: list[list[float] | None] = []  # per update: its measures (row_layout), None if raw
-        self._vars: list[list[float] | None] = []  # per update: its feature variances (iid.feature_variances)
+        self._rows: list[np.ndarray | None] = []  # per update: its measures (row_layout), None if raw
+        self._vars: list[np.ndarray | None] = []  # per update: its feature variances (iid.feature_variances)
         self._measured = 0  # updates added measured
         self._with_vars = 0  # updates added with their feature variances
         self._stacked: np.ndarray | None = None  # every update's states stacked, while pop computes
@@ -355,9 +355,10 @@ class UpdateWindow:
         self._rows.append(None)
         self._vars.append(None)
 
-    def add_measured(self, row: list[float], variances: list[float] | None, obs: np.ndarray) -> None:
-        """An update measured already: ``row`` its values in ``row_layout(threshold is not None, iid)``'s order,
-        ``variances`` its states' feature variances (or None), ``obs`` its states (for what ``pop`` measures)."""
+    def add_measured(self, row: np.ndarray, variances: np.ndarray | None, obs: np.ndarray) -> None:
+        """An update measured already: ``row`` its values (float64) in ``row_layout(threshold is not None,
+        iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states (for what
+        ``pop`` measures from them)."""
         self._add_states(obs)
         self._rows.append(row)
         self._vars.append(variances)
@@ -389,7 +390,7 @@ class UpdateWindow:
     def _merged_values(self) -> dict[str, np.ndarray]:
         """The measured updates' values from their rows, the raw ones' computed, in the order they came."""
         layout = row_layout(self.threshold is not None, self.iid)
-        table = np.array([row for row in self._rows if row is not None], dtype=np.float64).T
+        table = stack([row for row in self._rows if row is not None]).astype(np.float64, copy=False).T
         values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
         if self._measured == len(self._rows):
             return values
@@ -436,7 +437,8 @@ class UpdateWindow:
             self._since_refresh = 0
         keep = np.flatnonzero(~np.isnan(self._ref_var))
         if self._with_vars == n and len(keep) >= 2 and self._ref_var.dtype == np.float64:
-            return diversity_from_variances(np.array(self._vars, dtype=np.float64), self._ref_var, keep)
+            variances = np.ascontiguousarray(stack(self._vars), dtype=np.float64)
+            return diversity_from_variances(variances, self._ref_var, keep)
         obs = self._stacked if self._stacked is not None else stack(self._obs)
         if self._obs_ndim == 1 and obs.shape[2] <= MAX_RAW_FEATURES:  # states measured as they are
             return raw_state_diversity(obs, self._ref_var)

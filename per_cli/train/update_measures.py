@@ -24,11 +24,12 @@ from per_cli.train.metrics import UpdateWindow, batched_correlation_counts, exac
 def measure_rows(
     windows: Sequence[UpdateWindow], td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray,
     episodes: np.ndarray, held: Sequence[int] | None, losses: Sequence[float], q_means: Sequence[float],
-) -> list[tuple[list[float], list[float] | None]] | None:  # fmt: skip
+) -> list[tuple[np.ndarray, np.ndarray | None]] | None:  # fmt: skip
     """Per member k (row k of the stacked arrays of its update: TD errors ``td`` (U, B), IS ``weights``,
     ``ages``, states ``obs`` (U, B, ...), ``episodes``; ``held``: the episodes its memory held then, needed
-    with iid) its window's measured row and feature variances (None where not computed); None where these
-    arrays or windows are not served (the windows then take the updates raw)."""
+    with iid) its window's measured row and its feature variances (None where not computed), float64 rows of
+    one table each; None where these arrays or windows are not served (the windows then take the updates
+    raw)."""
     first = windows[0]
     config = (first.threshold, first.iid, first.loss)
     if any((w.threshold, w.iid, w.loss) != config for w in windows) or not exact_td(td, weights, first.loss):
@@ -46,11 +47,11 @@ def measure_rows(
     if first.iid:
         columns.append(episode_diversity(episodes, np.asarray(held, dtype=np.int64)))
         if obs.ndim == 3 and variances_usable(obs):
-            variances = feature_variances(obs).tolist()
-    table = np.empty((len(columns), len(td)), dtype=np.float64)
-    for j, column in enumerate(columns):
-        table[j] = column
+            variances = list(feature_variances(obs))
     if len(columns) != len(row_layout(first.threshold is not None, first.iid)):
         return None
-    rows = table.T.tolist()
+    table = np.empty((len(td), len(columns)), dtype=np.float64)
+    for j, column in enumerate(columns):
+        table[:, j] = column
+    rows = list(table)  # (views: iterating the array makes them cheaper than indexing it)
     return list(zip(rows, variances if variances is not None else [None] * len(rows), strict=True))
