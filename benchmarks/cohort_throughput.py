@@ -59,6 +59,8 @@ PHASES = [
     ("logging", Trainer, "_end_episode"),
     ("logging", Trainer, "_log_updates"),
     ("logging", UpdateWindow, "add"),  # each update's measures kept for the next log
+    ("logging", UpdateWindow, "add_measured"),  # a cohort's: the update's measured floats kept
+    ("logging", NumbaBatched, "measure"),  # a cohort step's update measures, all members at once
     ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
     # a cohort's per-step phases as vectors (train/cohort_steps.py): the pool's step, the batched store, ε's draws
     ("env", cohort_steps, "step_arrays"),

@@ -38,6 +38,7 @@ from per_cli.train.cohort_steps import VectorSteps
 from per_cli.train.lockstep import Solo, _guard, run_members
 from per_cli.train.setup import ProgressSink
 from per_cli.train.trainer import Trainer
+from per_cli.train.update_measures import measure_rows
 
 _TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
 _SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
@@ -105,6 +106,22 @@ class NumbaBatched(VectorSteps):
         self._last = (members, loss, q_mean, td)
         # (rows of td by iteration, the floats of loss and q_mean in one call each: cheaper per member)
         return [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
+
+    def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> list:
+        """The members' update measures in one pass over the update's stacked arrays
+        (:func:`~per_cli.train.update_measures.measure_rows`) where they are a cohort draw's and the last update's;
+        else (or should it raise) each member's window measures its own."""
+        stacked, last = stacked_rows(batches), self._last
+        if stacked is None or last is None or last[0] is not members:
+            return super().measure(members, batches, results)
+        windows = [m.window for m in members]
+        held = [m.memory.episodes_held() for m in members] if windows[0].iid else None
+        try:
+            arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
+            rows = measure_rows(windows, last[3], *arrays, held, last[1], last[2])
+        except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
+            rows = None
+        return rows if rows is not None else super().measure(members, batches, results)
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
         """The batches of the members whose memory the cohort sampling draws, in one call; the others' (and

@@ -216,29 +216,40 @@ def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
     Float32 states of 2 to 7 features (classic control), with at least 2 of them varying in the reference, in
     batches of 2 to 128, are computed in one compiled pass (:func:`_raw_diversity`, numpy's arithmetic:
     ~12 numpy calls saved per log) where :func:`exact_diversity_usable`; anything else by numpy itself."""
-    u, b, k = states.shape
     keep = np.flatnonzero(~np.isnan(ref_var))
-    fast = states.dtype == np.float32 and states.flags.c_contiguous and len(keep) >= 2 and k < 8 and 2 <= b <= 128
-    if fast and ref_var.dtype == np.float64 and exact_diversity_usable():
+    if len(keep) >= 2 and ref_var.dtype == np.float64 and variances_usable(states):
         return _raw_diversity(states, ref_var, keep)
     return state_diversity(state_view(states, 1), ref_var)
+
+
+def variances_usable(states: np.ndarray) -> bool:
+    """Whether :func:`feature_variances` serves vector states ``states`` (U, B, k): C float32, k < 8,
+    2 <= B <= 128, where :func:`exact_diversity_usable`."""
+    if states.ndim != 3 or states.dtype != np.float32 or not states.flags.c_contiguous:
+        return False
+    return states.shape[2] < 8 and 2 <= states.shape[1] <= 128 and exact_diversity_usable()
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
 def _raw_diversity(states, ref_var, keep):
     """``state_diversity`` of float32 states (U, B, k), k < 8, B <= 128, with ``keep`` (>= 2) the reference's
-    varying features, as numpy computes it: ``batches[:, :, keep]`` lays each (feature, batch) row out
-    contiguously, so numpy's sums over the batch are its pairwise sums of a row (:func:`pairwise_sum`): per kept
-    feature the states shifted by the batch's first (float64), their sum over B, the squared deviations' sum
-    over B - 1, over the reference's variance; then the mean of those k' < 8 ratios (summed one after
-    another, from zero) over k'."""
-    u, b, _ = states.shape
-    out = np.empty(u, dtype=np.float64)
+    varying features, as numpy computes it: :func:`diversity_from_variances` of :func:`feature_variances`."""
+    return diversity_from_variances(feature_variances(states), ref_var, keep)
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+def feature_variances(states):
+    """Per batch of float32 states (U, B, k), k < 8, 2 <= B <= 128, each feature's ddof-1 variance over the batch
+    (U, k) float64, as ``state_diversity`` computes it: ``batches[:, :, keep]`` lays each (feature, batch) row out
+    contiguously, so numpy's sums over the batch are its pairwise sums of a row (:func:`pairwise_sum`): the
+    states shifted by the batch's first (float64), their sum over B, the squared deviations' sum over B - 1.
+    It needs no reference, so a cohort computes it per update (``per_cli.train.update_measures``)."""
+    u, b, k = states.shape
+    out = np.empty((u, k), dtype=np.float64)
     shifted = np.empty(b, dtype=np.float64)
     squares = np.empty(b, dtype=np.float64)
     for row in range(u):
-        total_ratio = 0.0
-        for f in keep:
+        for f in range(k):
             first = np.float64(states[row, 0, f])
             for i in range(b):
                 shifted[i] = np.float64(states[row, i, f]) - first
@@ -246,7 +257,21 @@ def _raw_diversity(states, ref_var, keep):
             for i in range(b):
                 deviation = shifted[i] - mean
                 squares[i] = deviation * deviation
-            total_ratio += (pairwise_sum(squares, b, 0.0) / (b - 1)) / ref_var[f]
+            out[row, f] = pairwise_sum(squares, b, 0.0) / (b - 1)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+def diversity_from_variances(variances, ref_var, keep):
+    """State diversity from each batch's feature variances (U, k) (:func:`feature_variances`): the kept
+    features' ratios to the reference's variance, summed one after another from zero (numpy's sum of fewer than
+    8 numbers), over their count."""
+    u = variances.shape[0]
+    out = np.empty(u, dtype=np.float64)
+    for row in range(u):
+        total_ratio = 0.0
+        for f in keep:
+            total_ratio += variances[row, f] / ref_var[f]
         out[row] = total_ratio / len(keep)
     return out
 

@@ -76,6 +76,10 @@ class Solo:
             if member.error is None:
                 _guard(member, member.end_step, id(member) in learning_ids)
 
+    def measure(self, members: Sequence[Any], batches: Sequence[Any], results: Sequence[Any]) -> list:
+        """Each member's update measured already (for its ``record_update``), or None: measured by its window."""
+        return [None] * len(members)
+
     def learn(self, members: Sequence[Any], batches: Sequence[Any]) -> list:
         """Each member's agent learns from its batch: their ``UpdateResult``-s."""
         return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
@@ -240,10 +244,11 @@ def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
                 training = [training[k] for k in done]
                 batches, results = [batches[k] for k in done], [results[k] for k in done]
             batched.update_priorities(training, batches, results)
-            for member, batch, result in zip(training, batches, results, strict=True):
+            measured = batched.measure(training, batches, results)
+            for member, batch, result, row in zip(training, batches, results, measured, strict=True):
                 if member.error is None:
                     try:  # (as _guard, without a call per member)
-                        member.record_update(batch, result)
+                        member.record_update(batch, result, row)
                     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                         fail(member, exc)
             training = _ok(training)

@@ -324,9 +324,18 @@ class Trainer(Checkpointed):
         except FloatingPointError:  # the memory checks every TD error
             raise diverged("a TD error became non-finite", self.state.step + 1, self.cfg.agent) from None
 
-    def record_update(self, batch: Batch, result: UpdateResult) -> None:
-        """The update's measures into the window; logged every ``log.every`` updates."""
-        self._window.add(batch, result, self.memory)
+    @property
+    def window(self) -> UpdateWindow:
+        """The updates' measures since the last log or episode end."""
+        return self._window
+
+    def record_update(self, batch: Batch, result: UpdateResult, measured: tuple | None = None) -> None:
+        """The update's measures into the window (``measured``: computed already, a cohort's
+        ``per_cli.train.update_measures.measure_rows``); logged every ``log.every`` updates."""
+        if measured is None:
+            self._window.add(batch, result, self.memory)
+        else:
+            self._window.add_measured(*measured, batch.obs)
         if self.agent.updates % self.cfg.log.every == 0:
             self._log_updates(self.state.step + 1, self._beta_now)
 
