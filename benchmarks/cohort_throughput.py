@@ -44,8 +44,8 @@ from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
 from per_cli.train import cohort_steps, lockstep  # noqa: E402
 from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E402
 from per_cli.train.lockstep import Solo  # noqa: E402
-from per_cli.train.metrics import UpdateWindow  # noqa: E402
 from per_cli.train.trainer import Trainer  # noqa: E402
+from per_cli.train.update_window import UpdateWindow  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG = CONFIGS / "seed001" / "cartpole_uniform.yaml"  # --config changes it (e.g. seed001/cartpole_per.yaml)

@@ -155,16 +155,12 @@ def _guard(member: Any, phase: Callable, *args: Any) -> Any:
         return None
 
 
-_failures = [0]  # members failed so far in this process: the loop notices a failure without asking each member
-
-
 def fail(member: Any, exc: Exception) -> None:
     """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
     leaves, unless ``exc`` stems from an interrupt, which is re-raised (see :func:`_guard`)."""
     interrupt = _interrupt_behind(exc)
     if interrupt is not None:
         raise interrupt from None
-    _failures[0] += 1
     member.record_failure(exc)
     member.close()
 
@@ -187,6 +183,10 @@ def _settle(active: list) -> list:
         if member.done and member.error is None:
             _guard(member, member.finish)
     return [m for m in active if not m.done and m.error is None]
+
+
+def _any_failed(members: list) -> bool:
+    return any(m.error is not None for m in members)
 
 
 def _ok(members: list) -> list:
@@ -230,16 +230,15 @@ def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
         active = _collect(active, batched)
         learning, training = batched.due(active)
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
-            failures = _failures[0]
             batches = batched.sample(training)
-            if _failures[0] != failures:
+            if _any_failed(training):
                 batches = [b for m, b in zip(training, batches, strict=True) if m.error is None]
                 training = _ok(training)
             if not training:
                 break
             results = batched.learn(training, batches)
             batched.check_results(training, results)
-            if _failures[0] != failures:
+            if _any_failed(training):
                 done = [k for k, m in enumerate(training) if m.error is None]
                 training = [training[k] for k in done]
                 batches, results = [batches[k] for k in done], [results[k] for k in done]

@@ -24,11 +24,13 @@ from per_cli.train.evaluation import Evaluator
 from per_cli.train.lockstep import Solo, run_members
 from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.loop_state import LoopState
-from per_cli.train.metrics import RunningMeans, UpdateWindow, totals
+from per_cli.train.metrics import RunningMeans, totals
+from per_cli.train.periodic import Periodic
 from per_cli.train.reporting import episode_record, progress_info, run_results
 from per_cli.train.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
 from per_cli.train.stopping import RunDiverged, check_logged, check_update, diverged
 from per_cli.train.trainer_state import Checkpointed
+from per_cli.train.update_window import UpdateWindow
 
 
 class Trainer(Checkpointed):
@@ -40,6 +42,7 @@ class Trainer(Checkpointed):
         self.cfg = cfg
         self.device = resolve_device(device or cfg.device)
         self.progress = progress or NoProgress()
+        self.periodic = Periodic(cfg)
         torch.manual_seed(cfg.seed)
         self.env = env if env is not None else make_env(cfg.env, cfg.seed)
         if not isinstance(self.env.action_space, gym.spaces.Discrete):
@@ -292,19 +295,11 @@ class Trainer(Checkpointed):
         return self._episode_ended
 
     def step_due(self, step: int) -> bool:
-        """Whether ``end_step`` at ``step`` has a periodic task by its step number for a run of this config (a
-        target sync by period, the step budget, evaluation, progress, checkpoint). Where it has none, a
-        member's ``end_step`` only moves the step on, unless it ended an episode (``episode_ended``) under
-        ``agent.target_update_on_episode_end``, or reached ``train.total_episodes``: a cohort checks these as
-        vectors and calls ``end_step`` only for members with something due."""
-        t, after = self.cfg.train, step + 1
-        return (
-            after % self.cfg.agent.target_update_period == 0
-            or after == t.total_steps
-            or (after % t.eval_every == 0 and t.eval_episodes > 0)
-            or after % 1000 == 0
-            or bool(t.checkpoint_every and after % t.checkpoint_every == 0)
-        )
+        """Whether ``end_step`` at ``step`` has a periodic task by its step number (``per_cli.train.periodic``).
+        Where it has none, a member's ``end_step`` only moves the step on, unless it ended an episode
+        (``episode_ended``) under ``agent.target_update_on_episode_end``, or reached ``train.total_episodes``: a
+        cohort checks these as vectors and calls ``end_step`` only for members with something due."""
+        return self.periodic.any_due(step + 1)
 
     @property
     def beta_by_step(self) -> bool:
@@ -344,19 +339,21 @@ class Trainer(Checkpointed):
         (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on."""
         cfg, s, t = self.cfg, self.state, self.cfg.train
         step = s.step
-        if learning and (step + 1) % cfg.agent.target_update_period == 0:
+        after = step + 1
+        due = self.periodic
+        if learning and due.syncs(after):
             self._sync_target()
         if self._episode_ended and cfg.agent.target_update_on_episode_end:
             self._sync_target()
-        if step + 1 == t.total_steps or (t.total_episodes is not None and s.episode >= t.total_episodes):
-            s.step, self.done = step + 1, True  # the final evaluation, progress line and checkpoint: finish()
+        if due.ends(after) or (t.total_episodes is not None and s.episode >= t.total_episodes):
+            s.step, self.done = after, True  # the final evaluation, progress line and checkpoint: finish()
             return
-        if (step + 1) % t.eval_every == 0 and t.eval_episodes > 0:
-            self._evaluate(step + 1)
-        if (step + 1) % 1000 == 0:
-            self.progress.update(step + 1, self._progress_info(self.epsilon(step)))
-        s.step = step + 1  # the step to run next
-        if t.checkpoint_every and s.step % t.checkpoint_every == 0:
+        if due.evaluates(after):
+            self._evaluate(after)
+        if due.reports(after):
+            self.progress.update(after, self._progress_info(self.epsilon(step)))
+        s.step = after  # the step to run next
+        if due.checkpoints(after):
             self._checkpoint(self.logger.run_dir)
 
     # ------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """A cohort step's update measures, computed once for the members that updated, while the draw's stacked
 (members, batch) arrays are in cache.
 
-Each member's :class:`~per_cli.train.metrics.UpdateWindow` would keep its update's arrays and measure them at
+Each member's :class:`~per_cli.train.update_window.UpdateWindow` would keep its update's arrays and measure them at
 its next pop (an episode's end, a log), stacking ~30 rows five times per pop from memory long since evicted.
 :func:`measure_rows` computes the same per-update measures (``metrics.row_layout``) over the step's stacked
 arrays with the window's own kernels (each of them computes a row from that row alone, so the values are the
@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from per_cli.train.iid import episode_diversity, feature_variances, variances_usable
-from per_cli.train.metrics import UpdateWindow, batched_correlation_counts, exact_td, row_layout, td_measures
+from per_cli.train.metrics import batched_correlation_counts, exact_td, td_measures
+from per_cli.train.update_window import UpdateWindow, row_layout
 
 
 def measure_rows(

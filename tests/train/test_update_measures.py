@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from per_cli.train.metrics import UpdateWindow
 from per_cli.train.update_measures import measure_rows
-from tests.train.test_metrics import _memory
+from per_cli.train.update_window import UpdateWindow
+from tests.train.test_update_window import _memory
 
 
 def _draws(memory, steps: int, members: int, batch: int, seed: int):
