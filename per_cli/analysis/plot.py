@@ -11,7 +11,8 @@ Figures (one file each, sized for a paper: 3.5 in single column, 7 in double; pn
   ``replay/correlation_count``);
 * for a grid with swept keys, per env: ``factors_heatmap_<env>`` (final-return IQM over the first two factors)
   and ``factors_marginal_<env>`` (each factor's marginal effect).
-Tables: ``summary.csv`` / ``summary.md`` (:mod:`.tables`), ``factors.csv`` / ``factors.md`` (:mod:`.factors`);
+Tables: ``summary.csv`` / ``summary.md`` (:mod:`.tables`), ``factors.csv`` / ``factors.md`` (:mod:`.factors`),
+``comparisons.csv`` / ``comparisons.md`` (each kind against ``uniform``, :mod:`.comparisons`);
 ``captions.md`` says what each figure shows (band, smoothing).
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from per_cli.analysis.comparisons import compare_groups, comparisons_csv, comparisons_markdown
 from per_cli.analysis.factor_figures import figure_heatmap, figure_marginals
 from per_cli.analysis.factors import analyse, factors_csv, factors_markdown
 from per_cli.analysis.figures import (
@@ -203,6 +205,9 @@ def make_plots(
     tables = [("summary.csv", table_csv(rows)), ("summary.md", report.table_md)]
     if measures := measure_rows(groups):
         tables += [("measures.csv", measures_csv(measures)), ("measures.md", measures_markdown(measures))]
+    if comparisons := compare_groups(groups):
+        comparisons_md = comparisons_markdown(comparisons, final_return_meaning(final_episodes))
+        tables += [("comparisons.csv", comparisons_csv(comparisons)), ("comparisons.md", comparisons_md)]
     if factors.designs:
         factors_md = factors_markdown(factors, final_return_meaning(final_episodes))
         tables += [("factors.csv", factors_csv(factors)), ("factors.md", factors_md)]

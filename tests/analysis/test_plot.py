@@ -57,7 +57,7 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     assert names == sorted(
         ["return_CartPole-v1.png", "td_CartPole-v1.png", "iid_CartPole-v1.png", "hypothesis.png", "summary.csv",
          "summary.md", "captions.md", "factors.csv", "factors.md", "factors_marginal_CartPole-v1.png",
-         "measures.csv", "measures.md"]
+         "measures.csv", "measures.md", "comparisons.csv", "comparisons.md"]
     )  # fmt: skip
     # two replay kinds, seeds 1..3 each: the kind explains 6 * 50^2 of 6 * 50^2 + 4 (finals 100+s, 200+s)
     shares = {r["effect"]: r for r in csv.DictReader(io.StringIO((out / "factors.csv").read_text()))}

@@ -1,0 +1,167 @@
+"""Each replay kind against a baseline kind (``uniform``), per env: how likely a run of it ends above a run
+of the baseline, by how much, and whether that is more than seed noise.
+
+* **Probability of improvement** P(X > Y) + ½·P(X = Y) over the two groups' final returns (Agarwal et al.
+  2021, rliable's ``probability_of_improvement``; it is the Mann–Whitney U statistic over n_x·n_y), with a 95%
+  percentile bootstrap CI that resamples each group's seeds on their own. 0.5: no difference.
+* **IQM difference** IQM(X) − IQM(Y), in return units, with the same bootstrap samples.
+* **Mann–Whitney p**: two-sided, ``scipy.stats.mannwhitneyu`` (exact for small groups without ties, else the
+  tie-corrected normal approximation).
+
+Groups are compared only with a baseline group of the same env and the same swept settings (a grid that
+sweeps a setting within one kind, such as the two-factor study, has no baseline and gets no table). The
+bootstrap is seeded, so the table is reproducible.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from per_cli.analysis.groups import Group
+from per_cli.analysis.stats import DEFAULT_REPS, iqm
+from per_cli.analysis.text import num
+
+BASELINE = "uniform"
+
+
+@dataclass
+class Comparison:
+    env: str
+    replay: str
+    settings: str
+    baseline: str
+    seeds: int
+    baseline_seeds: int
+    p_improvement: float  # P(X > Y) + P(X = Y) / 2
+    p_improvement_ci_low: float
+    p_improvement_ci_high: float
+    iqm_difference: float  # IQM(X) - IQM(Y)
+    iqm_difference_ci_low: float
+    iqm_difference_ci_high: float
+    mann_whitney_p: float
+
+
+COLUMNS = list(Comparison.__dataclass_fields__)
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray | float:
+    """P(X > Y) + ½·P(X = Y) along the last axis of ``x`` and ``y`` (equal leading shapes): the Mann–Whitney
+    U of ``x`` over len(x)·len(y), from the average ranks of the pooled scores (ties share their rank)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    nx, ny = x.shape[-1], y.shape[-1]
+    ranks = sps.rankdata(np.concatenate([x, y], axis=-1), axis=-1)
+    u = ranks[..., :nx].sum(axis=-1) - nx * (nx + 1) / 2
+    result = u / (nx * ny)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def compare_pair(
+    x: np.ndarray, y: np.ndarray, *, reps: int = DEFAULT_REPS, confidence: float = 0.95, seed: int = 0
+) -> dict[str, float]:
+    """The measures of the module docstring for scores ``x`` against baseline scores ``y`` (NaN CIs and p for
+    a group of fewer than two scores)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    out = {
+        "p_improvement": probability_of_improvement(x, y),
+        "iqm_difference": float(iqm(x) - iqm(y)),
+        "p_improvement_ci_low": math.nan,
+        "p_improvement_ci_high": math.nan,
+        "iqm_difference_ci_low": math.nan,
+        "iqm_difference_ci_high": math.nan,
+        "mann_whitney_p": math.nan,
+    }
+    if len(x) < 2 or len(y) < 2:
+        return out
+    out["mann_whitney_p"] = float(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    rng = np.random.default_rng(seed)
+    bx = x[rng.integers(0, len(x), size=(reps, len(x)))]
+    by = y[rng.integers(0, len(y), size=(reps, len(y)))]
+    tail = (1.0 - confidence) / 2 * 100
+    for key, samples in (
+        ("p_improvement", probability_of_improvement(bx, by)),
+        ("iqm_difference", iqm(bx, axis=-1) - iqm(by, axis=-1)),
+    ):
+        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = (float(v) for v in np.percentile(samples, [tail, 100 - tail]))
+    return out
+
+
+def _finals(group: Group) -> np.ndarray:
+    return np.array([r.final_return for r in group.completed if r.final_return is not None], dtype=np.float64)
+
+
+def compare_groups(
+    groups: Sequence[Group], baseline: str = BASELINE, *, reps: int = DEFAULT_REPS, seed: int = 0
+) -> list[Comparison]:
+    """Every group that has a ``baseline`` group of the same env and settings, against it, in ``groups``'
+    order (groups without completed runs are left out)."""
+    base = {(g.env, g.settings): g for g in groups if g.replay == baseline}
+    rows = []
+    for g in groups:
+        ref = base.get((g.env, g.settings))
+        if g.replay == baseline or ref is None:
+            continue
+        x, y = _finals(g), _finals(ref)
+        if not len(x) or not len(y):
+            continue
+        measures = compare_pair(x, y, reps=reps, seed=seed)
+        rows.append(Comparison(g.env, g.replay, g.settings_label, baseline, len(x), len(y), **measures))
+    return rows
+
+
+def comparisons_csv(rows: Sequence[Comparison]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow([_cell(getattr(row, c)) for c in COLUMNS])
+    return out.getvalue()
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    return str(value)
+
+
+def _interval(point: float, lo: float, hi: float, digits: int) -> str:
+    text = num(point, digits, "–")
+    return text if math.isnan(lo) else f"{text} [{num(lo, digits)}, {num(hi, digits)}]"
+
+
+def _p_text(p: float) -> str:
+    if math.isnan(p):
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def comparisons_markdown(rows: Sequence[Comparison], final: str) -> str:
+    """The table, per env; ``final``: what a run's final return is (for the header)."""
+    baseline = rows[0].baseline if rows else BASELINE
+    with_settings = any(r.settings for r in rows)
+    head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", f"P(kind > {baseline}) [95% CI]",
+            f"IQM − IQM({baseline}) [95% CI]", "Mann–Whitney p"]  # fmt: skip
+    lines = [
+        f"# Each kind against `{baseline}`",
+        "",
+        f"Final return: {final}. P(kind > {baseline}): the probability that a run of the kind ends above a run of "
+        f"`{baseline}`, ties counting half (Agarwal et al. 2021's probability of improvement; 0.5 = no "
+        "difference). IQM difference in return units. 95% CIs: percentile bootstrap resampling each group's "
+        "seeds; p: two-sided Mann–Whitney U test (scipy).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" if i < 2 + with_settings else "---:" for i in range(len(head))) + "|",
+    ]
+    for r in rows:
+        cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), f"{r.seeds} vs {r.baseline_seeds}",
+                 _interval(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2),
+                 _interval(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1),
+                 _p_text(r.mann_whitney_p)]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
