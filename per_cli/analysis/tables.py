@@ -56,6 +56,9 @@ class Row:
     final_return_ci_high: float
     final_return_mean: float
     eval_return_mean: float
+    eval_return_iqm: float  # the seeds' final greedy evaluations (summary.json eval_return_mean of each run)
+    eval_return_ci_low: float
+    eval_return_ci_high: float
     threshold: float | None
     steps_to_threshold: float | None  # median over the completed seeds; inf: most never reached it
     reached: int  # completed seeds that reached the threshold
@@ -81,6 +84,7 @@ def summarize(
         finals = np.array([r.final_return for r in g.completed if r.final_return is not None])
         evals = [e for r in g.completed if (e := r.summary.get("eval_return_mean")) is not None]
         point, lo, hi = iqm_ci(finals, reps=reps, seed=seed)
+        eval_point, eval_lo, eval_hi = iqm_ci(np.array(evals, dtype=np.float64), reps=reps, seed=seed)
         threshold = thresholds.get(g.env)
         median_steps, reached = None, 0
         if threshold is not None:
@@ -100,6 +104,9 @@ def summarize(
                 final_return_ci_high=hi,
                 final_return_mean=float(finals.mean()) if len(finals) else math.nan,
                 eval_return_mean=float(np.mean(evals)) if evals else math.nan,
+                eval_return_iqm=eval_point,
+                eval_return_ci_low=eval_lo,
+                eval_return_ci_high=eval_hi,
                 threshold=threshold,
                 steps_to_threshold=median_steps,
                 reached=reached,
@@ -156,13 +163,14 @@ def table_markdown(
     ``final_episodes``: what the final return was taken over (None: the summaries' last 20 episodes)."""
     with_settings = any(r.settings for r in rows)
     head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", "final return IQM [95% CI]",
-            "mean", "eval mean", "steps to threshold"]  # fmt: skip
+            "mean", "eval IQM [95% CI]", "steps to threshold"]  # fmt: skip
     lines = [
         f"# Results: {root}",
         "",
         f"Final return: {final_return_meaning(final_episodes)}, over completed runs. "
         "IQM: interquartile mean over seeds; CI: 95% stratified percentile bootstrap over seeds "
-        "(Agarwal et al. 2021), none for a single seed. Steps to threshold: median over seeds of the "
+        "(Agarwal et al. 2021), none for a single seed. Eval: each run's final greedy evaluation "
+        "(summary.json `eval_return_mean`), its IQM over seeds. Steps to threshold: median over seeds of the "
         f"first env step at which the mean return of the last {window} episodes reaches the threshold "
         "(reached/seeds in brackets).",
         "",
@@ -173,7 +181,8 @@ def table_markdown(
         seeds = f"{r.seeds}" + "".join(f" (+{getattr(r, s)} {s})" for s in NOT_COUNTED if getattr(r, s))
         ci = with_ci(r.final_return_iqm, r.final_return_ci_low, r.final_return_ci_high)
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), seeds, ci,
-                 num(r.final_return_mean, 1, "–"), num(r.eval_return_mean, 1, "–"), _steps_cell(r)]  # fmt: skip
+                 num(r.final_return_mean, 1, "–"),
+                 with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high), _steps_cell(r)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     if left_out:
         lines += ["", "## Failed or unreadable runs (left out of the curves and the statistics)", ""]

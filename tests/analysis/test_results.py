@@ -270,18 +270,24 @@ def test_summary_table_values(tmp_path):
     )
     assert uniform.final_return_ci_low < 30.0 < uniform.final_return_ci_high
     assert uniform.final_return_mean == 30.0 and uniform.eval_return_mean == 31.0
+    evals = np.array(finals) + 1  # each run's final greedy evaluation
+    assert uniform.eval_return_iqm == pytest.approx(iqm(evals)) == pytest.approx(31.0)
+    assert (uniform.eval_return_ci_low, uniform.eval_return_ci_high) == pytest.approx(
+        stratified_bootstrap_ci([evals], iqm, reps=2000)[1:]
+    )
     assert uniform.steps_to_threshold == 300.0 and uniform.reached == 5  # median of 100, 200, ..., 500
     assert (combined.seeds, combined.final_return_iqm) == (1, 7.0)
 
     table = list(csv.DictReader(io.StringIO(table_csv(rows))))
     assert table[0]["replay"] == "uniform" and table[0]["seeds"] == "5" and float(table[0]["final_return_iqm"]) == 30
-    assert table[1]["eval_return_mean"] == ""  # not recorded: blank, not "nan"
+    assert table[1]["eval_return_mean"] == table[1]["eval_return_iqm"] == ""  # not recorded: blank, not "nan"
 
     md = table_markdown(rows, [r for r in runs if r.status == "failed"], 1, tmp_path)
     assert "| CartPole-v1 | uniform | 5 (+1 running) (+1 failed) | 30.0 [" in md
+    assert "| 30.0 | 31.0 [" in md  # the mean final return, then the evaluations' IQM with its CI
     assert "300 (≥ 100: 5/5)" in md
     assert "## Failed or unreadable runs" in md and "`u7` (failed): RuntimeError: boom" in md
-    assert "| CartPole-v1 | combined | 1 | 7.0 | 7.0 |" in md  # one seed: no interval, not 7.0 [7.0, 7.0]
+    assert "| CartPole-v1 | combined | 1 | 7.0 | 7.0 | – |" in md  # one seed: no interval, not 7.0 [7.0, 7.0]
     assert math.isnan(combined.final_return_ci_low) and table[1]["final_return_ci_low"] == ""
 
 
