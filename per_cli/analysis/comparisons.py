@@ -15,8 +15,6 @@ bootstrap is seeded, so the table is reproducible.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from scipy import stats as sps
 
 from per_cli.analysis.groups import Group
 from per_cli.analysis.stats import DEFAULT_REPS, iqm
-from per_cli.analysis.text import num
+from per_cli.analysis.tables import rows_csv, with_ci
 
 BASELINE = "uniform"
 
@@ -116,23 +114,7 @@ def compare_groups(
 
 
 def comparisons_csv(rows: Sequence[Comparison]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow([_cell(getattr(row, c)) for c in COLUMNS])
-    return out.getvalue()
-
-
-def _cell(value) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
-    return str(value)
-
-
-def _interval(point: float, lo: float, hi: float, digits: int) -> str:
-    text = num(point, digits, "–")
-    return text if math.isnan(lo) else f"{text} [{num(lo, digits)}, {num(hi, digits)}]"
+    return rows_csv(rows, COLUMNS)
 
 
 def _p_text(p: float) -> str:
@@ -160,8 +142,8 @@ def comparisons_markdown(rows: Sequence[Comparison], final: str) -> str:
     ]
     for r in rows:
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), f"{r.seeds} vs {r.baseline_seeds}",
-                 _interval(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2),
-                 _interval(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1),
+                 with_ci(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2),
+                 with_ci(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1),
                  _p_text(r.mann_whitney_p)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -124,13 +124,18 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def table_csv(rows: Sequence[Row]) -> str:
+def rows_csv(rows: Sequence[Any], columns: Sequence[str]) -> str:
+    """Dataclass rows as CSV: a header of ``columns``, then each row's attributes as :func:`cell` writes them."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(TABLE_COLUMNS)
+    writer.writerow(columns)
     for row in rows:
-        writer.writerow([cell(getattr(row, c)) for c in TABLE_COLUMNS])
+        writer.writerow([cell(getattr(row, c)) for c in columns])
     return out.getvalue()
+
+
+def table_csv(rows: Sequence[Row]) -> str:
+    return rows_csv(rows, TABLE_COLUMNS)
 
 
 def with_ci(point: float, lo: float, hi: float, digits: int = 1) -> str:
