@@ -150,11 +150,13 @@ def make_plots(
     thresholds: dict[str, float | None] | None = None,
     workers: int | None = None,
     final_episodes: int | None = None,
+    envs: Sequence[str] = (),
 ) -> PlotReport:
     """Load every run under ``runs_dir`` and write the figures and tables into ``out`` (default
     ``runs_dir/plots``). ``final_episodes``: a run's final return is the mean of its last N logged episode
-    returns (tables, factors, the hypothesis figure) instead of its summary's last 20. Raises ConfigError for
-    bad input (no runs, unknown --metric, bad --format, --final-episodes below 1)."""
+    returns (tables, factors, the hypothesis figure) instead of its summary's last 20. ``envs``: only these
+    envs' runs (aliases or ids; empty: all). Raises ConfigError for bad input (no runs, unknown --metric or
+    --env, bad --format, --final-episodes below 1)."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if smooth < 1:
@@ -163,7 +165,7 @@ def make_plots(
         raise ConfigError(f"--final-episodes {final_episodes}: must be >= 1 (leave it out for the summaries' last 20)")
     out = out if out is not None else runs_dir / "plots"
     needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
-    runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed)
+    runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed, envs=envs)
     _check_metrics(runs, metrics)
     for run in runs:
         run.final_episodes = final_episodes

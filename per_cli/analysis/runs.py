@@ -120,9 +120,10 @@ def _status(summary: dict[str, Any] | None) -> str:
     return status if status in STATUSES else RUNNING
 
 
-def load_run(path: Path, root: Path, tags: set[str] | None = None) -> Run:
+def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozenset[str] | None = None) -> Run | None:
     """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot.
-    ``tags``: the scalars needed (see :func:`per_cli.analysis.readers.read_scalars`); None: all of them."""
+    ``tags``: the scalars needed (see :func:`per_cli.analysis.readers.read_scalars`); None: all of them.
+    ``envs``: resolved env ids to keep; a run of another env is None, its scalars never read."""
     summary = read_summary(path) or {}
     config: dict[str, Any] = {}
     read_error = None
@@ -145,6 +146,8 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None) -> Run:
         summary=summary,
         read_error=read_error,
     )
+    if envs is not None and run.env not in envs:
+        return None
     if run.status == UNREADABLE and not run.read_error:
         run.read_error = f"summary.json cannot be read: {summary.get('error', 'not valid JSON')}"
     try:
@@ -154,15 +157,22 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None) -> Run:
     return run
 
 
-def _load_one(args: tuple[Path, Path, set[str] | None]) -> Run:
+def _load_one(args: tuple[Path, Path, set[str] | None, frozenset[str] | None]) -> Run | None:
     return load_run(*args)
 
 
 def load_runs(
-    root: Path, *, workers: int | None = None, exclude: Iterable[Path] = (), tags: set[str] | None = None
+    root: Path,
+    *,
+    workers: int | None = None,
+    exclude: Iterable[Path] = (),
+    tags: set[str] | None = None,
+    envs: Iterable[str] = (),
 ) -> list[Run]:
     """Find and load every run under ``root`` (``tags``: as for :func:`load_run`), in a process pool when there
-    are many."""
+    are many. ``envs``: only the runs of these envs (aliases or ids; empty: all); a name that is no env, or
+    that no run under ``root`` has, is a ConfigError."""
+    wanted = _wanted_envs(envs)
     dirs = find_run_dirs(root, exclude)
     if not dirs:
         raise ConfigError(
@@ -170,11 +180,38 @@ def load_runs(
             "write some with per train or per grid"
         )
     workers = min(workers or os.cpu_count() or 1, len(dirs))
-    jobs = [(d, root, tags) for d in dirs]
+    jobs = [(d, root, tags, wanted) for d in dirs]
     if workers <= 1 or len(dirs) < PARALLEL_FROM:
-        return [_load_one(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-        return list(pool.map(_load_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+        loaded = [_load_one(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+            loaded = list(pool.map(_load_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+    runs = [run for run in loaded if run is not None]
+    if wanted is not None:
+        _check_envs_found(root, wanted, runs)
+    return runs
+
+
+def _wanted_envs(names: Iterable[str]) -> frozenset[str] | None:
+    """``--env`` names as resolved env ids (None: every env); an unknown name is the env factory's ConfigError."""
+    from per_cli.envs import check_env_id
+
+    wanted = set()
+    for name in names:
+        try:
+            check_env_id(name)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("env.id: ", f"--env {name}: ", 1)) from None
+        wanted.add(_env_id(name))
+    return frozenset(wanted) if wanted else None
+
+
+def _check_envs_found(root: Path, wanted: frozenset[str], runs: list[Run]) -> None:
+    missing = sorted(wanted - {run.env for run in runs})
+    if missing:
+        raise ConfigError(
+            f"--env {', '.join(missing)}: no run of this env under {root}; leave --env out to plot every env there"
+        )
 
 
 def _pool_context():

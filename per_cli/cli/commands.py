@@ -285,6 +285,14 @@ def plot(
             "(default: summary.json's last 20), e.g. 100 for a paper's 100-episode moving average."
         ),
     ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="Only the runs of this env, e.g. acrobot or Acrobot-v1 (repeatable; default: every env under "
+            "RUNS_DIR): one folder of figures per env from one grid.",
+        ),
+    ] = None,
 ) -> None:
     """Figures (return, TD error, correlation count with 95% bootstrap bands; the hypothesis scatter) and
     tables (IQM of the final return with a stratified bootstrap CI) from run directories."""
@@ -300,6 +308,7 @@ def plot(
             thresholds=parse_thresholds(threshold or []),
             workers=workers,
             final_episodes=final_episodes,
+            envs=env or [],
         )
     except ConfigError as exc:
         raise fail_input(str(exc)) from None

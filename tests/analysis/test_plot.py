@@ -257,3 +257,29 @@ def test_bookkeeping_settings_do_not_split_the_legend(tmp_path):
     report = make_plots(tmp_path, workers=1)
     assert [g.label for g in report.groups] == ["uniform"]
     assert "| CartPole-v1 | uniform | 2 |" in report.table_md
+
+
+def test_env_option_keeps_one_envs_runs(tmp_path):
+    _study(tmp_path / "cp", seeds=(1, 2))
+    for seed in (1, 2):
+        write_run(tmp_path / f"acrobot__uniform__s{seed}", env="acrobot", seed=seed,
+                  returns=[(s, -500 + s / 4) for s in range(50, 2001, 50)], updates=_updates(2000, 1.0))  # fmt: skip
+    report = make_plots(tmp_path, tmp_path / "acrobot", envs=["acrobot"], workers=1)
+    assert {r.env for r in report.runs} == {"Acrobot-v1"} and len(report.runs) == 2
+    names = {p.name for p in report.files}
+    assert "return_Acrobot-v1.png" in names and not any("CartPole" in n for n in names)
+    everything = make_plots(tmp_path, tmp_path / "all", envs=["acrobot", "CartPole-v1"], workers=1)
+    assert {r.env for r in everything.runs} == {"Acrobot-v1", "CartPole-v1"} and len(everything.runs) == 6
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [("acrobt", "--env acrobt: unknown env 'acrobt'; did you mean 'acrobot'?"),
+     ("mountaincar", "--env MountainCar-v0: no run of this env under")],
+)  # fmt: skip
+def test_cli_env_option_bad_input_exits_2(tmp_path, env, message):
+    _study(tmp_path, seeds=(1,))
+    result = runner.invoke(app, ["plot", str(tmp_path), "--env", env])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "plots").exists()
