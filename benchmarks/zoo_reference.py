@@ -56,6 +56,7 @@ def train_one(job: tuple[str, int]) -> tuple[int, float, float]:
     import torch
     from stable_baselines3 import DQN
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
 
     from per_cli.config import load_config
     from per_cli.envs import resolve_env_id
@@ -68,7 +69,7 @@ def train_one(job: tuple[str, int]) -> tuple[int, float, float]:
     model = DQN("MlpPolicy", gym.make(env_id), seed=seed, device="cpu", verbose=0, **sb3_kwargs(cfg))
     model.learn(total_timesteps=cfg.train.total_steps)
     wall = time.perf_counter() - t0
-    eval_env = gym.make(env_id)
+    eval_env = Monitor(gym.make(env_id))  # SB3 reads the episodes' returns from it
     eval_env.reset(seed=10_000 + seed)
     mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=cfg.train.eval_episodes, deterministic=True)
     return seed, float(mean), wall
