@@ -37,7 +37,7 @@ from per_cli.analysis.figures import (
 from per_cli.analysis.groups import Group, group_runs
 from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
 from per_cli.analysis.readers import RETURN_TAG
-from per_cli.analysis.runs import Run, load_runs
+from per_cli.analysis.runs import Run, checked_env_id, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
 from per_cli.analysis.tables import (
     default_threshold,
@@ -71,17 +71,12 @@ class PlotReport:
 def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
     """``["cartpole=475", "Acrobot-v1=none"]`` -> ``{"CartPole-v1": 475.0, "Acrobot-v1": None}``; an unknown
     env is a ConfigError with the closest names."""
-    from per_cli.envs import check_env_id, resolve_env_id
-
     out: dict[str, float | None] = {}
     for item in items:
         env, sep, raw = item.partition("=")
         if not sep or not env.strip():
             raise ConfigError(f"--threshold {item!r}: expected ENV=VALUE, e.g. --threshold cartpole=475")
-        try:
-            check_env_id(env.strip())
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace("env.id: ", f"--threshold {item}: ", 1)) from None
+        env_id = checked_env_id(env.strip(), f"--threshold {item}")
         if raw.strip().lower() == "none":
             value = None
         else:
@@ -89,7 +84,7 @@ def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
                 value = float(raw)
             except ValueError:
                 raise ConfigError(f"--threshold {item!r}: {raw!r} is not a number (or none)") from None
-        out[resolve_env_id(env.strip())] = value
+        out[env_id] = value
     return out
 
 

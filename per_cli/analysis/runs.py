@@ -192,18 +192,22 @@ def load_runs(
     return runs
 
 
-def _wanted_envs(names: Iterable[str]) -> frozenset[str] | None:
-    """``--env`` names as resolved env ids (None: every env); an unknown name is the env factory's ConfigError."""
+def checked_env_id(name: str, option: str) -> str:
+    """A command-line env name (alias or id) as its resolved id; an unknown one is the env factory's ConfigError
+    with ``option`` (e.g. ``--env acrobt``) in place of its ``env.id`` key."""
     from per_cli.envs import check_env_id
 
-    wanted = set()
-    for name in names:
-        try:
-            check_env_id(name)
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace("env.id: ", f"--env {name}: ", 1)) from None
-        wanted.add(_env_id(name))
-    return frozenset(wanted) if wanted else None
+    try:
+        check_env_id(name)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("env.id: ", f"{option}: ", 1)) from None
+    return _env_id(name)
+
+
+def _wanted_envs(names: Iterable[str]) -> frozenset[str] | None:
+    """``--env`` names as resolved env ids (None: every env)."""
+    wanted = frozenset(checked_env_id(name, f"--env {name}") for name in names)
+    return wanted or None
 
 
 def _check_envs_found(root: Path, wanted: frozenset[str], runs: list[Run]) -> None:
