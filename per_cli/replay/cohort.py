@@ -5,12 +5,15 @@ Each member keeps its own memory, sampler and generator; :class:`CohortSampling`
 arrays and generators (built once: loads write into them) and draws each member's batch as its solo sampler
 does, gathered into arrays with a member axis: ``prioritized``: the uniforms from the member's generator, then
 the solo :func:`~per_cli.replay.structures.sum_tree.stratified_sample` on its tree; ``uniform``: numpy's
-``choice`` on the member's generator, compiled (:mod:`per_cli.replay.choice`). So every member gets exactly the
+``choice`` on the member's generator, compiled (:mod:`per_cli.replay.choice`); ``none``: the newest blocks of
+the phase, as :class:`RecentSampler` walks them; ``combined``: the phase's new transitions plus numpy's ``choice``
+over the others, as :class:`CombinedSampler` places them. So every member gets exactly the
 batch its solo run would, and its generator ends where the solo run's does. Each member's batch is a
 :class:`RowBatch`, a read-only row of those arrays, so that a cohort update takes them whole (:func:`stacked_rows`).
-Uniform memories keep no priorities: their "priority update" is only the check that the TD errors are finite.
+Memories that keep no priorities (uniform, none, combined): their "priority update" is only the check that the
+TD errors are finite. The compiled halves are in :mod:`per_cli.replay.cohort_kernels`.
 
-It serves what it supports: a :class:`PrioritizedSampler` or :class:`UniformSampler` on a plain
+It serves what it supports: a prioritized, uniform, recent (``none``) or combined sampler on a plain
 :class:`TransitionStorage` of vector states. Any other member, or a draw it cannot do the solo way (an active
 window, fewer transitions than a batch, numpy's other ``choice`` branch), is left to the caller (None).
 """
@@ -20,132 +23,34 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-import numba
 import numpy as np
 from numba.typed import List
 
 from per_cli.replay import choice
-from per_cli.replay.choice import floyd_choice
+from per_cli.replay.cohort_kernels import (
+    DRAWN,
+    FAILED,
+    cohort_combined_kernel,
+    cohort_prioritized_kernel,
+    cohort_recent_kernel,
+    cohort_store_kernel,
+    cohort_uniform_kernel,
+    cohort_update_kernel,
+)
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import Sampler
+from per_cli.replay.samplers.combined import CombinedSampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
+from per_cli.replay.samplers.recent import RecentSampler
 from per_cli.replay.samplers.uniform import UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.replay.structures.sum_tree import MAX, set_leaf, stratified_sample, update_current
+from per_cli.replay.structures.sum_tree import stratified_sample
 from per_cli.replay.writers.base import Writer
 
-
-@numba.njit(cache=True, nogil=True)
-def _gather(k, leaves, weights, obs, actions, rewards, next_obs, terminated, ids, episode_ids, added, out):
-    """Batch k of the member whose columns are given, at slots ``leaves``: into ``out`` = (obs, actions,
-    rewards, next_obs, terminated, ids, weights, ages, episodes), as ``ReplayMemory.sample`` builds it.
-    A state is copied number by number (a row assignment costs ~50 ns of array set-up per row)."""
-    out_obs, out_actions, out_rewards, out_next, out_terminated, out_ids, out_weights, out_ages, out_episodes = out
-    width = obs.shape[1]
-    for j in range(leaves.shape[0]):
-        slot = leaves[j]
-        for f in range(width):
-            out_obs[k, j, f] = obs[slot, f]
-            out_next[k, j, f] = next_obs[slot, f]
-        out_actions[k, j] = actions[slot]
-        out_rewards[k, j] = rewards[slot]
-        out_terminated[k, j] = terminated[slot]
-        out_ids[k, j] = ids[slot]
-        out_ages[k, j] = added - 1 - ids[slot]
-        out_episodes[k, j] = episode_ids[slot]
-        out_weights[k, j] = weights[j]
-
-
-# The kernels take the members' columns (typed lists) and the output arrays as separate arguments, not as
-# tuples: numba types a tuple argument in Python at every call (~50 µs for these), each array or list in C.
-
-
-@numba.njit(cache=True, nogil=True)
-def cohort_prioritized_kernel(
-    trees, offsets, which, added, uniforms, betas, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
-    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
-):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]`` and ``betas[k]``
-    (``stratified_sample``), gathered into the ``o_*`` arrays. Returns False at k where the draw raised (the
-    caller repeats it there to raise the same error)."""
-    out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
-    ok = np.ones(which.shape[0], dtype=np.bool_)
-    for k in range(which.shape[0]):
-        i = which[k]
-        try:
-            leaves, weights = stratified_sample(trees[i], offsets[i], uniforms[k], betas[k])
-        except Exception:  # noqa: BLE001 - a zero total or a corrupted tree: repeated by the caller
-            ok[k] = False
-            continue
-        _gather(k, leaves, weights, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
-                episode_ids[i], added[k], out)  # fmt: skip
-    return ok
-
-
-@numba.njit(cache=True, nogil=True)
-def cohort_uniform_kernel(
-    generators, which, sizes, added, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
-    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
-):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]``'s uniform batch k (``generators[i].choice(sizes[k],
-    batch, replace=False)``: slots, as the whole memory is the candidates), gathered into the ``o_*`` arrays."""
-    out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
-    batch = o_obs.shape[1]
-    ones = np.ones(batch, dtype=np.float32)
-    slots = np.empty(batch, dtype=np.int64)
-    for k in range(which.shape[0]):
-        i = which[k]
-        floyd_choice(generators[i], sizes[k], batch, slots)
-        _gather(k, slots, ones, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
-                episode_ids[i], added[k], out)  # fmt: skip
-    return np.ones(which.shape[0], dtype=np.bool_)
-
-
-@numba.njit(cache=True, nogil=True)
-def cohort_update_kernel(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha):
-    """For k in range(len(which)): member ``which[k]``'s ``update_current`` with ids ``ids[k]`` and TD errors
-    ``td_errors[k]``. Returns its result per k (False: a non-finite TD error, that member's tree unchanged)."""
-    finite = np.empty(which.shape[0], dtype=np.bool_)
-    for k in range(which.shape[0]):
-        i = which[k]
-        finite[k] = update_current(trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha)
-    return finite
-
-
-@numba.njit(cache=True, nogil=True)
-def cohort_store_kernel(
-    which, cursors, added, ended, sizes, obs_in, actions_in, rewards_in, next_in, terminated_in, truncated_in,
-    obs, actions, rewards, next_obs, terminated, truncated, ids, episode_ids, trees, offsets, prioritized,
-):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]``'s ``ReplayMemory.add`` of transition k (a plain writer on
-    a plain ring): the row written at its cursor, its counters (``cursors``, ``added``, ``ended``, ``sizes``:
-    updated in place, as ``RingBookkeeping._record`` moves them), and with ``prioritized`` its leaf set to the
-    tree's max priority (1 while empty: ``PrioritizedSampler.on_add``)."""
-    width = obs_in.shape[1]
-    for k in range(which.shape[0]):
-        i, slot = which[k], cursors[k]
-        for f in range(width):
-            obs[i][slot, f] = obs_in[k, f]
-            next_obs[i][slot, f] = next_in[k, f]
-        actions[i][slot] = actions_in[k]
-        rewards[i][slot] = rewards_in[k]
-        terminated[i][slot] = terminated_in[k]
-        truncated[i][slot] = truncated_in[k]
-        ids[i][slot] = added[k]
-        episode_ids[i][slot] = ended[k]
-        if terminated_in[k] or truncated_in[k]:
-            ended[k] += 1
-        added[k] += 1
-        capacity = ids[i].shape[0]
-        cursors[k] = (slot + 1) % capacity
-        sizes[k] = min(sizes[k] + 1, capacity)
-        if prioritized:
-            tree, levels = trees[i], offsets[i]
-            top = tree[MAX, levels[levels.shape[0] - 2]]
-            set_leaf(tree, levels, slot, top if top > 0.0 else 1.0)
-
-
-_KINDS = {PrioritizedSampler: "prioritized", UniformSampler: "uniform"}
+_KINDS = {
+    PrioritizedSampler: "prioritized", UniformSampler: "uniform", RecentSampler: "none", CombinedSampler: "combined",
+}  # fmt: skip
+_NEEDS_CHOICE = {"uniform", "combined"}  # kinds whose draw is numpy's choice, compiled
 _FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch's order: that of a draw's arrays
 
 
@@ -212,7 +117,8 @@ def supports(memory: ReplayMemory) -> bool:
     storage = memory.storage
     kind = _KINDS.get(type(memory.sampler))
     return (
-        (kind == "prioritized" or (kind == "uniform" and choice.usable()))
+        kind is not None
+        and (kind not in _NEEDS_CHOICE or choice.usable())
         and type(storage) is TransitionStorage
         and storage.obs.ndim == 2
         and storage.obs.dtype == np.float32
@@ -226,7 +132,10 @@ class CohortSampling:
     def __init__(self, memories: Sequence[ReplayMemory]):
         kinds = {_KINDS.get(type(m.sampler)) for m in memories}
         if not all(supports(m) for m in memories) or len(kinds) != 1:
-            raise ValueError("cohort sampling needs prioritized or uniform memories of vector states on a plain ring")
+            raise ValueError(
+                "cohort sampling needs memories of one kind (prioritized, uniform, none or combined) of vector states "
+                "on a plain ring"
+            )
         (self.kind,) = kinds
         self.memories = list(memories)
         storages = [m.storage for m in memories]
@@ -235,7 +144,7 @@ class CohortSampling:
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
         )
         self._same_priorities = False
-        self._windowless = all(m.sampler.window is None for m in memories)
+        self._windowless = all(getattr(m.sampler, "window", None) is None for m in memories)
         self._truncated = List([s.truncated for s in storages])
         self.storable = all(type(m.writer) is Writer for m in memories) and all(
             type(m.sampler).on_add is (PrioritizedSampler if self.kind == "prioritized" else Sampler).on_add
@@ -246,8 +155,9 @@ class CohortSampling:
             type(m.sampler).update_current is Sampler.update_current and not m.sampler.keeps_priorities()
             for m in memories
         )
-        if self.kind == "uniform":
+        if self.kind != "prioritized":
             self._generators = List([m.sampler.rng for m in memories])
+            self._phases = List([getattr(m.sampler, "phase", np.zeros(4, dtype=np.int64)) for m in memories])
             self._no_trees = (List([np.zeros((3, 1))]), List([np.zeros(2, dtype=np.int64)]))  # (store's: unused)
             return
         self._trees = List([m.sampler.tree.tree for m in memories])
@@ -277,9 +187,9 @@ class CohortSampling:
     def drawable(self, i: int, batch_size: int) -> bool:
         """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""
         memory = self.memories[i]
-        window, size = memory.sampler.window, memory.storage.size
+        window, size = getattr(memory.sampler, "window", None), memory.storage.size
         whole = batch_size <= size and (window is None or window >= size)
-        return whole and (self.kind == "prioritized" or choice.floyd_applies(size, batch_size))
+        return whole and (self.kind != "uniform" or choice.floyd_applies(size, batch_size))
 
     def drawable_all(self, which: Sequence[int], batch_size: int) -> np.ndarray:
         """``drawable(i, batch_size)`` for each member ``i`` of ``which``, as a boolean array."""
@@ -288,11 +198,12 @@ class CohortSampling:
         memories = self.memories
         sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
         whole = batch_size <= sizes
-        return whole if self.kind == "prioritized" else whole & choice.floyd_applies_all(sizes, batch_size)
+        return whole if self.kind != "uniform" else whole & choice.floyd_applies_all(sizes, batch_size)
 
     def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> list[Batch | None]:
         """The batches of members ``which`` (each ``drawable``), as their ``memory.sample(batch_size, beta)``
-        would draw them; None where that raises (``repeat_failed`` repeats it)."""
+        would draw them; None where that raises (the member is in ``failed``: ``repeat_failed`` repeats it) or
+        where the kernel declined the draw (not in ``failed``: nothing changed, the member draws its own)."""
         n, memories = len(which), self.memories
         width = memories[which[0]].storage.obs.shape[1]
         obs, next_obs = (np.empty((n, batch_size, width), dtype=np.float32) for _ in range(2))
@@ -302,19 +213,27 @@ class CohortSampling:
         added = np.array([memories[i].storage.added for i in which], dtype=np.int64)
         members = np.asarray(which, dtype=np.int64)
         self.failed = {}
-        if self.kind == "uniform":
+        if self.kind != "prioritized":
             sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
-            ok = cohort_uniform_kernel(self._generators, members, sizes, added, *self._columns, *out)
+            if self.kind == "uniform":
+                status = cohort_uniform_kernel(self._generators, members, sizes, added, *self._columns, *out)
+            elif self.kind == "combined":
+                status = cohort_combined_kernel(
+                    self._generators, self._phases, members, sizes, added, *self._columns, *out
+                )  # fmt: skip
+            else:
+                cursors = np.array([memories[i].storage.cursor for i in which], dtype=np.int64)
+                status = cohort_recent_kernel(self._phases, members, sizes, cursors, added, *self._columns, *out)
         else:
             uniforms = np.empty((n, batch_size), dtype=np.float64)
             for k, i in enumerate(which):
                 uniforms[k] = memories[i].sampler.rng.random(batch_size)  # the solo sampler's draw
             betas = np.asarray(betas, dtype=np.float64)
             trees = (self._trees, self._offsets)
-            ok = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, *self._columns, *out)
-            self.failed = {which[k]: (uniforms[k], betas[k]) for k in range(n) if not ok[k]}
+            status = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, *self._columns, *out)
+            self.failed = {which[k]: (uniforms[k], betas[k]) for k in np.flatnonzero(status == FAILED).tolist()}
         batches: list = [None] * n
-        for k in np.flatnonzero(ok).tolist():
+        for k in np.flatnonzero(status == DRAWN).tolist():
             batches[k] = RowBatch(out, k, batches)
         return list(batches)  # (a copy: the batches keep theirs, which a caller may not change)
 

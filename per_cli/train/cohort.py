@@ -135,7 +135,12 @@ class NumbaBatched(VectorSteps):
         if here:
             drawn = sampling.sample([which[k] for k in here], size, [members[k].beta_now for k in here])
             for k, batch in zip(here, drawn, strict=True):
-                out[k] = batch if batch is not None else _guard(members[k], sampling.repeat_failed, which[k])
+                if batch is not None:
+                    out[k] = batch
+                elif which[k] in sampling.failed:  # the draw raised: repeated alone to raise the member's error
+                    out[k] = _guard(members[k], sampling.repeat_failed, which[k])
+                else:  # declined by the kernel, nothing changed: the member's own draw
+                    out[k] = _guard(members[k], members[k].sample)
         if len(here) < len(members):
             for k in sorted(set(range(len(members))) - set(here)):
                 out[k] = _guard(members[k], members[k].sample)

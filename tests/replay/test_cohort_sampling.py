@@ -1,5 +1,5 @@
-"""One compiled draw over several memories (prioritized, uniform) gives each exactly the batch it draws alone,
-and leaves its generator where drawing alone leaves it."""
+"""One compiled draw over several memories (prioritized, uniform, none, combined) gives each exactly the batch it
+draws alone, and leaves its generator (and its phase) where drawing alone leaves them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from per_cli.replay import Batch, ReplayMemory
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
-from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, UniformSampler
+from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, RecentSampler, UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
 
 
@@ -62,17 +62,54 @@ def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
     assert str(cohort_error.value) == str(solo_error.value)
 
 
+@pytest.mark.parametrize("sampler", [RecentSampler, CombinedSampler])
+def test_phase_samplers_give_each_member_its_solo_batches_across_phases(sampler):
+    """``none`` and ``combined`` plan each burst of gradient steps (``begin_phase``). On rings that have wrapped
+    and rings that have not, bursts of 1-3 batches with 1-8 transitions added before each, and a batch past each
+    burst (outside a phase): every member's batches, generator and phase are its solo memory's."""
+    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 50), (4, 64))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    rng, which = np.random.default_rng(11), [3, 0, 1, 2]
+    for burst in (1, 3, 3, 1, 2, 3):
+        for _ in range(int(rng.integers(1, 9))):  # the phase's new transitions
+            row = (rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), False, False)
+            for memory in (*memories, *alone):
+                memory.add(*row)
+        for memory in (*memories, *alone):
+            memory.begin_phase(burst)
+        for _ in range(burst + 1):
+            assert sampling.drawable_all(which, 16).all()
+            for i, batch in zip(which, sampling.sample(which, 16, [1.0] * 4), strict=True):
+                assert _fields(batch) == _fields(alone[i].sample(16, 1.0))
+    for memory, own in zip(memories, alone, strict=True):
+        assert memory.sampler.rng.bit_generator.state == own.sampler.rng.bit_generator.state
+        np.testing.assert_array_equal(memory.sampler.phase, own.sampler.phase)
+
+
+def test_a_combined_draw_numpy_makes_another_way_is_left_to_the_member():
+    """numpy's ``choice(n, k, replace=False)`` with n > 10,000 and k > n / 50 is not the compiled algorithm: the
+    cohort declines that member's draw (nothing changed, not a failure) and the member draws its own batch."""
+    big = _memory(1, 12_000, capacity=12_000, sampler=CombinedSampler)  # choice(11,999, 399)
+    alone = copy.deepcopy(big)
+    sampling = CohortSampling([big, _memory(2, 80, sampler=CombinedSampler)])
+    assert sampling.drawable(0, 400)
+    assert sampling.sample([0], 400, [1.0]) == [None] and 0 not in sampling.failed
+    assert big.sampler.rng.bit_generator.state == alone.sampler.rng.bit_generator.state
+    assert _fields(big.sample(400, 1.0)) == _fields(alone.sample(400, 1.0))
+    assert sampling.sample([0], 64, [1.0])[0] is not None  # choice(11,999, 63): the compiled draw
+
+
 def test_what_it_does_not_draw_is_said():
     assert not supports(_memory(1, 20, sampler=RankSampler))
-    assert not supports(_memory(1, 20, sampler=CombinedSampler))
     windowed = _memory(1, 40, window=10)
     assert supports(windowed)
     sampling = CohortSampling([windowed, _memory(2, 5)])
     assert not sampling.drawable(0, 4)  # an active window: the member samples on its own
     assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
-    with pytest.raises(ValueError, match="prioritized or uniform memories"):
+    with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20, sampler=RankSampler)])
-    with pytest.raises(ValueError, match="prioritized or uniform memories"):  # one kind
+    with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20), _memory(1, 20, sampler=UniformSampler)])
 
 
@@ -127,7 +164,7 @@ def test_uniform_priority_updates_only_check_the_td_errors():
         memories[1].update_priorities(ids[1], td[1])
 
 
-@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler])
+@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler, RecentSampler, CombinedSampler])
 def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
     """Members 2, 0 (of 3) add 60 transitions each in one compiled call per step, wrapping their rings and
     ending episodes; storage, counters and priorities end as under ReplayMemory.add."""

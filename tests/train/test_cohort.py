@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from per_cli.cli import app
 from per_cli.config import ConfigError, load_config
+from per_cli.replay.cohort import CohortSampling
 from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
 from per_cli.train.stopping import RunInterrupted
 from per_cli.train.trainer import Trainer
@@ -30,12 +31,22 @@ def _configs(seeds, *extra):
 
 
 @pytest.mark.parametrize(
-    ("kind", "engine"), [("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba")]
+    ("kind", "engine"),
+    [
+        ("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"),
+        ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
+    ],
 )  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)
-def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, kind, engine):
-    kind, _, initial = kind.partition(",")  # td_error: the batched insertion TD errors
-    extra = [f"replay.initial_priority={initial}"] if initial else []
+def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kind, engine):
+    kind, _, variant = kind.partition(",")  # td_error: the batched insertion TD errors; phases: 3 updates a phase
+    extra = {
+        "td_error": ["replay.initial_priority=td_error"],
+        "phases": ["train.train_freq=8", "train.gradient_steps=3"],
+    }.get(variant, [])
     cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}", *extra)
+    draws = []  # the batches the cohort's compiled draw served (the rest: each member's own)
+    original = CohortSampling.sample
+    monkeypatch.setattr(CohortSampling, "sample", lambda *args: draws.append(original(*args)) or draws[-1])
     cohort = Cohort(cfgs)
     summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
     assert [s["status"] for s in summaries] == ["completed", "completed"]
@@ -53,6 +64,7 @@ def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, kind, engine):
         for a, b in zip(_params(member), _params(solo), strict=True):
             np.testing.assert_array_equal(a, b)
     assert _rows(tmp_path / "cohort2") != _rows(tmp_path / "cohort3")  # the seeds differ
+    assert sum(batch is not None for draw in draws for batch in draw) > 100  # the compiled draw served them
 
 
 # what a member's update writes to metrics.csv; the stacked torch update gives these to float32 rounding
