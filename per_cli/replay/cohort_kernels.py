@@ -42,6 +42,13 @@ def _gather(k, leaves, weights, obs, actions, rewards, next_obs, terminated, ids
 
 
 @numba.njit(cache=True, nogil=True)
+def _unweighted_draw(o_obs):
+    """(batch size, IS weights of ones, a slot buffer) for a draw kernel of a sampler that does not prioritise."""
+    batch = o_obs.shape[1]
+    return batch, np.ones(batch, dtype=np.float32), np.empty(batch, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
 def cohort_prioritized_kernel(
     trees, offsets, which, added, uniforms, betas, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
     o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
@@ -72,9 +79,7 @@ def cohort_uniform_kernel(
     batch, replace=False)``: slots, as the whole memory is the candidates), gathered into the ``o_*`` arrays.
     Every status is DRAWN (the caller checked ``floyd_applies``)."""
     out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
-    batch = o_obs.shape[1]
-    ones = np.ones(batch, dtype=np.float32)
-    slots = np.empty(batch, dtype=np.int64)
+    batch, ones, slots = _unweighted_draw(o_obs)
     for k in range(which.shape[0]):
         i = which[k]
         floyd_choice(generators[i], sizes[k], batch, slots)
@@ -137,9 +142,7 @@ def cohort_recent_kernel(
     the newest, its phase counter advanced, gathered into the ``o_*`` arrays (weights 1). Every status is DRAWN:
     on a plain ring every held slot is sampleable, so the solo sampler takes these slots as they are."""
     out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
-    batch = o_obs.shape[1]
-    ones = np.ones(batch, dtype=np.float32)
-    slots = np.empty(batch, dtype=np.int64)
+    batch, ones, slots = _unweighted_draw(o_obs)
     for k in range(which.shape[0]):
         i = which[k]
         phase, capacity = phases[i], ids[i].shape[0]
@@ -171,10 +174,8 @@ def cohort_combined_kernel(
     member's generator, skipping the phase's new positions as ``_uniform_slots`` does), new ones last; weights 1.
     DECLINED (nothing changed) where numpy's ``choice`` would take the branch ``floyd_choice`` does not follow."""
     out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
-    batch = o_obs.shape[1]
+    batch, ones, slots = _unweighted_draw(o_obs)
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
-    ones = np.ones(batch, dtype=np.float32)
-    slots = np.empty(batch, dtype=np.int64)
     for k in range(which.shape[0]):
         i = which[k]
         phase, capacity, n = phases[i], ids[i].shape[0], sizes[k]
