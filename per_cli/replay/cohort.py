@@ -4,7 +4,8 @@ prioritized ones in another.
 Each member keeps its own memory, sampler and generator; :class:`CohortSampling` holds typed lists of their
 arrays and generators (built once: loads write into them) and draws each member's batch as its solo sampler
 does, gathered into arrays with a member axis: ``prioritized``: the uniforms from the member's generator, then
-the solo :func:`~per_cli.replay.structures.sum_tree.stratified_sample` on its tree; ``uniform``: numpy's
+the solo :func:`~per_cli.replay.structures.sum_tree.stratified_sample` on its tree (``window_sample`` inside an
+active ``replay.window``); ``uniform``: numpy's
 ``choice`` on the member's generator, compiled (:mod:`per_cli.replay.choice`); ``none``: the newest blocks of
 the phase, as :class:`RecentSampler` walks them; ``combined``: the phase's new transitions plus numpy's ``choice``
 over the others, as :class:`CombinedSampler` places them. So every member gets exactly the
@@ -15,7 +16,8 @@ TD errors are finite. The compiled halves are in :mod:`per_cli.replay.cohort_ker
 
 It serves what it supports: a prioritized, uniform, recent (``none``) or combined sampler on a plain
 :class:`TransitionStorage` of vector states. Any other member, or a draw it cannot do the solo way (an active
-window, fewer transitions than a batch, numpy's other ``choice`` branch), is left to the caller (None).
+window on a sampler other than ``prioritized``, fewer transitions than a batch, numpy's other ``choice``
+branch), is left to the caller (None).
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from per_cli.replay.samplers.prioritized import PrioritizedSampler
 from per_cli.replay.samplers.recent import RecentSampler
 from per_cli.replay.samplers.uniform import UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.replay.structures.sum_tree import stratified_sample
 from per_cli.replay.writers.base import Writer
 
 _KINDS = {
@@ -144,7 +145,9 @@ class CohortSampling:
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
         )
         self._same_priorities = False
-        self._windowless = all(getattr(m.sampler, "window", None) is None for m in memories)
+        self._windowless = self.kind == "prioritized" or all(
+            getattr(m.sampler, "window", None) is None for m in memories
+        )  # (whether a window never stops a draw here: the prioritized kernel draws inside windows too)
         self._truncated = List([s.truncated for s in storages])
         self.storable = all(type(m.writer) is Writer for m in memories) and all(
             type(m.sampler).on_add is (PrioritizedSampler if self.kind == "prioritized" else Sampler).on_add
@@ -188,7 +191,8 @@ class CohortSampling:
         """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""
         memory = self.memories[i]
         window, size = getattr(memory.sampler, "window", None), memory.storage.size
-        whole = batch_size <= size and (window is None or window >= size)
+        windowed = self.kind != "prioritized" and window is not None and window < size  # (prioritized: drawn here)
+        whole = batch_size <= size and not windowed
         return whole and (self.kind != "uniform" or choice.floyd_applies(size, batch_size))
 
     def drawable_all(self, which: Sequence[int], batch_size: int) -> np.ndarray:
@@ -226,11 +230,15 @@ class CohortSampling:
                 status = cohort_recent_kernel(self._phases, members, sizes, cursors, added, *self._columns, *out)
         else:
             uniforms = np.empty((n, batch_size), dtype=np.float64)
+            windows = np.zeros((n, 2), dtype=np.int64)
             for k, i in enumerate(which):
-                uniforms[k] = memories[i].sampler.rng.random(batch_size)  # the solo sampler's draw
+                sampler = memories[i].sampler
+                uniforms[k] = sampler.rng.random(batch_size)  # the solo sampler's draw
+                if sampler.window is not None:
+                    windows[k] = sampler.window_bounds()
             betas = np.asarray(betas, dtype=np.float64)
             trees = (self._trees, self._offsets)
-            status = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, *self._columns, *out)
+            status = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, windows, *self._columns, *out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in np.flatnonzero(status == FAILED).tolist()}
         batches: list = [None] * n
         for k in np.flatnonzero(status == DRAWN).tolist():
@@ -240,8 +248,7 @@ class CohortSampling:
     def repeat_failed(self, i: int) -> None:
         """Repeat member ``i``'s draw that failed in the last ``sample``: raises its error, as its solo run's."""
         uniforms, beta = self.failed[i]
-        sampler = self.memories[i].sampler
-        stratified_sample(sampler.tree.tree, sampler.tree.offsets, uniforms, beta)
+        self.memories[i].sampler.draw(uniforms, beta)
         raise RuntimeError(f"member {i}'s draw failed in the cohort kernel but not alone")
 
     def update_priorities(

@@ -16,6 +16,7 @@ import numpy as np
 
 from per_cli.replay.choice import floyd_choice
 from per_cli.replay.structures.sum_tree import MAX, set_leaf, stratified_sample, update_current
+from per_cli.replay.structures.window_tree import window_sample
 
 DRAWN, FAILED, DECLINED = 0, 1, 2
 
@@ -50,18 +51,24 @@ def _unweighted_draw(o_obs):
 
 @numba.njit(cache=True, nogil=True)
 def cohort_prioritized_kernel(
-    trees, offsets, which, added, uniforms, betas, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
-    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
+    trees, offsets, which, added, uniforms, betas, windows, obs, actions, rewards, next_obs, terminated, ids,
+    episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]`` and ``betas[k]``
-    (``stratified_sample``), gathered into the ``o_*`` arrays. The status per k: DRAWN, or FAILED where the
-    draw raised."""
+    (``PrioritizedSampler.draw``: ``stratified_sample``, or ``window_sample`` over the window that starts at
+    slot ``windows[k, 0]`` and is ``windows[k, 1]`` wide where that width is positive), gathered into the
+    ``o_*`` arrays. The status per k: DRAWN, or FAILED where the draw raised."""
     out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     for k in range(which.shape[0]):
         i = which[k]
+        lo, width = windows[k, 0], windows[k, 1]
         try:
-            leaves, weights = stratified_sample(trees[i], offsets[i], uniforms[k], betas[k])
+            if width > 0:
+                capacity = ids[i].shape[0]
+                leaves, weights = window_sample(trees[i], offsets[i], uniforms[k], betas[k], lo, width, capacity)
+            else:
+                leaves, weights = stratified_sample(trees[i], offsets[i], uniforms[k], betas[k])
         except Exception:  # noqa: BLE001 - a zero total or a corrupted tree: repeated by the caller
             status[k] = FAILED
             continue

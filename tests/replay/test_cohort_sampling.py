@@ -32,9 +32,12 @@ def _fields(batch) -> dict:
     return {k: (v.dtype, v.tobytes()) for k, v in dataclasses.asdict(batch).items()}
 
 
-@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler])
-def test_each_member_gets_its_solo_batch_and_generator_state(sampler):
-    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 50), (4, 64))]
+@pytest.mark.parametrize(
+    ("sampler", "window"), [(PrioritizedSampler, None), (PrioritizedSampler, 20), (UniformSampler, None)]
+)  # window 20: active on every member; on the one that added 64 it wraps past the end of its ring of 50
+def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
+    sizes = ((1, 30), (2, 80), (3, 50), (4, 64))
+    memories = [_memory(seed, n, sampler=sampler, window=window) for seed, n in sizes]
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
     which, betas = [3, 0, 1], [0.4, 0.7, 1.0]
@@ -100,13 +103,31 @@ def test_a_combined_draw_numpy_makes_another_way_is_left_to_the_member():
     assert sampling.sample([0], 64, [1.0])[0] is not None  # choice(11,999, 63): the compiled draw
 
 
+def test_a_windowed_draw_that_fails_raises_its_own_error():
+    memories = [_memory(1, 40, window=10), _memory(2, 40, window=10)]
+    alone = copy.deepcopy(memories)
+    for memory in (memories[0], alone[0]):
+        memory.sampler.tree.tree[:] = 0.0  # no mass in the window: the solo draw raises
+    sampling = CohortSampling(memories)
+    first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
+    assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
+    with pytest.raises(ValueError, match="replay window") as cohort_error:
+        sampling.repeat_failed(0)
+    with pytest.raises(ValueError) as solo_error:
+        alone[0].sample(8, 0.5)
+    assert str(cohort_error.value) == str(solo_error.value)
+
+
 def test_what_it_does_not_draw_is_said():
     assert not supports(_memory(1, 20, sampler=RankSampler))
-    windowed = _memory(1, 40, window=10)
+    windowed = _memory(1, 40, window=10, sampler=UniformSampler)
     assert supports(windowed)
-    sampling = CohortSampling([windowed, _memory(2, 5)])
-    assert not sampling.drawable(0, 4)  # an active window: the member samples on its own
+    sampling = CohortSampling([windowed, _memory(2, 5, sampler=UniformSampler)])
+    assert not sampling.drawable(0, 4)  # an active window on uniform: the member samples on its own
     assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
+    assert list(sampling.drawable_all([0, 1], 4)) == [False, True]
+    prioritized = CohortSampling([_memory(1, 40, window=10), _memory(2, 5, window=10)])
+    assert prioritized.drawable(0, 4) and not prioritized.drawable(1, 8)  # a prioritized window is drawn here
     with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20, sampler=RankSampler)])
     with pytest.raises(ValueError, match="memories of one kind"):

@@ -34,13 +34,15 @@ def _configs(seeds, *extra):
     ("kind", "engine"),
     [
         ("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"),
+        ("prioritized,window", "numba"),
         ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
     ],
 )  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)
 def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kind, engine):
     kind, _, variant = kind.partition(",")  # td_error: the batched insertion TD errors; phases: 3 updates a phase
-    extra = {
+    extra = {  # window: the draws inside replay.window (active from step 64 on), compiled too
         "td_error": ["replay.initial_priority=td_error"],
+        "window": ["replay.window=64", "replay.alpha=0.7"],
         "phases": ["train.train_freq=8", "train.gradient_steps=3"],
     }.get(variant, [])
     cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}", *extra)

@@ -64,12 +64,23 @@ class PrioritizedSampler(Sampler):
         self.tree.update(slots, np.zeros(slots.shape))
 
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        uniforms = self.rng.random(batch_size)
+        return self.draw(self.rng.random(batch_size), beta)
+
+    def draw(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """``sample``'s draw from given uniforms (one per stratum): over the whole tree, or over the active
+        window (``window_bounds``)."""
+        lo, width = self.window_bounds()
+        if width == 0:
+            return stratified_sample(self._tree, self._offsets, uniforms, beta)
+        return window_sample(self._tree, self._offsets, uniforms, beta, lo, width, self.storage.capacity)
+
+    def window_bounds(self) -> tuple[int, int]:
+        """(first slot, width) of the window the next draw is restricted to; (0, 0) when no window is active
+        (none set, or it covers every transition held)."""
         window, storage = self.window, self.storage
         if window is None or window >= storage.size:
-            return stratified_sample(self._tree, self._offsets, uniforms, beta)
-        lo = (storage.cursor - window) % storage.capacity
-        return window_sample(self._tree, self._offsets, uniforms, beta, lo, window, storage.capacity)
+            return 0, 0
+        return (storage.cursor - window) % storage.capacity, window
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha)
