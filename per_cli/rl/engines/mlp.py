@@ -25,8 +25,9 @@ and loads ``torch.optim.Adam``'s ``state_dict`` format, so a checkpoint moves fr
 scratch buffers of a call come from one workspace allocated once per engine (grown if a larger batch comes).
 An engine, like a torch module with its optimizer, is for one thread at a time.
 
-Compiled kernels are cached on disk (``cache=True``, next to these modules, or in ``NUMBA_CACHE_DIR``): the
-first call in a fresh checkout compiles them (~10 s of CPU), later processes load the cache (~0.5 s).
+Compiled kernels are cached on disk (``cache=True``, in a directory keyed by the compiled modules' source:
+:mod:`per_cli.compiled_cache`): the first call after a change compiles them (~10 s of CPU), later processes load
+the cache (~0.5 s).
 """
 
 from __future__ import annotations

@@ -1,0 +1,68 @@
+"""Where numba keeps the compiled kernels: a directory per version of the package's compiled code.
+
+Why not numba's default (``__pycache__`` next to each module). Numba checks a cached function against the
+timestamp and size of ITS OWN source file only. A kernel that calls a compiled function of another module (the
+cohort's draw calls ``window_sample``, the update kernels the dense products) keeps the callee's old machine
+code after the callee's file changes: measured here, an edited ``window_tree.py`` left the cohort kernel running
+the old draw until its cache file was deleted. Nothing fails; the process computes what the old code did.
+
+So the cache lives in ``$XDG_CACHE_HOME/per/numba/<key>`` (``~/.cache`` by default), where the key hashes the
+source of every module that uses numba: a change to any compiled function's module starts a fresh cache, and
+unchanged code reuses it across runs, checkouts and worktrees. Only modules that mention numba are hashed, so
+editing the CLI or the plots does not recompile. (A module-level constant read by a kernel must therefore live
+in a numba module, as ``sum_tree.K`` does.) A ``NUMBA_CACHE_DIR`` the user exports wins, and then keeping it
+fresh is theirs; old keys' directories are not deleted (``rm -r ~/.cache/per/numba`` frees them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+def source_key(package: Path = PACKAGE) -> str:
+    """16 hex digits of a hash over the path and bytes of each ``*.py`` under ``package`` that mentions numba."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_bytes()
+        if b"numba" in text:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + text + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def cache_dir(package: Path = PACKAGE) -> Path:
+    """The directory the compiled kernels of this version of ``package`` are cached in."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "per" / "numba" / source_key(package)
+
+
+def writable_cache_dir(package: Path = PACKAGE) -> Path:
+    """:func:`cache_dir`, created; where that cannot be written (a read-only home), the same key under the
+    system's temporary directory."""
+    path = cache_dir(package)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+    except OSError:
+        pass
+    fallback = Path(tempfile.gettempdir()) / f"per-numba-{os.getuid()}" / path.name
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+def point_numba_cache(package: Path = PACKAGE) -> None:
+    """Make numba cache ``package``'s kernels in :func:`writable_cache_dir`, unless ``NUMBA_CACHE_DIR`` is set.
+    Call it before the package's first ``@njit(cache=True)`` runs: numba picks the directory when it decorates."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    path = str(writable_cache_dir(package))
+    os.environ["NUMBA_CACHE_DIR"] = path  # read when numba is imported (and by subprocesses)
+    config = getattr(sys.modules.get("numba"), "config", None)
+    if config is not None:  # numba imported before per_cli: its config has already read the environment
+        config.CACHE_DIR = path
