@@ -5,19 +5,21 @@ Each member keeps its own memory, sampler and generator; :class:`CohortSampling`
 arrays and generators (built once: loads write into them) and draws each member's batch as its solo sampler
 does, gathered into arrays with a member axis: ``prioritized``: the uniforms from the member's generator, then
 the solo :func:`~per_cli.replay.structures.sum_tree.stratified_sample` on its tree (``window_sample`` inside an
-active ``replay.window``); ``uniform``: numpy's
+active ``replay.window``); ``rank``: the same uniforms, then ``rank_sample`` (``rank_window_sample``) on its
+heap; ``uniform``: numpy's
 ``choice`` on the member's generator, compiled (:mod:`per_cli.replay.choice`); ``none``: the newest blocks of
 the phase, as :class:`RecentSampler` walks them; ``combined``: the phase's new transitions plus numpy's ``choice``
 over the others, as :class:`CombinedSampler` places them. So every member gets exactly the
 batch its solo run would, and its generator ends where the solo run's does. Each member's batch is a
 :class:`RowBatch`, a read-only row of those arrays, so that a cohort update takes them whole (:func:`stacked_rows`).
 Memories that keep no priorities (uniform, none, combined): their "priority update" is only the check that the
-TD errors are finite. The compiled halves are in :mod:`per_cli.replay.cohort_kernels`.
+TD errors are finite; a rank memory's heap update is compiled, its re-sort (when one is due) its own call. The
+compiled halves are in :mod:`per_cli.replay.cohort_kernels`.
 
-It serves what it supports: a prioritized, uniform, recent (``none``) or combined sampler on a plain
+It serves what it supports: a prioritized, rank, uniform, recent (``none``) or combined sampler on a plain
 :class:`TransitionStorage` of vector states. Any other member, or a draw it cannot do the solo way (an active
-window on a sampler other than ``prioritized``, fewer transitions than a batch, numpy's other ``choice``
-branch), is left to the caller (None).
+window on a sampler other than ``prioritized`` and ``rank``, fewer transitions than a batch, numpy's other
+``choice`` branch), is left to the caller (None).
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ from per_cli.replay.cohort_kernels import (
     DRAWN,
     FAILED,
     cohort_combined_kernel,
+    cohort_heap_add_kernel,
     cohort_prioritized_kernel,
+    cohort_rank_kernel,
+    cohort_rank_update_kernel,
     cohort_recent_kernel,
     cohort_store_kernel,
     cohort_uniform_kernel,
@@ -43,14 +48,17 @@ from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import Sampler
 from per_cli.replay.samplers.combined import CombinedSampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
+from per_cli.replay.samplers.rank import RankSampler
 from per_cli.replay.samplers.recent import RecentSampler
 from per_cli.replay.samplers.uniform import UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
 from per_cli.replay.writers.base import Writer
 
 _KINDS = {
-    PrioritizedSampler: "prioritized", UniformSampler: "uniform", RecentSampler: "none", CombinedSampler: "combined",
+    PrioritizedSampler: "prioritized", RankSampler: "rank", UniformSampler: "uniform", RecentSampler: "none",
+    CombinedSampler: "combined",
 }  # fmt: skip
+_RANKED = {"prioritized", "rank"}  # kinds drawn from priorities (with a member's uniforms), inside windows too
 _NEEDS_CHOICE = {"uniform", "combined"}  # kinds whose draw is numpy's choice, compiled
 _FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch's order: that of a draw's arrays
 
@@ -134,8 +142,8 @@ class CohortSampling:
         kinds = {_KINDS.get(type(m.sampler)) for m in memories}
         if not all(supports(m) for m in memories) or len(kinds) != 1:
             raise ValueError(
-                "cohort sampling needs memories of one kind (prioritized, uniform, none or combined) of vector states "
-                "on a plain ring"
+                "cohort sampling needs memories of one kind (prioritized, rank, uniform, none or combined) of vector "
+                "states on a plain ring"
             )
         (self.kind,) = kinds
         self.memories = list(memories)
@@ -145,23 +153,29 @@ class CohortSampling:
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
         )
         self._same_priorities = False
-        self._windowless = self.kind == "prioritized" or all(
-            getattr(m.sampler, "window", None) is None for m in memories
-        )  # (whether a window never stops a draw here: the prioritized kernel draws inside windows too)
+        self._windowless = self.kind in _RANKED or all(
+            m.sampler.window is None for m in memories
+        )  # (whether a window never stops a draw here: the prioritized and rank kernels draw inside windows too)
         self._truncated = List([s.truncated for s in storages])
+        own_add = {"prioritized": PrioritizedSampler, "rank": RankSampler}.get(self.kind, Sampler).on_add
         self.storable = all(type(m.writer) is Writer for m in memories) and all(
-            type(m.sampler).on_add is (PrioritizedSampler if self.kind == "prioritized" else Sampler).on_add
-            for m in memories
+            type(m.sampler).on_add is own_add for m in memories
         )  # (store: what each memory's add does, for plain writers and the samplers' own on_add)
+        self._no_trees = (List([np.zeros((3, 1))]), List([np.zeros(2, dtype=np.int64)]))  # (store's: unused)
         # priority updates that only check their TD errors are finite (the sampler keeps no priorities)
         self._check_only = all(
             type(m.sampler).update_current is Sampler.update_current and not m.sampler.keeps_priorities()
             for m in memories
         )
+        if self.kind == "rank":
+            self._cums = List([m.sampler.cum for m in memories])
+            self._keys = List([m.sampler.keys for m in memories])
+            self._pos_of = List([m.sampler.pos_of for m in memories])
+            self._same_priorities = True  # (a heap orders by abs(δ) alone: no ε or α in its update)
+            return
         if self.kind != "prioritized":
             self._generators = List([m.sampler.rng for m in memories])
             self._phases = List([getattr(m.sampler, "phase", np.zeros(4, dtype=np.int64)) for m in memories])
-            self._no_trees = (List([np.zeros((3, 1))]), List([np.zeros(2, dtype=np.int64)]))  # (store's: unused)
             return
         self._trees = List([m.sampler.tree.tree for m in memories])
         self._offsets = List([m.sampler.tree.offsets for m in memories])
@@ -179,6 +193,7 @@ class CohortSampling:
         sizes = np.array([s.size for s in storages], dtype=np.int64)
         prioritized = self.kind == "prioritized"
         trees = (self._trees, self._offsets) if prioritized else self._no_trees
+        slots = cursors.copy()  # (the kernel moves the cursors on)
         cohort_store_kernel(
             which, cursors, added, ended, sizes, obs, actions, rewards, next_obs, terminated, truncated,
             *self._columns[:5], self._truncated, *self._columns[5:], *trees, prioritized,
@@ -186,12 +201,17 @@ class CohortSampling:
         rows = zip(storages, cursors.tolist(), added.tolist(), ended.tolist(), sizes.tolist(), strict=True)
         for storage, cursor, count, episodes, size in rows:
             storage.cursor, storage.added, storage.episodes_ended, storage.size = cursor, count, episodes, size
+        if self.kind == "rank":  # RankSampler.on_add: each written slot enters its heap at rank 1
+            ns = self._heap_sizes(which)
+            cohort_heap_add_kernel(self._keys, self._pos_of, ns, which, slots)
+            for i, n in zip(which.tolist(), ns.tolist(), strict=True):
+                self.memories[i].sampler.n = n
 
     def drawable(self, i: int, batch_size: int) -> bool:
         """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""
         memory = self.memories[i]
-        window, size = getattr(memory.sampler, "window", None), memory.storage.size
-        windowed = self.kind != "prioritized" and window is not None and window < size  # (prioritized: drawn here)
+        window, size = memory.sampler.window, memory.storage.size
+        windowed = self.kind not in _RANKED and window is not None and window < size  # (prioritized, rank: drawn here)
         whole = batch_size <= size and not windowed
         return whole and (self.kind != "uniform" or choice.floyd_applies(size, batch_size))
 
@@ -217,7 +237,7 @@ class CohortSampling:
         added = np.array([memories[i].storage.added for i in which], dtype=np.int64)
         members = np.asarray(which, dtype=np.int64)
         self.failed = {}
-        if self.kind != "prioritized":
+        if self.kind not in _RANKED:
             sizes = np.array([memories[i].storage.size for i in which], dtype=np.int64)
             if self.kind == "uniform":
                 status = cohort_uniform_kernel(self._generators, members, sizes, added, *self._columns, *out)
@@ -237,8 +257,14 @@ class CohortSampling:
                 if sampler.window is not None:
                     windows[k] = sampler.window_bounds()
             betas = np.asarray(betas, dtype=np.float64)
-            trees = (self._trees, self._offsets)
-            status = cohort_prioritized_kernel(*trees, members, added, uniforms, betas, windows, *self._columns, *out)
+            if self.kind == "rank":
+                ns = self._heap_sizes(which)
+                exponents = np.array([memories[i].sampler.alpha for i in which]) * betas
+                rank = (self._cums, self._keys, ns, members, added, exponents)
+                status = cohort_rank_kernel(*rank, uniforms, windows, *self._columns, *out)
+            else:
+                trees = (self._trees, self._offsets, members, added)
+                status = cohort_prioritized_kernel(*trees, uniforms, betas, windows, *self._columns, *out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in np.flatnonzero(status == FAILED).tolist()}
         batches: list = [None] * n
         for k in np.flatnonzero(status == DRAWN).tolist():
@@ -248,7 +274,7 @@ class CohortSampling:
     def repeat_failed(self, i: int) -> None:
         """Repeat member ``i``'s draw that failed in the last ``sample``: raises its error, as its solo run's."""
         uniforms, beta = self.failed[i]
-        self.memories[i].sampler.draw(uniforms, beta)
+        self.memories[i].sampler.draw(uniforms, beta)  # (a rank member's empty heap raises before its uniforms)
         raise RuntimeError(f"member {i}'s draw failed in the cohort kernel but not alone")
 
     def update_priorities(
@@ -257,8 +283,8 @@ class CohortSampling:
     ):  # fmt: skip
         """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
         sets them; returns per member whether its TD errors were finite (where not, nothing changed and the
-        caller repeats the member's own update to raise its error). None, changing nothing, when the members'
-        ε and α differ (then each updates its own). Memories that keep no priorities (uniform) only get the
+        caller repeats the member's own update to raise its error). None, changing nothing, when prioritized
+        members' ε and α differ (then each updates its own). Memories that keep no priorities (uniform) only get the
         check. ``ids`` may be a function returning them (called only where priorities are kept)."""
         if self._check_only:
             return _finite_rows(td_errors)
@@ -267,11 +293,23 @@ class CohortSampling:
         ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
         if ids is None or td_errors is None or ids.dtype != np.int64:
             return None
+        members = np.asarray(which, dtype=np.int64)
+        if self.kind == "rank":
+            heaps = (self._keys, self._pos_of, self._heap_sizes(which), self._columns[5])
+            counts = cohort_rank_update_kernel(*heaps, members, ids, td_errors)
+            for i, count in zip(which, counts.tolist(), strict=True):
+                if count > 0:
+                    self.memories[i].sampler.count_updates(count)  # (its re-sort, when one is due)
+            return counts >= 0
         sampler = self.memories[which[0]].sampler
         return cohort_update_kernel(
-            self._trees, self._offsets, self._marks, self._columns[5], np.asarray(which, dtype=np.int64), ids,
-            td_errors, sampler.eps, sampler.alpha,
+            self._trees, self._offsets, self._marks, self._columns[5], members, ids, td_errors, sampler.eps,
+            sampler.alpha,
         )  # fmt: skip
+
+    def _heap_sizes(self, which: Sequence[int]) -> np.ndarray:
+        """The entries in each rank member's heap (``RankSampler.n``), for members ``which``."""
+        return np.array([self.memories[i].sampler.n for i in which], dtype=np.int64)
 
 
 def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.choice import floyd_choice
+from per_cli.replay.structures.rank_heap import heap_add, heap_update_current, rank_sample, rank_window_sample
 from per_cli.replay.structures.sum_tree import MAX, set_leaf, stratified_sample, update_current
 from per_cli.replay.structures.window_tree import window_sample
 
@@ -78,6 +79,51 @@ def cohort_prioritized_kernel(
 
 
 @numba.njit(cache=True, nogil=True)
+def cohort_rank_kernel(
+    cums, keys, ns, which, added, exponents, uniforms, windows, obs, actions, rewards, next_obs, terminated, ids,
+    episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
+):  # fmt: skip
+    """For k in range(len(which)): member ``which[k]``'s batch k as ``RankSampler.draw`` makes it from
+    ``uniforms[k]`` over the ``ns[k]`` entries of its heap, with IS exponent α·β ``exponents[k]``
+    (``rank_sample``, or ``rank_window_sample`` inside the window ``windows[k]`` = (first slot, width) where the
+    width is positive), gathered into the ``o_*`` arrays. The status per k: DRAWN, or FAILED where the draw
+    raised (an empty heap or window)."""
+    out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
+    status = np.full(which.shape[0], DRAWN, dtype=np.int8)
+    for k in range(which.shape[0]):
+        i, n, width = which[k], ns[k], windows[k, 1]
+        if n == 0:
+            status[k] = FAILED
+            continue
+        try:
+            if width > 0:
+                capacity = ids[i].shape[0]
+                slots, weights = rank_window_sample(
+                    cums[i], n, keys[i], uniforms[k], exponents[k], windows[k, 0], width, capacity
+                )  # fmt: skip
+            else:
+                slots, weights = rank_sample(cums[i], n, keys[i], uniforms[k], exponents[k])
+        except Exception:  # noqa: BLE001 - an empty window: repeated by the caller
+            status[k] = FAILED
+            continue
+        _gather(k, slots, weights, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
+                episode_ids[i], added[k], out)  # fmt: skip
+    return status
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_rank_update_kernel(keys, pos_of, ns, stored_ids, which, ids, td_errors):
+    """For k in range(len(which)): member ``which[k]``'s ``heap_update_current`` with ids ``ids[k]`` and TD
+    errors ``td_errors[k]`` on its heap of ``ns[k]`` entries. Returns its result per k: the count of priorities
+    updated, or -1 (a non-finite TD error: that member's heap unchanged)."""
+    counts = np.empty(which.shape[0], dtype=np.int64)
+    for k in range(which.shape[0]):
+        i = which[k]
+        counts[k] = heap_update_current(keys[i], pos_of[i], ns[k], ids[k], td_errors[k], stored_ids[i])
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
 def cohort_uniform_kernel(
     generators, which, sizes, added, obs, actions, rewards, next_obs, terminated, ids, episode_ids,
     o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
@@ -137,6 +183,15 @@ def cohort_store_kernel(
             tree, levels = trees[i], offsets[i]
             top = tree[MAX, levels[levels.shape[0] - 2]]
             set_leaf(tree, levels, slot, top if top > 0.0 else 1.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_heap_add_kernel(keys, pos_of, ns, which, slots):
+    """For k in range(len(which)): member ``which[k]``'s ``RankSampler.on_add`` of slot ``slots[k]`` on a plain
+    ring (every written slot sampleable): ``heap_add`` on its heap of ``ns[k]`` entries, ``ns`` updated in place."""
+    for k in range(which.shape[0]):
+        i = which[k]
+        ns[k] = heap_add(keys[i], pos_of[i], ns[k], slots[k])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -15,14 +15,14 @@ from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSam
 from per_cli.replay.storage.ring import TransitionStorage
 
 
-def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler):
+def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler, **kw):
     rng = np.random.default_rng(100 + seed)
     storage = TransitionStorage(capacity, (3,), np.float32)
-    kwargs = {"window": window} if sampler in (PrioritizedSampler, UniformSampler) else {}
-    memory = ReplayMemory(storage, sampler(storage, np.random.default_rng(seed), **kwargs))
+    kwargs = {"window": window} if sampler in (PrioritizedSampler, RankSampler, UniformSampler) else {}
+    memory = ReplayMemory(storage, sampler(storage, np.random.default_rng(seed), **kwargs, **kw))
     for i in range(n):  # wraps when n > capacity; episodes of 7
         memory.add(rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), i % 7 == 6, False)
-    if sampler is PrioritizedSampler:
+    if sampler in (PrioritizedSampler, RankSampler):
         ids = np.arange(max(0, n - capacity), n)
         memory.update_priorities(ids, rng.exponential(size=ids.size))
     return memory
@@ -33,7 +33,9 @@ def _fields(batch) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("sampler", "window"), [(PrioritizedSampler, None), (PrioritizedSampler, 20), (UniformSampler, None)]
+    ("sampler", "window"),
+    [(PrioritizedSampler, None), (PrioritizedSampler, 20), (RankSampler, None), (RankSampler, 20)]
+    + [(UniformSampler, None)],
 )  # window 20: active on every member; on the one that added 64 it wraps past the end of its ring of 50
 def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
     sizes = ((1, 30), (2, 80), (3, 50), (4, 64))
@@ -103,11 +105,15 @@ def test_a_combined_draw_numpy_makes_another_way_is_left_to_the_member():
     assert sampling.sample([0], 64, [1.0])[0] is not None  # choice(11,999, 63): the compiled draw
 
 
-def test_a_windowed_draw_that_fails_raises_its_own_error():
-    memories = [_memory(1, 40, window=10), _memory(2, 40, window=10)]
+@pytest.mark.parametrize("sampler", [PrioritizedSampler, RankSampler])
+def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
+    memories = [_memory(1, 40, window=10, sampler=sampler), _memory(2, 40, window=10, sampler=sampler)]
     alone = copy.deepcopy(memories)
-    for memory in (memories[0], alone[0]):
-        memory.sampler.tree.tree[:] = 0.0  # no mass in the window: the solo draw raises
+    for memory in (memories[0], alone[0]):  # the solo draw raises: no mass in the window / none of its slots
+        if sampler is PrioritizedSampler:
+            memory.sampler.tree.tree[:] = 0.0
+        else:
+            memory.sampler.on_invalidate(np.arange(30, 40))  # the window's slots leave the heap
     sampling = CohortSampling(memories)
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
@@ -119,7 +125,8 @@ def test_a_windowed_draw_that_fails_raises_its_own_error():
 
 
 def test_what_it_does_not_draw_is_said():
-    assert not supports(_memory(1, 20, sampler=RankSampler))
+    images = TransitionStorage(50, (2, 2), np.float32)
+    assert not supports(ReplayMemory(images, RankSampler(images, np.random.default_rng(1))))
     windowed = _memory(1, 40, window=10, sampler=UniformSampler)
     assert supports(windowed)
     sampling = CohortSampling([windowed, _memory(2, 5, sampler=UniformSampler)])
@@ -129,7 +136,7 @@ def test_what_it_does_not_draw_is_said():
     prioritized = CohortSampling([_memory(1, 40, window=10), _memory(2, 5, window=10)])
     assert prioritized.drawable(0, 4) and not prioritized.drawable(1, 8)  # a prioritized window is drawn here
     with pytest.raises(ValueError, match="memories of one kind"):
-        CohortSampling([_memory(1, 20, sampler=RankSampler)])
+        CohortSampling([_memory(1, 20, sampler=RankSampler), _memory(1, 20)])
     with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20), _memory(1, 20, sampler=UniformSampler)])
 
@@ -154,6 +161,32 @@ def test_batched_priority_updates_equal_each_members_own():
     alone[1].update_priorities(stale[0], bad[0])
     assert memories[1].sampler.tree.tree.tobytes() == alone[1].sampler.tree.tree.tobytes()
     assert np.array_equal(memories[0].sampler.tree.tree, before)  # a non-finite TD error changes nothing
+
+
+def test_batched_rank_updates_equal_each_members_own_and_resort_when_due():
+    """Heap updates in one call; each member's re-sort comes when its own updates make one due (resort_period
+    2 on member 1: every second update call)."""
+    memories = [_memory(1, 30, sampler=RankSampler), _memory(2, 80, sampler=RankSampler, resort_period=2)]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        ids = [rng.integers(0, 80, size=6) for _ in range(2)]  # some stale in member 1, unknown in member 0
+        td = [rng.normal(size=6).astype(np.float32) for _ in range(2)]
+        assert sampling.update_priorities([1, 0], ids, td).tolist() == [True, True]
+        for i, member_ids, member_td in zip([1, 0], ids, td, strict=True):
+            alone[i].update_priorities(member_ids, member_td)
+        for memory, reference in zip(memories, alone, strict=True):
+            assert memory.sampler.keys.tobytes() == reference.sampler.keys.tobytes()
+            assert memory.sampler.pos_of.tobytes() == reference.sampler.pos_of.tobytes()
+            assert (memory.sampler.sorts, memory.sampler.updated_since_sort) == (
+                reference.sampler.sorts, reference.sampler.updated_since_sort,
+            )  # fmt: skip
+    assert memories[1].sampler.sorts == 2  # (4 update calls: the one _memory makes, then 3)
+    keys = memories[0].sampler.keys.copy()
+    bad = [np.array([0.5, np.nan], np.float32)]
+    assert sampling.update_priorities([0], [np.array([1, 2])], bad).tolist() == [False]
+    assert np.array_equal(memories[0].sampler.keys, keys)  # a non-finite TD error changes nothing
 
 
 def test_a_draws_batches_are_read_only_rows_of_its_stacked_arrays():
@@ -208,6 +241,10 @@ def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
             np.testing.assert_array_equal(ours["storage"][key], value, err_msg=key)
         if sampler is PrioritizedSampler:
             np.testing.assert_array_equal(memory.sampler.tree.tree, own.sampler.tree.tree)
+        if sampler is RankSampler:
+            assert memory.sampler.n == own.sampler.n
+            np.testing.assert_array_equal(memory.sampler.keys, own.sampler.keys)
+            np.testing.assert_array_equal(memory.sampler.pos_of, own.sampler.pos_of)
 
 
 def test_memories_with_their_own_add_are_not_stored_by_the_cohort():

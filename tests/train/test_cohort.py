@@ -34,7 +34,7 @@ def _configs(seeds, *extra):
     ("kind", "engine"),
     [
         ("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"),
-        ("prioritized,window", "numba"),
+        ("prioritized,window", "numba"), ("rank", "numba"), ("rank,window", "numba"),
         ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
     ],
 )  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)

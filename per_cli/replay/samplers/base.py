@@ -38,9 +38,19 @@ class Sampler(Stateless):
 
     Each sampler owns a seeded ``numpy.random.Generator`` (``rng``): same seed, same batches."""
 
+    window: int | None = None  # replay.window, for the samplers that honour it
+
     def __init__(self, storage: Storage, rng: np.random.Generator):
         self.storage = storage
         self.rng = rng
+
+    def window_bounds(self) -> tuple[int, int]:
+        """(first slot, width) of the ring window the next draw is restricted to; (0, 0) when no window is
+        active (none set, or it covers every transition held)."""
+        window, storage = self.window, self.storage
+        if window is None or window >= storage.size:
+            return 0, 0
+        return (storage.cursor - window) % storage.capacity, window
 
     @staticmethod
     def bytes_needed(capacity: int) -> int:

@@ -74,14 +74,6 @@ class PrioritizedSampler(Sampler):
             return stratified_sample(self._tree, self._offsets, uniforms, beta)
         return window_sample(self._tree, self._offsets, uniforms, beta, lo, width, self.storage.capacity)
 
-    def window_bounds(self) -> tuple[int, int]:
-        """(first slot, width) of the window the next draw is restricted to; (0, 0) when no window is active
-        (none set, or it covers every transition held)."""
-        window, storage = self.window, self.storage
-        if window is None or window >= storage.size:
-            return 0, 0
-        return (storage.cursor - window) % storage.capacity, window
-
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha)
 

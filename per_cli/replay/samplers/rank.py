@@ -91,19 +91,24 @@ class RankSampler(Sampler):
         self.n = heap_remove(self.keys, self.pos_of, self.n, np.asarray(slots, dtype=np.int64))
 
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        if self.n == 0:  # (before the generator is drawn from)
+            raise ValueError("no sampleable transition in the memory")
+        return self.draw(self.rng.random(batch_size), beta)
+
+    def draw(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """``sample``'s draw from given uniforms (one per stratum), over the heap or inside the active window
+        (``window_bounds``)."""
         if self.n == 0:
             raise ValueError("no sampleable transition in the memory")
-        uniforms = self.rng.random(batch_size)
-        window, storage = self.window, self.storage
-        if window is None or window >= storage.size:
+        lo, width = self.window_bounds()
+        if width == 0:
             return rank_sample(self.cum, self.n, self.keys, uniforms, self.alpha * beta)
-        lo = (storage.cursor - window) % storage.capacity
-        exponent = self.alpha * beta
-        return rank_window_sample(self.cum, self.n, self.keys, uniforms, exponent, lo, window, storage.capacity)
+        capacity = self.storage.capacity
+        return rank_window_sample(self.cum, self.n, self.keys, uniforms, self.alpha * beta, lo, width, capacity)
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         heap_update(self.keys, self.pos_of, self.n, slots, td_abs)
-        self._count_updates(len(slots))
+        self.count_updates(len(slots))
 
     def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
         """The memory's fast path (see ``PrioritizedSampler.update_current``)."""
@@ -111,10 +116,11 @@ class RankSampler(Sampler):
         if count < 0:
             return False
         if count:
-            self._count_updates(count)
+            self.count_updates(count)
         return True
 
-    def _count_updates(self, count: int) -> None:
+    def count_updates(self, count: int) -> None:
+        """``count`` priorities were just updated: re-sort when that makes one due (``resort_period``)."""
         if self.resort_period is None:
             self.updated_since_sort += count
             due = self.updated_since_sort >= self.storage.capacity
