@@ -36,8 +36,7 @@ from per_cli.replay.cohort_kernels import (
     FAILED,
     cohort_combined_kernel,
     cohort_heap_add_kernel,
-    cohort_prioritized_kernel,
-    cohort_rank_kernel,
+    cohort_priority_kernel,
     cohort_rank_update_kernel,
     cohort_recent_kernel,
     cohort_store_kernel,
@@ -161,7 +160,9 @@ class CohortSampling:
         self.storable = all(type(m.writer) is Writer for m in memories) and all(
             type(m.sampler).on_add is own_add for m in memories
         )  # (store: what each memory's add does, for plain writers and the samplers' own on_add)
-        self._no_trees = (List([np.zeros((3, 1))]), List([np.zeros(2, dtype=np.int64)]))  # (store's: unused)
+        # placeholders for the lists of the kind a kernel call does not use (their types: the used kind's)
+        self._no_trees = (List([np.zeros((3, 1))]), List([np.zeros(2, dtype=np.int64)]))
+        self._no_heaps = (List([np.zeros(1)]), List([np.zeros(1, dtype=np.uint64)]))
         # priority updates that only check their TD errors are finite (the sampler keeps no priorities)
         self._check_only = all(
             type(m.sampler).update_current is Sampler.update_current and not m.sampler.keeps_priorities()
@@ -257,14 +258,13 @@ class CohortSampling:
                 if sampler.window is not None:
                     windows[k] = sampler.window_bounds()
             betas = np.asarray(betas, dtype=np.float64)
-            if self.kind == "rank":
-                ns = self._heap_sizes(which)
-                exponents = np.array([memories[i].sampler.alpha for i in which]) * betas
-                rank = (self._cums, self._keys, ns, members, added, exponents)
-                status = cohort_rank_kernel(*rank, uniforms, windows, *self._columns, *out)
+            if self.kind == "rank":  # the IS exponent α·β
+                alphas = np.array([memories[i].sampler.alpha for i in which])
+                held = (*self._no_trees, self._cums, self._keys, self._heap_sizes(which), alphas * betas)
             else:
-                trees = (self._trees, self._offsets, members, added)
-                status = cohort_prioritized_kernel(*trees, uniforms, betas, windows, *self._columns, *out)
+                held = (self._trees, self._offsets, *self._no_heaps, np.zeros(n, dtype=np.int64), betas)
+            rank = self.kind == "rank"
+            status = cohort_priority_kernel(rank, *held, members, added, uniforms, windows, *self._columns, *out)
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in np.flatnonzero(status == FAILED).tolist()}
         batches: list = [None] * n
         for k in np.flatnonzero(status == DRAWN).tolist():

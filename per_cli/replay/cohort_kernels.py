@@ -51,59 +51,41 @@ def _unweighted_draw(o_obs):
 
 
 @numba.njit(cache=True, nogil=True)
-def cohort_prioritized_kernel(
-    trees, offsets, which, added, uniforms, betas, windows, obs, actions, rewards, next_obs, terminated, ids,
-    episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
+def cohort_priority_kernel(
+    rank, trees, offsets, cums, keys, ns, exponents, which, added, uniforms, windows, obs, actions, rewards,
+    next_obs, terminated, ids, episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights,
+    o_ages, o_episodes,
 ):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]`` and ``betas[k]``
-    (``PrioritizedSampler.draw``: ``stratified_sample``, or ``window_sample`` over the window that starts at
-    slot ``windows[k, 0]`` and is ``windows[k, 1]`` wide where that width is positive), gathered into the
-    ``o_*`` arrays. The status per k: DRAWN, or FAILED where the draw raised."""
+    """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]``, as its sampler's
+    ``draw`` makes it, gathered into the ``o_*`` arrays. Where ``windows[k]`` = (first slot, width) has a
+    positive width, the draw is inside that window.
+
+    * ``rank`` False, ``PrioritizedSampler``: ``stratified_sample`` (``window_sample``) on ``trees[i]`` with
+      β = ``exponents[k]``;
+    * ``rank`` True, ``RankSampler``: ``rank_sample`` (``rank_window_sample``) over the ``ns[k]`` entries of
+      the heap ``keys[i]`` with CDF ``cums[i]`` and IS exponent α·β = ``exponents[k]``.
+
+    The other kind's lists are placeholders. The status per k: DRAWN, or FAILED where the draw raised (a zero
+    total, an empty heap or window: the caller repeats it to raise the member's own error)."""
     out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     for k in range(which.shape[0]):
-        i = which[k]
-        lo, width = windows[k, 0], windows[k, 1]
+        i, lo, width, capacity = which[k], windows[k, 0], windows[k, 1], ids[which[k]].shape[0]
         try:
-            if width > 0:
-                capacity = ids[i].shape[0]
-                leaves, weights = window_sample(trees[i], offsets[i], uniforms[k], betas[k], lo, width, capacity)
+            if rank:
+                if ns[k] == 0:
+                    raise ValueError("no sampleable transition in the memory")
+                if width > 0:
+                    slots, weights = rank_window_sample(
+                        cums[i], ns[k], keys[i], uniforms[k], exponents[k], lo, width, capacity
+                    )  # fmt: skip
+                else:
+                    slots, weights = rank_sample(cums[i], ns[k], keys[i], uniforms[k], exponents[k])
+            elif width > 0:
+                slots, weights = window_sample(trees[i], offsets[i], uniforms[k], exponents[k], lo, width, capacity)
             else:
-                leaves, weights = stratified_sample(trees[i], offsets[i], uniforms[k], betas[k])
-        except Exception:  # noqa: BLE001 - a zero total or a corrupted tree: repeated by the caller
-            status[k] = FAILED
-            continue
-        _gather(k, leaves, weights, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
-                episode_ids[i], added[k], out)  # fmt: skip
-    return status
-
-
-@numba.njit(cache=True, nogil=True)
-def cohort_rank_kernel(
-    cums, keys, ns, which, added, exponents, uniforms, windows, obs, actions, rewards, next_obs, terminated, ids,
-    episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
-):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]``'s batch k as ``RankSampler.draw`` makes it from
-    ``uniforms[k]`` over the ``ns[k]`` entries of its heap, with IS exponent α·β ``exponents[k]``
-    (``rank_sample``, or ``rank_window_sample`` inside the window ``windows[k]`` = (first slot, width) where the
-    width is positive), gathered into the ``o_*`` arrays. The status per k: DRAWN, or FAILED where the draw
-    raised (an empty heap or window)."""
-    out = (o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes)
-    status = np.full(which.shape[0], DRAWN, dtype=np.int8)
-    for k in range(which.shape[0]):
-        i, n, width = which[k], ns[k], windows[k, 1]
-        if n == 0:
-            status[k] = FAILED
-            continue
-        try:
-            if width > 0:
-                capacity = ids[i].shape[0]
-                slots, weights = rank_window_sample(
-                    cums[i], n, keys[i], uniforms[k], exponents[k], windows[k, 0], width, capacity
-                )  # fmt: skip
-            else:
-                slots, weights = rank_sample(cums[i], n, keys[i], uniforms[k], exponents[k])
-        except Exception:  # noqa: BLE001 - an empty window: repeated by the caller
+                slots, weights = stratified_sample(trees[i], offsets[i], uniforms[k], exponents[k])
+        except Exception:  # noqa: BLE001 - repeated by the caller
             status[k] = FAILED
             continue
         _gather(k, slots, weights, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
