@@ -4,9 +4,10 @@
 #   bash docs/results/scripts/export_grid.sh GRID ENV DEST [--with-metrics]
 #
 # per plot runs/GRID --env ENV --out docs/results/DEST/ENV --metric replay/correlation_count, then each run's
-# summary.json and config.yaml into docs/results/DEST/ENV/runs/<run>/. With --with-metrics also its metrics.csv:
-# enough for `per plot` to redraw every figure from docs/results alone, and for a grid whose runs must outlive
-# the machine (copied back into runs/GRID/, the grid skips them as completed and runs the rest).
+# summary.json and config.yaml into docs/results/DEST/ENV/runs/<run>/. With --with-metrics also its metrics.csv
+# and the grid's grid.yaml: enough for `per plot` to redraw every figure from docs/results alone, and for a grid
+# whose runs must outlive the machine (copied back into runs/GRID/, the grid skips them as completed and runs
+# the rest).
 set -euo pipefail
 grid=$1 env=$2 dest=$3 with_metrics=${4:-}
 out=docs/results/$dest/$env
@@ -18,4 +19,5 @@ for run in runs/"$grid"/*/; do
   cp "$run/summary.json" "$run/config.yaml" "$out/runs/$name/"
   if [ "$with_metrics" = --with-metrics ]; then cp "$run/metrics.csv" "$out/runs/$name/"; fi
 done
-echo "$(ls "$out/runs" | wc -l) runs in $out/runs"
+if [ "$with_metrics" = --with-metrics ]; then cp "runs/$grid/grid.yaml" "$out/runs/grid.yaml"; fi
+echo "$(ls -d "$out"/runs/*/ | wc -l) runs in $out/runs"
