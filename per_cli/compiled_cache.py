@@ -37,8 +37,10 @@ def source_key(package: Path = PACKAGE) -> str:
 
 def cache_dir(package: Path = PACKAGE) -> Path:
     """The directory the compiled kernels of this version of ``package`` are cached in."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "per" / "numba" / source_key(package)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):  # no home to be found (expanduser left "~"): never a folder under the cwd
+        base = os.path.join(tempfile.gettempdir(), "per-cache")
+    return Path(base) / "per" / "numba" / source_key(package)
 
 
 def writable_cache_dir(package: Path = PACKAGE) -> Path:
@@ -51,7 +53,8 @@ def writable_cache_dir(package: Path = PACKAGE) -> Path:
             return path
     except OSError:
         pass
-    fallback = Path(tempfile.gettempdir()) / f"per-numba-{os.getuid()}" / path.name
+    user = getattr(os, "getuid", lambda: "user")()
+    fallback = Path(tempfile.gettempdir()) / f"per-numba-{user}" / path.name
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback
 

@@ -77,3 +77,9 @@ def test_a_users_numba_cache_dir_wins_and_importing_the_package_points_numba(tmp
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert run.stdout.strip() == str(tmp_path / "mine")
+
+
+def test_without_a_home_the_cache_is_never_under_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # as when neither HOME nor a passwd entry exists
+    assert cache_dir().is_absolute()
