@@ -240,12 +240,16 @@ def _centred_short_rows(x):
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN comparisons and the float32 rounding must stay IEEE's
 def _count_above(gram, threshold):
     """Per Gram matrix G of ``gram`` (U, B, B) float32: pairs i < j with |G_ij · s_i · s_j| > ``threshold``
-    (float32), s_i = 1/√G_ii (float32), 0 where G_ii is not positive (a constant state)."""
+    (float32), s_i = 1/√G_ii (float32), 0 where G_ii is not positive (a constant state).
+
+    Each row is counted over all its columns, with j > i as part of the condition and an int32 sum: a loop
+    without a branch, which LLVM vectorizes (counting from i + 1 with ``if`` ran 2-7x slower at B = 64). The
+    values compared are the same float32 products in the same order; integer sums do not depend on order."""
     u, b = gram.shape[0], gram.shape[1]
     counts = np.empty(u, dtype=np.int64)
     inv = np.empty(b, dtype=np.float32)
-    scaled = np.empty(b, dtype=np.float32)
     one, zero = np.float32(1.0), np.float32(0.0)
+    hit, miss = np.int32(1), np.int32(0)
     for k in range(u):
         for i in range(b):
             d = gram[k, i, i]
@@ -253,11 +257,10 @@ def _count_above(gram, threshold):
         c = 0
         for i in range(b):
             row, s_i = gram[k, i], inv[i]
-            for j in range(b):  # the whole row: a loop that vectorizes
-                scaled[j] = abs(row[j] * s_i * inv[j])
-            for j in range(i + 1, b):
-                if scaled[j] > threshold:
-                    c += 1
+            in_row = miss
+            for j in range(b):
+                in_row += hit if (abs(row[j] * s_i * inv[j]) > threshold) and j > i else miss
+            c += in_row
         counts[k] = c
     return counts
 
