@@ -39,8 +39,15 @@ def cache_dir(package: Path = PACKAGE) -> Path:
     """The directory the compiled kernels of this version of ``package`` are cached in."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if not os.path.isabs(base):  # no home to be found (expanduser left "~"): never a folder under the cwd
-        base = os.path.join(tempfile.gettempdir(), "per-cache")
+        return temporary_cache_dir(source_key(package))
     return Path(base) / "per" / "numba" / source_key(package)
+
+
+def temporary_cache_dir(key: str) -> Path:
+    """Where key ``key``'s kernels go when no home can be found or written: this user's folder under the
+    system's temporary directory."""
+    user = getattr(os, "getuid", lambda: "user")()
+    return Path(tempfile.gettempdir()) / f"per-numba-{user}" / key
 
 
 def writable_cache_dir(package: Path = PACKAGE) -> Path:
@@ -53,8 +60,7 @@ def writable_cache_dir(package: Path = PACKAGE) -> Path:
             return path
     except OSError:
         pass
-    user = getattr(os, "getuid", lambda: "user")()
-    fallback = Path(tempfile.gettempdir()) / f"per-numba-{user}" / path.name
+    fallback = temporary_cache_dir(path.name)
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback
 
