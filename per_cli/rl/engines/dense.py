@@ -155,7 +155,7 @@ def relu_mask(dx, x):
 
 @numba.njit(**ROW)
 def _row_blocks(ai, b, ci):
-    """ci = Σ a[i, kk] b[kk, :] over the first 4 (k // 4) terms, four per pass over the row."""
+    """ci = Σ_kk ai[kk] b[kk, :] over the first 4 · (k // 4) terms, four per pass over the row."""
     for q in range(ai.shape[0] // 4):
         kk = 4 * q
         _axpy4(ai[kk], ai[kk + 1], ai[kk + 2], ai[kk + 3], b[kk], b[kk + 1], b[kk + 2], b[kk + 3], ci, q == 0)
@@ -200,7 +200,7 @@ def _rows_k4_3(a, b, c):
         _axpy1(ai[kk + 2], b[kk + 2], ci, False)
 
 
-@numba.njit(**JIT)
+@numba.njit(**EXACT)
 def gemm_nn(a, b, c):
     """c[i, :] = Σ_k a[i, k] b[k, :] for row-major a (m, k), b (k, n): axpy loops over contiguous rows of b,
     the better form when k is small.
@@ -236,7 +236,7 @@ def column_sums(x, out):
             out[j] += x[r, j]
 
 
-@numba.njit(**JIT)
+@numba.njit(**EXACT)
 def gemm_nn_bias(a, b, c, bias, relu):
     """c = a b + bias (then ReLU): the values of :func:`gemm_nn` followed by the bias. The bias is a pass of its
     own: inside the product's row loop it made LLVM vectorize the product worse (the row loops above)."""
@@ -244,7 +244,7 @@ def gemm_nn_bias(a, b, c, bias, relu):
     _add_bias(c, bias, relu)
 
 
-@numba.njit(**JIT)
+@numba.njit(**EXACT)
 def gemm_nn_masked(a, b, c, x):
     """c = a b, then c[i, j] = 0 where x[i, j] <= 0 (the gradient through a ReLU whose output was x)."""
     gemm_nn(a, b, c)
