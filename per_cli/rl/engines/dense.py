@@ -333,8 +333,8 @@ def gemm_nt(a, b, c, scratch):
 def dense(w, bias, x, y, relu, scratch):
     """y = x wᵀ + bias (then ReLU): x (batch, in), w (out, in), y (batch, out).
 
-    A short reduction over more than DIRECT_ROWS rows (the input layer) adds the bias to each row of y as soon as
-    it is computed, while it is in cache; the values are those of the product followed by the bias."""
+    A short reduction over more than DIRECT_ROWS rows (the input layer) is an axpy product of x and the transposed
+    weights; any other a blocked or direct one. The bias (and ReLU) follows as a pass of its own."""
     batch, k = x.shape
     if k < SHORT and batch > DIRECT_ROWS:
         bt = matrix(scratch, 0, k, w.shape[0])
@@ -342,7 +342,4 @@ def dense(w, bias, x, y, relu, scratch):
         gemm_nn_bias(x, bt, y, bias, relu)
         return
     gemm_nt(x, w, y, scratch)
-    for b in range(batch):
-        for j in range(y.shape[1]):
-            value = y[b, j] + bias[j]
-            y[b, j] = np.float32(0.0) if relu and value < 0.0 else value
+    _add_bias(y, bias, relu)
