@@ -8,6 +8,10 @@ sampling with numpy's open-addressing hash set, then a Fisher-Yates shuffle of t
 by Lemire's method on ``next_uint32`` exactly as numpy's ``random_bounded_uint64`` draws it (a range below 2³²).
 It calls the bit generator's own C ``next_uint32`` (numba's binding), so the generator's state, including its
 buffered half word, advances exactly as under numpy; tests/replay/test_choice.py compares both.
+
+:func:`random_fill` is ``Generator.random(n)`` the same way (``next_double`` per value, numpy's
+``random_standard_uniform_fill``): the uniforms a prioritized or rank sampler draws its strata from, drawn
+inside the cohort's compiled draw instead of one numpy call per member (:func:`uniforms_usable` checks it).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import numba
 import numpy as np
 
 try:  # numba's binding of a bit generator's C functions (internal: absent, the cohort samples per member)
-    from numba.np.random.generator_core import next_uint32
+    from numba.np.random.generator_core import next_double, next_uint32
 except ImportError:  # pragma: no cover - depends on the numba version
-    next_uint32 = None
+    next_double = next_uint32 = None
 
 AVAILABLE = next_uint32 is not None
 _U32 = np.uint64(0xFFFFFFFF)
@@ -102,5 +106,31 @@ def usable() -> bool:
         got = np.empty(size, dtype=np.int64)
         floyd_choice(ours, pop, size, got)
         if not np.array_equal(got, want) or ours.bit_generator.state != theirs.bit_generator.state:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def random_fill(rng, out):
+    """``out[:] = rng.random(out.shape[0])`` (float64): numpy's ``random_standard_uniform_fill``, one
+    ``next_double`` per value."""
+    bitgen = rng.bit_generator
+    for j in range(out.shape[0]):
+        out[j] = next_double(bitgen)
+
+
+@lru_cache(maxsize=1)
+def uniforms_usable() -> bool:
+    """Whether :func:`random_fill` draws what this numpy's ``Generator.random(n)`` draws (same values, same
+    generator state after; probes of a few sizes, after a 32-bit draw left a buffered half word), checked once
+    per process. Fail closed: else each member draws its uniforms with numpy itself."""
+    if not AVAILABLE:
+        return False
+    for seed, n in ((0, 1), (1, 64), (2, 257)):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        ours.integers(7, dtype=np.uint32), theirs.integers(7, dtype=np.uint32)
+        got = np.empty(n)
+        random_fill(ours, got)
+        if not np.array_equal(got, theirs.random(n)) or ours.bit_generator.state != theirs.bit_generator.state:
             return False
     return True

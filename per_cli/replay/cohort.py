@@ -36,6 +36,7 @@ from per_cli.replay.cohort_kernels import (
     FAILED,
     cohort_combined_kernel,
     cohort_heap_add_kernel,
+    cohort_latest_kernel,
     cohort_priority_kernel,
     cohort_rank_update_kernel,
     cohort_recent_kernel,
@@ -152,9 +153,11 @@ class CohortSampling:
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "ids", "episode_ids")
         )
         self._same_priorities = False
-        self._windowless = self.kind in _RANKED or all(
-            m.sampler.window is None for m in memories
-        )  # (whether a window never stops a draw here: the prioritized and rank kernels draw inside windows too)
+        self._windowed = any(m.sampler.window is not None for m in memories)
+        self._windowless = self.kind in _RANKED or not self._windowed
+        # (whether a window never stops a draw here: the prioritized and rank kernels draw inside windows too)
+        self._generators = List([m.sampler.rng for m in memories])
+        self._draws_uniforms = self.kind in _RANKED and choice.uniforms_usable()  # (in the kernel: else numpy's)
         self._truncated = List([s.truncated for s in storages])
         own_add = {"prioritized": PrioritizedSampler, "rank": RankSampler}.get(self.kind, Sampler).on_add
         self.storable = all(type(m.writer) is Writer for m in memories) and all(
@@ -175,7 +178,6 @@ class CohortSampling:
             self._same_priorities = True  # (a heap orders by abs(δ) alone: no ε or α in its update)
             return
         if self.kind != "prioritized":
-            self._generators = List([m.sampler.rng for m in memories])
             self._phases = List([getattr(m.sampler, "phase", np.zeros(4, dtype=np.int64)) for m in memories])
             return
         self._trees = List([m.sampler.tree.tree for m in memories])
@@ -207,6 +209,23 @@ class CohortSampling:
             cohort_heap_add_kernel(self._keys, self._pos_of, ns, which, slots)
             for i, n in zip(which.tolist(), ns.tolist(), strict=True):
                 self.memories[i].sampler.n = n
+
+    def latest(self, which: Sequence[int]) -> tuple[np.ndarray, ...]:
+        """The transition each member of ``which`` added last, in one compiled call: (obs, actions, rewards,
+        next_obs, terminated, ids), each (members, 1, ...), as each member's ``memory.latest_rows()`` (float32
+        ``terminated``) and ``memory.latest_ids()``."""
+        n, memories = len(which), self.memories
+        width = memories[which[0]].storage.obs.shape[1]
+        obs, next_obs = (np.empty((n, 1, width), dtype=np.float32) for _ in range(2))
+        actions, ids = (np.empty((n, 1), dtype=np.int64) for _ in range(2))
+        rewards, terminated = (np.empty((n, 1), dtype=np.float32) for _ in range(2))
+        cursors = np.array([memories[i].storage.cursor for i in which], dtype=np.int64)
+        columns = self._columns
+        cohort_latest_kernel(
+            np.asarray(which, dtype=np.int64), cursors, *columns[:5], columns[5], obs, actions, rewards,
+            next_obs, terminated, ids,
+        )  # fmt: skip
+        return obs, actions, rewards, next_obs, terminated, ids
 
     def drawable(self, i: int, batch_size: int) -> bool:
         """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""
@@ -252,11 +271,13 @@ class CohortSampling:
         else:
             uniforms = np.empty((n, batch_size), dtype=np.float64)
             windows = np.zeros((n, 2), dtype=np.int64)
-            for k, i in enumerate(which):
-                sampler = memories[i].sampler
-                uniforms[k] = sampler.rng.random(batch_size)  # the solo sampler's draw
-                if sampler.window is not None:
-                    windows[k] = sampler.window_bounds()
+            if not self._draws_uniforms:
+                for k, i in enumerate(which):
+                    uniforms[k] = memories[i].sampler.rng.random(batch_size)  # the solo sampler's draw
+            if self._windowed:
+                for k, i in enumerate(which):
+                    if memories[i].sampler.window is not None:
+                        windows[k] = memories[i].sampler.window_bounds()
             betas = np.asarray(betas, dtype=np.float64)
             if self.kind == "rank":  # the IS exponent α·β
                 alphas = np.array([memories[i].sampler.alpha for i in which])
@@ -264,7 +285,10 @@ class CohortSampling:
             else:
                 held = (self._trees, self._offsets, *self._no_heaps, np.zeros(n, dtype=np.int64), betas)
             rank = self.kind == "rank"
-            status = cohort_priority_kernel(rank, *held, members, added, uniforms, windows, *self._columns, *out)
+            status = cohort_priority_kernel(
+                rank, self._draws_uniforms, self._generators, *held, members, added, uniforms, windows,
+                *self._columns, *out,
+            )  # fmt: skip
             self.failed = {which[k]: (uniforms[k], betas[k]) for k in np.flatnonzero(status == FAILED).tolist()}
         batches: list = [None] * n
         for k in np.flatnonzero(status == DRAWN).tolist():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.replay.choice import floyd_choice
+from per_cli.replay.choice import floyd_choice, random_fill
 from per_cli.replay.structures.rank_heap import heap_add, heap_update_current, rank_sample, rank_window_sample
 from per_cli.replay.structures.sum_tree import MAX, set_leaf, stratified_sample, update_current
 from per_cli.replay.structures.window_tree import window_sample
@@ -52,12 +52,15 @@ def _unweighted_draw(o_obs):
 
 @numba.njit(cache=True, nogil=True)
 def cohort_priority_kernel(
-    rank, trees, offsets, cums, keys, ns, exponents, which, added, uniforms, windows, obs, actions, rewards,
+    rank, draw, generators, trees, offsets, cums, keys, ns, exponents, which, added, uniforms, windows, obs,
+    actions, rewards,
     next_obs, terminated, ids, episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights,
     o_ages, o_episodes,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]``, as its sampler's
-    ``draw`` makes it, gathered into the ``o_*`` arrays. Where ``windows[k]`` = (first slot, width) has a
+    ``draw`` makes it, gathered into the ``o_*`` arrays. With ``draw``, ``uniforms[k]`` is first drawn from
+    ``generators[i]`` as the sampler's ``sample`` draws it (``rng.random(batch)``; not for a rank member with an
+    empty heap, whose ``sample`` raises before drawing). Where ``windows[k]`` = (first slot, width) has a
     positive width, the draw is inside that window.
 
     * ``rank`` False, ``PrioritizedSampler``: ``stratified_sample`` (``window_sample``) on ``trees[i]`` with
@@ -71,6 +74,8 @@ def cohort_priority_kernel(
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     for k in range(which.shape[0]):
         i, lo, width, capacity = which[k], windows[k, 0], windows[k, 1], ids[which[k]].shape[0]
+        if draw and not (rank and ns[k] == 0):
+            random_fill(generators[i], uniforms[k])
         try:
             if rank:
                 if ns[k] == 0:
@@ -146,9 +151,10 @@ def cohort_store_kernel(
     width = obs_in.shape[1]
     for k in range(which.shape[0]):
         i, slot = which[k], cursors[k]
+        states, next_states = obs[i], next_obs[i]  # (a typed list's item: fetched once, not per number)
         for f in range(width):
-            obs[i][slot, f] = obs_in[k, f]
-            next_obs[i][slot, f] = next_in[k, f]
+            states[slot, f] = obs_in[k, f]
+            next_states[slot, f] = next_in[k, f]
         actions[i][slot] = actions_in[k]
         rewards[i][slot] = rewards_in[k]
         terminated[i][slot] = terminated_in[k]
@@ -165,6 +171,28 @@ def cohort_store_kernel(
             tree, levels = trees[i], offsets[i]
             top = tree[MAX, levels[levels.shape[0] - 2]]
             set_leaf(tree, levels, slot, top if top > 0.0 else 1.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_latest_kernel(
+    which, cursors, obs, actions, rewards, next_obs, terminated, ids, o_obs, o_actions, o_rewards, o_next,
+    o_terminated, o_ids,
+):  # fmt: skip
+    """For k in range(len(which)): member ``which[k]``'s transition added last (the slot before its cursor
+    ``cursors[k]``: ``ReplayMemory.latest_rows`` and ``latest_ids``) into row k of the ``o_*`` arrays (each
+    (members, 1, ...))."""
+    width = obs[0].shape[1]
+    for k in range(which.shape[0]):
+        i = which[k]
+        slot = (cursors[k] - 1) % ids[i].shape[0]
+        states, next_states = obs[i], next_obs[i]  # (a typed list's item: fetched once, not per number)
+        for f in range(width):
+            o_obs[k, 0, f] = states[slot, f]
+            o_next[k, 0, f] = next_states[slot, f]
+        o_actions[k, 0] = actions[i][slot]
+        o_rewards[k, 0] = rewards[i][slot]
+        o_terminated[k, 0] = terminated[i][slot]
+        o_ids[k, 0] = ids[i][slot]
 
 
 @numba.njit(cache=True, nogil=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from per_cli.replay.choice import AVAILABLE, floyd_applies, floyd_choice, usable
+from per_cli.replay.choice import AVAILABLE, floyd_applies, floyd_choice, random_fill, uniforms_usable, usable
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="this numba has no binding of next_uint32")
 
@@ -35,3 +35,16 @@ def test_the_tail_shuffle_case_is_not_claimed():
 
 def test_the_cohort_uses_the_compiled_choice_only_while_it_matches_this_numpy():
     assert usable()  # this numpy's choice is the algorithm floyd_choice follows (a release that changes it: False)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_fill_draws_numpys_uniforms_and_leaves_the_same_state(seed):
+    """A prioritized or rank member's strata uniforms, drawn in the cohort's kernel: ``rng.random(n)``'s values."""
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    for n in (1, 2, 63, 64, 65, 256):
+        out = np.empty(n)
+        random_fill(ours, out)
+        np.testing.assert_array_equal(out, theirs.random(n))
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        ours.integers(5, size=seed % 3, dtype=np.uint32), theirs.integers(5, size=seed % 3, dtype=np.uint32)
+    assert uniforms_usable()

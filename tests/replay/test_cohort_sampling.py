@@ -52,6 +52,37 @@ def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
         assert memories[i].sampler.rng.bit_generator.state == alone[i].sampler.rng.bit_generator.state
 
 
+@pytest.mark.parametrize("sampler", [PrioritizedSampler, RankSampler])
+def test_uniforms_drawn_by_numpy_give_the_same_batches(sampler):
+    """Where the kernel may not draw the strata uniforms itself (``choice.uniforms_usable`` fails), each member
+    draws them with numpy: the same batches and generator states as drawn in the kernel."""
+    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 50))]
+    other = copy.deepcopy(memories)
+    kernel, numpy_drawn = CohortSampling(memories), CohortSampling(other)
+    numpy_drawn._draws_uniforms = False
+    for _ in range(4):
+        drawn = kernel.sample([2, 0, 1], 16, [0.5] * 3)
+        for a, b in zip(drawn, numpy_drawn.sample([2, 0, 1], 16, [0.5] * 3), strict=True):
+            assert _fields(a) == _fields(b)
+    for a, b in zip(memories, other, strict=True):
+        assert a.sampler.rng.bit_generator.state == b.sampler.rng.bit_generator.state
+
+
+def test_the_latest_transitions_are_each_memorys_own():
+    """``latest``: one compiled gather of each member's newest transition, as its ``latest_rows`` and
+    ``latest_ids`` (a ring that wrapped, one that did not)."""
+    memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50))]
+    obs, actions, rewards, next_obs, terminated, ids = CohortSampling(memories).latest([2, 0])
+    for k, i in enumerate([2, 0]):
+        own = memories[i].latest_rows()
+        np.testing.assert_array_equal(obs[k], own["obs"])
+        np.testing.assert_array_equal(next_obs[k], own["next_obs"])
+        np.testing.assert_array_equal(actions[k], own["actions"])
+        np.testing.assert_array_equal(rewards[k], own["rewards"])
+        np.testing.assert_array_equal(terminated[k], own["terminated"].astype(np.float32))
+        np.testing.assert_array_equal(ids[k], memories[i].latest_ids())
+
+
 def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
     memories = [_memory(1, 40), _memory(2, 40)]
     alone = copy.deepcopy(memories)

@@ -97,6 +97,25 @@ def test_find_matches_searchsorted_on_a_large_tree():
     check_find(tree, values, prefixes[mismatch])  # ... and there still a correct, positive leaf
 
 
+@pytest.mark.parametrize("order", ["sorted", "shuffled", "repeated"])
+def test_a_batch_of_prefixes_finds_what_each_prefix_finds_alone(order):
+    """find shares a node's running sums between consecutive prefixes that pass through it: any order of the
+    prefixes (a stratified draw's are sorted) finds, for each, exactly the leaf it finds alone."""
+    rng = np.random.default_rng(7)
+    values = rng.random(5_000) ** 4
+    values[rng.random(values.size) < 0.3] = 0.0
+    tree = SumTree(values.size)
+    tree.update(np.arange(values.size), values)
+    prefixes = np.sort((np.arange(128) + rng.random(128)) / 128 * tree.total)
+    if order == "shuffled":
+        prefixes = rng.permutation(prefixes)
+    if order == "repeated":
+        prefixes = np.repeat(prefixes[::8], 8)
+    prefixes = np.concatenate([prefixes, [tree.total, 0.0, tree.total * 2]])
+    alone = [int(tree.find(prefixes[j : j + 1])[0]) for j in range(prefixes.size)]
+    assert tree.find(prefixes).tolist() == alone
+
+
 def test_rounding_never_reaches_an_empty_or_zero_leaf():
     # trailing zero leaves (the unfilled part of a memory, the padding to a multiple of K) and a prefix
     # at or beyond the float total

@@ -86,8 +86,9 @@ def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(arrays)
 
 
-def _stacked(arrays: Sequence[np.ndarray], dtype, shape: tuple[int, ...]) -> np.ndarray:
-    return _c(stack(arrays), dtype, shape)
+def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The per-member arrays stacked (an array with a member axis already: as it is) as a C array."""
+    return _c(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
 
 
 def _c(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -160,7 +161,8 @@ class CohortEngine:
         return out
 
     def td_errors(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> np.ndarray:
-        """δ (k,) of one transition per member ``which[k]`` (sequences of per-member 1-row arrays), as each
+        """δ (k,) of one transition per member ``which[k]`` (sequences of per-member 1-row arrays, or arrays
+        stacked along a first, member axis), as each
         :meth:`MLPEngine.td_errors` would compute it for that one-transition batch."""
         n = len(which)
         out = np.empty(n, dtype=np.float32)
