@@ -52,10 +52,9 @@ def _unweighted_draw(o_obs):
 
 @numba.njit(cache=True, nogil=True)
 def cohort_priority_kernel(
-    rank, draw, generators, trees, offsets, cums, keys, ns, exponents, which, added, uniforms, windows, obs,
-    actions, rewards,
-    next_obs, terminated, ids, episode_ids, o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights,
-    o_ages, o_episodes,
+    rank, draw, generators, trees, offsets, cums, keys, ns, exponents, which, added, uniforms, windows,
+    obs, actions, rewards, next_obs, terminated, ids, episode_ids,
+    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch k from its ``uniforms[k]``, as its sampler's
     ``draw`` makes it, gathered into the ``o_*`` arrays. With ``draw``, ``uniforms[k]`` is first drawn from
