@@ -88,7 +88,7 @@ class NumbaBatched(VectorSteps):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
         memories = [m.memory for m in members]  # prioritized or uniform: one compiled draw (else each its own)
         super().__init__(members, CohortSampling(memories) if all(map(supports, memories)) else None)
-        self._inserted: tuple | None = None  # (members, ids, δ) of the last insertion_td (from the cohort's gather)
+        self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
 
     def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
         """One update call; the batches of a cohort draw go in as its stacked arrays (no per-member stacking),
@@ -150,7 +150,7 @@ class NumbaBatched(VectorSteps):
     def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
         ids = lambda: [m.memory.latest_ids() for m in members]  # noqa: E731
         inserted, self._inserted = self._inserted, None
-        if inserted is not None and len(inserted[0]) == len(members):  # (a subset of those, in order: all of them)
+        if inserted is not None and inserted[0] == len(members):  # (a subset of those, in order: all of them)
             ids, td_errors = inserted[1], inserted[2]
         self._priorities(members, ids, td_errors, lambda m, k: _guard(m, m.set_insertion_priority, td_errors[k]))
 
@@ -181,7 +181,7 @@ class NumbaBatched(VectorSteps):
         if self.sampling is not None:
             *rows, ids = self.sampling.latest(which)
             td = self.engine.td_errors(which, *rows).reshape(len(members), 1)
-            self._inserted = (members, ids, td)
+            self._inserted = (len(members), ids, td)
             return td
         rows = [m.memory.latest_rows() for m in members]
         td = self.engine.td_errors(which, *([r[key] for r in rows] for key in _TRANSITION))
