@@ -101,7 +101,7 @@ def update_member(
     dz_buf[: batch * n_actions] = 0.0
     dq = dz_buf[: batch * n_actions].reshape(batch, n_actions)
     loss_sum, q_sum = loss_and_dq(q_all, target, actions, weights, loss_code, td_out, dq)
-    backward(params, grad, dims, offs, obs, acts, act_off, dz_buf, dx, dz_t, x_t, w_t, scratch)
+    backward(params, grad, dims, offs, obs, actions, acts, act_off, dz_buf, dx, dz_t, x_t, w_t, scratch)
     clip_grad_norm(grad, max_norm)
     adam_step(params, grad, m, v, hyper[4], hyper[5], hyper[6], hyper[7], step)
     return loss_sum / batch, q_sum / batch

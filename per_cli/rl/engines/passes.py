@@ -6,10 +6,15 @@ Every buffer comes from the engine's preallocated workspace (:mod:`.kernels`); n
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 from per_cli.rl.engines.dense import (
+    EXACT,
     JIT,
     SHORT,
+    _axpy1,
+    _axpy2,
+    _axpy4,
     aligned,
     column_sums,
     dense,
@@ -100,16 +105,68 @@ def input_gradient(dz, w, x, dx, w_t_buf, scratch):
     relu_mask(dx, x)
 
 
+@numba.njit(**EXACT)
+def action_weight_gradient(dz, actions, x, gw, rows):
+    """gw (A, in) = dzᵀ x for the action layer, whose dz (batch, A) is zero but at each row's taken action: each
+    gw[a] sums only the rows that took a, in batch order, four per pass over the row (``rows``: >= batch ints).
+
+    The same values as :func:`weight_gradient`'s full product. That product's sum for gw[a, j] is the FMA chain
+    0 + dz[0, a] x[0, j] + dz[1, a] x[1, j] + ... in batch order; a skipped term is dz[b, a] = +0 times a finite
+    x[b, j], an exact zero, and adding a zero to the chain's value changes at most the sign of a zero result (the
+    value starts at +0; only an underflow can make it -0). A zero gradient enters Adam (and the clipping norm) the
+    same with either sign. Where x holds an inf or NaN, the Q-values it fed are not finite, and the update's
+    finiteness check fails the run at this update either way."""
+    for a in range(gw.shape[0]):
+        m = 0
+        for b in range(actions.shape[0]):
+            if actions[b] == a:
+                rows[m] = b
+                m += 1
+        g = gw[a]
+        if m == 0:
+            g[:] = 0.0
+            continue
+        m4 = m - m % 4
+        for q in range(0, m4, 4):
+            r0, r1, r2, r3 = rows[q], rows[q + 1], rows[q + 2], rows[q + 3]
+            _axpy4(dz[r0, a], dz[r1, a], dz[r2, a], dz[r3, a], x[r0], x[r1], x[r2], x[r3], g, q == 0)
+        if m - m4 >= 2:
+            r0, r1 = rows[m4], rows[m4 + 1]
+            _axpy2(dz[r0, a], dz[r1, a], x[r0], x[r1], g, m4 == 0)
+            m4 += 2
+        if m4 < m:
+            _axpy1(dz[rows[m4], a], x[rows[m4]], g, m4 == 0)
+
+
+@numba.njit(**EXACT)
+def action_input_gradient(dz, actions, w, dx, x):
+    """dx (batch, in) = dz W for the action layer (dz nonzero only at each row's taken action, as
+    :func:`action_weight_gradient`), then the ReLU mask of the layer's input ``x``: row b is dz[b, a_b] W[a_b],
+    the same values as the full product up to the sign of a zero (see there)."""
+    zero = np.float32(0.0)
+    for b in range(dz.shape[0]):
+        a = actions[b]
+        d, wa, di, xi = dz[b, a], w[a], dx[b], x[b]
+        for j in range(di.shape[0]):
+            value = zero + d * wa[j]
+            di[j] = value if xi[j] > 0.0 else zero
+
+
 @numba.njit(**JIT)
-def backward(params, grad, dims, offs, obs, acts, act_off, dz_buf, dx_buf, dz_t_buf, x_t_buf, w_t_buf, scratch):
-    """Gradients of all parameters into ``grad``, from dL/dQ already in ``dz_buf`` as (batch, n_actions).
+def backward(
+    params, grad, dims, offs, obs, actions, acts, act_off, dz_buf, dx_buf, dz_t_buf, x_t_buf, w_t_buf, scratch
+):  # fmt: skip
+    """Gradients of all parameters into ``grad``, from dL/dQ already in ``dz_buf`` as (batch, n_actions), zero
+    but at each row's taken action (``actions``).
 
     Per layer from the output: dW = dzᵀ x, db = Σ_batch dz, dx = dz W, then the ReLU mask (the gradient passes
     where the layer's input activation was positive) gives the previous layer's dz; ``dz_buf`` and ``dx_buf``
-    take turns holding it.
+    take turns holding it. An action layer of fewer than SHORT actions skips dz's structural zeros in its products
+    (:func:`action_weight_gradient`; a wider one keeps the blocked products, whose sums are ordered otherwise).
     """
     n_layers = dims.shape[0] - 1
     batch = obs.shape[0]
+    rows = np.empty(batch, dtype=np.int64)
     dz_flat, dx_flat = dz_buf, dx_buf
     for layer in range(n_layers - 1, -1, -1):
         d_in, d_out = dims[layer], dims[layer + 1]
@@ -117,9 +174,17 @@ def backward(params, grad, dims, offs, obs, acts, act_off, dz_buf, dx_buf, dz_t_
         gw, gb = layer_views(grad, dims, offs, layer)
         x = obs if layer == 0 else matrix(acts, act_off[layer], batch, d_in)
         dz = matrix(dz_flat, 0, batch, d_out)
-        weight_gradient(dz, x, gw, dz_t_buf, x_t_buf, w_t_buf, scratch)
+        top = layer == n_layers - 1 and d_out < SHORT  # (where the full products are the exact axpy ones)
+        if top:
+            action_weight_gradient(dz, actions, x, gw, rows)
+        else:
+            weight_gradient(dz, x, gw, dz_t_buf, x_t_buf, w_t_buf, scratch)
         column_sums(dz, gb)
         if layer == 0:
             break
-        input_gradient(dz, w, x, matrix(dx_flat, 0, batch, d_in), w_t_buf, scratch)
+        dx = matrix(dx_flat, 0, batch, d_in)
+        if top:
+            action_input_gradient(dz, actions, w, dx, x)
+        else:
+            input_gradient(dz, w, x, dx, w_t_buf, scratch)
         dz_flat, dx_flat = dx_flat, dz_flat

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import pytest
 
-from per_cli.rl.engines import dense, kernels
+from per_cli.rl.engines import dense, kernels, passes
 from per_cli.rl.engines.optim import adam_step
 
 _REF = {"fastmath": {"contract"}}  # as the replaced loops: FMAs, no reordering
@@ -90,6 +90,39 @@ def test_column_sums_add_rows_in_order(rows):
     _column_sums_reference(x, want)
     dense.column_sums(x, got)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("n_actions", [1, 2, 3, 15])  # (below dense.SHORT: backward uses these there)
+@pytest.mark.parametrize("batch", [1, 2, 3, 5, 6, 7, 64])
+@pytest.mark.parametrize("d_in", [4, 128])
+def test_the_action_layer_skips_dz_zeros_with_the_full_products_values(n_actions, batch, d_in):
+    """dz is zero but at each row's taken action: the products that skip those zeros give the full products'
+    values (equal as numbers: at most a zero's sign differs), and Adam makes the same step from either."""
+    rng = np.random.default_rng(n_actions * 100 + batch + d_in)
+    actions = rng.integers(0, n_actions, size=batch)
+    if batch > 3:
+        actions[: batch // 2] = 0  # one action taken by most rows: every remainder of the four-term passes
+    dz = np.zeros((batch, n_actions), np.float32)
+    dz[np.arange(batch), actions] = _f32(rng, batch)
+    x = np.maximum(_f32(rng, batch, d_in), 0) * np.float32(10.0) ** rng.integers(-30, 3, size=(batch, d_in))
+    x = x.astype(np.float32)  # ReLU outputs, some small enough that their products underflow
+    w = _f32(rng, n_actions, d_in)
+    scratch = [np.empty(max(batch, d_in, n_actions) ** 2, np.float32) for _ in range(4)]
+    want_gw, got_gw = np.empty((n_actions, d_in), np.float32), np.full((n_actions, d_in), np.nan, np.float32)
+    passes.weight_gradient(dz, x, want_gw, *scratch)
+    passes.action_weight_gradient(dz, actions, x, got_gw, np.empty(batch, np.int64))
+    assert np.array_equal(got_gw, want_gw)
+    want_dx, got_dx = np.empty((batch, d_in), np.float32), np.full((batch, d_in), np.nan, np.float32)
+    passes.input_gradient(dz, w, x, want_dx, scratch[0], scratch[1])
+    passes.action_input_gradient(dz, actions, w, got_dx, x)
+    assert np.array_equal(got_dx, want_dx)
+    start = _f32(rng, n_actions * d_in)
+    stepped = []
+    for grad in (want_gw, got_gw):
+        params, m, v = start.copy(), np.zeros_like(start), np.zeros_like(start)
+        adam_step(params, grad.ravel(), m, v, 1e-3, 0.9, 0.999, 1e-8, 1)
+        stepped.append(params.tobytes() + m.tobytes() + v.tobytes())
+    assert stepped[0] == stepped[1]
 
 
 @pytest.mark.parametrize("n", [1, 7, 898, 1000])
