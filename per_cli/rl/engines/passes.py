@@ -8,23 +8,17 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.rl.engines.dense import (
-    EXACT,
-    JIT,
-    SHORT,
+from per_cli.rl.engines.dense import EXACT, JIT, SHORT, aligned, layer_views, matrix, transpose
+from per_cli.rl.engines.products import (
     _axpy1,
     _axpy2,
     _axpy4,
-    aligned,
     column_sums,
     dense,
     gemm_nn,
     gemm_nn_masked,
     gemm_nt,
-    layer_views,
-    matrix,
     relu_mask,
-    transpose,
 )
 
 
@@ -106,9 +100,9 @@ def input_gradient(dz, w, x, dx, w_t_buf, scratch):
 
 
 @numba.njit(**EXACT)
-def action_weight_gradient(dz, actions, x, gw, rows):
+def action_weight_gradient(dz, actions, x, gw):
     """gw (A, in) = dzᵀ x for the action layer, whose dz (batch, A) is zero but at each row's taken action: each
-    gw[a] sums only the rows that took a, in batch order, four per pass over the row (``rows``: >= batch ints).
+    gw[a] sums only the rows that took a, in batch order, four per pass over the row.
 
     The same values as :func:`weight_gradient`'s full product. That product's sum for gw[a, j] is the FMA chain
     0 + dz[0, a] x[0, j] + dz[1, a] x[1, j] + ... in batch order; a skipped term is dz[b, a] = +0 times a finite
@@ -117,25 +111,29 @@ def action_weight_gradient(dz, actions, x, gw, rows):
     same with either sign. Where x holds an inf or NaN, the Q-values it fed are not finite, and the update's
     finiteness check fails the run at this update either way."""
     for a in range(gw.shape[0]):
-        m = 0
-        for b in range(actions.shape[0]):
-            if actions[b] == a:
-                rows[m] = b
-                m += 1
         g = gw[a]
-        if m == 0:
+        done, held, r0, r1, r2 = 0, 0, 0, 0, 0  # rows summed so far; up to three rows waiting for a pass
+        for b in range(actions.shape[0]):
+            if actions[b] != a:
+                continue
+            if held == 3:
+                _axpy4(dz[r0, a], dz[r1, a], dz[r2, a], dz[b, a], x[r0], x[r1], x[r2], x[b], g, done == 0)
+                done, held = done + 4, 0
+            elif held == 2:
+                r2, held = b, 3
+            elif held == 1:
+                r1, held = b, 2
+            else:
+                r0, held = b, 1
+        if held == 0 and done == 0:
             g[:] = 0.0
-            continue
-        m4 = m - m % 4
-        for q in range(0, m4, 4):
-            r0, r1, r2, r3 = rows[q], rows[q + 1], rows[q + 2], rows[q + 3]
-            _axpy4(dz[r0, a], dz[r1, a], dz[r2, a], dz[r3, a], x[r0], x[r1], x[r2], x[r3], g, q == 0)
-        if m - m4 >= 2:
-            r0, r1 = rows[m4], rows[m4 + 1]
-            _axpy2(dz[r0, a], dz[r1, a], x[r0], x[r1], g, m4 == 0)
-            m4 += 2
-        if m4 < m:
-            _axpy1(dz[rows[m4], a], x[rows[m4]], g, m4 == 0)
+        elif held == 3:
+            _axpy2(dz[r0, a], dz[r1, a], x[r0], x[r1], g, done == 0)
+            _axpy1(dz[r2, a], x[r2], g, False)
+        elif held == 2:
+            _axpy2(dz[r0, a], dz[r1, a], x[r0], x[r1], g, done == 0)
+        elif held == 1:
+            _axpy1(dz[r0, a], x[r0], g, done == 0)
 
 
 @numba.njit(**EXACT)
@@ -166,7 +164,6 @@ def backward(
     """
     n_layers = dims.shape[0] - 1
     batch = obs.shape[0]
-    rows = np.empty(batch, dtype=np.int64)
     dz_flat, dx_flat = dz_buf, dx_buf
     for layer in range(n_layers - 1, -1, -1):
         d_in, d_out = dims[layer], dims[layer + 1]
@@ -176,7 +173,7 @@ def backward(
         dz = matrix(dz_flat, 0, batch, d_out)
         top = layer == n_layers - 1 and d_out < SHORT  # (where the full products are the exact axpy ones)
         if top:
-            action_weight_gradient(dz, actions, x, gw, rows)
+            action_weight_gradient(dz, actions, x, gw)
         else:
             weight_gradient(dz, x, gw, dz_t_buf, x_t_buf, w_t_buf, scratch)
         column_sums(dz, gb)
