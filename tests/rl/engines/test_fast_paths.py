@@ -110,11 +110,11 @@ def test_the_action_layer_skips_dz_zeros_with_the_full_products_values(n_actions
     scratch = [np.empty(max(batch, d_in, n_actions) ** 2, np.float32) for _ in range(4)]
     want_gw, got_gw = np.empty((n_actions, d_in), np.float32), np.full((n_actions, d_in), np.nan, np.float32)
     passes.weight_gradient(dz, x, want_gw, *scratch)
-    passes.action_weight_gradient(dz, actions, x, got_gw)
+    products.action_weight_gradient(dz, actions, x, got_gw)
     assert np.array_equal(got_gw, want_gw)
     want_dx, got_dx = np.empty((batch, d_in), np.float32), np.full((batch, d_in), np.nan, np.float32)
     passes.input_gradient(dz, w, x, want_dx, scratch[0], scratch[1])
-    passes.action_input_gradient(dz, actions, w, got_dx, x)
+    products.action_input_gradient(dz, actions, w, got_dx, x)
     assert np.array_equal(got_dx, want_dx)
     start = _f32(rng, n_actions * d_in)
     stepped = []
