@@ -138,23 +138,30 @@ def _variance_by_feature(reference):
     """``_numpy_variance`` of a C float64 array (n, k), n >= 2: numpy reduces over the rows of such an array one
     row after another (its inner loop runs along a row), so per feature: the sum of the values in row order over
     n, then the squared deviations summed in row order over n - 1. NaN where every value equals the first
-    (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN both ways)."""
+    (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN both ways).
+
+    The features' sums run side by side, row by row (each feature's own sum is still one addition after
+    another in row order): k independent chains of dependent additions overlap, where one feature at a time
+    waited on each addition in turn."""
     n, k = reference.shape
+    totals = np.zeros(k, dtype=np.float64)
+    for i in range(n):
+        row = reference[i]
+        for f in range(k):
+            totals[f] += row[f]
+    means = totals / n
+    squares = np.zeros(k, dtype=np.float64)
+    for i in range(n):
+        row = reference[i]
+        for f in range(k):
+            deviation = row[f] - means[f]
+            squares[f] += deviation * deviation
     out = np.empty(k, dtype=np.float64)
     for f in range(k):
-        first = reference[0, f]
-        total = 0.0
-        constant = True
-        for i in range(n):
-            value = reference[i, f]
-            total += value
-            constant = constant and value == first
-        mean = total / n
-        squares = 0.0
-        for i in range(n):
-            deviation = reference[i, f] - mean
-            squares += deviation * deviation
-        out[f] = np.nan if constant else squares / (n - 1)
+        first, i = reference[0, f], 1
+        while i < n and reference[i, f] == first:  # (a varying feature stops at its first other value)
+            i += 1
+        out[f] = np.nan if i == n else squares[f] / (n - 1)
     return out
 
 
@@ -192,19 +199,26 @@ def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def pairwise_sum(a, n, zero):
     """numpy's sum of ``a[:n]`` (n <= 128) in the type of ``zero``: its pairwise summation's base case, 8
-    running sums after 8 numbers (fewer: one after another, from zero)."""
+    running sums after 8 numbers (fewer: one after another, from zero). The running sums are scalars, not an
+    8-array: a copy per call cost more than the sums themselves (two calls per feature of every batch)."""
     if n < 8:
         total = zero
         for i in range(n):
             total += a[i]
         return total
-    r = a[:8].copy()
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
     i = 8
     while i < n - n % 8:
-        for j in range(8):
-            r[j] += a[i + j]
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
         i += 8
-    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     while i < n:
         total += a[i]
         i += 1
