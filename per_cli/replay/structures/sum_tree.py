@@ -219,17 +219,29 @@ def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
 def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha):
     """``ReplayMemory.update_priorities`` in one compiled call: False (and nothing changed) if a TD error is
     not finite; else the ids their slot still holds (``ids.current_slot``) get (|δ| + ε) ** α, except
-    zero-mass (unsampleable) leaves."""
+    zero-mass (unsampleable) leaves.
+
+    In three passes: the slots and a first check of each leaf (independent loads, whose cache misses overlap),
+    the new values, then the writes in order, each leaf checked again as one pass checked it (a repeated id sees
+    the value written before it: zero where ε = 0 and δ = 0 made it so)."""
     if not all_finite(td_errors):
         return False
     sums = tree[SUM]
-    nodes = np.empty(ids.shape[0], dtype=np.int64)
-    m = 0
-    for j in range(ids.shape[0]):
+    n = ids.shape[0]
+    leaves = np.empty(n, dtype=np.int64)
+    for j in range(n):
         leaf = current_slot(stored_ids, ids[j])
+        leaves[j] = leaf if leaf >= 0 and sums[leaf] > 0.0 else -1
+    values = np.empty(n, dtype=np.float64)
+    for j in range(n):
+        values[j] = (abs(np.float64(td_errors[j])) + eps) ** alpha
+    nodes = np.empty(n, dtype=np.int64)
+    m = 0
+    for j in range(n):
+        leaf = leaves[j]
         if leaf < 0 or not sums[leaf] > 0.0:
             continue
-        sums[leaf] = (abs(np.float64(td_errors[j])) + eps) ** alpha
+        sums[leaf] = values[j]
         m = _mark_parent(offsets, leaf, nodes, m, mark)
     _clear_marks(offsets, nodes, m, mark)
     _propagate(tree, offsets, nodes, m, mark)
