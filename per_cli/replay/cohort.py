@@ -172,7 +172,7 @@ class CohortSampling:
             for m in memories
         )
         if self.kind == "rank":
-            self._cums = List([m.sampler.cum for m in memories])
+            self._cums = List(_shared([m.sampler.cum for m in memories]))
             self._keys = List([m.sampler.keys for m in memories])
             self._pos_of = List([m.sampler.pos_of for m in memories])
             self._same_priorities = True  # (a heap orders by abs(δ) alone: no ε or α in its update)
@@ -334,6 +334,22 @@ class CohortSampling:
     def _heap_sizes(self, which: Sequence[int]) -> np.ndarray:
         """The entries in each rank member's heap (``RankSampler.n``), for members ``which``."""
         return np.array([self.memories[i].sampler.n for i in which], dtype=np.int64)
+
+
+def _shared(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``arrays`` with each one equal to an earlier one replaced by that one (the same values, one copy): the
+    rank samplers' CDFs depend only on (capacity, α), so a cohort's members read one array that stays in cache
+    instead of S copies that do not (a rank draw of 64 on 10⁴ entries, 50 members, cold: 7.2-7.7 → 5.1 µs per
+    member). Those arrays are never written after they are made."""
+    kept: list[np.ndarray] = []
+    out = []
+    for array in arrays:
+        same = next((k for k in kept if k.shape == array.shape and k.dtype == array.dtype
+                     and np.array_equal(k, array)), None)  # fmt: skip
+        if same is None:
+            kept.append(array)
+        out.append(array if same is None else same)
+    return out
 
 
 def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:

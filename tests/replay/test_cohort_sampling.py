@@ -52,6 +52,22 @@ def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
         assert memories[i].sampler.rng.bit_generator.state == alone[i].sampler.rng.bit_generator.state
 
 
+def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_own_batches():
+    """The rank CDF depends only on (capacity, α): members whose CDFs are equal share one array in the draw
+    (one copy in cache, not one per member); a member with another α keeps its own, and every batch is still
+    the member's solo batch."""
+    memories = [_memory(seed, 60, sampler=RankSampler) for seed in (1, 2)]
+    memories.append(_memory(3, 60, sampler=RankSampler, alpha=0.5))
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    address = [sampling._cums[i].ctypes.data for i in range(3)]
+    assert address[0] == address[1] != address[2]
+    assert address[2] == memories[2].sampler.cum.ctypes.data
+    for _ in range(3):
+        for i, batch in enumerate(sampling.sample([0, 1, 2], 16, [0.5, 0.5, 0.5])):
+            assert _fields(batch) == _fields(alone[i].sample(16, 0.5))
+
+
 @pytest.mark.parametrize("sampler", [PrioritizedSampler, RankSampler])
 def test_uniforms_drawn_by_numpy_give_the_same_batches(sampler):
     """Where the kernel may not draw the strata uniforms itself (``choice.uniforms_usable`` fails), each member
