@@ -35,6 +35,7 @@ from per_cli.replay.cohort_kernels import (
     DRAWN,
     FAILED,
     cohort_combined_kernel,
+    cohort_episodes_held_kernel,
     cohort_heap_add_kernel,
     cohort_latest_kernel,
     cohort_priority_kernel,
@@ -226,6 +227,15 @@ class CohortSampling:
             next_obs, terminated, ids,
         )  # fmt: skip
         return obs, actions, rewards, next_obs, terminated, ids
+
+    def episodes_held(self, which: Sequence[int]) -> np.ndarray:
+        """Each member's ``memory.episodes_held()`` (members ``which``), in one compiled call over their episode
+        ids (the memories' plain rings: ``RingBookkeeping.episodes_held``)."""
+        storages = [self.memories[i].storage for i in which]
+        counters = [
+            np.array([getattr(s, name) for s in storages], dtype=np.int64) for name in ("cursor", "size", "added")
+        ]
+        return cohort_episodes_held_kernel(np.asarray(which, dtype=np.int64), *counters, self._columns[6])
 
     def drawable(self, i: int, batch_size: int) -> bool:
         """Whether member ``i``'s next batch can be drawn here (else: its own ``memory.sample``)."""

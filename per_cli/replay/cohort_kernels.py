@@ -280,3 +280,17 @@ def cohort_combined_kernel(
         _gather(k, slots, ones, obs[i], actions[i], rewards[i], next_obs[i], terminated[i], ids[i],
                 episode_ids[i], added[k], out)  # fmt: skip
     return status
+
+
+@numba.njit(cache=True, nogil=True)
+def cohort_episodes_held_kernel(which, cursors, sizes, added, episode_ids):
+    """For k in range(len(which)): ``RingBookkeeping.episodes_held`` of member ``which[k]``'s ring with counters
+    ``cursors[k]``, ``sizes[k]``, ``added[k]``: 0 when empty, else the episode id in the slot before the cursor
+    (the newest transition) minus that of the oldest sampleable id (``added - size``), plus one."""
+    out = np.zeros(which.shape[0], dtype=np.int64)
+    for k in range(which.shape[0]):
+        if sizes[k] > 0:
+            column = episode_ids[which[k]]
+            capacity = column.shape[0]
+            out[k] = column[(cursors[k] - 1) % capacity] - column[(added[k] - sizes[k]) % capacity] + 1
+    return out

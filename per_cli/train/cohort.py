@@ -116,13 +116,19 @@ class NumbaBatched(VectorSteps):
         if stacked is None or last is None or last[0] is not members:
             return super().measure(members, batches, results)
         windows = [m.window for m in members]
-        held = [m.memory.episodes_held() for m in members] if windows[0].iid else None
+        held = self._episodes_held(members) if windows[0].iid else None
         try:
             arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
             rows = measure_rows(windows, last[3], *arrays, held, last[1], last[2])
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             rows = None
         return rows if rows is not None else super().measure(members, batches, results)
+
+    def _episodes_held(self, members: Sequence[Trainer]) -> list[int] | np.ndarray:
+        """Each member's ``memory.episodes_held()``: in one call where the cohort sampling holds the memories."""
+        if self.sampling is None:
+            return [m.memory.episodes_held() for m in members]
+        return self.sampling.episodes_held(self._which(members))
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
         """The batches of the members whose memory the cohort sampling draws, in one call; the others' (and

@@ -52,6 +52,18 @@ def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
         assert memories[i].sampler.rng.bit_generator.state == alone[i].sampler.rng.bit_generator.state
 
 
+@pytest.mark.parametrize("sampler", [UniformSampler, PrioritizedSampler, RankSampler])
+def test_the_episodes_each_memory_holds_are_its_own_count(sampler):
+    """Empty, partly filled, full and wrapped rings (episodes of 7: some end exactly at the ring's end)."""
+    sizes = (0, 1, 6, 7, 30, 49, 50, 51, 64, 113, 200)
+    memories = [_memory(seed, n, sampler=sampler) for seed, n in enumerate(sizes)]
+    sampling = CohortSampling(memories)
+    which = [10, 0, 3, 5, 1, 7, 2, 9, 4, 6, 8]
+    expected = [memories[i].episodes_held() for i in which]
+    assert sampling.episodes_held(which).tolist() == expected
+    assert expected[1:3] == [0, 1] and len(set(expected)) > 4  # (the cases differ)
+
+
 def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_own_batches():
     """The rank CDF depends only on (capacity, α): members whose CDFs are equal share one array in the draw
     (one copy in cache, not one per member); a member with another α keeps its own, and every batch is still
