@@ -45,7 +45,7 @@ def floyd_applies_all(pop_sizes: np.ndarray, size: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _bounded(bitgen, high):
+def bounded(bitgen, high):
     """numpy's ``random_bounded_uint64(bitgen, 0, high, 0, false)`` for 0 <= high < 2³² - 1 (Lemire)."""
     if high == 0:
         return np.uint64(0)
@@ -70,7 +70,7 @@ def floyd_choice(rng, pop_size, size, out):
         mask |= mask >> np.uint64(shift)
     hash_set = np.full(mask + np.uint64(1), _EMPTY, dtype=np.uint64)
     for j in range(pop_size - size, pop_size):
-        val = _bounded(bitgen, j)
+        val = bounded(bitgen, j)
         loc = val & mask
         while hash_set[loc] != _EMPTY and hash_set[loc] != val:
             loc = (loc + np.uint64(1)) & mask
@@ -84,7 +84,7 @@ def floyd_choice(rng, pop_size, size, out):
             hash_set[loc] = np.uint64(j)
             out[j - pop_size + size] = j
     for i in range(size - 1, 0, -1):  # numpy's _shuffle_int(size, first=1)
-        k = np.int64(_bounded(bitgen, i))
+        k = np.int64(bounded(bitgen, i))
         out[k], out[i] = out[i], out[k]
 
 

@@ -4,7 +4,7 @@
 ``rng.integers(n_actions)``. :func:`explore_kernel` makes both draws for every member of a cohort with the C
 functions of each member's own bit generator (numba's bindings, as :mod:`per_cli.replay.choice` does for the
 batches): ``next_double`` for ``random()`` and numpy's bounded-integer method (Lemire's, on ``next_uint32``:
-:func:`~per_cli.replay.choice._bounded`) for ``integers``, so every generator ends where the solo draw leaves it
+:func:`~per_cli.replay.choice.bounded`) for ``integers``, so every generator ends where the solo draw leaves it
 and every member gets its solo run's action. ε itself is the member's ``LinearSchedule`` at its step, by the same
 float operations. :func:`usable` checks once per process that this numpy still draws that way (fail closed: else
 each member draws with numpy itself).
@@ -17,7 +17,7 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from per_cli.replay.choice import AVAILABLE, _bounded
+from per_cli.replay.choice import AVAILABLE, bounded
 
 if AVAILABLE:
     from numba.np.random.generator_core import next_double
@@ -33,7 +33,7 @@ def explore_kernel(generators, which, steps, start, end, duration, n_actions, ep
         eps_out[k] = eps
         bitgen = generators[which[k]].bit_generator
         if next_double(bitgen) < eps:
-            out[k] = np.int64(_bounded(bitgen, n_actions - 1))
+            out[k] = np.int64(bounded(bitgen, n_actions - 1))
         else:
             out[k] = -1
 

@@ -116,14 +116,14 @@ def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REF
 def reference_variance(reference: np.ndarray) -> np.ndarray:
     """Per-feature ddof-1 variance of a reference sample (n, k) of the memory; NaN where the feature is constant
     (zero range: dropped from the measure). Needs n ≥ 2. A C float64 array of k >= 2 features is computed in one
-    compiled pass with numpy's arithmetic (:func:`_variance_by_feature`, ~15x faster) where
+    compiled pass with numpy's arithmetic (:func:`variance_by_feature`, ~15x faster) where
     :func:`exact_variance_usable`."""
     if len(reference) < 2:
         raise ValueError(f"a reference sample needs at least 2 states, got {len(reference)}")
     # (one feature: numpy sums the contiguous column pairwise, not row by row)
     exact = reference.ndim == 2 and reference.shape[1] >= 2 and reference.dtype == np.float64
     if exact and reference.flags.c_contiguous and exact_variance_usable():
-        return _variance_by_feature(reference)
+        return variance_by_feature(reference)
     return _numpy_variance(reference)
 
 
@@ -134,7 +134,7 @@ def _numpy_variance(reference: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
-def _variance_by_feature(reference):
+def variance_by_feature(reference):
     """``_numpy_variance`` of a C float64 array (n, k), n >= 2: numpy reduces over the rows of such an array one
     row after another (its inner loop runs along a row), so per feature: the sum of the values in row order over
     n, then the squared deviations summed in row order over n - 1. NaN where every value equals the first
@@ -167,7 +167,7 @@ def _variance_by_feature(reference):
 
 @lru_cache(maxsize=1)
 def exact_variance_usable() -> bool:
-    """Whether :func:`_variance_by_feature` gives numpy's values bit for bit, checked once per process on fixed
+    """Whether :func:`variance_by_feature` gives numpy's values bit for bit, checked once per process on fixed
     probes (wide-ranging values, a constant feature, NaN and ±inf). Fail closed: if a numpy release sums these
     in another order, the reference variance is numpy's own."""
     rng = np.random.default_rng(0x11D)
@@ -178,7 +178,7 @@ def exact_variance_usable() -> bool:
             probe[1, k - 1] = np.inf if k > 2 else probe[1, k - 1]
             probe[2, k // 2] = np.nan if k > 2 else probe[2, k // 2]
         with np.errstate(invalid="ignore"):  # inf - inf: NaN, as wanted
-            want, got = _numpy_variance(probe), _variance_by_feature(probe)
+            want, got = _numpy_variance(probe), variance_by_feature(probe)
         if want.tobytes() != got.tobytes():
             return False
     return True

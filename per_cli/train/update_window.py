@@ -12,12 +12,11 @@ from per_cli.train.iid import (
     diversity_from_variances,
     episode_diversity,
     raw_state_diversity,
-    reference_variance,
-    reference_view,
     state_diversity,
     state_view,
 )
 from per_cli.train.metrics import batched_correlation_counts, td_measures
+from per_cli.train.reference import drawn_reference_variance
 
 
 def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
@@ -182,7 +181,7 @@ class UpdateWindow:
     def _state_diversity(self, memory, n: int) -> np.ndarray:
         self._since_refresh += n
         if self._ref_var is None or self._since_refresh >= self.refresh_every:
-            self._ref_var = reference_variance(reference_view(memory, self._obs_ndim, self._rng))
+            self._ref_var = drawn_reference_variance(memory, self._obs_ndim, self._rng)
             self._since_refresh = 0
         keep = np.flatnonzero(~np.isnan(self._ref_var))
         if self._with_vars == n and len(keep) >= 2 and self._ref_var.dtype == np.float64:

@@ -17,7 +17,7 @@ import torch
 from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
 from per_cli.rl.agent import DQNAgent
-from per_cli.train import metrics
+from per_cli.train import metrics, update_window
 from per_cli.train.iid import (
     REFERENCE_CHUNK,
     REFERENCE_SIZE,
@@ -127,19 +127,29 @@ def test_one_episode_memory_and_none_batches_are_not_diverse():
     assert window.pop(single)["iid/episode_diversity"][0] == 1.0
 
 
-def test_reference_is_refreshed_once_per_log_window():
+def test_reference_is_refreshed_once_per_log_window(monkeypatch):
     memory = _memory((4,))
-    draws = []
-    original = memory.reference_obs
-    memory.reference_obs = lambda n, rng: draws.append(n) or original(n, rng)  # count the draws
+    refreshes = []
+    drawn = update_window.drawn_reference_variance
+    counted = lambda m, ndim, rng: refreshes.append(ndim) or drawn(m, ndim, rng)  # noqa: E731
+    monkeypatch.setattr(update_window, "drawn_reference_variance", counted)
     window = UpdateWindow(correlation_threshold=None, refresh_every=10)
     for pops in ([4], [4], [2], [5], [9], [1]):  # updates added before each pop
         for b, r in _updates(memory, pops[0], 16):
             window.add(b, r, memory)
         window.pop(memory)
-    # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1; each
-    # reference is REFERENCE_SIZE draws: REFERENCE_CHUNK, then the rest at once (small states)
-    assert draws == [REFERENCE_CHUNK, REFERENCE_SIZE - REFERENCE_CHUNK] * 3
+    # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1
+    assert refreshes == [1] * 3
+
+
+def test_numpys_reference_is_drawn_a_chunk_at_a_time():
+    memory = _memory((4,))
+    draws = []
+    original = memory.reference_obs
+    memory.reference_obs = lambda n, rng: draws.append(n) or original(n, rng)  # count the draws
+    reference_view(memory, 1, np.random.default_rng(0))
+    # REFERENCE_SIZE draws: REFERENCE_CHUNK, then the rest at once (small states)
+    assert draws == [REFERENCE_CHUNK, REFERENCE_SIZE - REFERENCE_CHUNK]
 
 
 def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
