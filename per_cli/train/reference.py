@@ -64,12 +64,14 @@ def _fill_integers(rng, low, span, out):
 
 @numba.njit(cache=True, nogil=True)
 def _reference_kernel(rng, obs, oldest, span, scratch):
-    """``len(scratch)`` ids drawn uniformly from ``oldest .. oldest + span``; their states (slot = id % capacity)
-    as float64 rows of ``scratch``; their per-feature variance (``variance_by_feature``)."""
-    bitgen = rng.bit_generator
+    """``len(scratch)`` ids drawn uniformly from ``oldest .. oldest + span`` (:func:`_fill_integers`, the draw
+    :func:`integers_usable` checks); their states (slot = id % capacity) as float64 rows of ``scratch``; their
+    per-feature variance (``variance_by_feature``)."""
+    ids = np.empty(scratch.shape[0], dtype=np.int64)
+    _fill_integers(rng, oldest, span, ids)
     capacity, width = obs.shape
     for j in range(scratch.shape[0]):
-        slot = (oldest + np.int64(bounded(bitgen, span))) % capacity
+        slot = ids[j] % capacity
         for f in range(width):
             scratch[j, f] = np.float64(obs[slot, f])
     return variance_by_feature(scratch)
