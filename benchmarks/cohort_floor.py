@@ -1,0 +1,185 @@
+"""The cohort's floor: how fast a cohort could run if the loop's Python cost nothing.
+
+A cohort step is compiled calls (the numba kernels: update, draw, store, measures, greedy actions; EnvPool's
+C step and reset) ordered by Python (the lockstep loop, each member's counters, windows and logs). This runs
+cohorts of S seeds (``--size``) of each config for ``--steps`` env steps per seed, as
+``benchmarks/cohort_throughput.py`` runs them, each config in a fresh process: once plainly (the measured CPU µs
+per env step per seed), then once under cProfile, which times each call into compiled code as a whole (numba
+dispatchers, matched by their Python function's file and name; EnvPool's C entry points). Their sum per
+seed-step is the floor: ``1e6 / floor`` env steps/s is the most the cohort could reach on this core with the
+same kernels if the Python around them cost nothing. The update kernel's share is printed apart, since it is
+the one part whose rate could still change much (by changing its float summation order, and so the results).
+
+``--solo`` times solo runs of each config as well (the median of five, before the cohorts; the floor's ratio to
+it bounds the cohort's speed-up); ``--grid`` weights each (env, replay) cell's floor by the env steps that
+cell's runs took in a finished grid (their summary.json ``total_steps``), which bounds that study's wall time on
+``--cores`` cores.
+
+    python benchmarks/cohort_floor.py --configs seed001/cartpole_uniform.yaml --size 100 --solo
+    python benchmarks/cohort_floor.py --configs 'seed001/*.yaml' --size 50 --grid runs/notebook100 --cores 2
+
+The floor is a lower bound: profiling slows the Python, not the compiled calls, and the first ``--steps`` of a
+run gather from memories still filling, which is cheaper than from full ones later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numba.core.dispatcher
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cohort_throughput as bench  # noqa: E402
+
+from per_cli.rl.engines import cohort as engine  # noqa: E402
+
+_ENVPOOL_C = ("_recv", "_send", "_reset")  # EnvPool's C entry points (its Python wrapper around them is loop)
+_CODE = engine.cohort_update_kernel.py_func.__code__
+_UPDATE = (_CODE.co_filename, _CODE.co_name)  # the networks' update (replay's priority update has the same name)
+
+
+def compiled_functions() -> set[tuple[str, str]]:
+    """(file, name) of every numba dispatcher in the loaded per_cli modules (their calls are compiled code)."""
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("per_cli") or module is None:
+            continue
+        for value in vars(module).values():
+            if isinstance(value, numba.core.dispatcher.Dispatcher):
+                code = value.py_func.__code__
+                found.add((code.co_filename, code.co_name))
+    return found
+
+
+def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, float]]:
+    """Seconds spent inside compiled calls in ``stats``: (by part: the update kernel, EnvPool, the other
+    kernels; by kernel: each numba kernel's)."""
+    compiled = compiled_functions()
+    parts: dict[str, float] = defaultdict(float)
+    kernels: dict[str, float] = defaultdict(float)
+    for (filename, _, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if (filename, name) in compiled:
+            parts["update" if (filename, name) == _UPDATE else "other kernels"] += tottime
+            kernels[f"{Path(filename).stem}.{name}"] += tottime
+        elif filename == "~" and "envpool" in name and name.rstrip(">").endswith(_ENVPOOL_C):
+            parts["envpool"] += tottime
+    return parts, kernels
+
+
+def floor(config: str, size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU µs per env step per seed of a cohort of ``config``: (measured, and inside compiled calls by part;
+    inside each numba kernel)."""
+    bench.CONFIG = bench.CONFIGS / config
+    bench.run(2, 200)  # warm-up: the kernels loaded or compiled
+    plain = bench.run(size, steps)
+    profile = cProfile.Profile()
+    profile.enable()
+    bench.run(size, steps)
+    profile.disable()
+    per = 1e6 / (size * steps)
+    parts, kernels = compiled_time(pstats.Stats(profile))
+    parts = {k: v * per for k, v in parts.items()}
+    return {"measured": plain["cpu"] * per, **parts, "floor": sum(parts.values())}, {
+        k: v * per for k, v in kernels.items()
+    }
+
+
+def grid_steps(grid: Path) -> dict[tuple[str, str], int]:
+    """Env steps per (env, replay) cell of a finished grid: the sum of its runs' ``total_steps``."""
+    steps: dict[tuple[str, str], int] = defaultdict(int)
+    for path in grid.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        steps[(summary["env"], summary["replay"])] += int(summary["total_steps"])
+    if not steps:
+        raise SystemExit(f"--grid: no run summaries under {grid}; name a finished grid's directory")
+    return steps
+
+
+def _cell(config: str) -> tuple[str, str]:
+    """(env, replay kind) of a seed001-style config name, e.g. acrobot_per.yaml -> (acrobot, prioritized)."""
+    env, _, kind = Path(config).stem.partition("_")
+    return env, {"per": "prioritized"}.get(kind, kind)
+
+
+def measure_one(config: str, size: int, steps: int, solo: bool) -> dict:
+    """:func:`floor` of one config (and its solo run's env steps/s with ``solo``), as one JSON-able dict."""
+    rates = []
+    if solo:  # first, as benchmarks/cohort_throughput.py times it, after a warm-up; a short run, so five of them
+        bench.CONFIG = bench.CONFIGS / config
+        bench.run(2, 200)
+        rates = sorted(r["env_steps"] / r["cpu"] for r in (bench.run(1, steps) for _ in range(5)))
+    r, kernels = floor(config, size, steps)
+    if not r.get("update"):
+        raise SystemExit(f"{config}: no time found in {_UPDATE[1]}; this script no longer matches the engine")
+    if rates:
+        r["solo"] = rates[len(rates) // 2]  # the median
+    return {"parts": r, "kernels": kernels}
+
+
+def in_subprocess(config: str, args: argparse.Namespace) -> dict:
+    """:func:`measure_one` in a fresh process, so that no config runs after another one's memory churn."""
+    command = [sys.executable, __file__, "--configs", config, "--size", str(args.size), "--steps", str(args.steps),
+               "--backend", args.backend, "--json"] + (["--solo"] if args.solo else [])  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{config}: the measurement failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default="seed001/cartpole_uniform.yaml", help="configs under configs/ (a glob)")
+    parser.add_argument("--size", type=int, default=50, help="seeds per cohort")
+    parser.add_argument("--steps", type=int, default=3000, help="env steps per seed")
+    parser.add_argument("--backend", default="envpool", help="the cohorts' env.backend")
+    parser.add_argument("--solo", action="store_true", help="time a solo run of each config too")
+    parser.add_argument("--grid", type=Path, help="a finished grid: weight each cell's floor by its env steps")
+    parser.add_argument("--cores", type=int, default=2, help="cores the grid's study runs on")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one config, here: its JSON
+    args = parser.parse_args()
+    bench.COHORT_SETS.append(f"env.backend={args.backend}")
+    if args.json:
+        print(json.dumps(measure_one(args.configs, args.size, args.steps, args.solo)))
+        return
+    configs = sorted(str(p.relative_to(bench.CONFIGS)) for p in bench.CONFIGS.glob(args.configs))
+    if not configs:
+        raise SystemExit(f"--configs: nothing under configs/ matches {args.configs!r}")
+    cells = grid_steps(args.grid) if args.grid else {}
+    print(f"cohorts of {args.size} seeds, {args.steps} env steps each, env.backend={args.backend}, each config in "
+          "a fresh process; CPU µs per env step per seed")  # fmt: skip
+    print(f"{'config':<33} {'measured':>8} {'update':>7} {'kernels':>8} {'envpool':>8} {'floor':>6} "
+          f"{'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
+    totals = {"measured": 0.0, "floor": 0.0, "without update": 0.0}
+    for config in configs:
+        started = time.perf_counter()
+        measured = in_subprocess(config, args)
+        r = measured["parts"]
+        solo = f"{r['solo']:,.0f}" if "solo" in r else ""
+        print(f"{config:<33} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
+              f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {1e6 / r['floor']:>10,.0f} {solo:>7}"
+              f"   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
+        top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
+        print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top), flush=True)
+        steps = cells.get(_cell(config), 0)
+        totals["measured"] += steps * r["measured"]
+        totals["floor"] += steps * r["floor"]
+        totals["without update"] += steps * (r["floor"] - r["update"])
+    if cells:
+        missing = sorted(set(cells) - {_cell(c) for c in configs})
+        minutes = {k: v * 1e-6 / args.cores / 60 for k, v in totals.items()}
+        print(f"\n{args.grid}: {sum(cells.values()):,} env steps in {len(cells)} cells; on {args.cores} cores, "
+              f"at these rates: measured {minutes['measured']:.1f} min, floor {minutes['floor']:.1f} min, "
+              f"floor without the update kernel {minutes['without update']:.1f} min"
+              + (f"; cells without a config here (not counted): {missing}" if missing else ""))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
