@@ -80,7 +80,7 @@ def floor(config: str, size: int, steps: int) -> tuple[dict[str, float], dict[st
     bench.CONFIG = bench.CONFIGS / config
     bench.run(2, 200)  # warm-up: the kernels loaded or compiled
     plain = bench.run(size, steps)
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.process_time)  # CPU time, the unit of every column (EnvPool: its threads too)
     profile.enable()
     bench.run(size, steps)
     profile.disable()
