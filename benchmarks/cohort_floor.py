@@ -74,11 +74,9 @@ def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, floa
     return parts, kernels
 
 
-def floor(config: str, size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
-    """CPU µs per env step per seed of a cohort of ``config``: (measured, and inside compiled calls by part;
-    inside each numba kernel)."""
-    bench.CONFIG = bench.CONFIGS / config
-    bench.run(2, 200)  # warm-up: the kernels loaded or compiled
+def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU µs per env step per seed of a cohort of ``bench.CONFIG``: (measured, and inside compiled calls by
+    part; inside each numba kernel)."""
     plain = bench.run(size, steps)
     profile = cProfile.Profile(time.process_time)  # CPU time, the unit of every column (EnvPool: its threads too)
     profile.enable()
@@ -104,19 +102,19 @@ def grid_steps(grid: Path) -> dict[tuple[str, str], int]:
 
 
 def _cell(config: str) -> tuple[str, str]:
-    """(env, replay kind) of a seed001-style config name, e.g. acrobot_per.yaml -> (acrobot, prioritized)."""
-    env, _, kind = Path(config).stem.partition("_")
-    return env, {"per": "prioritized"}.get(kind, kind)
+    """(env, replay kind) of a config under configs/, as its runs' summary.json names them."""
+    cfg = bench.load_config(bench.CONFIGS / config, [], device="cpu")
+    return cfg.env.id, cfg.replay.kind
 
 
 def measure_one(config: str, size: int, steps: int, solo: bool) -> dict:
     """:func:`floor` of one config (and its solo run's env steps/s with ``solo``), as one JSON-able dict."""
+    bench.CONFIG = bench.CONFIGS / config
+    bench.run(2, 200)  # warm-up: the kernels loaded or compiled
     rates = []
-    if solo:  # first, as benchmarks/cohort_throughput.py times it, after a warm-up; a short run, so five of them
-        bench.CONFIG = bench.CONFIGS / config
-        bench.run(2, 200)
+    if solo:  # first, as benchmarks/cohort_throughput.py times it; a short run, so the median of five
         rates = sorted(r["env_steps"] / r["cpu"] for r in (bench.run(1, steps) for _ in range(5)))
-    r, kernels = floor(config, size, steps)
+    r, kernels = floor(size, steps)
     if not r.get("update"):
         raise SystemExit(f"{config}: no time found in {_UPDATE[1]}; this script no longer matches the engine")
     if rates:
@@ -173,12 +171,13 @@ def main() -> None:
         totals["floor"] += steps * r["floor"]
         totals["without update"] += steps * (r["floor"] - r["update"])
     if cells:
-        missing = sorted(set(cells) - {_cell(c) for c in configs})
+        covered = {_cell(c) for c in configs} & set(cells)
+        counted = sum(cells[c] for c in covered)
         minutes = {k: v * 1e-6 / args.cores / 60 for k, v in totals.items()}
-        print(f"\n{args.grid}: {sum(cells.values()):,} env steps in {len(cells)} cells; on {args.cores} cores, "
-              f"at these rates: measured {minutes['measured']:.1f} min, floor {minutes['floor']:.1f} min, "
-              f"floor without the update kernel {minutes['without update']:.1f} min"
-              + (f"; cells without a config here (not counted): {missing}" if missing else ""))  # fmt: skip
+        print(f"\n{args.grid}: the {counted:,} env steps of {len(covered)} of its {len(cells)} cells "
+              f"({sum(cells.values()):,} in all) on {args.cores} cores, at these rates: measured "
+              f"{minutes['measured']:.1f} min, floor {minutes['floor']:.1f} min, floor without the update kernel "
+              f"{minutes['without update']:.1f} min")  # fmt: skip
 
 
 if __name__ == "__main__":
