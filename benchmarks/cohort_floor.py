@@ -151,6 +151,7 @@ def main() -> None:
     if not configs:
         raise SystemExit(f"--configs: nothing under configs/ matches {args.configs!r}")
     cells = grid_steps(args.grid) if args.grid else {}
+    cell_of = {config: _cell(config) for config in configs} if cells else {}
     print(f"cohorts of {args.size} seeds, {args.steps} env steps each, env.backend={args.backend}, each config in "
           "a fresh process; CPU µs per env step per seed")  # fmt: skip
     print(f"{'config':<33} {'measured':>8} {'update':>7} {'kernels':>8} {'envpool':>8} {'floor':>6} "
@@ -166,12 +167,12 @@ def main() -> None:
               f"   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
         top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
         print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top), flush=True)
-        steps = cells.get(_cell(config), 0)
+        steps = cells.get(cell_of.get(config), 0)
         totals["measured"] += steps * r["measured"]
         totals["floor"] += steps * r["floor"]
         totals["without update"] += steps * (r["floor"] - r["update"])
     if cells:
-        covered = {_cell(c) for c in configs} & set(cells)
+        covered = set(cell_of.values()) & set(cells)
         counted = sum(cells[c] for c in covered)
         minutes = {k: v * 1e-6 / args.cores / 60 for k, v in totals.items()}
         print(f"\n{args.grid}: the {counted:,} env steps of {len(covered)} of its {len(cells)} cells "

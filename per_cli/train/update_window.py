@@ -43,9 +43,8 @@ class UpdateWindow:
     compiled equal ``reference.drawn_reference_variance``, with the window's own generator, so training is
     unaffected) at the first pop and then at the first pop after every ``refresh_every`` updates (``log.every``:
     once per log window). Only the reference's per-feature variance is kept, so the window pickles small
-    (checkpoints hold it). State diversity needs that reference, so it is
-    computed at ``pop``: from each update's feature variances where the update came with them, else from its
-    states.
+    (checkpoints hold it). State diversity needs that reference, so it is computed at ``pop``: from each update's
+    feature variances where the update came with them, else from its states.
     """
 
     def __init__(
