@@ -82,6 +82,8 @@ def build_design(env: str, groups: Sequence[Group]) -> tuple[Design | None, str 
     if not factors:
         return None, None
     runs = [r for g in groups for r in g.completed if r.final_return is not None]
+    if not runs:  # e.g. runs stopped before their budget (interrupted): their curves are plotted, no shares
+        return None, f"{env}: no completed run of {', '.join(factors)}; no variance shares"
     levels = [_sorted_levels(list({repr(_level_of(r, f)): _level_of(r, f) for r in runs}.values())) for f in factors]
     cells: dict[tuple, dict[Any, float]] = {}
     for r in runs:

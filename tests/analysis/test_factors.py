@@ -89,6 +89,18 @@ def test_not_a_full_factorial_gets_a_note(tmp_path):
     assert not report.designs and "not a full factorial" in report.notes[0]
 
 
+def test_interrupted_runs_alone_get_curves_and_a_note_not_a_crash(tmp_path):
+    """Pong on a GPU lease: every run stopped before its budget (interrupted), two kinds."""
+    for kind in ("uniform", "prioritized"):
+        for seed in (1, 2):
+            write_run(tmp_path / f"{kind}{seed}", replay=kind, seed=seed, status="interrupted",
+                      returns=[(100, -21.0), (200, -20.0)], tensorboard=False)  # fmt: skip
+    report = analyse({"CartPole-v1": group_runs(load_runs(tmp_path, workers=1))}, reps=100)
+    assert not report.designs and "no completed run" in report.notes[0]
+    plots = make_plots(tmp_path, workers=1, fmt="png")
+    assert any(p.name.startswith("return") for p in plots.files)
+
+
 def test_plot_writes_heatmap_marginals_and_variance_table(tmp_path):
     _grid(tmp_path)
     report = make_plots(tmp_path, workers=1, fmt="pdf")
