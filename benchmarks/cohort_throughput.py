@@ -15,6 +15,7 @@ The update's FLOP rate: the batched update alone on fixed batches, against a sin
 as the ceiling.
 
     python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000] [--config seed001/cartpole_per.yaml]
+    python benchmarks/cohort_throughput.py --device cuda --sizes 100,1000   # the torch engine's stacked update on a GPU
     python benchmarks/cohort_throughput.py --cohort-backend envpool   # cohorts on EnvPool, the solo run on Gymnasium
     python benchmarks/cohort_throughput.py --equivalence 20 [--episodes 300]   # 20 seeds: one cohort vs 20 solo runs
     python benchmarks/cohort_throughput.py --equivalence 20 --against envpool  # Gymnasium's envs vs EnvPool's
@@ -42,7 +43,7 @@ from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
 from per_cli.train import cohort_steps, lockstep  # noqa: E402
-from per_cli.train.cohort import Cohort, NumbaBatched, cohort_configs  # noqa: E402
+from per_cli.train.cohort import Cohort, NumbaBatched, StackedTorch, cohort_configs  # noqa: E402
 from per_cli.train.lockstep import Solo  # noqa: E402
 from per_cli.train.trainer import Trainer  # noqa: E402
 from per_cli.train.update_window import UpdateWindow  # noqa: E402
@@ -73,13 +74,16 @@ PHASES = [
 
 
 EXTRA_SETS: list[str] = []  # --set KEY=VALUE, e.g. env.backend=envpool
+# --device: the runs' device. A top-level override, applied after --set: `--set device=cuda` alone would be
+# overridden (the first GPU lease's "CUDA" CartPole numbers were CPU numbers for this reason)
+DEVICE: list[str] = ["cpu"]
 COHORT_SETS: list[str] = []  # --cohort-backend envpool: cohorts (S >= 2) only; the solo baseline keeps its envs
 
 
 def _configs(seeds, steps: int):
     cohort = COHORT_SETS if len(seeds) > 1 else []
     sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0", *EXTRA_SETS, *cohort]
-    cfg = load_config(CONFIG, sets, device="cpu")
+    cfg = load_config(CONFIG, sets, device=DEVICE[0])
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, total_episodes=None))  # steps only
     return cohort_configs(cfg, seeds)
 
@@ -156,6 +160,7 @@ def phases(size: int, steps: int) -> dict[str, float]:
     for category, owner, name in PHASES:
         clock.wrap(category, owner, name)
     # the loop's batched steps (lockstep.Solo for a solo run, a cohort's NumbaBatched): update and acting
+    clock.wrap("update", StackedTorch, "learn")  # the torch engine's stacked update (agent.engine=torch, CUDA)
     for cls in (Solo, NumbaBatched):
         clock.wrap("update", cls, "learn")
         clock.wrap("acting", cls, "greedy")
@@ -250,6 +255,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000, help="env steps per seed")
     parser.add_argument("--config", default=str(CONFIG.relative_to(CONFIGS)), help="a config under configs/")
     parser.add_argument("--sizes", default="10,100,1000", help="cohort sizes")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="the runs' device (cuda: the torch engine's stacked update)")
     parser.add_argument("--equivalence", type=int, default=0, metavar="N", help="only the N-seed equivalence check")
     parser.add_argument("--episodes", type=int, default=300, help="episodes per run in the equivalence check")
     parser.add_argument("--against", choices=("solo", "envpool"), default="solo",
@@ -269,6 +276,9 @@ def main() -> None:
     if args.equivalence:
         equivalence(args.equivalence, args.episodes, args.against)
         return
+    DEVICE[0] = args.device
+    if args.device == "cuda" and "agent.engine=torch" not in args.set:
+        EXTRA_SETS.append("agent.engine=torch")  # the numba engine runs on the CPU only
     sizes = [int(s) for s in args.sizes.split(",")]
     run(2, 200)  # warm-up: numba's kernels loaded or compiled, gymnasium imported
     solo = run(1, args.steps)
@@ -280,9 +290,11 @@ def main() -> None:
         cpu, wall = r["env_steps"] / r["cpu"], r["env_steps"] / r["wall"]
         print(f"{size:>6} {cpu:>18,.0f} {wall:>10,.0f} {cpu / base_cpu:>13.2f} {wall / base_wall:>14.2f}")
     print("\nwhere the time goes (CPU µs per env step per seed):")
-    for size in (1, max(s for s in sizes if s <= 100)):
+    for size in (1, min(sizes, key=lambda s: abs(s - 100))):  # the solo run and the size nearest 100
         split = phases(size, args.steps)
         print(f"  S={size}: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])))
+    if any("agent.engine=torch" in kv for kv in EXTRA_SETS):
+        return  # the FLOP rate below is the numba engine's
     us, rate = update_flops(100)
     ceiling = sgemm_rate()
     print(f"\nbatched update (S=100, 4-128-2, batch 64): {us:.1f} µs per member update, {rate:.2f} GFLOP/s "
