@@ -40,7 +40,7 @@ class Marks:
 
 def measure(kind: str, args, run_dir: Path) -> dict:
     from per_cli.config import load_config
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.loop.trainer import Trainer
 
     overrides = [
         f"replay.kind={kind}",

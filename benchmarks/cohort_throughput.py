@@ -42,11 +42,11 @@ from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train import cohort_steps, lockstep  # noqa: E402
-from per_cli.train.cohort import Cohort, NumbaBatched, StackedTorch, cohort_configs  # noqa: E402
-from per_cli.train.lockstep import Solo  # noqa: E402
-from per_cli.train.trainer import Trainer  # noqa: E402
-from per_cli.train.update_window import UpdateWindow  # noqa: E402
+from per_cli.train.loop import cohort_steps, lockstep  # noqa: E402
+from per_cli.train.loop.cohort import Cohort, NumbaBatched, StackedTorch, cohort_configs  # noqa: E402
+from per_cli.train.loop.lockstep import Solo  # noqa: E402
+from per_cli.train.loop.trainer import Trainer  # noqa: E402
+from per_cli.train.measures.update_window import UpdateWindow  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG = CONFIGS / "seed001" / "cartpole_uniform.yaml"  # --config changes it (e.g. seed001/cartpole_per.yaml)
@@ -63,7 +63,7 @@ PHASES = [
     ("logging", UpdateWindow, "add_measured"),  # a cohort's: the update's measured floats kept
     ("logging", NumbaBatched, "measure"),  # a cohort step's update measures, all members at once
     ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
-    # a cohort's per-step phases as vectors (train/cohort_steps.py): the pool's step, the batched store, ε's draws
+    # a cohort's per-step phases as vectors (train/loop/cohort_steps.py): the pool's step, the batched store, ε's draws
     ("env", cohort_steps, "step_arrays"),
     ("replay", CohortSampling, "store"),
     ("acting", explore, "explore_kernel"),

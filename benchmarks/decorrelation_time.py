@@ -1,6 +1,6 @@
 """How fast each env's state forgets itself: why consecutive states can be as spread as independent draws.
 
-For a batch of B consecutive states, state diversity (per_cli/train/iid.py) is the window's variance over the
+For a batch of B consecutive states, state diversity (per_cli/train/measures/iid.py) is the window's variance over the
 memory's, per feature. It is small only when the state changes little within B steps. This measures, on long
 random-policy rollouts of the real Gymnasium envs (the memory early in training), per feature:
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from per_cli.config import load_config
-from per_cli.train.iid import reference_view, state_view
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
+from per_cli.train.measures.iid import reference_view, state_view
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("none", "uniform")

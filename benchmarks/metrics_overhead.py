@@ -31,8 +31,8 @@ import torch
 
 from per_cli.config import Config, ReplayConfig, load_config
 from per_cli.replay import make_replay
-from per_cli.train.trainer import Trainer
-from per_cli.train.update_window import UpdateWindow
+from per_cli.train.loop.trainer import Trainer
+from per_cli.train.measures.update_window import UpdateWindow
 
 ROOT = Path(__file__).resolve().parents[1]
 

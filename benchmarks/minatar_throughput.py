@@ -92,7 +92,7 @@ class Marks:
 
 def build(args):
     from per_cli.config import load_config
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.loop.trainer import Trainer
 
     overrides = [
         f"train.total_steps={args.steps}",

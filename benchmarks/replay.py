@@ -334,7 +334,7 @@ def train_throughput(steps: int, repeats: int) -> None:
     import pathlib
 
     from per_cli.config import load_config
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.loop.trainer import Trainer
 
     root = pathlib.Path(__file__).resolve().parents[1]
     overrides = [

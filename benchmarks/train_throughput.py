@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from per_cli.config import load_config  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
-from per_cli.train.trainer import Trainer  # noqa: E402
+from per_cli.train.loop.trainer import Trainer  # noqa: E402
 
 # the settings both libraries share
 HIDDEN = 128

@@ -55,7 +55,7 @@ def child(size: int) -> dict[str, float]:
     from per_cli.config import load_config
     from per_cli.rl.agent import DQNAgent
     from per_cli.rl.engines.cohort import CohortEngine
-    from per_cli.train.cohort import cohort_configs
+    from per_cli.train.loop.cohort import cohort_configs
 
     print(f"# {per_cli.__file__}", file=sys.stderr)
     cfg = load_config(CONFIG, ["agent.engine=numba"], device="cpu")

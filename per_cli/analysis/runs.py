@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
 
 from per_cli.analysis.readers import RETURN_TAG, Scalars, read_scalars
 from per_cli.errors import ConfigError
-from per_cli.train.logger import RUNNING, STATUSES, UNREADABLE, read_summary
+from per_cli.train.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
 RUN_MARKERS = ("summary.json", "config.yaml")
 PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts

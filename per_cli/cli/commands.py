@@ -82,10 +82,10 @@ def train(
         train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
         return
     from per_cli.config import load_config
+    from per_cli.train.loop.setup import default_run_name
+    from per_cli.train.loop.trainer import Trainer
     from per_cli.train.preflight import preflight
-    from per_cli.train.progress import train_progress
-    from per_cli.train.setup import default_run_name
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.rundir.progress import train_progress
 
     try:
         if resume is not None:

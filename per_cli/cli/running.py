@@ -28,10 +28,10 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
     Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
     from per_cli.config import load_config
-    from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
+    from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
+    from per_cli.train.loop.setup import default_run_name
     from per_cli.train.preflight import preflight
-    from per_cli.train.progress import train_progress
-    from per_cli.train.setup import default_run_name
+    from per_cli.train.rundir.progress import train_progress
 
     try:
         if any(value is not None for value in clash):
@@ -65,7 +65,7 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
 
 
 def print_summary(run_dir: Path, summary: dict) -> None:
-    from per_cli.train.progress import done_line
+    from per_cli.train.rundir.progress import done_line
 
     typer.echo(
         f"{done_line(summary)}\n"

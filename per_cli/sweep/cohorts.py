@@ -1,5 +1,5 @@
 """``per grid --cohort-size N``: the runs of a grid that differ only in the seed are packed into cohorts, each
-trained in lockstep in one worker process (:mod:`per_cli.train.cohort`), every seed still in its own run
+trained in lockstep in one worker process (:mod:`per_cli.train.loop.cohort`), every seed still in its own run
 directory with its own summary, lock and resume.
 
 A cohort task's payload is ``{"name": ..., "cohort": [run payload, ...]}``; its result
@@ -78,8 +78,8 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
     """Train the runs of ``todo`` (run payload, ``fresh`` or ``resume``) as one cohort, each into its payload's
     ``run_dir`` (its lock is the caller's); returns one result per run name."""
     from per_cli.config import from_dict
-    from per_cli.train.cohort import Cohort
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.loop.cohort import Cohort
+    from per_cli.train.loop.trainer import Trainer
 
     payloads = [member for member, _ in todo]
     run_dirs = [Path(member["run_dir"]) for member in payloads]

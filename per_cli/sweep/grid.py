@@ -86,7 +86,7 @@ def run_grid(
     cohorts of up to ``cohort_size`` seeds (None: :func:`~per_cli.sweep.cohorts.default_cohort_size`; 1: solo)."""
     from per_cli.sweep.backends import make_executor
     from per_cli.sweep.locks import GridLockedError, hold_lock
-    from per_cli.train.stopping import SignalStop
+    from per_cli.train.loop.stopping import SignalStop
 
     out = out or sys.stdout
     states = {spec.name: run_state(grid_dir / spec.name)[0] for spec in plan.runs}

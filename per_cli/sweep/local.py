@@ -20,7 +20,7 @@ from typing import Any
 
 from per_cli.sweep.cohorts import run_cohort_locked
 from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
-from per_cli.train.stopping import SignalStop
+from per_cli.train.loop.stopping import SignalStop
 
 Event = tuple[str, str, Any]  # ("progress", run, step) | ("done", run, result dict)
 STOP_GRACE_S = 15.0

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from per_cli.errors import ConfigError
-from per_cli.train.logger import COMPLETED, FAILED, INTERRUPTED, UNREADABLE, atomic_write_text, read_summary
+from per_cli.train.rundir.logger import COMPLETED, FAILED, INTERRUPTED, UNREADABLE, atomic_write_text, read_summary
 
 MANIFEST = "grid.yaml"
 EVENT_LOG = "grid.log"
@@ -37,9 +37,9 @@ def run_state(run_dir: Path) -> tuple[str, dict | None]:
 
 
 def has_checkpoint(run_dir: Path) -> bool:
-    if not (run_dir / "checkpoints").is_dir():  # cheap test first: per_cli.train.checkpoint imports torch
+    if not (run_dir / "checkpoints").is_dir():  # cheap test first: per_cli.train.checkpoints.checkpoint imports torch
         return False
-    from per_cli.train.checkpoint import latest_checkpoint
+    from per_cli.train.checkpoints.checkpoint import latest_checkpoint
 
     return latest_checkpoint(run_dir) is not None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from per_cli.sweep.locks import GridLockedError, hold_lock
 from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, skip_note
-from per_cli.train.logger import read_summary, write_summary
+from per_cli.train.rundir.logger import read_summary, write_summary
 
 RESULT_KEYS = ("total_steps", "episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean")
 
@@ -72,7 +72,7 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
     note = ""
     try:
         from per_cli.config import from_dict
-        from per_cli.train.trainer import Trainer
+        from per_cli.train.loop.trainer import Trainer
 
         cfg = from_dict(payload["config"])
         trainer = Trainer(cfg, progress=progress)

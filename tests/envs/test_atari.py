@@ -16,8 +16,8 @@ from per_cli.config import ConfigError, load_config
 from per_cli.envs import check_env_id, is_atari_id, make_env, resolve_env_id
 from per_cli.envs.atari import FireOnReset, LifeLossTerminal
 from per_cli.replay.storage.frames import FrameStackStorage
-from per_cli.train.checkpoint import latest_checkpoint
-from per_cli.train.trainer import Trainer
+from per_cli.train.checkpoints.checkpoint import latest_checkpoint
+from per_cli.train.loop.trainer import Trainer
 
 
 def _chain(env: gym.Env) -> list[type]:

@@ -14,8 +14,8 @@ from per_cli.config import ConfigError, EnvConfig, load_config
 from per_cli.envs import ALIASES, check_env_id, make_env
 from per_cli.envs.minatar import GAMES
 from per_cli.replay.storage.packed import PackedTransitionStorage
+from per_cli.train.loop.trainer import Trainer
 from per_cli.train.preflight import preflight
-from per_cli.train.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "per_cli" / "configs"
 # (channels, actions of the minimal set) per game, from MinAtar's own documentation

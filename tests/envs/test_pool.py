@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.config import EnvConfig, load_config
 from per_cli.errors import ConfigError
-from per_cli.train.cohort import Cohort, cohort_configs
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.cohort import Cohort, cohort_configs
+from per_cli.train.loop.trainer import Trainer
 
 from ..conftest import CONFIGS
 

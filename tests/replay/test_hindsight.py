@@ -202,7 +202,7 @@ def test_config_errors():
 
 
 def test_short_bitflip_run_with_hindsight_learns(tmp_path):
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.loop.trainer import Trainer
 
     cfg = load_config(
         REPO_CONFIGS / "bitflip_her.yaml",

@@ -7,7 +7,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from per_cli.config import load_config
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 

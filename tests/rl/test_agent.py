@@ -6,7 +6,7 @@ import torch
 
 from per_cli.config import AgentConfig, load_config
 from per_cli.rl.agent import DQNAgent, td_targets
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
 from tests.rl.batches import batch as make_batch
 
 

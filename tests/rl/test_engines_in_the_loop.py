@@ -15,7 +15,7 @@ import torch
 
 from per_cli.config import load_config
 from per_cli.rl.agent import DQNAgent
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
 
 
 def flat(agent: DQNAgent) -> np.ndarray:

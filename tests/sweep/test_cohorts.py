@@ -7,9 +7,9 @@ import yaml
 from per_cli.config import load_config
 from per_cli.sweep.cohorts import default_cohort_size, pack
 from per_cli.sweep.plan import RunSpec
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
 
-from ..train.test_checkpoint import _rows
+from ..train.checkpoints.test_checkpoint import _rows
 from .test_grid import TINY, _grid, _sets, _starts, _summary, configs  # noqa: F401 - configs is a fixture
 
 

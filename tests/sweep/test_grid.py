@@ -21,7 +21,7 @@ from per_cli.cli import app
 from ..conftest import CONFIGS
 
 try:
-    import per_cli.train.checkpoint  # noqa: F401
+    import per_cli.train.checkpoints.checkpoint  # noqa: F401
 
     CHECKPOINTS = True
 except ImportError:  # a version without `per train --resume`: unfinished runs start again
@@ -207,9 +207,9 @@ def test_dead_worker_fails_only_its_run_and_ctrl_c_stops_cleanly(configs, tmp_pa
 def test_ray_backend_trains_cohorts_and_returns_files_to_the_driver(configs, tmp_path):
     pytest.importorskip("ray")
     from per_cli.config import load_config
-    from per_cli.train.trainer import Trainer
+    from per_cli.train.loop.trainer import Trainer
 
-    from ..train.test_checkpoint import _rows
+    from ..train.checkpoints.test_checkpoint import _rows
 
     runs = tmp_path / "runs"
     sets = _sets([*TINY, "log.tensorboard=true"])

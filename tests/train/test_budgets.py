@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.config import load_config
 from per_cli.errors import ConfigError
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 

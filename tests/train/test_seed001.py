@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from per_cli.config import load_config
-from per_cli.train.trainer import Trainer
+from per_cli.train.loop.trainer import Trainer
 
 from ..conftest import CONFIGS
 

@@ -1,0 +1,184 @@
+"""Checkpoint files: where a run's state goes on disk so that ``per train --resume RUN_DIR`` continues it.
+
+This module only reads and writes files. What goes into a checkpoint is each component's ``state_dict()``
+(``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows); what a
+resume may change is checked in :mod:`per_cli.train.checkpoints.resume`.
+
+Layout inside the run directory::
+
+    checkpoints/
+      latest                  the name of the newest complete checkpoint (written last, atomically)
+      step_000000500000/
+        trainer.pt            torch.save of Trainer.state_dict()
+        replay/               only with train.save_replay: one .npy per large array + replay.pkl
+
+A checkpoint is written into ``.tmp-...``, renamed, and only then named in ``latest``; older ones are
+deleted afterwards. A crash at any moment leaves ``latest`` pointing at a complete checkpoint.
+
+With the replay memory saved, a resumed run on the CPU repeats the uninterrupted run exactly (same
+``metrics.csv`` apart from wall-clock columns, same TensorBoard scalars apart from ``charts/SPS``).
+Without it the resumed run refills the memory for ``train.learning_starts`` steps before it learns again.
+Raising ``train.total_steps`` on resume continues past the old end, but the ε and β schedules are
+defined over ``total_steps`` and so change from that point on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from per_cli.errors import ConfigError
+from per_cli.train.checkpoints.unpickling import MovedModulesPickle, unpickle
+from per_cli.train.rundir.logger import atomic_write_text
+
+CHECKPOINT_DIR = "checkpoints"
+FORMAT_VERSION = 2  # 2: the state is grouped by component (Trainer.state_dict)
+_LARGE_ARRAY_BYTES = 1 << 20  # replay arrays above this go to their own .npy (written and read without copies)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# large array trees (the replay memory)
+
+
+class _NpyRef:
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _save_tree(tree: Any, folder: Path) -> None:
+    folder.mkdir(parents=True)
+    counter = iter(range(1 << 62))
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()}
+        if isinstance(node, np.ndarray) and node.nbytes >= _LARGE_ARRAY_BYTES:
+            name = f"a{next(counter)}.npy"
+            np.save(folder / name, node, allow_pickle=False)
+            return _NpyRef(name)
+        return node
+
+    skeleton = strip(tree)
+    with open(folder / "replay.pkl", "wb") as f:
+        pickle.dump(skeleton, f)
+
+
+def _load_tree(folder: Path) -> Any:
+    with open(folder / "replay.pkl", "rb") as f:
+        skeleton = unpickle(f)
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: fill(v) for k, v in node.items()}
+        if isinstance(node, _NpyRef):  # memory-mapped: copied straight into the preallocated memory
+            return np.load(folder / node.name, mmap_mode="r")
+        return node
+
+    return fill(skeleton)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the checkpoint directory
+
+
+def checkpoints_dir(run_dir: Path) -> Path:
+    return run_dir / CHECKPOINT_DIR
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    pointer = checkpoints_dir(run_dir) / "latest"
+    try:
+        name = pointer.read_text().strip()
+    except FileNotFoundError:
+        return None
+    path = checkpoints_dir(run_dir) / name
+    return path if (path / "trainer.pt").is_file() else None
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+
+
+def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | None) -> Path:
+    """Write a complete checkpoint, point ``latest`` at it, then delete the older ones. ``state`` gets the
+    format version added."""
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step_{step:012d}"
+    tmp = root / f".tmp-{name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    torch.save({**state, "format": FORMAT_VERSION}, tmp / "trainer.pt")
+    if replay_state is not None:
+        _save_tree(replay_state, tmp / "replay")
+    _fsync_tree(tmp)
+    final = root / name
+    if final.exists():  # the same step saved again (the end of a run that also checkpointed there)
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    atomic_write_text(root / "latest", name + "\n")
+    for old in root.iterdir():
+        if old.is_dir() and old.name != name:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(run_dir: Path, map_location: Any) -> tuple[dict, Path]:
+    """The state saved in ``run_dir``'s latest checkpoint, and that checkpoint's folder. ConfigError when
+    there is none, it cannot be read, or it has another format."""
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        raise ConfigError(
+            f"--resume: {run_dir} has no checkpoint (runs write one every train.checkpoint_every steps; "
+            "that key was 0 for this run)"
+        )
+    try:
+        state = torch.load(
+            path / "trainer.pt", map_location=map_location, weights_only=False, pickle_module=MovedModulesPickle
+        )
+    except Exception as exc:  # noqa: BLE001 - a damaged file is bad input, not a crash
+        raise ConfigError(f"--resume: cannot read {path / 'trainer.pt'}: {type(exc).__name__}: {exc}") from None
+    if state.get("format") != FORMAT_VERSION:
+        raise ConfigError(f"--resume: {path} has checkpoint format {state.get('format')}, expected {FORMAT_VERSION}")
+    return state, path
+
+
+def load_replay(path: Path) -> dict | None:
+    """The replay memory's state saved in checkpoint folder ``path``, or None if it was not saved."""
+    folder = path / "replay"
+    return _load_tree(folder) if folder.is_dir() else None
+
+
+def truncate_metrics(run_dir: Path, step: int) -> None:
+    """Drop ``metrics.csv`` rows logged after the checkpoint (a crashed run wrote them; they come again)."""
+    path = run_dir / "metrics.csv"
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        rows = list(reader)
+    if not rows:
+        return
+    header, body = rows[0], rows[1:]
+    col = header.index("step") if "step" in header else None
+    if col is None:
+        return
+    kept = [r for r in body if r and int(float(r[col])) <= step]
+    if len(kept) == len(body):
+        return
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(header)
+    writer.writerows(kept)
+    atomic_write_text(path, out.getvalue())

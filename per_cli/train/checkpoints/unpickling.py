@@ -1,0 +1,51 @@
+"""Reading pickles that name modules which have moved since they were written.
+
+A checkpoint pickles some classes by their module's path (the loop's counters, the metrics windows, env
+wrappers), so one written before ``per_cli/train`` was split into sub-packages (loop, measures, rundir,
+checkpoints) names the old paths. These readers map them to where the modules are now; writing is plain pickle.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+_MOVED_MODULES = {
+    f"per_cli.train.{name}": f"per_cli.train.{package}.{name}"
+    for package, names in {
+        "loop": ("trainer", "lockstep", "cohort", "cohort_steps", "loop_state", "periodic", "setup", "stopping",
+                 "evaluation", "reporting", "trainer_state"),
+        "measures": ("metrics", "iid", "update_window", "update_measures", "reference"),
+        "rundir": ("logger", "events", "progress"),
+        "checkpoints": ("checkpoint", "env_state", "resume"),
+    }.items()
+    for name in names
+}  # fmt: skip
+
+
+class _Unpickler(pickle.Unpickler):
+    """pickle's Unpickler, reading a moved module's classes from where they are now."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(_MOVED_MODULES.get(module, module), name)
+
+
+class MovedModulesPickle:
+    """The ``pickle_module`` torch.load is given: its Unpickler subclasses ours (torch's wrapper calls ours)."""
+
+    Unpickler = _Unpickler
+
+    @staticmethod
+    def load(file, **kwargs) -> Any:
+        return _Unpickler(file, **kwargs).load()
+
+
+def unpickle(file) -> Any:
+    """``pickle.load`` that also reads checkpoints written before a module moved."""
+    return _Unpickler(file).load()
+
+
+def unpickle_bytes(blob: bytes) -> Any:
+    """``pickle.loads`` likewise (the blobs inside a checkpoint: env snapshots, metrics windows)."""
+    return unpickle(io.BytesIO(blob))

@@ -1,0 +1,187 @@
+"""A cohort's per-step phases as vectors: the Python of the loop runs once per step, not once per member.
+
+The reference of every phase is the members' own (:class:`~per_cli.train.loop.lockstep.Solo` calls them one by one);
+:class:`VectorSteps` computes the same values for all members at once where it can, and hands the members it
+cannot serve (or a whole phase, where the members are not in the state it supports) to that reference:
+
+* ``choose_actions``: ε and ε-greedy's draw of every member in one compiled call on each member's own
+  generator (:mod:`per_cli.rl.explore`; numpy's draws, checked once per process);
+* ``step_envs``: the members' EnvPool envs stepped in one call (:func:`~per_cli.envs.pool.step_arrays`) and the
+  transitions stored in one compiled call (:meth:`~per_cli.replay.cohort.CohortSampling.store`), for plain
+  uniform or prioritized ring memories of vector states;
+* ``due``: ``learning()`` and ``update_due()`` as one comparison per member (members at one step; β by step);
+* ``check_results``: the finiteness of the update's losses and mean Q values as arrays;
+* ``end_steps``: ``end_step`` is called only for members with something due; the others' step moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba.typed import List
+
+from per_cli.envs.pool import PooledEnv, step_arrays
+from per_cli.replay.cohort import CohortSampling
+from per_cli.replay.samplers.base import Sampler
+from per_cli.rl import explore
+from per_cli.rl.agent import DQNAgent
+from per_cli.rl.schedules import LinearSchedule
+from per_cli.train.loop.lockstep import Solo, _guard, _interrupt_behind, fail
+
+
+class VectorSteps(Solo):
+    """The loop's per-step phases over ``members`` (a cohort's, each a Trainer) as vectors; ``sampling``: their
+    memories' cohort sampling, if any (its ``store`` adds the transitions)."""
+
+    def __init__(self, members: Sequence[Any], sampling: CohortSampling | None):
+        self.index = {id(m): i for i, m in enumerate(members)}
+        self.sampling = sampling
+        first = members[0]
+        self._schedule = first.epsilon
+        same = all(
+            type(m.agent).explore is DQNAgent.explore and m.epsilon == first.epsilon
+            and m.agent.n_actions == first.agent.n_actions
+            for m in members
+        )  # fmt: skip
+        drawn = same and type(first.epsilon) is LinearSchedule and explore.usable()
+        self._generators = List([m.action_rng for m in members]) if drawn else None
+        self._plain_phase = all(type(m.memory.sampler).begin_phase is Sampler.begin_phase for m in members)
+        self._store = (
+            sampling is not None and sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
+        )
+        self._last: tuple | None = None  # (members, loss, q_mean, td) of the last update (a subclass's learn)
+        self._cached: dict[tuple[int, ...], list[int]] = {}  # _which's last answers
+        self._step: int | None = None  # the step all members chose their actions at (None: not all at one)
+        # memories that never shrink (plain rings): once every member learns, every remaining one does
+        self._all_learning, self._grows = False, sampling is not None
+
+    def _which(self, members: Sequence[Any]) -> list[int]:
+        """Members' positions in the cohort. The loop asks for the same members (all of them, those training)
+        several times a step: the last few answers are remembered by the members' ids (members live as long
+        as the cohort, so an id stays theirs)."""
+        key, cached = tuple(map(id, members)), self._cached
+        which = cached.pop(key, None)  # (put back last: the least recently asked leaves first)
+        if which is None:
+            which = [self.index[k] for k in key]
+            if len(cached) >= 4:
+                cached.pop(next(iter(cached)))
+        cached[key] = which
+        return which
+
+    def _common_step(self, members: Sequence[Any]) -> int | None:
+        """The step every member of ``members`` is at, or None. Only ``end_step`` moves a member's step, so
+        members that chose their actions at one step this step are still there."""
+        step = members[0].state.step
+        if step == self._step:
+            return step
+        return None if any(m.state.step != step for m in members) else step
+
+    def choose_actions(self, members: Sequence[Any]) -> list:
+        self._step = None
+        if self._generators is None:
+            return super().choose_actions(members)
+        n, s = len(members), self._schedule
+        at = [m.state.step for m in members]
+        if n and min(at) == max(at):
+            self._step = at[0]
+        steps = np.array(at, dtype=np.int64)
+        epsilons, draws = np.empty(n), np.empty(n, dtype=np.int64)
+        which = np.asarray(self._which(members), dtype=np.int64)
+        explore.explore_kernel(
+            self._generators, which, steps, s.start, s.end, s.duration, members[0].agent.n_actions, epsilons, draws
+        )
+        actions = draws.tolist()
+        for member, epsilon, action in zip(members, epsilons.tolist(), actions, strict=True):
+            member.chose(epsilon, action if action >= 0 else None)
+        greedy = [k for k, action in enumerate(actions) if action < 0]
+        if greedy:
+            for k, action in zip(greedy, self.greedy([members[k] for k in greedy]), strict=True):
+                actions[k] = action
+        return actions
+
+    def step_envs(self, members: Sequence[Any], actions: Sequence[Any]) -> None:
+        if not self._store or not members:
+            return super().step_envs(members, actions)
+        sent = np.asarray(actions, dtype=np.int64)
+        try:
+            obs, rewards, terminated, truncated = step_arrays([m.env for m in members], sent)
+        except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
+            interrupt = _interrupt_behind(exc)
+            if interrupt is not None:
+                raise interrupt from None
+            for member, action in zip(members, actions, strict=True):
+                _guard(member, member.step_env, action)
+            return
+        before = np.stack([m.observation for m in members])
+        if before.shape != obs.shape or obs.ndim != 2:  # (not vector states: each stores its own)
+            for k, member in enumerate(members):
+                action, reward, end, cut = actions[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
+                member.stepped(action, obs[k], reward, end, cut)
+                _guard(member, member.memory.add, before[k], action, reward, obs[k], end, cut)
+            return
+        self.sampling.store(
+            np.asarray(self._which(members), dtype=np.int64), before.astype(np.float32, copy=False), sent,
+            rewards.astype(np.float32, copy=False), obs.astype(np.float32, copy=False), terminated, truncated,
+        )  # fmt: skip
+        rows = zip(members, actions, obs, rewards.tolist(), terminated.tolist(), truncated.tolist(), strict=True)
+        for member, action, next_obs, reward, end, cut in rows:
+            member.stepped(action, next_obs, reward, end, cut)
+
+    def due(self, members: Sequence[Any]) -> tuple[list, list]:
+        first = members[0] if members else None
+        if first is None or not self._plain_phase:
+            return super().due(members)
+        step = self._common_step(members)
+        if step is None:
+            return super().due(members)
+        if step + 1 < first.learn_from:
+            return [], []
+        if self._all_learning:
+            learning = list(members)
+        else:
+            learning = [m for m in members if len(m.memory) >= m.min_fill]
+            self._all_learning = self._grows and len(learning) == len(members)
+        if not learning or (step + 1) % first.cfg.train.train_freq != 0:
+            return learning, []
+        if first.beta_by_step:
+            beta = first.beta(step)  # (every member's, as its update_due sets it)
+            for member in learning:
+                member.beta_now = beta
+        else:  # (β follows each member's episode count too)
+            for member in learning:
+                member.beta_now = member.beta(member.beta_step(step))
+        return learning, list(learning)
+
+    def end_collects(self, members: Sequence[Any]) -> None:
+        for member in members:  # (the reference's loop, without a call per member to guard it)
+            try:
+                member.end_collect()
+            except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+                fail(member, exc)
+
+    def check_results(self, members: Sequence[Any], results: Sequence[Any]) -> None:
+        last = self._last
+        if last is None or last[0] is not members:
+            return super().check_results(members, results)
+        bad = np.flatnonzero(~(np.isfinite(last[1]) & np.isfinite(last[2]))).tolist()
+        if bad:  # each raises its own error
+            super().check_results([members[k] for k in bad], [results[k] for k in bad])
+
+    def end_steps(self, members: Sequence[Any], learning: Sequence[Any]) -> None:
+        live = [m for m in members if m.error is None]
+        if not live:
+            return
+        first, step = live[0], self._common_step(live)
+        if step is None or first.step_due(step):
+            return super().end_steps(live, learning)
+        on_end, cap = first.cfg.agent.target_update_on_episode_end, first.cfg.train.total_episodes
+        busy = []
+        for member in live:
+            if (on_end and member.episode_ended) or (cap is not None and member.state.episode >= cap):
+                busy.append(member)
+            else:  # nothing due: end_step would only move the step on
+                member.state.step = step + 1
+        if busy:
+            super().end_steps(busy, learning)

@@ -1,0 +1,43 @@
+"""Which env steps carry a periodic task of a run: a target sync by period, the step budget, an evaluation, a
+progress update, a checkpoint. One definition, read both by ``Trainer.end_step`` (each task) and by a cohort,
+which asks once per cohort step whether any is due (``any_due``) and moves the others' step counters on as a
+vector (``per_cli.train.loop.cohort_steps``)."""
+
+from __future__ import annotations
+
+PROGRESS_EVERY = 1000  # env steps between progress-bar updates
+
+
+class Periodic:
+    """The periodic tasks of a run of ``cfg``, by the step count ``after`` a step (``state.step + 1``)."""
+
+    def __init__(self, cfg):
+        self._sync_period = cfg.agent.target_update_period
+        self._total_steps = cfg.train.total_steps
+        self._eval_every = cfg.train.eval_every if cfg.train.eval_episodes > 0 else 0
+        self._checkpoint_every = cfg.train.checkpoint_every or 0
+
+    def syncs(self, after: int) -> bool:
+        return after % self._sync_period == 0
+
+    def ends(self, after: int) -> bool:
+        """The step budget is spent (an episode budget is the trainer's own check)."""
+        return after == self._total_steps
+
+    def evaluates(self, after: int) -> bool:
+        return bool(self._eval_every) and after % self._eval_every == 0
+
+    def reports(self, after: int) -> bool:
+        return after % PROGRESS_EVERY == 0
+
+    def checkpoints(self, after: int) -> bool:
+        return bool(self._checkpoint_every) and after % self._checkpoint_every == 0
+
+    def any_due(self, after: int) -> bool:
+        return (
+            self.syncs(after)
+            or self.ends(after)
+            or self.evaluates(after)
+            or self.reports(after)
+            or self.checkpoints(after)
+        )

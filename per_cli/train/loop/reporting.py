@@ -1,0 +1,72 @@
+"""What the loop reports: each finished episode's scalars and metrics.csv row, the progress line's
+numbers, and the results part of summary.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from per_cli.train.loop.evaluation import Evaluator
+from per_cli.train.loop.loop_state import LoopState
+from per_cli.train.rundir.logger import EPISODE_UPDATE_COLUMNS
+
+
+def episode_record(
+    s: LoopState, ep_return: float, ep_length: int, epsilon: float, success: Any, wall: float,
+    update_means: dict[str, float],
+) -> tuple[dict[str, float], dict[str, Any]]:  # fmt: skip
+    """TensorBoard scalars and the metrics.csv row of the episode just counted in ``s`` (at ``s.step + 1``).
+    ``update_means``: the means of the update scalars since the previous episode (blank without updates)."""
+    step = s.step + 1
+    scalars = {
+        "charts/episodic_return": ep_return,
+        "charts/episodic_length": ep_length,
+        "charts/epsilon": epsilon,
+        "charts/SPS": step / max(wall, 1e-9),
+    }
+    if success is not None:
+        scalars["charts/success_rate"] = float(success)
+    row = {
+        "step": step,
+        "episode": s.episode,
+        "return": ep_return,
+        "length": ep_length,
+        "wall_time": round(wall, 3),
+        "epsilon": round(epsilon, 6),
+        "success": None if success is None else int(bool(success)),
+    }
+    row.update({col: update_means.get(tag) for tag, col in EPISODE_UPDATE_COLUMNS.items()})
+    return scalars, row
+
+
+def progress_info(s: LoopState, evaluator: Evaluator, epsilon: float, wall: float, final: bool = False) -> dict:
+    """The numbers of a progress line; ``final``: the run's last line, after its final evaluation."""
+    return {
+        "sps": s.step / max(wall, 1e-9),
+        "epsilon": epsilon,
+        "episodes": s.episode,
+        "recent_return": s.recent_return_mean,
+        "eval_return": evaluator.return_mean,
+        "success_rate": s.recent_success_rate,
+        "final": final,
+    }
+
+
+def run_results(s: LoopState, evaluator: Evaluator, updates: int, wall: float) -> dict[str, Any]:
+    """summary.json's results: budgets used, speed, the last training episodes and the last evaluation."""
+    recent = list(s.recent_returns)
+    return {
+        "total_steps": s.step,
+        "episodes": s.episode,
+        "updates": updates,
+        "target_syncs": s.target_syncs,
+        "wall_time_s": round(wall, 3),
+        "steps_per_second": round(s.step / max(wall, 1e-9), 2),
+        "final_return_mean": float(np.mean(recent)) if recent else None,
+        "final_return_std": float(np.std(recent)) if recent else None,
+        "final_success_rate": s.recent_success_rate,
+        "eval_return_mean": evaluator.return_mean,
+        "eval_return_std": evaluator.return_std,
+        "eval_success_rate": evaluator.success_rate,
+    }

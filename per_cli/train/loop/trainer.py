@@ -1,0 +1,419 @@
+"""The one training loop every replay kind and env shares: act, step, store, learn, update priorities,
+evaluate, log. It never branches on the replay kind: every memory has the same face."""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from per_cli.config import Config, ConfigError, dump_config
+from per_cli.envs import make_env
+from per_cli.replay import Batch, ReplayMemory, make_replay, replay_label
+from per_cli.rl.agent import DQNAgent, UpdateResult
+from per_cli.rl.networks import resolve_network
+from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
+from per_cli.train.checkpoints import checkpoint
+from per_cli.train.loop.evaluation import Evaluator
+from per_cli.train.loop.lockstep import Solo, run_members
+from per_cli.train.loop.loop_state import LoopState
+from per_cli.train.loop.periodic import Periodic
+from per_cli.train.loop.reporting import episode_record, progress_info, run_results
+from per_cli.train.loop.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
+from per_cli.train.loop.stopping import RunDiverged, check_logged, check_update, diverged
+from per_cli.train.loop.trainer_state import Checkpointed
+from per_cli.train.measures.metrics import RunningMeans, totals
+from per_cli.train.measures.update_window import UpdateWindow
+from per_cli.train.rundir.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
+
+
+class Trainer(Checkpointed):
+    """Builds env, agent and memory from a config (before any run directory exists, so bad input leaves
+    nothing behind), then ``run(run_dir)`` trains and logs."""
+
+    def __init__(self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None):
+        """``env``: the training env, when a cohort made it (its seed's EnvPool env); else ``make_env``'s."""
+        self.cfg = cfg
+        self.device = resolve_device(device or cfg.device)
+        self.progress = progress or NoProgress()
+        self.periodic = Periodic(cfg)
+        torch.manual_seed(cfg.seed)
+        self.env = env if env is not None else make_env(cfg.env, cfg.seed)
+        if not isinstance(self.env.action_space, gym.spaces.Discrete):
+            raise ConfigError(
+                f"env.id: {cfg.env.id} has a {type(self.env.action_space).__name__} action space; "
+                "DQN needs a Discrete one"
+            )
+        obs_space = self.env.observation_space
+        if resolve_network(cfg.agent.network, obs_space.shape) != "cnn":
+            # small networks (MLPs, MinAtar's): thread hand-offs cost more than they save (2 threads made a
+            # MinAtar forward pass 40x slower on a busy 2-core machine)
+            torch.set_num_threads(1)
+        self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device)
+        self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
+        self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
+        t = cfg.train
+        self.epsilon = (
+            epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
+            if t.eps_decay_steps is None
+            else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
+        )
+        self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
+        self.learn_from = max(t.learning_starts, cfg.replay.batch_size)
+        self.state = LoopState()
+        self._env_reports_episodes = reports_episodes(self.env)
+        self.evaluator = Evaluator(cfg)
+        self._window = UpdateWindow(
+            cfg.metrics.correlation_threshold if cfg.metrics.correlation else None,
+            iid=cfg.metrics.iid,
+            loss=cfg.agent.loss,
+            refresh_every=cfg.log.every,
+            seed=cfg.seed,
+        )
+        self._log_means = RunningMeans()
+        self._episode_means = RunningMeans()
+        self.logger: RunLogger | None = None
+        self._obs: Any = None  # the observation in hand: set by the loop at checkpoints, or by a resume
+        self._start_time = time.time()
+        self._initial_td = cfg.replay.initial_priority == "td_error"
+        self._episode_ended = False
+        self._epsilon = 1.0  # ε of this step (choose_action)
+        self.action: int | None = None  # this step's action (choose_action, step_env)
+        self._stepped: tuple = ()  # what the env returned this step (step_env)
+        self._beta_now = 1.0  # β of this step's batches (update_due)
+        self.done = False  # the budget is spent (end_step)
+        self.error: BaseException | None = None  # why the run failed (record_failure)
+        self.summary: dict[str, Any] = {}
+        self._base: dict[str, Any] = {}
+        self._closed = False
+        # set by resume (per train --resume)
+        self._resumed_from: int | None = None
+        self._elapsed_before = 0.0
+        self._min_fill = 0  # transitions the memory must hold before learning (refill after a resume)
+
+    # ------------------------------------------------------------------------------------------------------
+    # the run
+
+    def run(self, run_dir: Path) -> dict[str, Any]:
+        """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
+        divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
+        resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.loop.lockstep.run_members`
+        runs the loop, with this agent's own update."""
+        summary = run_members([self], [run_dir], Solo())[0]
+        if self.error is not None:
+            raise self.error
+        return summary
+
+    # ------------------------------------------------------------------------------------------------------
+    # a member's life in the loop of lockstep.py: begin, steps, then finish or a recorded end
+
+    def begin(self, run_dir: Path) -> None:
+        """Write config.yaml and the running summary, open the logger, take the observation in hand."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(dump_config(self.cfg))
+        started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
+        self._start_time = started
+        self._base = self._summary_base(run_dir, started)
+        if self._resumed_from is not None:
+            checkpoint.truncate_metrics(run_dir, self._resumed_from)
+        write_summary(run_dir, self._base)
+        resumed = self._resumed_from is not None
+        # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
+        purge = self._resumed_from + 1 if resumed else None
+        self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
+        if self._obs is None:
+            self._obs = self.env.reset(seed=self.cfg.seed)[0]
+        self.done = self.state.step >= self.cfg.train.total_steps
+
+    def finish(self) -> None:
+        """After the last step: the final evaluation, progress line and checkpoint, then the completed summary."""
+        if self.cfg.train.eval_episodes > 0:
+            self._evaluate(self.state.step)
+        self.progress.update(self.state.step, self._progress_info(final=True))
+        if self.cfg.train.checkpoint_every:
+            self._checkpoint(self.logger.run_dir)
+        self.summary = {**self._base, **self._results(), "status": COMPLETED}
+        self.close()
+        write_summary(self.logger.run_dir, self.summary)
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Called inside the ``except`` that caught ``exc``: the failed summary, with its traceback."""
+        message = str(exc) if isinstance(exc, RunDiverged) else f"{type(exc).__name__}: {exc}"
+        self.error = exc
+        self._record_end(FAILED, message, traceback.format_exc())
+
+    def record_interrupt(self, interrupt: BaseException) -> None:
+        self._record_end(INTERRUPTED, f"{interrupt} at step {self.state.step}; " + self._resume_hint())
+
+    def close(self) -> None:
+        """Close the logger and the envs (once; the loop may call it again when it ends)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.logger is not None:
+            self.logger.close()
+        self.env.close()
+        self.evaluator.close()
+
+    def _summary_base(self, run_dir: Path, started: float) -> dict[str, Any]:
+        base = {
+            "status": RUNNING,
+            "env": self.cfg.env.id,
+            "replay": replay_label(self.cfg.replay),
+            "seed": self.cfg.seed,
+            "device": str(self.device),
+            "engine": self.agent.engine,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        }
+        if self.agent.engine_note:  # why `auto` did not pick the numba engine
+            base["engine_note"] = self.agent.engine_note
+        if self._resumed_from is not None:
+            base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
+            base["resumed_from_step"] = self._resumed_from
+        return base
+
+    def _record_end(self, status: str, error: str, tb: str | None = None) -> None:
+        self.summary = {**self._base, **self._results(), "status": status, "error": error}
+        if tb is not None:
+            self.summary["traceback"] = tb
+        write_summary(self.logger.run_dir, self.summary)
+
+    def _resume_hint(self) -> str:
+        run_dir = self.logger.run_dir
+        if checkpoint.latest_checkpoint(run_dir) is None:
+            return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
+        return f"continue it with: per train --resume {run_dir}"
+
+    # collecting one env step at ``state.step``, in phases that the loop runs for all members in turn (so that
+    # a cohort can batch the greedy actions and the insertion TD errors): choose_action, [the greedy action],
+    # step_env, [set_insertion_priority], end_collect
+
+    def choose_action(self) -> bool:
+        """ε-greedy's draw for this step: True when the action is greedy (the loop hands it to ``step_env``),
+        False when it was drawn at random (``self.action``)."""
+        self._epsilon = self.epsilon(self.state.step)
+        self.action = self.agent.explore(self._epsilon, self.action_rng)
+        return self.action is None
+
+    def chose(self, epsilon: float, action: int | None) -> None:
+        """What ``choose_action`` leaves, from a cohort's batched draw of the same values: this step's ε and the
+        random action (None: greedy)."""
+        self._epsilon, self.action = epsilon, action
+
+    @property
+    def observation(self) -> Any:
+        """The observation in hand: this step's, until ``end_collect`` moves on."""
+        return self._obs
+
+    def greedy_action(self) -> int:
+        """The greedy action for the observation in hand (a member's own engine; a cohort batches these)."""
+        return self.agent.greedy_action(self._obs)
+
+    def step_env(self, action: int | None = None) -> None:
+        """Step the env with ``action`` (a greedy one) or the random ``self.action``, and store the transition."""
+        if action is not None:
+            self.action = action
+        obs = self._obs
+        next_obs, reward, terminated, truncated, info = self.env.step(self.action)
+        self.memory.add(obs, self.action, reward, next_obs, terminated, truncated)
+        self._stepped = (next_obs, reward, terminated, truncated, info)
+
+    def stepped(self, action: int, next_obs: Any, reward: float, terminated: bool, truncated: bool) -> None:
+        """What ``step_env`` leaves when the loop stepped the env and stored the transition itself (a cohort's
+        batched step of EnvPool envs, whose info is always empty)."""
+        self.action = action
+        self._stepped = (next_obs, reward, terminated, truncated, {})
+
+    @property
+    def inserts_by_td(self) -> bool:
+        """``replay.initial_priority: td_error``: a new transition's priority is its own TD error."""
+        return self._initial_td
+
+    def insertion_td(self) -> np.ndarray:
+        """δ of the transition stored last (a member's own engine; a cohort batches these)."""
+        return self.agent.td_errors(self.memory.latest())
+
+    def set_insertion_priority(self, td_errors: np.ndarray) -> None:
+        """The new transition's priority from its TD error (``insertion_td``): the seed notebook's scheme, one
+        extra forward pass per step."""
+        self.memory.update_priorities(self.memory.latest_ids(), td_errors)
+
+    def end_collect(self) -> None:
+        """Count the step; an episode that ended is logged and its env reset."""
+        s = self.state
+        next_obs, reward, terminated, truncated, info = self._stepped
+        s.episode_return += float(reward)
+        s.episode_length += 1
+        self._obs = next_obs
+        self._episode_ended = False
+        if terminated or truncated:
+            self._episode_ended = self._end_episode(info, self._epsilon)
+            self._obs, _ = self.env.reset()
+
+    def learning(self) -> bool:
+        """Whether learning has begun at this step (hindsight stores transitions when their episode ends, so
+        the memory can lag the step count)."""
+        step = self.state.step
+        return step + 1 >= self.learn_from and len(self.memory) >= self.min_fill
+
+    def update_due(self) -> bool:
+        """Whether this step trains (every ``train.train_freq`` steps once learning); if so, fixes β for its
+        ``train.gradient_steps`` batches."""
+        step = self.state.step
+        if (step + 1) % self.cfg.train.train_freq != 0:
+            return False
+        self._beta_now = self.beta(self.beta_step(step))
+        self.memory.begin_phase(self.cfg.train.gradient_steps)
+        return True
+
+    def sample(self) -> Batch:
+        return self.memory.sample(self.cfg.replay.batch_size, self._beta_now)
+
+    @property
+    def beta_now(self) -> float:
+        """β of this step's batches (a cohort draws them with it; its batched ``update_due`` sets it)."""
+        return self._beta_now
+
+    @beta_now.setter
+    def beta_now(self, beta: float) -> None:
+        self._beta_now = beta
+
+    @property
+    def min_fill(self) -> int:
+        """Transitions the memory must hold before ``learning`` (the batch, or a resumed run's refill)."""
+        return max(self._min_fill, self.cfg.replay.batch_size)
+
+    @property
+    def episode_ended(self) -> bool:
+        """Whether this step ended an episode that was logged (``end_collect``)."""
+        return self._episode_ended
+
+    def step_due(self, step: int) -> bool:
+        """Whether ``end_step`` at ``step`` has a periodic task by its step number (``per_cli.train.loop.periodic``).
+        Where it has none, a member's ``end_step`` only moves the step on, unless it ended an episode
+        (``episode_ended``) under ``agent.target_update_on_episode_end``, or reached ``train.total_episodes``: a
+        cohort checks these as vectors and calls ``end_step`` only for members with something due."""
+        return self.periodic.any_due(step + 1)
+
+    @property
+    def beta_by_step(self) -> bool:
+        """Whether β's position is the step alone (else it may follow the episode count: ``beta_step``)."""
+        return self.cfg.train.total_episodes is None or self.cfg.replay.beta_end_step is not None
+
+    # after the agent learned from a batch: check_result, [update_priorities], record_update
+
+    def check_result(self, result: UpdateResult) -> None:
+        """The update's loss and mean Q must be finite (else the run diverged)."""
+        check_update(result.loss, result.q_mean, self.state.step + 1, self.cfg.agent)
+
+    def update_priorities(self, batch: Batch, result: UpdateResult) -> None:
+        """The batch's new priorities from the update's TD errors (a cohort batches these)."""
+        try:
+            self.memory.update_priorities(batch.indices, result.td_errors)
+        except FloatingPointError:  # the memory checks every TD error
+            raise diverged("a TD error became non-finite", self.state.step + 1, self.cfg.agent) from None
+
+    @property
+    def window(self) -> UpdateWindow:
+        """The updates' measures since the last log or episode end."""
+        return self._window
+
+    def record_update(self, batch: Batch, result: UpdateResult, measured: tuple | None = None) -> None:
+        """The update's measures into the window (``measured``: computed already, a cohort's
+        ``per_cli.train.measures.update_measures.measure_rows``); logged every ``log.every`` updates."""
+        if measured is None:
+            self._window.add(batch, result, self.memory)
+        else:
+            self._window.add_measured(*measured, batch.obs)
+        if self.agent.updates % self.cfg.log.every == 0:
+            self._log_updates(self.state.step + 1, self._beta_now)
+
+    def end_step(self, learning: bool) -> None:
+        """The rest of a step: target syncs (by period once ``learning``, at an episode's end), the budget check
+        (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on."""
+        cfg, s, t = self.cfg, self.state, self.cfg.train
+        step = s.step
+        after = step + 1
+        due = self.periodic
+        if learning and due.syncs(after):
+            self._sync_target()
+        if self._episode_ended and cfg.agent.target_update_on_episode_end:
+            self._sync_target()
+        if due.ends(after) or (t.total_episodes is not None and s.episode >= t.total_episodes):
+            s.step, self.done = after, True  # the final evaluation, progress line and checkpoint: finish()
+            return
+        if due.evaluates(after):
+            self._evaluate(after)
+        if due.reports(after):
+            self.progress.update(after, self._progress_info(self.epsilon(step)))
+        s.step = after  # the step to run next
+        if due.checkpoints(after):
+            self._checkpoint(self.logger.run_dir)
+
+    # ------------------------------------------------------------------------------------------------------
+    # phases
+
+    def _sync_target(self) -> None:
+        self.agent.sync_target()
+        self.state.target_syncs += 1
+
+    def beta_step(self, step: int) -> int:
+        """The position on β's schedule. It is defined over total_steps; under an episode budget the run may
+        end sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
+        t = self.cfg.train
+        if self.beta_by_step:
+            return step
+        return max(step, self.state.episode * t.total_steps // t.total_episodes)
+
+    def _flush_window(self) -> None:
+        values = self._window.pop(self.memory)
+        if values:
+            sums = totals(values)  # once for both means
+            if not all(math.isfinite(total) for total, _ in sums.values()):  # finite sums: all values finite
+                check_logged(values, self.state.step + 1, self.cfg.agent)
+            self._log_means.add_totals(sums)
+            self._episode_means.add_totals(sums)
+
+    def _log_updates(self, step: int, beta: float) -> None:
+        self._flush_window()
+        scalars = self._log_means.pop()
+        scalars["replay/beta"] = beta
+        scalars.update({f"replay/{k}": v for k, v in self.memory.stats().items()})
+        self.logger.scalars(scalars, step)
+
+    def _end_episode(self, info: dict[str, Any], epsilon: float) -> bool:
+        """Log the episode that just ended; False (nothing logged) for an Atari life lost, not a game over."""
+        s = self.state
+        if self._env_reports_episodes:
+            if "episode" not in info:  # a life lost, not a game over: keep counting
+                return False
+            ep_return, ep_length = float(info["episode"]["r"]), int(info["episode"]["l"])
+        else:
+            ep_return, ep_length = s.episode_return, s.episode_length
+        success = info.get("is_success")
+        s.finish_episode(ep_return, success)
+        wall = time.time() - self._start_time
+        self._flush_window()
+        scalars, row = episode_record(s, ep_return, ep_length, epsilon, success, wall, self._episode_means.pop())
+        self.logger.scalars(scalars, s.step + 1)
+        self.logger.episode(row)
+        return True
+
+    def _evaluate(self, log_step: int) -> None:
+        self.logger.scalars(self.evaluator.run(self.agent, seed_step=self.state.step), log_step)
+
+    # ------------------------------------------------------------------------------------------------------
+    # reporting
+
+    def _progress_info(self, epsilon: float | None = None, final: bool = False) -> dict[str, Any]:
+        epsilon = self.epsilon(self.state.step) if epsilon is None else epsilon
+        return progress_info(self.state, self.evaluator, epsilon, time.time() - self._start_time, final)
+
+    def _results(self) -> dict[str, Any]:
+        return run_results(self.state, self.evaluator, self.agent.updates, time.time() - self._start_time)

@@ -1,0 +1,94 @@
+"""A Trainer's checkpoints: what it saves, and how a run continues from them (``per train --resume``).
+
+Each component saves itself (agent, loop counters, evaluator, RNG streams, env, metric windows);
+:mod:`per_cli.train.checkpoints.checkpoint` only writes and reads the files. A mixin of
+:class:`~per_cli.train.loop.trainer.Trainer`, kept apart so that the trainer's module holds the loop's phases: it
+uses the trainer's ``cfg``, ``agent``, ``memory``, ``state``, ``evaluator``, ``action_rng``, ``env``, ``device``,
+``logger`` and metric windows.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from per_cli.config import to_dict
+from per_cli.train.checkpoints import checkpoint
+from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
+from per_cli.train.checkpoints.resume import check_resume
+from per_cli.train.checkpoints.unpickling import unpickle_bytes
+
+
+class Checkpointed:
+    """The checkpoint half of a Trainer: ``state_dict``/``load_state_dict``, ``resume`` and ``_checkpoint``."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the replay memory that a resumed run needs to continue exactly: the agent, the loop
+        counters (also the position of the ε and β schedules), the evaluator, the RNGs (action selection, the
+        sampler's, torch's), the training env with the observation in hand, the metrics not yet logged, and
+        the wall time so far."""
+        return {
+            "config": to_dict(self.cfg),
+            "loop": self.state.state_dict(),
+            "agent": self.agent.state_dict(),
+            "evaluator": self.evaluator.state_dict(),
+            "rng": {
+                "action": self.action_rng.bit_generator.state,
+                "sampler": self.memory.sampler.rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            },
+            "env": snapshot_env(self.env),
+            "obs": self._obs,
+            "metrics": pickle.dumps((self._window, self._log_means, self._episode_means)),
+            "elapsed_s": time.time() - self._start_time,
+            "replay_saved": bool(self.cfg.train.save_replay),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The inverse of :meth:`state_dict`. An env that could not be pickled starts a new episode, seeded
+        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit)."""
+        self.agent.load_state_dict(state["agent"])
+        self.state.load_state_dict(state["loop"])
+        self.evaluator.load_state_dict(state["evaluator"])
+        rng = state["rng"]
+        self.action_rng.bit_generator.state = rng["action"]
+        self.memory.sampler.rng.bit_generator.state = rng["sampler"]
+        torch.set_rng_state(rng["torch"].cpu())
+        if rng["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([t.cpu() for t in rng["cuda"]])
+        if state["env"] is not None:
+            self.env.close()
+            self.env = restore_env(state["env"])
+            self._obs = state["obs"]
+        else:
+            self.state.episode_return, self.state.episode_length = 0.0, 0
+            self._obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
+        self._window, self._log_means, self._episode_means = unpickle_bytes(state["metrics"])
+        self._elapsed_before = float(state["elapsed_s"])
+
+    def resume(self, run_dir: Path) -> int:
+        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step.
+        ConfigError (nothing changed on disk) when it cannot be continued with this config."""
+        state, path = checkpoint.load_checkpoint(run_dir, self.device)
+        loop = state["loop"]
+        check_resume(state["config"], loop["step"], loop["episode"], self.cfg)
+        self.load_state_dict(state)
+        replay = checkpoint.load_replay(path) if state["replay_saved"] else None
+        if replay is not None:
+            self.memory.load_state_dict(replay)
+        else:  # an empty memory: collect learning_starts transitions again before learning
+            t = self.cfg.train
+            self._min_fill = min(max(t.learning_starts, self.cfg.replay.batch_size), self.cfg.replay.capacity)
+        self._resumed_from = self.state.step
+        return self.state.step
+
+    def _checkpoint(self, run_dir: Path) -> None:
+        replay = self.memory.state_dict() if self.cfg.train.save_replay else None
+        if self.logger is not None:
+            self.logger.flush()
+        checkpoint.save_checkpoint(run_dir, self.state.step, self.state_dict(), replay)

@@ -1,0 +1,363 @@
+"""How far a batch is from independent draws from the memory: the study's i.i.d. measures.
+
+* **State diversity.** The batch's mean pairwise squared distance between states, each feature standardized by
+  the memory's standard deviation, divided by the value expected for B independent draws from the memory.
+  With z = (x − μ)/σ per feature, the mean over the B(B−1)/2 pairs i < j of ‖zᵢ − zⱼ‖² equals
+  2 Σₖ s²ₖ / σ²ₖ, where s²ₖ is the batch's unbiased (ddof 1) variance of feature k; the mean μ cancels. For
+  independent draws s²ₖ is an unbiased estimate of σ²ₖ, so the expected value is 2·d for the d features with
+  nonzero spread, and
+
+      state_diversity = (1/d) Σₖ s²ₖ(batch) / σ²ₖ(memory)
+
+  which is about 1 for a uniform batch and near 0 for consecutive states (which barely move). σ²ₖ comes from a
+  reference sample of the memory (``memory.reference_obs``: uniform draws with replacement, independent of
+  the sampler), with the same ddof-1 estimator. Standardizing with the reference's own variance makes the
+  reference's mean pairwise squared distance exactly 2·d, so "divide by 2d" and "divide by the reference
+  sample's own mean pairwise distance" are the same number: the denominator is consistent with the
+  standardization by construction. Features constant in the reference (zero range) are dropped: they carry
+  no spread to compare with. The reference is ``REFERENCE_SIZE`` = 4096 draws, not a few hundred: 1/σ̂² is a
+  convex function of σ̂², so E[1/σ̂²] > 1/σ², by about 2/(n − 3) for Gaussian features but by far more for
+  heavy-tailed ones, whose variance comes from rare far states (Pong's projected frames: kurtosis up to 270).
+  A reference that misses them makes σ̂² too small for the whole window and the measure too large: uniform
+  batches of a random-policy Pong memory read 1.42 with 256 draws, 1.04 with 1,024, 0.99 with 4,096 and with
+  the whole memory (``tests/train/measures/test_metrics.py`` has a synthetic case: 0.4% of states 30σ away).
+* **Episode diversity.** Distinct episodes among the batch's transitions / min(B, episodes the memory holds):
+  1 when every sampled transition could come from a different episode and does, 1/B for a batch from one
+  episode when the memory holds many.
+* **Unweighted TD loss.** The loss function (Huber with β 1, or MSE, per ``agent.loss``) of δ averaged over the
+  batch without importance-sampling weights, so that prioritized and unprioritized kinds compare.
+
+States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension (Atari 4×84×84 uint8, MinAtar
+10×10×C bool), are measured on a fixed low-dimensional view: a random projection of the flattened raw state to
+``PROJECTION_DIM`` features, with random-sign (Rademacher, ±1) entries drawn from a fixed seed: the same matrix
+for batch and reference, in every run, so values compare across runs. Like a Gaussian projection it keeps
+squared distances in expectation (Johnson–Lindenstrauss; Achlioptas 2003), and the diversity is then measured
+on the projected features. Signs rather than Gaussian entries make the float32 products exact for uint8 and
+bool states (integer sums below 2²⁴), so identical states project identically whatever the chunking or BLAS
+kernel; other dtypes, or states too large for that bound, are projected in float64.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+MAX_RAW_FEATURES = 64
+PROJECTION_DIM = 32
+PROJECTION_SEED = 0x11D
+REFERENCE_SIZE = 4096
+# the reference is drawn this many states at a time, or more where they are small: at most ~14 MiB of raw states
+# (512 Atari frame stacks) held at once
+REFERENCE_CHUNK = 512
+REFERENCE_CHUNK_BYTES = 14 << 20
+# flattened states are projected this many bytes (as float32) at a time: bounded memory for image batches
+_CHUNK_BYTES = 16 << 20
+
+
+@lru_cache(maxsize=4)
+def _projection(features: int) -> np.ndarray:
+    """The fixed ±1 matrix (features, PROJECTION_DIM), float32; scaled by 1/√k after the product."""
+    rng = np.random.default_rng(PROJECTION_SEED)
+    matrix = np.where(rng.random((features, PROJECTION_DIM)) < 0.5, -1.0, 1.0).astype(np.float32)
+    matrix.setflags(write=False)
+    return matrix
+
+
+def _exact_in_float32(flat: np.ndarray) -> bool:
+    """True when every ±1-weighted sum of a row is an integer below 2²⁴, so float32 computes it exactly."""
+    if flat.dtype == np.bool_:
+        bound = 1
+    elif flat.dtype.kind in "iu" and flat.dtype.itemsize == 1:
+        bound = 255
+    else:
+        return False
+    return flat.shape[1] * bound < 2**24
+
+
+def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
+    """The features that state diversity is computed on, in float64: shape (..., k) for states (..., *obs).
+
+    Vector states of at most ``MAX_RAW_FEATURES`` numbers are used as they are; anything else is flattened and
+    projected by the fixed sign matrix, in chunks of at most 16 MiB of converted states.
+    """
+    lead = states.shape[: states.ndim - obs_ndim]
+    flat = states.reshape(int(np.prod(lead, dtype=np.int64)), -1)
+    features = flat.shape[1]
+    if obs_ndim == 1 and features <= MAX_RAW_FEATURES:
+        return flat.astype(np.float64).reshape(*lead, features)
+    dtype = np.float32 if _exact_in_float32(flat) else np.float64
+    matrix = _projection(features).astype(dtype, copy=False)
+    out = np.empty((len(flat), PROJECTION_DIM), dtype=np.float64)
+    chunk = max(1, _CHUNK_BYTES // (np.dtype(dtype).itemsize * features))
+    for lo in range(0, len(flat), chunk):
+        out[lo : lo + chunk] = flat[lo : lo + chunk].astype(dtype) @ matrix
+    out /= np.sqrt(PROJECTION_DIM)
+    return out.reshape(*lead, PROJECTION_DIM)
+
+
+def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
+    """``n`` states drawn uniformly with replacement from ``memory`` (``memory.reference_obs``, with ``rng``),
+    as viewed features (n, k): drawn and viewed ``REFERENCE_CHUNK`` at a time, then as many at a time as fit in
+    ``REFERENCE_CHUNK_BYTES`` (the same draws: each state's index is one bounded draw from ``rng``, whatever the
+    chunk), so raw image states never occupy more than one chunk."""
+    first = memory.reference_obs(min(REFERENCE_CHUNK, n), rng)
+    views = [state_view(first, obs_ndim)]
+    lo = len(first)
+    chunk = max(REFERENCE_CHUNK, REFERENCE_CHUNK_BYTES // max(1, first[:1].nbytes))
+    while lo < n:
+        size = min(chunk, n - lo)
+        views.append(state_view(memory.reference_obs(size, rng), obs_ndim))
+        lo += size
+    return np.concatenate(views)
+
+
+def reference_variance(reference: np.ndarray) -> np.ndarray:
+    """Per-feature ddof-1 variance of a reference sample (n, k) of the memory; NaN where the feature is constant
+    (zero range: dropped from the measure). Needs n ≥ 2. A C float64 array of k >= 2 features is computed in one
+    compiled pass with numpy's arithmetic (:func:`variance_by_feature`, ~15x faster) where
+    :func:`exact_variance_usable`."""
+    if len(reference) < 2:
+        raise ValueError(f"a reference sample needs at least 2 states, got {len(reference)}")
+    # (one feature: numpy sums the contiguous column pairwise, not row by row)
+    exact = reference.ndim == 2 and reference.shape[1] >= 2 and reference.dtype == np.float64
+    if exact and reference.flags.c_contiguous and exact_variance_usable():
+        return variance_by_feature(reference)
+    return _numpy_variance(reference)
+
+
+def _numpy_variance(reference: np.ndarray) -> np.ndarray:
+    var = reference.var(axis=0, ddof=1)
+    constant = np.ptp(reference, axis=0) == 0  # exact, unlike var == 0 for repeated non-dyadic values
+    return np.where(constant, np.nan, var)
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+def variance_by_feature(reference):
+    """``_numpy_variance`` of a C float64 array (n, k), n >= 2: numpy reduces over the rows of such an array one
+    row after another (its inner loop runs along a row), so per feature: the sum of the values in row order over
+    n, then the squared deviations summed in row order over n - 1. NaN where every value equals the first
+    (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN both ways).
+
+    The features' sums run side by side, row by row (each feature's own sum is still one addition after
+    another in row order): k independent chains of dependent additions overlap, where one feature at a time
+    waited on each addition in turn."""
+    n, k = reference.shape
+    totals = np.zeros(k, dtype=np.float64)
+    for i in range(n):
+        row = reference[i]
+        for f in range(k):
+            totals[f] += row[f]
+    means = totals / n
+    squares = np.zeros(k, dtype=np.float64)
+    for i in range(n):
+        row = reference[i]
+        for f in range(k):
+            deviation = row[f] - means[f]
+            squares[f] += deviation * deviation
+    out = np.empty(k, dtype=np.float64)
+    for f in range(k):
+        first, i = reference[0, f], 1
+        while i < n and reference[i, f] == first:  # (a varying feature stops at its first other value)
+            i += 1
+        out[f] = np.nan if i == n else squares[f] / (n - 1)
+    return out
+
+
+@lru_cache(maxsize=1)
+def exact_variance_usable() -> bool:
+    """Whether :func:`variance_by_feature` gives numpy's values bit for bit, checked once per process on fixed
+    probes (wide-ranging values, a constant feature, NaN and ±inf). Fail closed: if a numpy release sums these
+    in another order, the reference variance is numpy's own."""
+    rng = np.random.default_rng(0x11D)
+    for n, k in ((2, 2), (7, 3), (4096, 4), (1000, 9), (4096, 64)):
+        probe = rng.normal(size=(n, k)) * 10.0 ** rng.uniform(-6, 6, size=k) + rng.normal(size=k) * 100
+        probe[:, 0] = 0.1  # constant, not a dyadic value
+        if n > 2:
+            probe[1, k - 1] = np.inf if k > 2 else probe[1, k - 1]
+            probe[2, k // 2] = np.nan if k > 2 else probe[2, k // 2]
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, as wanted
+            want, got = _numpy_variance(probe), variance_by_feature(probe)
+        if want.tobytes() != got.tobytes():
+            return False
+    return True
+
+
+def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
+    """Per batch of ``batches`` (U, B, k) (viewed features), mean over the reference's non-constant features of
+    the batch's ddof-1 variance over the reference's: its mean pairwise squared standardized distance over 2d.
+    NaN for every batch when the reference has no varying feature."""
+    keep = ~np.isnan(ref_var)
+    if not keep.any():
+        return np.full(len(batches), np.nan)
+    kept = batches[:, :, keep]
+    var = (kept - kept[:, :1]).var(axis=1, ddof=1)  # shifted by a member: exactly 0 for identical states
+    return (var / ref_var[keep]).mean(axis=1)
+
+
+@numba.njit(cache=True, nogil=True)
+def pairwise_sum(a, n, zero):
+    """numpy's sum of ``a[:n]`` (n <= 128) in the type of ``zero``: its pairwise summation's base case, 8
+    running sums after 8 numbers (fewer: one after another, from zero). The running sums are scalars, not an
+    8-array: a copy per call cost more than the sums themselves (two calls per feature of every batch)."""
+    if n < 8:
+        total = zero
+        for i in range(n):
+            total += a[i]
+        return total
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        total += a[i]
+        i += 1
+    return total
+
+
+def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
+    """``state_diversity(state_view(states, 1), ref_var)`` for vector states (U, B, k), the same numbers.
+    Float32 states of 2 to 7 features (classic control), with at least 2 of them varying in the reference, in
+    batches of 2 to 128, are computed in one compiled pass (:func:`_raw_diversity`, numpy's arithmetic:
+    ~12 numpy calls saved per log) where :func:`exact_diversity_usable`; anything else by numpy itself."""
+    keep = np.flatnonzero(~np.isnan(ref_var))
+    if len(keep) >= 2 and ref_var.dtype == np.float64 and variances_usable(states):
+        return _raw_diversity(states, ref_var, keep)
+    return state_diversity(state_view(states, 1), ref_var)
+
+
+def variances_usable(states: np.ndarray) -> bool:
+    """Whether :func:`feature_variances` serves vector states ``states`` (U, B, k): C float32, k < 8,
+    2 <= B <= 128, where :func:`exact_diversity_usable`."""
+    if states.ndim != 3 or states.dtype != np.float32 or not states.flags.c_contiguous:
+        return False
+    return states.shape[2] < 8 and 2 <= states.shape[1] <= 128 and exact_diversity_usable()
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+def _raw_diversity(states, ref_var, keep):
+    """``state_diversity`` of float32 states (U, B, k), k < 8, B <= 128, with ``keep`` (>= 2) the reference's
+    varying features, as numpy computes it: :func:`diversity_from_variances` of :func:`feature_variances`."""
+    return diversity_from_variances(feature_variances(states), ref_var, keep)
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+def feature_variances(states):
+    """Per batch of float32 states (U, B, k), k < 8, 2 <= B <= 128, each feature's ddof-1 variance over the batch
+    (U, k) float64, as ``state_diversity`` computes it: ``batches[:, :, keep]`` lays each (feature, batch) row out
+    contiguously, so numpy's sums over the batch are its pairwise sums of a row (:func:`pairwise_sum`): the
+    states shifted by the batch's first (float64), their sum over B, the squared deviations' sum over B - 1.
+    It needs no reference, so a cohort computes it per update (``per_cli.train.measures.update_measures``)."""
+    u, b, k = states.shape
+    out = np.empty((u, k), dtype=np.float64)
+    shifted = np.empty(b, dtype=np.float64)
+    squares = np.empty(b, dtype=np.float64)
+    for row in range(u):
+        for f in range(k):
+            first = np.float64(states[row, 0, f])
+            for i in range(b):
+                shifted[i] = np.float64(states[row, i, f]) - first
+            mean = pairwise_sum(shifted, b, 0.0) / b
+            for i in range(b):
+                deviation = shifted[i] - mean
+                squares[i] = deviation * deviation
+            out[row, f] = pairwise_sum(squares, b, 0.0) / (b - 1)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+def diversity_from_variances(variances, ref_var, keep):
+    """State diversity from each batch's feature variances (U, k) (:func:`feature_variances`): the kept
+    features' ratios to the reference's variance, summed one after another from zero (numpy's sum of fewer than
+    8 numbers), over their count."""
+    u = variances.shape[0]
+    out = np.empty(u, dtype=np.float64)
+    for row in range(u):
+        total_ratio = 0.0
+        for f in keep:
+            total_ratio += variances[row, f] / ref_var[f]
+        out[row] = total_ratio / len(keep)
+    return out
+
+
+@lru_cache(maxsize=1)
+def exact_diversity_usable() -> bool:
+    """Whether :func:`_raw_diversity` gives numpy's values bit for bit, checked once per process on fixed probes
+    (2 to 7 features, some constant in the reference, values over 12 orders of magnitude, repeated states,
+    NaN and ±inf). Fail closed: if a numpy release computes these otherwise, the measure is numpy's own."""
+    rng = np.random.default_rng(0xD17)
+    for k in range(2, 8):
+        for u, b in ((1, 2), (3, 7), (5, 8), (5, 64), (2, 100), (2, 128)):
+            states = (rng.normal(size=(u, b, k)) * 10.0 ** rng.uniform(-6, 6, size=k)).astype(np.float32)
+            states[0, b // 2 :] = states[0, 0]  # repeated states
+            if u > 2:
+                states[1, 1, 0], states[2, b - 1, k - 1] = np.nan, np.inf
+            ref_var = rng.uniform(0.1, 10, size=k) * 10.0 ** rng.uniform(-6, 6, size=k)
+            ref_var[1 if k > 2 else 0] = np.nan if k > 2 else ref_var[0]
+            keep = np.flatnonzero(~np.isnan(ref_var))
+            with np.errstate(invalid="ignore", over="ignore"):
+                want = state_diversity(state_view(states, 1), ref_var)
+                got = _raw_diversity(states, ref_var, keep)
+            if want.tobytes() != got.tobytes():
+                return False
+    return True
+
+
+def episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Distinct episode ids per row of ``episodes`` (U, B) over min(B, ``held``[u]) (episodes in memory then)."""
+    if episodes.dtype == np.int64 and held.dtype == np.int64 and episodes.ndim == 2 and episodes.shape[1]:
+        return _episode_diversity(episodes, held)  # integer counts and one division: numpy's numbers
+    ordered = np.sort(episodes, axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    return distinct / np.minimum(episodes.shape[1], np.maximum(held, 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def _episode_diversity(episodes, held):
+    """Distinct ids per row counted by marking them in a table over the row's id range (a batch's episodes
+    span a few hundred ids; a sort costs ~1 µs a row), by sorting where the range is wide; then numpy's
+    division."""
+    u, b = episodes.shape
+    out = np.empty(u, dtype=np.float64)
+    seen = np.zeros(4096, dtype=np.bool_)
+    for row in range(u):
+        ids = episodes[row]
+        low, high = ids.min(), ids.max()
+        if high - low < seen.shape[0]:
+            distinct = 0
+            for i in range(b):
+                if not seen[ids[i] - low]:
+                    seen[ids[i] - low] = True
+                    distinct += 1
+            for i in range(b):
+                seen[ids[i] - low] = False
+        else:
+            ordered = np.sort(ids)
+            distinct = 1
+            for i in range(1, b):
+                distinct += ordered[i] != ordered[i - 1]
+        out[row] = distinct / min(b, max(held[row], 1))
+    return out
+
+
+def unweighted_td_loss(td: np.ndarray, loss: str) -> np.ndarray:
+    """Mean over each row of ``td`` (U, B) of the per-sample loss of δ with no IS weight: Huber (smooth L1 with
+    β 1: δ²/2 within |δ| < 1, |δ| − 1/2 beyond) or MSE (δ²), as the agent computes it before weighting."""
+    d = np.abs(td.astype(np.float64))
+    if loss == "huber":
+        per_sample = np.where(d < 1.0, 0.5 * d * d, d - 0.5)
+    elif loss == "mse":
+        per_sample = d * d
+    else:
+        raise ValueError(f"unknown loss {loss!r}: expected huber or mse")
+    return per_sample.mean(axis=1)

@@ -1,0 +1,275 @@
+"""What the study measures about each update and each episode.
+
+* TD-error statistics of |δ| over the sampled batch (the δ that updates priorities), and the unweighted TD
+  loss (``per_cli.train.measures.iid.unweighted_td_loss``).
+* Correlation count: the number of pairs i < j of sampled states whose Pearson correlation |r| exceeds a
+  threshold (the seed notebook's i.i.d.-ness measure, kept as the notebook defines it; it is blind to
+  dependence in time, see docs/metrics.md). States are flattened; a constant state has no defined
+  correlation and counts as uncorrelated.
+* The i.i.d. measures that do separate consecutive from independent batches: state diversity and episode
+  diversity (``per_cli.train.measures.iid``).
+* Sample age: transitions added since each sampled one, averaged over the batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+from per_cli.train.measures.iid import (
+    pairwise_sum,
+    unweighted_td_loss,
+)
+
+
+def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
+    """Pairs i < j of rows of ``states`` (flattened) with |Pearson r| > ``threshold``."""
+    return int(batched_correlation_counts(states[None], threshold)[0])
+
+
+def totals(values: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
+    """(sum, count) of each array of per-update ``values``."""
+    add = np.add.reduce  # np.sum's own reduction, without its Python dispatch (~1 µs a call)
+    return {key: (float(add(array, axis=None)), len(array)) for key, array in values.items()}
+
+
+class RunningMeans:
+    """Sums of named scalars since the last ``pop``; ``pop`` returns their means and starts over."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, float] = defaultdict(float)
+        self._counts: dict[str, int] = defaultdict(int)
+
+    def add(self, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self._sums[key] += value
+            self._counts[key] += 1
+
+    def add_many(self, values: dict[str, np.ndarray]) -> None:
+        self.add_totals(totals(values))
+
+    def add_totals(self, sums: dict[str, tuple[float, int]]) -> None:
+        """Add ``totals(values)``: computed once when several means take the same values."""
+        for key, (total, count) in sums.items():
+            self._sums[key] += total
+            self._counts[key] += count
+
+    def pop(self) -> dict[str, float]:
+        means = {k: self._sums[k] / self._counts[k] for k in self._sums}
+        self._sums.clear()
+        self._counts.clear()
+        return means
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+
+def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:
+    """Per update (row) of the TD errors ``raw_td`` (U, B) and IS weights ``weights`` (U, B): |δ|'s mean, median,
+    max and std, the unweighted TD loss (``iid.unweighted_td_loss``) and the weights' mean, as numpy computes
+    them. Float32 rows of at most 128 are computed in one compiled pass (:func:`_td_kernel`, numpy's arithmetic,
+    ~8 numpy calls saved per log) where :func:`exact_measures_usable`; anything else by numpy itself."""
+    if exact_td(raw_td, weights, loss):
+        ordered = np.sort(np.abs(raw_td), axis=1)  # numpy's sort: several times faster than a compiled one here
+        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, loss == "huber")
+        return {"mean": mean, "median": median, "max": top, "std": std, "unweighted": unweighted,
+                "weight_mean": weight_mean}  # fmt: skip
+    return _numpy_td_measures(raw_td, weights, loss)
+
+
+def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> bool:
+    """Whether :func:`td_measures` computes these rows in its compiled pass (each row's values its own)."""
+    exact = raw_td.ndim == 2 and raw_td.dtype == np.float32 and raw_td.flags.c_contiguous and raw_td.shape[1] <= 128
+    exact = exact and weights.dtype == np.float32 and weights.flags.c_contiguous and weights.shape == raw_td.shape
+    return exact and loss in ("huber", "mse") and exact_measures_usable()
+
+
+def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:
+    td = np.abs(raw_td)
+    return {
+        "mean": td.mean(axis=1),
+        "median": np.median(td, axis=1),
+        "max": td.max(axis=1),
+        "std": td.std(axis=1),
+        "unweighted": unweighted_td_loss(raw_td, loss),
+        "weight_mean": weights.mean(axis=1),
+    }
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
+def _td_kernel(raw_td, ordered, weights, huber):
+    """``_numpy_td_measures`` for float32 (U, B), B <= 128, as numpy computes it: float32 rows summed pairwise
+    (:func:`pairwise_sum`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
+    the std from the float32 mean and squares, the median as the middle value or the float32 mean of the two
+    middle ones of ``ordered`` (each row of |δ| sorted), NaN propagated; the unweighted loss in float64 from
+    float64(δ)."""
+    u, b = raw_td.shape
+    mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
+    std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
+    unweighted = np.empty(u, np.float64)
+    td, squares, losses = np.empty(b, np.float32), np.empty(b, np.float32), np.empty(b, np.float64)
+    zero32 = np.float32(0.0)
+    for k in range(u):
+        nan = False
+        largest = zero32
+        for j in range(b):
+            value = abs(raw_td[k, j])
+            td[j] = value
+            nan = nan or np.isnan(value)
+            largest = max(largest, value)
+            d = abs(np.float64(raw_td[k, j]))
+            losses[j] = ((0.5 * d * d) if d < 1.0 else (d - 0.5)) if huber else d * d
+        m = np.float32(np.float64(pairwise_sum(td, b, zero32)) / b)
+        mean[k] = m
+        for j in range(b):
+            x = td[j] - m
+            squares[j] = x * x
+        std[k] = np.sqrt(np.float32(np.float64(pairwise_sum(squares, b, zero32)) / b))
+        unweighted[k] = pairwise_sum(losses, b, 0.0) / b
+        weight_mean[k] = np.float32(np.float64(pairwise_sum(weights[k], b, zero32)) / b)
+        if nan:
+            top[k], median[k] = np.nan, np.nan
+            continue
+        top[k] = largest
+        if b % 2:
+            median[k] = ordered[k, b // 2]
+        else:
+            median[k] = np.float32(np.float64((zero32 + ordered[k, b // 2 - 1]) + ordered[k, b // 2]) / 2)
+    return mean, median, top, std, unweighted, weight_mean
+
+
+@lru_cache(maxsize=1)
+def exact_measures_usable() -> bool:
+    """Whether :func:`_td_kernel` gives numpy's values bit for bit, checked once per process on fixed probes
+    (batch sizes 1 to 128, values over 12 orders of magnitude, zeros, ties, NaN and ±inf rows, both losses).
+    Fail closed: if a numpy release computes these otherwise, the measures are numpy's own."""
+    rng = np.random.default_rng(0x7D)
+    for b in (1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 63, 64, 100, 127, 128):
+        raw = (rng.normal(size=(6, b)) * 10.0 ** rng.uniform(-6, 6, size=(6, b))).astype(np.float32)
+        raw[1] = np.round(raw[1])  # ties and zeros
+        raw[2, 0], raw[3, b - 1], raw[4, b // 2] = np.nan, np.inf, -np.inf
+        weights = rng.uniform(0, 1, size=(6, b)).astype(np.float32)
+        for loss in ("huber", "mse"):
+            with np.errstate(invalid="ignore", over="ignore"):
+                want = _numpy_td_measures(raw, weights, loss)
+                ordered = np.sort(np.abs(raw), axis=1)
+                got = dict(zip(want, _td_kernel(raw, ordered, weights, loss == "huber"), strict=True))
+            if any(want[key].dtype != got[key].dtype or want[key].tobytes() != got[key].tobytes() for key in want):
+                return False
+    return True
+
+
+# states are processed this many bytes (as float32) at a time: bounded memory for image batches
+_CHUNK_BYTES = 16 << 20
+
+
+def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
+    """``correlation_count`` for each batch in ``states`` of shape (U, B, ...) at once.
+
+    Per batch: centre each flattened state, form the Gram matrix G = X Xᵀ with one matrix product, and scale
+    it by the inverse norms (the square roots of its diagonal) into the correlation matrix. A constant state
+    centres to exactly zero (its mean is accumulated in float64, which is exact for such a row), so its inverse
+    norm is set to zero and all its correlations are 0: counted as uncorrelated, no division by zero. The
+    scaling and counting over i < j run in one compiled pass (:func:`_count_above`: the same float32 products
+    in the same order, so the same counts as numpy's elementwise passes, several times faster).
+    """
+    u, b = states.shape[:2]
+    flat = states.reshape(u, b, -1)
+    counts = np.empty(u, dtype=np.int64)
+    chunk = max(1, _CHUNK_BYTES // (4 * b * flat.shape[2]))
+    for lo in range(0, u, chunk):
+        if flat.shape[2] < _SHORT_ROW:
+            x = _centred_short_rows(np.ascontiguousarray(flat[lo : lo + chunk], dtype=np.float32))
+        else:
+            x = flat[lo : lo + chunk].astype(np.float32)  # a copy, centred in place
+            x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
+        counts[lo : lo + chunk] = _count_above(gram(x), np.float32(threshold))
+    return counts
+
+
+def gram(x: np.ndarray) -> np.ndarray:
+    """``x @ x.transpose(0, 2, 1)`` for float32 ``x`` (U, B, d), the same numbers. numpy computes that product
+    by one BLAS ``ssyrk`` per batch (it sees the operand and its transpose), which costs ~2x a general product
+    of these sizes; so short rows (d < 8) are multiplied by a contiguous copy of the transpose (``sgemm``)
+    where :func:`gemm_gram_usable`: the BLAS in use gives the same bits both ways."""
+    if x.shape[2] < _SHORT_ROW and gemm_gram_usable():
+        return x @ np.ascontiguousarray(x.transpose(0, 2, 1))
+    return x @ x.transpose(0, 2, 1)
+
+
+@lru_cache(maxsize=1)
+def gemm_gram_usable() -> bool:
+    """Whether the BLAS's general product gives its symmetric product's Gram matrices bit for bit, checked
+    once per process on fixed probes: centred rows of 2 to 7 features, batches of 1 to 256 (its kernels'
+    remainders), values over 16 orders of magnitude. Fail closed: else :func:`gram` is numpy's own product."""
+    rng = np.random.default_rng(0x6E)
+    for d in range(2, _SHORT_ROW):
+        for b in (1, 2, 3, 7, 8, 9, 16, 31, 32, 33, 64, 100, 128, 256):
+            x = (rng.normal(size=(4, b, d)) * 10.0 ** rng.uniform(-8, 8, size=(4, b, d))).astype(np.float32)
+            x = _centred_short_rows(x)
+            if (x @ x.transpose(0, 2, 1)).tobytes() != (x @ np.ascontiguousarray(x.transpose(0, 2, 1))).tobytes():
+                return False
+    return True
+
+
+# numpy adds fewer than 8 numbers one after another (its pairwise summation starts at 8): a compiled loop
+# reproduces such a row's float64 mean exactly; longer rows (images) are centred by numpy itself
+_SHORT_ROW = 8
+
+
+@numba.njit(cache=True, nogil=True)
+def _centred_short_rows(x):
+    """``x - x.mean(axis=2, dtype=float64).astype(float32)`` for rows of fewer than 8 numbers, as numpy
+    computes it (left-to-right float64 sum, divided by the count, rounded to float32), in one pass."""
+    out = np.empty_like(x)
+    u, b, d = x.shape
+    for k in range(u):
+        for i in range(b):
+            total = np.float64(x[k, i, 0])
+            for f in range(1, d):
+                total += np.float64(x[k, i, f])
+            mean = np.float32(total / d)
+            for f in range(d):
+                out[k, i, f] = x[k, i, f] - mean
+    return out
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: NaN comparisons and the float32 rounding must stay IEEE's
+def _count_above(gram, threshold):
+    """Per Gram matrix G of ``gram`` (U, B, B) float32: pairs i < j with |G_ij · s_i · s_j| > ``threshold``
+    (float32), s_i = 1/√G_ii (float32), 0 where G_ii is not positive (a constant state).
+
+    Each row is counted over all its columns, with j > i as part of the condition and an int32 sum: a loop
+    without a branch, which LLVM vectorizes (counting from i + 1 with ``if`` ran 2-7x slower at B = 64). The
+    values compared are the same float32 products in the same order; integer sums do not depend on order."""
+    u, b = gram.shape[0], gram.shape[1]
+    counts = np.empty(u, dtype=np.int64)
+    inv = np.empty(b, dtype=np.float32)
+    one, zero = np.float32(1.0), np.float32(0.0)
+    hit, miss = np.int32(1), np.int32(0)
+    for k in range(u):
+        for i in range(b):
+            d = gram[k, i, i]
+            inv[i] = one / np.sqrt(d) if d > zero else zero
+        c = 0
+        for i in range(b):
+            row, s_i = gram[k, i], inv[i]
+            in_row = miss
+            for j in range(b):
+                in_row += hit if (abs(row[j] * s_i * inv[j]) > threshold) and j > i else miss
+            c += in_row
+        counts[k] = c
+    return counts
+
+
+def __getattr__(name: str):
+    """``UpdateWindow`` moved to :mod:`per_cli.train.measures.update_window`; checkpoints pickled before the move
+    name it here, so pickle still finds it (PEP 562, imported on first use: that module imports this one)."""
+    if name == "UpdateWindow":
+        from per_cli.train.measures.update_window import UpdateWindow
+
+        return UpdateWindow
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,175 @@
+"""The run directory: resolved config, TensorBoard events, per-episode CSV, and an atomic summary."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from per_cli.train.rundir.events import FLUSH_EVERY_S, EventFile
+
+# summary.json "status": running while the process trains; then completed, failed (an error, or the updates
+# diverged) or interrupted (Ctrl-C or SIGTERM: resumable from its latest checkpoint). UNREADABLE is never
+# written: read_summary reports a summary.json it cannot parse with it.
+RUNNING = "running"
+COMPLETED = "completed"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+UNREADABLE = "unreadable"
+STATUSES = (RUNNING, COMPLETED, FAILED, INTERRUPTED, UNREADABLE)
+
+EPISODE_COLUMNS = [
+    "step", "episode", "return", "length", "wall_time", "epsilon", "success",
+    "loss", "q_values", "td_error_mean", "td_error_max", "correlation_count", "sample_age", "is_weight_mean",
+    "td_loss_unweighted", "state_diversity", "episode_diversity",
+]  # fmt: skip
+# per-episode means of these update scalars go into the CSV columns on the right
+EPISODE_UPDATE_COLUMNS = {
+    "losses/td_loss": "loss",
+    "losses/q_values": "q_values",
+    "td_error/mean": "td_error_mean",
+    "td_error/max": "td_error_max",
+    "replay/correlation_count": "correlation_count",
+    "replay/sample_age": "sample_age",
+    "replay/is_weight_mean": "is_weight_mean",
+    "losses/td_loss_unweighted": "td_loss_unweighted",
+    "iid/state_diversity": "state_diversity",
+    "iid/episode_diversity": "episode_diversity",
+}
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename, so readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a summary is for everyone who can read the run
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    clean = {k: _jsonable(v) for k, v in summary.items()}
+    atomic_write_text(run_dir / "summary.json", json.dumps(clean, indent=2) + "\n")
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary; None if it has none yet; ``{"status": UNREADABLE, "error": ...}`` if the file is
+    not a JSON object (truncated by a full disk, edited by hand): such a run is neither running nor done."""
+    path = run_dir / "summary.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {"status": UNREADABLE, "error": f"cannot read {path}: {type(exc).__name__}: {exc}"}
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        return {"status": UNREADABLE, "error": f"{path} is not a run summary (no status)"}
+    return data
+
+
+EVENT_FILE_PREFIX = "events.out.tfevents."
+_MAX_CLOCK_WAIT_S = 5.0
+
+
+def wait_for_a_later_event_file_name(run_dir: Path) -> None:
+    """Sleep until a new TensorBoard event file in ``run_dir`` will sort after every existing one.
+
+    TensorBoard reads a directory's event files in the order of their names,
+    ``events.out.tfevents.<10-digit second>.<host>.<pid>.<writer counter>``, and a resumed run relies on that
+    order: its file starts with a restart marker at ``purge_step`` that hides the crashed run's later events,
+    so it must be read last. Within one second the order falls to host, pid and counter, compared as text
+    (``...9`` sorts after ``...10``): the resumed run's events were then read first, the crashed run's after
+    them, and the scalars came back out of step order (the flaky resume test). A later second sorts last
+    whatever follows it, so wait for one (under a second, and only when resuming within a second of the
+    last write). A clock more than a few seconds behind the files' is only reported.
+    """
+    seconds = [int(field) for p in run_dir.glob(EVENT_FILE_PREFIX + "*")
+               if (field := p.name[len(EVENT_FILE_PREFIX):].split(".")[0]).isdigit()]  # fmt: skip
+    if not seconds:
+        return
+    delay = max(seconds) + 1 - time.time()
+    if delay > _MAX_CLOCK_WAIT_S:
+        print(
+            f"warning: event files in {run_dir} are dated {delay:.0f} s ahead of this machine's clock; "
+            "TensorBoard may order the resumed run's events before the earlier ones",
+            file=sys.stderr,
+        )
+    elif delay > 0:
+        time.sleep(delay)
+
+
+class RunLogger:
+    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs.
+
+    metrics.csv and the event file are buffered: they reach the disk at least every ``FLUSH_EVERY_S`` seconds
+    while rows come in, at every checkpoint (``flush``) and at ``close`` (a flush per episode cost more than
+    writing the row)."""
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False, purge_step: int | None = None):
+        self.run_dir = run_dir
+        csv_path = run_dir / "metrics.csv"
+        new_csv = not (append and csv_path.exists())
+        self._csv_file = open(csv_path, "w" if new_csv else "a", newline="")  # noqa: SIM115 - closed in close()
+        self._rows = io.StringIO()  # whole rows not yet written: the file never ends in half a row
+        self._csv = csv.writer(self._rows)  # (what csv.DictWriter writes, without its per-row dict work)
+        if new_csv:
+            self._csv.writerow(EPISODE_COLUMNS)
+        self._flush_csv()
+        self._tb: EventFile | None = None
+        if tensorboard:
+            # purge_step: TensorBoard hides this dir's older events at steps >= it (a resumed run logs them anew)
+            if append:
+                wait_for_a_later_event_file_name(run_dir)
+            self._tb = EventFile(run_dir, purge_step=purge_step)
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        """Log ``values`` at ``step`` as ONE event holding a value per tag (readers see what one ``add_scalar``
+        per tag writes: the same float32 values at the same step)."""
+        if self._tb is not None and values:
+            self._tb.scalars(values, step)
+
+    def episode(self, row: dict[str, Any]) -> None:
+        """One metrics.csv row: ``row``'s value of each of ``EPISODE_COLUMNS`` (blank where missing or None;
+        other keys are ignored)."""
+        self._csv.writerow(["" if (v := row.get(k)) is None else v for k in EPISODE_COLUMNS])
+        if time.monotonic() - self._csv_flushed >= FLUSH_EVERY_S:
+            self._flush_csv()
+
+    def _flush_csv(self) -> None:
+        self._csv_file.write(self._rows.getvalue())
+        self._csv_file.flush()
+        self._rows.seek(0)
+        self._rows.truncate()
+        self._csv_flushed = time.monotonic()
+
+    def flush(self) -> None:
+        """Put every row and event logged so far on disk (at checkpoints: a run killed later keeps what precedes
+        them)."""
+        self._flush_csv()
+        if self._tb is not None:
+            self._tb.flush()
+
+    def close(self) -> None:
+        self._flush_csv()
+        self._csv_file.close()
+        if self._tb is not None:
+            self._tb.close()

@@ -1,0 +1,221 @@
+"""Cohorts: S seeds trained in lockstep in one process, each still a run of its own.
+
+Each member's RNG streams come from its own seed only and its update is the solo kernel on its own buffers, so
+the strongest check holds: every member of a cohort computes exactly what its solo run computes (which also
+makes the seeds independent of each other and a cohort reproducible)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from per_cli.cli import app
+from per_cli.config import ConfigError, load_config
+from per_cli.replay.cohort import CohortSampling
+from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
+from per_cli.train.loop.stopping import RunInterrupted
+from per_cli.train.loop.trainer import Trainer
+
+from ...conftest import CONFIGS, TINY_CARTPOLE
+from ...test_cli import check_run_contract
+from ..checkpoints.test_checkpoint import CHECKPOINTED, _params, _rows, _scalars
+
+
+def _configs(seeds, *extra):
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, *extra], device="cpu")
+    return cohort_configs(cfg, seeds)
+
+
+@pytest.mark.parametrize(
+    ("kind", "engine"),
+    [
+        ("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"),
+        ("prioritized,window", "numba"), ("rank", "numba"), ("rank,window", "numba"),
+        ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
+    ],
+)  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)
+def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kind, engine):
+    kind, _, variant = kind.partition(",")  # td_error: the batched insertion TD errors; phases: 3 updates a phase
+    extra = {  # window: the draws inside replay.window (active from step 64 on), compiled too
+        "td_error": ["replay.initial_priority=td_error"],
+        "window": ["replay.window=64", "replay.alpha=0.7"],
+        "phases": ["train.train_freq=8", "train.gradient_steps=3"],
+    }.get(variant, [])
+    cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}", *extra)
+    draws = []  # the batches the cohort's compiled draw served (the rest: each member's own)
+    original = CohortSampling.sample
+    monkeypatch.setattr(CohortSampling, "sample", lambda *args: draws.append(original(*args)) or draws[-1])
+    cohort = Cohort(cfgs)
+    summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
+    assert [s["status"] for s in summaries] == ["completed", "completed"]
+    assert summaries[0]["engine"] == summaries[1]["engine"]
+    assert engine == "auto" or summaries[0]["engine"] == engine
+    assert cohort.note is None
+    for cfg, member in zip(cfgs, cohort.members, strict=True):
+        solo = Trainer(cfg)
+        solo_summary = solo.run(tmp_path / f"solo{cfg.seed}")
+        run = tmp_path / f"cohort{cfg.seed}"
+        assert _rows(run) == _rows(tmp_path / f"solo{cfg.seed}"), cfg.seed
+        assert _scalars(run) == _scalars(tmp_path / f"solo{cfg.seed}"), cfg.seed
+        for key in ("engine", "total_steps", "episodes", "updates", "final_return_mean", "eval_return_mean"):
+            assert summaries[cohort.members.index(member)][key] == solo_summary[key], key
+        for a, b in zip(_params(member), _params(solo), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert _rows(tmp_path / "cohort2") != _rows(tmp_path / "cohort3")  # the seeds differ
+    assert sum(batch is not None for draw in draws for batch in draw) > 100  # the compiled draw served them
+
+
+# what a member's update writes to metrics.csv; the stacked torch update gives these to float32 rounding
+UPDATE_MEASURES = ("loss", "q_values", "td_error_max", "td_error_mean", "td_loss_unweighted")
+
+
+def _assert_matches_solo_run(run_dir, solo_dir, member, solo) -> None:
+    """A torch cohort member against its solo run: the same episodes, returns and evaluation (metrics.csv rows
+    equal but for the update measures), those measures and the final weights to rtol 1e-4."""
+    rows, solo_rows = _rows(run_dir), _rows(solo_dir)
+    assert len(rows) == len(solo_rows)
+    for row, solo_row in zip(rows, solo_rows, strict=True):
+        assert {k: v for k, v in row.items() if k not in UPDATE_MEASURES} == {
+            k: v for k, v in solo_row.items() if k not in UPDATE_MEASURES
+        }
+        for key in UPDATE_MEASURES:
+            if solo_row[key]:
+                assert float(row[key]) == pytest.approx(float(solo_row[key]), rel=1e-4, abs=1e-6), key
+    for a, b in zip(_params(member), _params(solo), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_torch_cohort_updates_stacked_and_each_member_matches_its_solo_run(tmp_path):
+    """Under the torch engine the members update in one stacked call (per_cli/rl/engines/stacked.py), equal to
+    their own updates to float32 rounding (bit-identical for this MLP on the machine it was measured on, but a
+    batched matmul may sum in another order elsewhere). Rounding differences that small do not change an action
+    over this short run: the episodes, returns, evaluation and counters are those of the solo runs exactly; the
+    update measures and the final weights agree to rtol 1e-4."""
+    cfgs = _configs([2, 3, 4], "agent.engine=torch")
+    cohort = Cohort(cfgs)
+    assert cohort.note is None  # the stacked path, not one update per member
+    summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
+    for cfg, member, summary in zip(cfgs, cohort.members, summaries, strict=True):
+        solo = Trainer(cfg)
+        solo_summary = solo.run(tmp_path / f"solo{cfg.seed}")
+        for key in ("status", "engine", "total_steps", "episodes", "updates", "final_return_mean", "eval_return_mean"):
+            assert summary[key] == solo_summary[key], key
+        _assert_matches_solo_run(tmp_path / f"cohort{cfg.seed}", tmp_path / f"solo{cfg.seed}", member, solo)
+    assert summaries[0]["engine"] == "torch"
+
+
+@pytest.mark.parametrize("engine", ["numba", "torch"])  # torch: the stacked update goes on with the others' rows
+def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path, engine):
+    cfgs = _configs([1, 2], f"agent.engine={engine}")
+    cohort = Cohort(cfgs)
+    for p in cohort.members[0].agent.q_net.parameters():  # seed 1's network: its first loss is NaN
+        p.data.fill_(np.nan)
+    bad, good = cohort.run([tmp_path / "s1", tmp_path / "s2"])
+    assert bad["status"] == "failed" and "the loss became nan at step 100" in bad["error"]
+    assert json.loads((tmp_path / "s1" / "summary.json").read_text())["status"] == "failed"
+    assert good["status"] == "completed" and good["updates"] > 0
+    solo = Trainer(cfgs[1])
+    solo.run(tmp_path / "solo2")
+    if engine == "numba":
+        assert _rows(tmp_path / "s2") == _rows(tmp_path / "solo2")  # the other seed went on, unaffected
+    else:
+        _assert_matches_solo_run(tmp_path / "s2", tmp_path / "solo2", cohort.members[1], solo)
+
+
+def test_a_seed_whose_insertion_td_error_is_nan_fails_alone(tmp_path):
+    cfgs = _configs([1, 2], "agent.engine=numba", "replay.kind=prioritized", "replay.initial_priority=td_error")
+    cohort = Cohort(cfgs)
+    cohort.members[1].agent.numba_engine.params[:] = np.nan  # seed 2: its first insertion TD error is NaN
+    good, bad = cohort.run([tmp_path / "s1", tmp_path / "s2"])
+    assert bad["status"] == "failed" and "non-finite TD error in a priority update" in bad["error"]
+    assert bad["total_steps"] == 0 and not _rows(tmp_path / "s2")
+    Trainer(cfgs[0]).run(tmp_path / "solo1")
+    assert good["status"] == "completed" and _rows(tmp_path / "s1") == _rows(tmp_path / "solo1")
+
+
+@pytest.mark.parametrize("engine", ["numba", "torch"])  # torch: the stacked update, rebuilt on resume
+def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine):
+    cfgs = _configs([1, 2], *CHECKPOINTED, f"agent.engine={engine}")
+    whole = Cohort(cfgs)
+    assert whole.note is None  # one batched update per step, numba's or the stacked torch one
+    whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
+
+    original = Trainer.end_collect  # (a phase every member runs itself at every step, batched or not)
+
+    def killed_at_380(self):
+        if self.state.step == 380:
+            raise RunInterrupted(15)  # SIGTERM, as the signal handler raises it
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "end_collect", killed_at_380)
+    split = [tmp_path / f"split{c.seed}" for c in cfgs]
+    with pytest.raises(RunInterrupted):
+        Cohort(cfgs).run(split)
+    monkeypatch.undo()
+    assert {json.loads((d / "summary.json").read_text())["status"] for d in split} == {"interrupted"}
+
+    resumed = Cohort(cfgs)
+    resumed.resume(split)
+    summaries = resumed.run(split)
+    assert [s["resumed_from_step"] for s in summaries] == [300, 300]
+    for cfg, member, whole_member in zip(cfgs, resumed.members, whole.members, strict=True):
+        assert _rows(tmp_path / f"split{cfg.seed}") == _rows(tmp_path / f"whole{cfg.seed}")
+        for a, b in zip(_params(member), _params(whole_member), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_per_train_seeds_writes_one_run_directory_per_seed(tmp_path):
+    sets = [arg for kv in TINY_CARTPOLE for arg in ("--set", kv)]
+    args = ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), *sets, "--runs-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--seeds", "4-5", "--quiet"])
+    assert result.exit_code == 0, result.output
+    runs = sorted(tmp_path.iterdir())
+    assert [r.name.split("__")[:3] for r in runs] == [["cartpole", "uniform", "s4"], ["cartpole", "uniform", "s5"]]
+    for seed, run in zip((4, 5), runs, strict=True):
+        check_run_contract(run, seed=seed, total_steps=400)
+        assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == seed
+
+    for bad, message in ((["--seeds", "3-1"], "empty"), (["--seeds", "1,2", "--seed", "4"], "drop --seed")):
+        refused = CliRunner().invoke(app, [*args, *bad])
+        assert refused.exit_code == 2 and message in refused.output and "Traceback" not in refused.output
+    assert sorted(tmp_path.iterdir()) == runs  # nothing written
+
+
+def test_seed_lists_and_what_a_cohort_refuses():
+    assert parse_seeds("1-3,7") == [1, 2, 3, 7] and parse_seeds("5") == [5]
+    for bad in ("1-", "a", "2,2", "1-3,3"):
+        with pytest.raises(ConfigError, match="--seeds"):
+            parse_seeds(bad)
+    cfgs = _configs([1, 2])
+    cfgs[1] = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "agent.lr=0.5"], seed=2, device="cpu")
+    with pytest.raises(ConfigError, match="differ only in the seed; seed 2 differs in agent"):
+        Cohort(cfgs)
+
+
+def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path):
+    """With EnvPool envs and uniform memories the cohort takes every step's phases as vectors (ε's draws, the
+    env step and the stores, the due checks; per_cli/train/loop/cohort_steps.py). A member whose own phase raises in
+    the middle of them fails alone; the other is its solo run. (EnvPool is an optional extra: skipped without it.)"""
+    pytest.importorskip("envpool")
+    cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
+    cohort = Cohort(cfgs)
+    batched = cohort.learner()
+    assert batched._generators is not None and batched._store  # (the compiled ε draws and the batched store)
+    bad = cohort.members[0]
+    own_end_collect = bad.end_collect
+
+    def end_collect():
+        if bad.state.step == 150:
+            raise ValueError("a broken episode counter")
+        own_end_collect()
+
+    bad.end_collect = end_collect
+    first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
+    assert first["status"] == "failed" and "a broken episode counter" in first["error"]
+    assert first["total_steps"] == 150
+    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")

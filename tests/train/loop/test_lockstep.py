@@ -1,0 +1,54 @@
+"""The loop's per-member guard: a failure is the member's own, an interrupt stops everyone."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from per_cli.train.loop.lockstep import _guard
+from per_cli.train.loop.stopping import RunInterrupted
+
+
+class Member:
+    """Records what the guard did to it (the two calls the guard makes on a failing member)."""
+
+    def __init__(self):
+        self.failures: list[BaseException] = []
+        self.closed = False
+
+    def record_failure(self, exc: BaseException) -> None:
+        self.failures.append(exc)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _raise(exc: BaseException):
+    def phase():
+        raise exc
+
+    return phase
+
+
+def _numba_style_interrupt():
+    """What CPython raises when a signal handler's exception is pending as a compiled function returns."""
+    try:
+        raise RunInterrupted(signal.SIGTERM)
+    except RunInterrupted as interrupt:
+        raise SystemError("CPUDispatcher(<function window_sample>) returned a result with an exception set") \
+            from interrupt  # fmt: skip
+
+
+def test_a_failing_phase_fails_only_its_member():
+    member = Member()
+    assert _guard(member, _raise(ValueError("bad batch"))) is None
+    assert [str(e) for e in member.failures] == ["bad batch"] and member.closed
+
+
+def test_an_error_caused_by_a_signal_is_the_interrupt_not_a_failure():
+    member = Member()
+    with pytest.raises(RunInterrupted) as caught:
+        _guard(member, _numba_style_interrupt)
+    assert caught.value.signum == signal.SIGTERM
+    assert member.failures == [] and not member.closed  # recorded interrupted by the loop, resumable

@@ -1,0 +1,219 @@
+"""The metric definitions: correlation count, the update window (TD-error statistics, unweighted loss, i.i.d.
+measures, on real memories' batches) and running means.
+
+Every test here runs with warnings as errors: a constant state must not raise a NaN or divide warning.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from per_cli.train.measures import metrics
+from per_cli.train.measures.metrics import (
+    RunningMeans,
+    _numpy_td_measures,
+    batched_correlation_counts,
+    correlation_count,
+    exact_measures_usable,
+    gram,
+    td_measures,
+)
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def reference_correlations(states: np.ndarray) -> list[float]:
+    """|Pearson r| of every pair i < j in float64, textbook formula; 0 where a state is constant."""
+    x = states.reshape(len(states), -1).astype(np.float64)
+    out = []
+    for i, j in combinations(range(len(x)), 2):
+        a, b = x[i] - x[i].mean(), x[j] - x[j].mean()
+        na, nb = np.sqrt(a @ a), np.sqrt(b @ b)
+        out.append(0.0 if na == 0 or nb == 0 else abs(a @ b) / (na * nb))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# correlation count
+
+
+def test_correlation_count_by_hand():
+    states = np.array(
+        [
+            [1.0, 2.0, 3.0, 4.0],  # 0
+            [2.0, 4.0, 6.0, 8.0],  # 1: 2 × state 0            -> r(0,1) = 1
+            [4.0, 3.0, 2.0, 1.0],  # 2: state 0 reversed       -> r(0,2) = r(1,2) = -1 (|r| counts)
+            [1.0, 3.0, 2.0, 4.0],  # 3: r with 0, 1 = 0.8; with 2 = -0.8
+            [5.0, 5.0, 5.0, 5.0],  # 4: constant               -> uncorrelated with everything
+        ],
+        dtype=np.float32,
+    )
+    # pairs with |r| = 1: (0,1), (0,2), (1,2); pairs with |r| = 0.8: (0,3), (1,3), (2,3)
+    assert correlation_count(states, threshold=0.9) == 3
+    assert correlation_count(states, threshold=0.79) == 6
+    assert correlation_count(states, threshold=0.0) == 6  # the constant state adds nothing even at 0
+    assert isinstance(correlation_count(states), int)
+
+
+def test_identical_states_are_all_pairs_and_two_features_are_degenerate():
+    b = 16
+    same = np.tile(np.array([0.3, -1.0, 2.5, 0.0], dtype=np.float32), (b, 1))
+    assert correlation_count(same, 0.8) == b * (b - 1) // 2
+    # two features: any two non-constant states are perfectly (anti-)correlated (documented caveat)
+    rng = np.random.default_rng(0)
+    two = rng.standard_normal((b, 2)).astype(np.float32)
+    assert correlation_count(two, 0.99) == b * (b - 1) // 2
+
+
+@pytest.mark.parametrize(
+    "value, dtype",
+    [(0.0, np.float32), (0.1, np.float32), (-3.7e5, np.float32), (1e-30, np.float32), (255, np.uint8), (7, np.int64)],
+)
+def test_constant_states_count_as_uncorrelated_without_warnings(value, dtype):
+    constant = np.full((8, 6), value, dtype=dtype)
+    with np.errstate(all="raise"):
+        assert correlation_count(constant, 0.8) == 0
+        mixed = np.concatenate([constant, np.arange(8 * 6, dtype=dtype).reshape(8, 6) % 5])
+        expected = sum(r > 0.8 for r in reference_correlations(mixed))
+        assert correlation_count(mixed, 0.8) == expected
+
+
+def test_tiny_but_varying_states_are_not_constant():
+    # correlation is scale-free: states of size 1e-15 that vary are correlated like their rescaled selves
+    base = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.1], [3.0, 1.0, 2.0]], dtype=np.float32)
+    assert correlation_count(base * np.float32(1e-15), 0.8) == correlation_count(base, 0.8) == 1
+
+
+def test_image_states_are_flattened():
+    rng = np.random.default_rng(1)
+    base = rng.integers(0, 256, size=(4, 12, 12), dtype=np.uint8)
+    frames = np.stack(
+        [
+            base,
+            (base // 2 + 10).astype(np.uint8),  # an affine copy: r = 1 with base (up to the rounding of //2)
+            rng.integers(0, 256, size=(4, 12, 12), dtype=np.uint8),
+            np.full((4, 12, 12), 255, dtype=np.uint8),  # a blank screen
+            255 - base,  # the negative: r = -1
+        ]
+    )
+    expected = sum(r > 0.8 for r in reference_correlations(frames))
+    assert expected == 3  # base~copy, base~negative, copy~negative
+    assert correlation_count(frames, 0.8) == expected
+    assert correlation_count(frames.reshape(5, -1), 0.8) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hnp.arrays(
+        np.float32,
+        st.tuples(st.integers(2, 12), st.integers(1, 9)),
+        # float32 arithmetic: features below ~1e-19 would underflow when squared; RL states are not that small
+        elements=st.floats(-100, 100, width=32).filter(lambda v: v == 0 or abs(v) > 1e-6) | st.sampled_from([0.0, 1.0]),
+    ),
+    st.floats(0.0, 0.99),
+)
+def test_correlation_count_matches_the_float64_definition(states, threshold):
+    rs = reference_correlations(states)
+    # a pair within 1e-3 of the threshold may fall either way in float32; count the sure ones
+    sure_above = sum(r > threshold + 1e-3 for r in rs)
+    maybe = sum(abs(r - threshold) <= 1e-3 for r in rs)
+    with np.errstate(divide="raise", invalid="raise", over="raise"):
+        count = correlation_count(states, threshold)
+    assert sure_above <= count <= sure_above + maybe
+
+
+def test_batched_counts_equal_one_batch_at_a_time_across_chunks(monkeypatch):
+    rng = np.random.default_rng(2)
+    batches = rng.integers(0, 4, size=(7, 10, 3, 5, 5)).astype(np.uint8)  # few levels: many correlated pairs
+    batches[3, 4] = 9  # a constant state
+    one_by_one = [correlation_count(b, 0.5) for b in batches]
+    assert batched_correlation_counts(batches, 0.5).tolist() == one_by_one
+    monkeypatch.setattr(metrics, "_CHUNK_BYTES", 2 * 10 * 75 * 4)  # two updates a chunk: 4 chunks, last short
+    assert batched_correlation_counts(batches, 0.5).tolist() == one_by_one
+    assert batched_correlation_counts(batches, 0.5).dtype == np.int64
+
+
+# ------------------------------------------------------------------------------------------------------------
+# running means
+
+
+def test_running_means_average_since_the_last_pop():
+    means = RunningMeans()
+    assert not means
+    means.add({"a": 1.0, "b": 10.0})
+    means.add_many({"a": np.array([2.0, 3.0])})
+    assert means
+    assert means.pop() == pytest.approx({"a": 2.0, "b": 10.0})
+    assert not means and means.pop() == {}
+
+
+def numpy_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
+    """The counts as numpy's elementwise passes compute them (the implementation before the compiled one)."""
+    u, b = states.shape[:2]
+    x = states.reshape(u, b, -1).astype(np.float32)
+    x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
+    r = x @ x.transpose(0, 2, 1)
+    squared_norms = np.diagonal(r, axis1=1, axis2=2)
+    inv = np.zeros(squared_norms.shape, dtype=np.float32)
+    np.divide(1.0, np.sqrt(squared_norms), out=inv, where=squared_norms > 0)
+    r *= inv[:, :, None]
+    r *= inv[:, None, :]
+    above = (np.abs(r, out=r) > threshold) & np.triu(np.ones((b, b), dtype=bool), k=1)
+    return np.count_nonzero(above.reshape(u, -1), axis=1)
+
+
+@pytest.mark.parametrize("features", [2, 4, 7, 8, 30])
+def test_compiled_counts_equal_numpy_elementwise_counts_bit_for_bit(features):
+    """The compiled centring (rows under 8 numbers) and counting give numpy's counts exactly, also for
+    near-duplicate, constant and wildly scaled states (where float32 rounding decides)."""
+    rng = np.random.default_rng(features)
+    for trial in range(40):
+        states = rng.normal(size=(5, 48, features)).astype(np.float32)
+        if trial % 4 == 1:  # strongly correlated: many pairs near any threshold
+            states = states[:, :1] * rng.uniform(0.5, 2, size=(5, 48, 1)) + rng.normal(scale=0.3, size=states.shape)
+        elif trial % 4 == 2:  # constant and repeated states
+            states[:, ::3] = 1.5
+            states[:, 1::3] = states[:, 2::3]
+        elif trial % 4 == 3:  # magnitudes from 1e-12 to 1e12: the float64 mean's summation order matters
+            states = states * 10.0 ** rng.integers(-12, 12, size=states.shape)
+        states = states.astype(np.float32)
+        for threshold in (0.1, 0.8, 0.95):
+            expected = numpy_correlation_counts(states, threshold)
+            assert np.array_equal(batched_correlation_counts(states, threshold), expected)
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_the_compiled_td_measures_are_numpys_bit_for_bit(loss):
+    assert exact_measures_usable()
+    rng = np.random.default_rng(4)
+    for u, b in ((1, 1), (3, 8), (20, 64), (7, 100), (2, 128), (3, 129)):  # 129: numpy's own
+        raw = (rng.normal(size=(u, b)) * 10.0 ** rng.uniform(-4, 4, size=(u, b))).astype(np.float32)
+        raw[0, 0] = -0.0
+        if u > 2:
+            raw[1, :] = np.round(raw[1])  # ties
+            raw[2, b // 2] = np.nan
+        weights = rng.uniform(0, 1, size=(u, b)).astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            got, want = td_measures(raw, weights, loss), _numpy_td_measures(raw, weights, loss)
+        assert list(got) == list(want)
+        for key in want:
+            assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
+    with pytest.raises(ValueError, match="unknown loss"):  # anything else: numpy's, with its error
+        td_measures(raw, weights, "l1")
+
+
+def test_gram_is_numpys_product_bit_for_bit():
+    """The Gram matrices of the correlation count (a general product where the BLAS gives the same bits) are
+    numpy's ``x @ x.transpose(0, 2, 1)`` exactly, for short rows and long ones."""
+    rng = np.random.default_rng(11)
+    for d in (2, 4, 7, 8, 20):
+        for b in (5, 64, 128):
+            x = (rng.normal(size=(3, b, d)) * 10.0 ** rng.uniform(-4, 4, size=(3, b, d))).astype(np.float32)
+            x -= x.mean(axis=2, keepdims=True)
+            assert gram(x).tobytes() == (x @ x.transpose(0, 2, 1)).tobytes()

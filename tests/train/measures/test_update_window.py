@@ -1,0 +1,224 @@
+"""The update window (per_cli.train.measures.update_window): TD-error statistics, unweighted loss and i.i.d. measures of
+real memories' batches, each equal to its definition computed one update at a time.
+
+Every test here runs with warnings as errors: a constant state must not raise a NaN or divide warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from per_cli.config import Config, ReplayConfig
+from per_cli.replay import make_replay
+from per_cli.rl.agent import DQNAgent
+from per_cli.train.checkpoints.unpickling import unpickle_bytes
+from per_cli.train.measures import metrics, update_window
+from per_cli.train.measures.iid import (
+    REFERENCE_CHUNK,
+    REFERENCE_SIZE,
+    reference_variance,
+    reference_view,
+    state_diversity,
+    state_view,
+)
+from per_cli.train.measures.metrics import correlation_count
+from per_cli.train.measures.update_window import UpdateWindow
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def _memory(obs_shape: tuple[int, ...], kind: str = "uniform", episode_length: int = 25, n: int = 400, seed: int = 0):
+    """A real replay memory holding ``n`` transitions of random states in episodes of ``episode_length``."""
+    dtype = np.uint8 if len(obs_shape) > 1 else np.float32
+    cfg = Config(replay=ReplayConfig(kind=kind, capacity=1000, batch_size=16))
+    memory = make_replay(cfg, obs_shape, np.dtype(dtype), seed)
+    rng = np.random.default_rng(seed)
+    for t in range(n):
+        obs = (rng.random(obs_shape) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+        ends = (t + 1) % episode_length == 0
+        memory.add(obs, int(rng.integers(2)), 1.0, obs, ends, False)
+    return memory
+
+
+def _updates(memory, n: int, batch: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    for k in range(n):
+        b = memory.sample(batch)
+        b.obs[: k % 3] = b.obs[0].ravel()[0]  # some constant states
+        b.obs[k % 3 : k % 3 + 4] = b.obs[k % 3] // 2 + 1 if b.obs.dtype == np.uint8 else b.obs[k % 3] * 2 + 1
+        r = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32) * 2, loss=float(k), q_mean=0.5 * k)
+        yield b, r
+
+
+def _expected_row(b, r, loss: str, ref_var: np.ndarray, held: int) -> dict[str, float]:
+    """One update's scalars computed on their own, by the definitions."""
+    td = np.abs(r.td_errors.astype(np.float64))
+    per_sample = np.where(td < 1, 0.5 * td**2, td - 0.5) if loss == "huber" else td**2
+    return {
+        "td_error/mean": td.mean(),
+        "td_error/median": np.median(td),
+        "td_error/max": td.max(),
+        "td_error/std": td.std(),
+        "losses/td_loss": r.loss,
+        "losses/td_loss_unweighted": per_sample.mean(),
+        "losses/q_values": r.q_mean,
+        "replay/sample_age": float(np.mean(b.ages)),
+        "replay/is_weight_mean": float(np.mean(b.weights)),
+        "replay/correlation_count": correlation_count(b.obs, 0.8),
+        "iid/episode_diversity": len(set(b.episodes.tolist())) / min(len(b.episodes), held),
+        "iid/state_diversity": state_diversity(state_view(b.obs[None], b.obs.ndim - 1), ref_var)[0],
+    }
+
+
+@pytest.mark.parametrize("obs_shape, loss", [((4,), "huber"), ((2, 9, 9), "mse")])
+def test_window_values_equal_a_per_update_loop(obs_shape, loss):
+    memory = _memory(obs_shape)
+    window = UpdateWindow(correlation_threshold=0.8, loss=loss, seed=7)
+    updates = list(_updates(memory, 23, 16))
+    for b, r in updates:
+        window.add(b, r, memory)
+    values = window.pop(memory)
+
+    # the window's reference: REFERENCE_SIZE draws with its own generator, seeded by (seed, 0x11D)
+    rng = np.random.default_rng(np.random.SeedSequence([7, 0x11D]))
+    ref_var = reference_variance(reference_view(memory, len(obs_shape), rng))
+    expected: dict[str, list[float]] = {}
+    for b, r in updates:
+        for key, value in _expected_row(b, r, loss, ref_var, memory.episodes_held()).items():
+            expected.setdefault(key, []).append(value)
+    assert set(values) == set(expected)
+    for key in expected:
+        assert len(values[key]) == len(updates), key
+        np.testing.assert_allclose(values[key], expected[key], rtol=1e-6, err_msg=key)
+    assert sum(expected["replay/correlation_count"]) > 0  # the data did exercise the count
+    assert memory.episodes_held() == 16  # 400 transitions in episodes of 25
+
+
+def test_td_error_statistics_by_hand():
+    memory = _memory((4,))
+    window = UpdateWindow(correlation_threshold=None, iid=False)
+    b = memory.sample(4)
+    window.add(b, SimpleNamespace(td_errors=np.array([0.5, -1.0, 2.0, -4.5], np.float32), loss=0.0, q_mean=0.0))
+    values = window.pop()
+    expected = {"td_error/mean": 2.0, "td_error/median": 1.5, "td_error/max": 4.5, "td_error/std": np.sqrt(2.375)}
+    for key, value in expected.items():
+        assert values[key][0] == pytest.approx(value), key
+    assert values["losses/td_loss_unweighted"][0] == pytest.approx((0.125 + 0.5 + 1.5 + 4.0) / 4)
+
+
+def test_one_episode_memory_and_none_batches_are_not_diverse():
+    """Consecutive batches (``none``) from a memory of many episodes score low on both measures; a memory
+    holding a single episode gives episode diversity 1 (nothing better was possible)."""
+    memory = _memory((4,), kind="none", episode_length=100)
+    window = UpdateWindow(correlation_threshold=None, seed=1)
+    for _ in range(5):
+        window.add(memory.sample(16), SimpleNamespace(td_errors=np.zeros(16, np.float32), loss=0.0, q_mean=0.0), memory)
+    values = window.pop(memory)
+    assert memory.episodes_held() == 4
+    # 16 newest transitions: one episode of the 4 held, so 1/min(16, 4)
+    np.testing.assert_allclose(values["iid/episode_diversity"], 1 / 4)
+    single = _memory((4,), kind="uniform", episode_length=1000, n=100)
+    window.add(single.sample(16), SimpleNamespace(td_errors=np.zeros(16, np.float32), loss=0.0, q_mean=0.0), single)
+    assert window.pop(single)["iid/episode_diversity"][0] == 1.0
+
+
+def test_reference_is_refreshed_once_per_log_window(monkeypatch):
+    memory = _memory((4,))
+    refreshes = []
+    drawn = update_window.drawn_reference_variance
+    counted = lambda m, ndim, rng: refreshes.append(ndim) or drawn(m, ndim, rng)  # noqa: E731
+    monkeypatch.setattr(update_window, "drawn_reference_variance", counted)
+    window = UpdateWindow(correlation_threshold=None, refresh_every=10)
+    for pops in ([4], [4], [2], [5], [9], [1]):  # updates added before each pop
+        for b, r in _updates(memory, pops[0], 16):
+            window.add(b, r, memory)
+        window.pop(memory)
+    # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1
+    assert refreshes == [1] * 3
+
+
+def test_numpys_reference_is_drawn_a_chunk_at_a_time():
+    memory = _memory((4,))
+    draws = []
+    original = memory.reference_obs
+    memory.reference_obs = lambda n, rng: draws.append(n) or original(n, rng)  # count the draws
+    reference_view(memory, 1, np.random.default_rng(0))
+    # REFERENCE_SIZE draws: REFERENCE_CHUNK, then the rest at once (small states)
+    assert draws == [REFERENCE_CHUNK, REFERENCE_SIZE - REFERENCE_CHUNK]
+
+
+def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
+    memory = _memory((4,))
+    window = UpdateWindow(correlation_threshold=None, iid=False)
+    assert window.pop() == {}
+    for b, r in _updates(memory, 3, 8):
+        window.add(b, r)
+    values = window.pop()
+    assert "replay/correlation_count" not in values and "iid/state_diversity" not in values
+    assert len(values["td_error/mean"]) == 3
+    assert window.pop() == {}  # the window starts over
+    with pytest.raises(ValueError, match="needs the memory"):
+        UpdateWindow(correlation_threshold=None).add(b, r)
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_unweighted_loss_is_the_agents_loss_without_weights(loss):
+    """On the live path: for a batch with IS weights of 1 the agent's own loss equals the window's unweighted
+    loss of the agent's δ; with weights it is their weighted mean, and the unweighted one does not move."""
+    memory = _memory((4,))
+    agent_cfg = dataclasses.replace(Config().agent, loss=loss, hidden_sizes=(16,))
+    batch = memory.sample(16)
+    batch.rewards = batch.rewards * 3  # TD errors on both sides of the Huber kink
+    values = {}
+    for name, weights in (("ones", np.ones(16, np.float32)), ("weighted", np.linspace(0.01, 1, 16, dtype=np.float32))):
+        torch.manual_seed(0)
+        agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"))
+        result = agent.learn(dataclasses.replace(batch, weights=weights))
+        window = UpdateWindow(correlation_threshold=None, iid=False, loss=loss)
+        window.add(dataclasses.replace(batch, weights=weights), result)
+        values[name] = (result.loss, window.pop()["losses/td_loss_unweighted"][0])
+    assert values["ones"][1] == pytest.approx(values["ones"][0], rel=1e-5)
+    assert values["weighted"][1] == pytest.approx(values["ones"][1], rel=1e-6)
+    assert values["weighted"][0] < 0.9 * values["weighted"][1]
+
+
+def test_uniform_batches_read_one_when_rare_far_states_carry_the_variance():
+    """A memory whose spread comes mostly from rare far states (0.4% of them 30σ away in every feature, as
+    zero-padded frame stacks are from Pong's play): uniform batches must still read about 1. A reference that
+    often misses those states (256 draws: 10 of them on average) underestimates σ² for a whole window, and
+    since E[1/σ̂²] ≫ 1/σ² the measure read 2.43 here; with 4,096 draws it reads 1.04 (these seeds)."""
+    cfg = Config(replay=ReplayConfig(kind="uniform", capacity=20_000, batch_size=32))
+    memory = make_replay(cfg, (4,), np.dtype(np.float32), 0)
+    rng = np.random.default_rng(5)
+    states = rng.standard_normal((20_000, 4)).astype(np.float32)
+    states[rng.random(20_000) < 0.004] += 30.0
+    for t, obs in enumerate(states):
+        memory.add(obs, 0, 0.0, obs, (t + 1) % 200 == 0, False)
+    window = UpdateWindow(correlation_threshold=None, refresh_every=50, seed=3)
+    values = []
+    for _ in range(40):  # 40 log windows of 50 uniform batches, each with its own reference
+        for _ in range(50):
+            window.add(memory.sample(32), SimpleNamespace(td_errors=np.zeros(32, np.float32), loss=0, q_mean=0), memory)
+        values.append(window.pop(memory)["iid/state_diversity"])
+    # 2,000 batches; each one's value has sd ≈ 1.4 (a far state in 12% of batches), so the mean's is ≈ 0.03
+    assert abs(np.concatenate(values).mean() - 1) < 0.12
+
+
+def test_a_window_pickled_under_its_old_module_name_loads():
+    """Checkpoints written before the window moved out of per_cli.train.metrics (and before train/ was split into
+    sub-packages) name it there; the checkpoint reader still loads them."""
+    window = UpdateWindow(correlation_threshold=0.8, seed=2)
+    old = pickle.dumps(window, protocol=0).replace(  # (protocol 0 names classes as text lines)
+        b"per_cli.train.measures.update_window", b"per_cli.train.metrics"
+    )
+    assert b"per_cli.train.metrics\n" in old
+    loaded = unpickle_bytes(old)
+    assert type(loaded) is UpdateWindow and loaded.threshold == 0.8
+    with pytest.raises(AttributeError):
+        metrics.NoSuchThing  # noqa: B018
