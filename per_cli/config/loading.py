@@ -50,6 +50,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
     if origin is Literal:
         allowed = typing.get_args(tp)
+        if isinstance(value, bool) and ("off" if value is False else "on") in allowed:
+            # YAML 1.1 reads a bare off/on (also no/yes) as a bool: `is_weights: off` means the choice "off"
+            return "off" if value is False else "on"
         if value not in allowed:
             raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(map(str, allowed))}")
         return value
