@@ -139,6 +139,17 @@ def _check_relations(cfg: Config) -> None:
         )
     if t.eps_end > t.eps_start:
         raise ConfigError(f"train.eps_end: {t.eps_end} exceeds train.eps_start ({t.eps_start}); ε only anneals down")
+    e = cfg.env
+    if r.her_strategy != "off" and (e.done_reward is not None or e.truncation_terminates):
+        raise ConfigError(
+            "env.done_reward / env.truncation_terminates: relabelling (replay.her_strategy) recomputes the rewards "
+            "and terminal flags of what it stores; use them with replay.her_strategy: off"
+        )
+    if e.done_reward is None and e.done_reward_except_return is not None:
+        raise ConfigError(
+            "env.done_reward_except_return: an exception to env.done_reward, which is null; set env.done_reward "
+            "or drop the exception"
+        )
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
 
