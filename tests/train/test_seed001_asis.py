@@ -22,7 +22,8 @@ STEPS = {"cartpole": 60_000, "acrobot": 150_000, "mountaincar": 60_000}  # 300 e
 
 def _header(path) -> str:
     lines = path.read_text().splitlines()
-    return "\n".join(line for line in lines[: next(i for i, l in enumerate(lines) if not l.startswith("#"))])
+    body = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    return "\n".join(lines[:body])
 
 
 def test_the_same_files_as_seed001():
