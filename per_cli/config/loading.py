@@ -145,11 +145,6 @@ def _check_relations(cfg: Config) -> None:
             "env.done_reward / env.truncation_terminates: relabelling (replay.her_strategy) recomputes the rewards "
             "and terminal flags of what it stores; use them with replay.her_strategy: off"
         )
-    if e.done_reward is None and e.done_reward_except_return is not None:
-        raise ConfigError(
-            "env.done_reward_except_return: an exception to env.done_reward, which is null; set env.done_reward "
-            "or drop the exception"
-        )
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
 

@@ -50,7 +50,8 @@ class EnvConfig:
     # returns stay the env's own; only the replay memory sees these. done_reward: the reward stored for every step
     # that ends an episode (terminated or truncated) in place of the env's; null: the env's own. It is not given
     # when the episode's return before that step equals done_reward_except_return (the seed notebook's
-    # `reward if not done or score == 499 else -10`: done_reward -10, done_reward_except_return 499)
+    # `reward if not done or score == 499 else -10`: done_reward -10, done_reward_except_return 499; the exception
+    # is kept but idle while done_reward is null, so a sweep of done_reward=-10,null ablates the -10 alone)
     done_reward: float | None = None
     done_reward_except_return: float | None = None
     # a time-limit truncation is stored as a termination: no bootstrap from its next state (old gym's `done`)

@@ -160,7 +160,6 @@ def test_a_bare_yaml_off_is_the_choice_off(tmp_path, text, key):
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        (["env.done_reward_except_return=499"], "env.done_reward_except_return: an exception to env.done_reward"),
         (["env.done_reward=-10", "env.id=bitflip", "replay.her_strategy=future"], "with replay.her_strategy: off"),
         (["env.truncation_terminates=true", "env.id=bitflip", "replay.her_strategy=final"], "replay.her_strategy: off"),
         (["replay.beta_increment=0.001", "replay.beta_end_step=1000"], "set one of them to null"),

@@ -84,7 +84,7 @@ def test_the_rules_are_off_by_default_and_the_env_reward_and_flags_are_stored(tm
     assert (truncated & (terminated == 0)).any()  # a time-limit end that bootstraps
 
 
-@pytest.mark.parametrize(("except_return", "last"), [(-4.0, -1.0), (-3.0, -10.0), (None, -10.0)])
+@pytest.mark.parametrize(("except_return", "last"), [(-4.0, -1.0), (-3.0, -10.0), (None, -10.0), ("off", -1.0)])
 def test_the_done_reward_spares_a_done_step_whose_return_before_it_is_the_exception(tmp_path, except_return, last):
     """MountainCar (-1 a step) with a 5-step limit: the return before each done step is -4. The exception at -4
     keeps the env's -1 (the notebook's ``score == 499``); any other (or none) stores -10. Every other step keeps
@@ -93,6 +93,8 @@ def test_the_done_reward_spares_a_done_step_whose_return_before_it_is_the_except
         "env.max_episode_steps=5", "train.total_episodes=3", "replay.capacity=100", "replay.batch_size=8", *SHORT,
         f"env.done_reward_except_return={'null' if except_return is None else except_return}",
     ]  # fmt: skip
+    if except_return == "off":  # no done reward: the exception idles, the env's -1 is stored
+        extra[-1:] = ["env.done_reward=null", "env.done_reward_except_return=-3"]
     cfg = load_config(ASIS / "mountaincar_uniform.yaml", extra, device="cpu")
     trainer = Trainer(cfg)
     trainer.run(tmp_path / "run")
