@@ -29,6 +29,16 @@ from per_cli.errors import ConfigError
 from per_cli.train.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
 RUN_MARKERS = ("summary.json", "config.yaml")
+# Config keys added after runs were recorded, with the value that does what those runs did: a config.yaml that
+# lacks one is read with it, so a run recorded before the key existed groups with a new run of the same setting
+# (a missing key against its default would split them into two groups of one setting).
+ADDED_LATER: dict[str, Any] = {
+    "env.done_reward": None,
+    "env.done_reward_except_return": None,
+    "env.truncation_terminates": False,
+    "replay.beta_increment": None,
+    "replay.is_weights": "memory_max",
+}
 PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts
 
 
@@ -129,7 +139,7 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
     read_error = None
     try:
         raw = yaml.load((path / "config.yaml").read_text(), Loader=SafeLoader)
-        config = flatten(raw) if isinstance(raw, dict) else {}
+        config = {**ADDED_LATER, **flatten(raw)} if isinstance(raw, dict) else {}
     except FileNotFoundError:
         pass
     except yaml.YAMLError as exc:

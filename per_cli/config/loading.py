@@ -50,6 +50,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
     if origin is Literal:
         allowed = typing.get_args(tp)
+        if isinstance(value, bool) and ("off" if value is False else "on") in allowed:
+            # YAML 1.1 reads a bare off/on (also no/yes) as a bool: `is_weights: off` means the choice "off"
+            return "off" if value is False else "on"
         if value not in allowed:
             raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(map(str, allowed))}")
         return value
@@ -136,6 +139,12 @@ def _check_relations(cfg: Config) -> None:
         )
     if t.eps_end > t.eps_start:
         raise ConfigError(f"train.eps_end: {t.eps_end} exceeds train.eps_start ({t.eps_start}); ε only anneals down")
+    e = cfg.env
+    if r.her_strategy != "off" and (e.done_reward is not None or e.truncation_terminates):
+        raise ConfigError(
+            "env.done_reward / env.truncation_terminates: relabelling (replay.her_strategy) recomputes the rewards "
+            "and terminal flags of what it stores; use them with replay.her_strategy: off"
+        )
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
 

@@ -46,6 +46,16 @@ class EnvConfig:
     # what steps the training env: gymnasium, or envpool (CartPole, Acrobot, MountainCar; pip install envpool):
     # a cohort's envs in one C++ call (per_cli/envs/pool.py); evaluation always uses Gymnasium's env
     backend: Literal["gymnasium", "envpool"] = "gymnasium"
+    # What the learner stores of a step that ends an episode (per_cli/train/loop/transitions.py). Logged and evaluated
+    # returns stay the env's own; only the replay memory sees these. done_reward: the reward stored for every step
+    # that ends an episode (terminated or truncated) in place of the env's; null: the env's own. It is not given
+    # when the episode's return before that step equals done_reward_except_return (the seed notebook's
+    # `reward if not done or score == 499 else -10`: done_reward -10, done_reward_except_return 499; the exception
+    # is kept but idle while done_reward is null, so a sweep of done_reward=-10,null ablates the -10 alone)
+    done_reward: float | None = None
+    done_reward_except_return: float | None = None
+    # a time-limit truncation is stored as a termination: no bootstrap from its next state (old gym's `done`)
+    truncation_terminates: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,14 @@ class ReplayConfig:
     alpha: float | None = field(default=None, metadata=_bounds(0.0))
     beta0: float | None = field(default=None, metadata=_bounds(0.0, 1.0))
     beta_end_step: int | None = field(default=None, metadata=_bounds(1))
+    # β rises by this much with every sampled batch instead: batch n (1, 2, ...) has β = min(1, beta0 + n ×
+    # beta_increment), as the rlcode PER memory raises β before each draw (the seed notebook: 0.001); null: the
+    # linear anneal to beta_end_step
+    beta_increment: float | None = field(default=None, metadata=_bounds(0.0, lo_open=True))
+    # the importance-sampling weights the loss applies (per_cli/rl/is_weights.py): memory_max, the paper's
+    # (N·P(i))^-β / max over the memory; batch_max, / max over the batch; batch_mean, / mean over the batch (mean
+    # weight 1: α changes which transitions are seen, not the step size); off, all ones (no correction)
+    is_weights: Literal["memory_max", "batch_max", "batch_mean", "off"] = "memory_max"
     priority_eps: float = field(default=1e-6, metadata=_bounds(0.0))
     initial_priority: Literal["max", "td_error"] = "max"
     # rank: exact re-sort of the heap every this many priority updates (calls); null: once per `capacity`
@@ -127,6 +145,11 @@ class ReplayConfig:
                     f"replay.window: {self.window} must lie between replay.batch_size ({self.batch_size}) and "
                     f"replay.capacity ({self.capacity}); null samples the whole memory"
                 )
+        if self.beta_increment is not None and self.beta_end_step is not None:
+            raise ConfigError(
+                "replay.beta_increment: β rises per sampled batch, so replay.beta_end_step (the linear anneal's end) "
+                "has no meaning; set one of them to null"
+            )
         if self.her_strategy != "off" and self.initial_priority == "td_error":
             raise ConfigError(
                 "replay.initial_priority: td_error does not work with replay.her_strategy (transitions are stored "

@@ -26,3 +26,17 @@ def epsilon_schedule(eps_start: float, eps_end: float, eps_fraction: float, tota
 def beta_schedule(beta0: float, end_step: int | None, total_steps: int) -> LinearSchedule:
     """β anneals from β0 to 1 by ``end_step`` (the end of training by default), as in Schaul et al. 2016."""
     return LinearSchedule(beta0, 1.0, end_step if end_step is not None else total_steps)
+
+
+@dataclass(frozen=True)
+class BatchBeta:
+    """β by sampled batch (``replay.beta_increment``): batch ``n`` (1, 2, ...) has min(1, ``start`` + n ×
+    ``increment``). The rlcode PER memory (the seed notebook's) raises β before each draw, so its first batch has
+    β0 + increment; a product instead of its running sum, so a resumed run gets the same β (they differ by
+    float rounding only)."""
+
+    start: float
+    increment: float
+
+    def __call__(self, n: int) -> float:
+        return min(1.0, self.start + n * self.increment)

@@ -117,8 +117,15 @@ def env_file_label(env: str) -> str:
 
 
 def run_name(env_label: str, replay: str, seed: int, sweep: dict[str, str]) -> str:
-    parts = [env_label, replay, f"s{seed}"] + [f"{key}={slug(raw)}" for key, raw in sweep.items()]
+    parts = [env_label, replay, f"s{seed}"] + [f"{key}={value_slug(raw)}" for key, raw in sweep.items()]
     return "__".join(parts)
+
+
+def value_slug(raw: str) -> str:
+    """A swept value in a run name: ``slug`` keeping a leading minus, so ``env.done_reward=-10`` is not named
+    ``=10`` (which another value may be)."""
+    negative = raw.strip().startswith("-")
+    return ("-" if negative else "") + slug(raw)
 
 
 def display(path: Path) -> str:

@@ -144,3 +144,30 @@ def test_config_imports_neither_envs_nor_replay():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("text", "key"), [("replay:\n  her_strategy: off\n", "her_strategy"),
+                                          ("replay:\n  kind: prioritized\n  is_weights: off\n", "is_weights")])
+def test_a_bare_yaml_off_is_the_choice_off(tmp_path, text, key):
+    """YAML 1.1 reads a bare ``off`` as false; for a choice that has ``off`` it means ``off``."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert getattr(load_config(path).replay, key) == "off"
+    with pytest.raises(ConfigError, match="not allowed"):
+        load_config(path, [f"replay.{key}=true"])  # (no choice "on" there)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["env.done_reward=-10", "env.id=bitflip", "replay.her_strategy=future"], "with replay.her_strategy: off"),
+        (["env.truncation_terminates=true", "env.id=bitflip", "replay.her_strategy=final"], "replay.her_strategy: off"),
+        (["replay.beta_increment=0.001", "replay.beta_end_step=1000"], "set one of them to null"),
+        (["replay.beta_increment=0"], "replay.beta_increment: 0.0 is out of range; must be > 0.0"),
+        (["replay.is_weights=none"], "choose one of memory_max, batch_max, batch_mean, off"),
+    ],
+)  # fmt: skip
+def test_the_store_and_weight_knobs_refuse_what_has_no_meaning(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        load_config(CONFIGS / "cartpole_uniform.yaml", overrides)
+    assert expected in str(info.value) and "\n" not in str(info.value)

@@ -379,3 +379,15 @@ def test_a_named_grid_resumes_from_another_configs_dir_and_refuses_an_edited_con
     assert result.exit_code == 2 and result.output.count("error:") == 1
     assert "cartpole__uniform__s1/config.yaml differs" in result.output
     assert not (runs / "g" / "cartpole__uniform__s3").exists()
+
+
+def test_a_negative_swept_value_keeps_its_sign_in_the_run_name(configs):
+    """``--sweep env.done_reward=-10,10,null``: three runs, three names (a slug alone drops the leading minus,
+    naming -10 as 10)."""
+    from per_cli.sweep.grid import build_request, plan_grid
+
+    sets = ["train.total_steps=500", "train.learning_starts=100"]
+    plan = plan_grid(build_request("CartPole-v1", "uniform", "1", ["env.done_reward=-10,10,null"], sets, None, configs))
+    assert [r.name.rpartition("__")[2] for r in plan.runs] == ["env.done_reward=-10", "env.done_reward=10",
+                                                               "env.done_reward=null"]  # fmt: skip
+    assert [r.config["env"]["done_reward"] for r in plan.runs] == [-10, 10, None]

@@ -34,6 +34,7 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine, stacked_refusal
+from per_cli.rl.is_weights import apply_rule
 from per_cli.train.loop.cohort_steps import VectorSteps
 from per_cli.train.loop.lockstep import Solo, _guard, run_members
 from per_cli.train.loop.setup import ProgressSink
@@ -89,6 +90,16 @@ class NumbaBatched(VectorSteps):
         memories = [m.memory for m in members]  # prioritized or uniform: one compiled draw (else each its own)
         super().__init__(members, CohortSampling(memories) if all(map(supports, memories)) else None)
         self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
+
+    def weigh(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> None:
+        """The loss's IS-weight rule on the cohort draw's stacked weights in one call (row by row, the same values
+        as each batch's own), where the batches are that draw's own arrays; else batch by batch."""
+        rule = members[0].cfg.replay.is_weights
+        stacked = stacked_rows(batches) if rule != "memory_max" else None
+        if stacked is not None and stacked is batches[0].rows[0]:  # (the draw's arrays, not a gathered copy)
+            apply_rule(stacked[6], rule)
+        else:
+            super().weigh(members, batches)
 
     def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
         """One update call; the batches of a cohort draw go in as its stacked arrays (no per-member stacking),

@@ -118,12 +118,19 @@ class VectorSteps(Solo):
         if before.shape != obs.shape or obs.ndim != 2:  # (not vector states: each stores its own)
             for k, member in enumerate(members):
                 action, reward, end, cut = actions[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
+                stored_reward, stored_end = member.stored(reward, end, cut)  # (before stepped: the return before)
                 member.stepped(action, obs[k], reward, end, cut)
-                _guard(member, member.memory.add, before[k], action, reward, obs[k], end, cut)
+                _guard(member, member.memory.add, before[k], action, stored_reward, obs[k], stored_end, cut)
             return
+        stored_rewards, stored_ends = rewards, terminated  # what the memories store (env.done_reward, ...)
+        rule = members[0].store_rule  # (a cohort's members share their config)
+        if not rule.identity:
+            returns = np.array([m.state.episode_return for m in members], dtype=np.float64)
+            stored_rewards, stored_ends = rule.many(rewards, terminated, truncated, returns)
         self.sampling.store(
             np.asarray(self._which(members), dtype=np.int64), before.astype(np.float32, copy=False), sent,
-            rewards.astype(np.float32, copy=False), obs.astype(np.float32, copy=False), terminated, truncated,
+            stored_rewards.astype(np.float32, copy=False), obs.astype(np.float32, copy=False), stored_ends,
+            truncated,
         )  # fmt: skip
         rows = zip(members, actions, obs, rewards.tolist(), terminated.tolist(), truncated.tolist(), strict=True)
         for member, action, next_obs, reward, end, cut in rows:

@@ -9,7 +9,8 @@ only orders them, the same for every member, step by step:
    ``Solo.insert_priorities``), ``end_collect()`` (count, log an episode that ended, reset);
 2. ``learning()`` / ``update_due()``: which members train this step; then ``train.gradient_steps`` times:
    each samples a batch (``Solo.sample``), ``Solo.learn`` updates all of them in one call (a solo run: the
-   agent's own update; a cohort: :mod:`per_cli.rl.engines.cohort`), each ``check_result()``, the new
+   agent's own update; a cohort: :mod:`per_cli.rl.engines.cohort`) after their IS weights took the loss's
+   rule (``Solo.weigh``, ``replay.is_weights``), each ``check_result()``, the new
    priorities (``Solo.update_priorities``), each ``record_update()`` (measures, logs);
 3. ``end_step()``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 
 from per_cli.envs.pool import PooledEnv, step_together
+from per_cli.rl.is_weights import apply_rule
 from per_cli.train.loop.stopping import SignalStop, as_interrupt
 
 
@@ -79,6 +81,15 @@ class Solo:
     def measure(self, members: Sequence[Any], batches: Sequence[Any], results: Sequence[Any]) -> list:
         """Each member's update measured already (for its ``record_update``), or None: measured by its window."""
         return [None] * len(members)
+
+    def weigh(self, members: Sequence[Any], batches: Sequence[Any]) -> None:
+        """Each batch's IS weights rewritten in place by the loss's rule (``replay.is_weights``; the members of
+        a cohort share it): the one place it is applied, between every draw and every update
+        (:mod:`per_cli.rl.is_weights`). ``memory_max`` keeps the sampler's weights: nothing to do."""
+        rule = members[0].cfg.replay.is_weights
+        if rule != "memory_max":
+            for batch in batches:
+                apply_rule(batch.weights, rule)
 
     def learn(self, members: Sequence[Any], batches: Sequence[Any]) -> list:
         """Each member's agent learns from its batch: their ``UpdateResult``-s."""
@@ -236,6 +247,7 @@ def _loop(active: list, batched: Solo, stop: SignalStop) -> None:
                 training = _ok(training)
             if not training:
                 break
+            batched.weigh(training, batches)
             results = batched.learn(training, batches)
             batched.check_results(training, results)
             if _any_failed(training):

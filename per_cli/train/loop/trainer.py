@@ -18,7 +18,7 @@ from per_cli.envs import make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay, replay_label
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.networks import resolve_network
-from per_cli.rl.schedules import LinearSchedule, beta_schedule, epsilon_schedule
+from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train.checkpoints import checkpoint
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.lockstep import Solo, run_members
@@ -28,6 +28,7 @@ from per_cli.train.loop.reporting import episode_record, progress_info, run_resu
 from per_cli.train.loop.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
 from per_cli.train.loop.stopping import RunDiverged, check_logged, check_update, diverged
 from per_cli.train.loop.trainer_state import Checkpointed
+from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans, totals
 from per_cli.train.measures.update_window import UpdateWindow
 from per_cli.train.rundir.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
@@ -65,6 +66,11 @@ class Trainer(Checkpointed):
             else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
         )
         self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
+        # β per sampled batch (replay.beta_increment), else None: β by step (update_due)
+        self.batch_beta = (
+            None if cfg.replay.beta_increment is None else BatchBeta(cfg.replay.beta0, cfg.replay.beta_increment)
+        )
+        self.store_rule = StoreRule.from_config(cfg.env)  # what the memory stores of a step (env.done_reward, ...)
         self.learn_from = max(t.learning_starts, cfg.replay.batch_size)
         self.state = LoopState()
         self._env_reports_episodes = reports_episodes(self.env)
@@ -221,8 +227,16 @@ class Trainer(Checkpointed):
             self.action = action
         obs = self._obs
         next_obs, reward, terminated, truncated, info = self.env.step(self.action)
-        self.memory.add(obs, self.action, reward, next_obs, terminated, truncated)
+        stored_reward, stored_end = self.stored(reward, terminated, truncated)
+        self.memory.add(obs, self.action, stored_reward, next_obs, stored_end, truncated)
         self._stepped = (next_obs, reward, terminated, truncated, info)
+
+    def stored(self, reward: float, terminated: bool, truncated: bool) -> tuple[float, bool]:
+        """(reward, terminated) as the memory stores this step's (``env.done_reward``,
+        ``env.truncation_terminates``: :mod:`per_cli.train.loop.transitions`); the episode's return stays the env's."""
+        if self.store_rule.identity:
+            return reward, terminated
+        return self.store_rule.one(reward, terminated, truncated, self.state.episode_return)
 
     def stepped(self, action: int, next_obs: Any, reward: float, terminated: bool, truncated: bool) -> None:
         """What ``step_env`` leaves when the loop stepped the env and stored the transition itself (a cohort's
@@ -273,11 +287,15 @@ class Trainer(Checkpointed):
         return True
 
     def sample(self) -> Batch:
-        return self.memory.sample(self.cfg.replay.batch_size, self._beta_now)
+        return self.memory.sample(self.cfg.replay.batch_size, self.beta_now)
 
     @property
     def beta_now(self) -> float:
-        """β of this step's batches (a cohort draws them with it; its batched ``update_due`` sets it)."""
+        """β of the next batch (a cohort draws them with it): this step's, which ``update_due`` (or a cohort's
+        batched one) sets; under ``replay.beta_increment`` the next batch's own, from the batches sampled so far
+        (one per update: ``agent.updates``, which a checkpoint carries)."""
+        if self.batch_beta is not None:
+            return self.batch_beta(self.agent.updates + 1)
         return self._beta_now
 
     @beta_now.setter
@@ -332,7 +350,8 @@ class Trainer(Checkpointed):
         else:
             self._window.add_measured(*measured, batch.obs)
         if self.agent.updates % self.cfg.log.every == 0:
-            self._log_updates(self.state.step + 1, self._beta_now)
+            beta = self._beta_now if self.batch_beta is None else self.batch_beta(self.agent.updates)  # (this batch's)
+            self._log_updates(self.state.step + 1, beta)
 
     def end_step(self, learning: bool) -> None:
         """The rest of a step: target syncs (by period once ``learning``, at an episode's end), the budget check

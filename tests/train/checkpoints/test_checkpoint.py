@@ -59,9 +59,16 @@ def _params(trainer) -> list[np.ndarray]:
     return [p.detach().cpu().numpy().copy() for p in trainer.agent.q_net.parameters()]
 
 
-@pytest.mark.parametrize("kind", ["uniform", "prioritized"])
+# the knobs of configs/seed001-asis (a done reward with a reachable exception: the 30-step limit's return 29)
+AS_WRITTEN = ["env.max_episode_steps=30", "env.done_reward=-10", "env.done_reward_except_return=29",
+              "env.truncation_terminates=true", "replay.beta_increment=0.003", "replay.is_weights=batch_max"]
+
+
+@pytest.mark.parametrize("kind", ["uniform", "prioritized", "prioritized,as_written", "combined,as_written"])
 def test_interrupted_run_resumes_exactly(tmp_path, monkeypatch, kind):
-    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*CHECKPOINTED, f"replay.kind={kind}"], device="cpu")
+    kind, _, variant = kind.partition(",")
+    extra = AS_WRITTEN if variant else []
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*CHECKPOINTED, f"replay.kind={kind}", *extra], device="cpu")
     whole = Trainer(cfg)
     whole_summary = whole.run(tmp_path / "whole")
 

@@ -22,7 +22,7 @@ from per_cli.train.loop.trainer import Trainer
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 from ...test_cli import check_run_contract
-from ..checkpoints.test_checkpoint import CHECKPOINTED, _params, _rows, _scalars
+from ..checkpoints.test_checkpoint import AS_WRITTEN, CHECKPOINTED, _params, _rows, _scalars
 
 
 def _configs(seeds, *extra):
@@ -36,6 +36,7 @@ def _configs(seeds, *extra):
         ("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"),
         ("prioritized,window", "numba"), ("rank", "numba"), ("rank,window", "numba"),
         ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
+        ("prioritized,as_written", "numba"), ("rank,as_written", "numba"), ("uniform,as_written", "auto"),
     ],
 )  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)
 def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kind, engine):
@@ -44,6 +45,7 @@ def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kin
         "td_error": ["replay.initial_priority=td_error"],
         "window": ["replay.window=64", "replay.alpha=0.7"],
         "phases": ["train.train_freq=8", "train.gradient_steps=3"],
+        "as_written": AS_WRITTEN,  # configs/seed001-asis's knobs: the stored reward and flag, β by batch, IS rule
     }.get(variant, [])
     cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}", *extra)
     draws = []  # the batches the cohort's compiled draw served (the rest: each member's own)

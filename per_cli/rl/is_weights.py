@@ -1,0 +1,40 @@
+"""The importance-sampling weights the loss applies (``replay.is_weights``), derived from the sampler's.
+
+Every sampler returns the paper's weights, w_i = (N·P(i))^-β normalised by the largest weight in the memory
+(``memory_max``; ones for kinds that do not prioritise). The other rules are functions of those alone, because
+within one batch a common factor cancels: w_i / max_batch w = (N·P(i))^-β / max_batch (N·P(j))^-β, and so on.
+So the rule is applied here, once, to the batch on its way to the loss, and no sampler (solo or a cohort's
+compiled draw) carries a copy of it:
+
+- ``memory_max``: as drawn (Schaul et al. 2016: the weights only ever scale the step down);
+- ``batch_max``: divided by the batch's largest weight (the rlcode PER memory's, the seed notebook's);
+- ``batch_mean``: divided by the batch's mean weight (mean 1: α changes which transitions are seen, not the
+  mean step size);
+- ``off``: all ones (no correction; the seed notebook computed its weights and never applied them).
+
+The weights logged (``replay/is_weight_mean`` and the weighted ``losses/td_loss``) are the applied ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IS_WEIGHT_RULES = ("memory_max", "batch_max", "batch_mean", "off")
+
+
+def apply_rule(weights: np.ndarray, rule: str) -> None:
+    """Rewrite ``weights`` in place (shape (..., B): one batch per row, float32) by ``rule``. The sampler's
+    weights are positive and finite, so the divisors are too; an all-zero row (never drawn by a sampler) is left
+    as it is rather than divided by zero."""
+    if rule == "memory_max":
+        return
+    if rule == "off":
+        weights.fill(1.0)
+        return
+    if rule == "batch_max":
+        scale = weights.max(axis=-1, keepdims=True)
+    elif rule == "batch_mean":
+        scale = weights.mean(axis=-1, keepdims=True, dtype=np.float64).astype(weights.dtype)
+    else:
+        raise ValueError(f"replay.is_weights: {rule!r} is not one of {', '.join(IS_WEIGHT_RULES)}")
+    np.divide(weights, scale, out=weights, where=scale > 0)

@@ -1,0 +1,65 @@
+"""What the learner stores of an env step: the env's reward and flags, or the done-step reward and the
+time-limit-as-termination of older protocols (``env.done_reward``, ``env.done_reward_except_return``,
+``env.truncation_terminates``).
+
+Why here and not in an env wrapper: these rules change what the *learner* sees (the replay memory, hence the TD
+targets and priorities), never the env. Logged episode returns and greedy evaluation stay the env's own, so runs
+with and without them compare on one scale; and the one rule serves every path that stores a transition (a
+member's own ``Trainer.step_env`` and a cohort's vector store of EnvPool steps) instead of one copy per env
+backend.
+
+The seed notebook's ``reward = reward if not done or score == 499 else -10`` (old gym's ``done``: terminated or
+truncated; ``score``: the episode's return before this step) is ``done_reward: -10``,
+``done_reward_except_return: 499``; its ``done`` stored as the terminal flag is ``truncation_terminates: true``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from per_cli.config import EnvConfig
+
+
+@dataclass(frozen=True)
+class StoreRule:
+    """How an env step becomes the stored (reward, terminated) pair.
+
+    ``done_reward`` (None: the env's reward) replaces the reward of every step that ends an episode
+    (terminated or truncated), except where the episode's return before the step equals ``except_return``
+    (compared exactly, as the notebook's ``score == 499``); ``truncation_terminates`` stores a truncated step as
+    terminated (no bootstrap). The truncated flag itself is stored unchanged (episode boundaries are the env's).
+    """
+
+    done_reward: float | None = None
+    except_return: float | None = None
+    truncation_terminates: bool = False
+
+    @classmethod
+    def from_config(cls, env: EnvConfig) -> StoreRule:
+        return cls(env.done_reward, env.done_reward_except_return, env.truncation_terminates)
+
+    @property
+    def identity(self) -> bool:
+        """Whether every step is stored as the env gave it (then callers skip the rule: no cost by default)."""
+        return self.done_reward is None and not self.truncation_terminates
+
+    def one(self, reward: float, terminated: bool, truncated: bool, return_before: float) -> tuple[float, bool]:
+        """(stored reward, stored terminated) of one step; ``return_before``: the sum of the env's rewards in this
+        episode before the step."""
+        if self.done_reward is not None and (terminated or truncated) and return_before != self.except_return:
+            reward = self.done_reward
+        return reward, bool(terminated or (truncated and self.truncation_terminates))
+
+    def many(
+        self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, returns_before: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`one` for a step of several members (row k: member k), as new arrays of the inputs' dtypes."""
+        rewards = rewards.copy()
+        ended = np.logical_or(terminated, truncated)
+        if self.done_reward is not None:
+            given = ended if self.except_return is None else ended & (returns_before != self.except_return)
+            rewards[given] = self.done_reward
+        stored = ended if self.truncation_terminates else terminated
+        return rewards, np.asarray(stored, dtype=terminated.dtype).copy()
