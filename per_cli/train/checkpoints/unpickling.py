@@ -23,11 +23,17 @@ _MOVED_MODULES = {
     for name in names
 }  # fmt: skip
 
+# classes that moved to another module: the metrics window left per_cli.train.metrics for update_window
+_MOVED_CLASSES = {
+    ("per_cli.train.metrics", "UpdateWindow"): ("per_cli.train.measures.update_window", "UpdateWindow"),
+}
+
 
 class _Unpickler(pickle.Unpickler):
     """pickle's Unpickler, reading a moved module's classes from where they are now."""
 
     def find_class(self, module: str, name: str) -> Any:
+        module, name = _MOVED_CLASSES.get((module, name), (module, name))
         return super().find_class(_MOVED_MODULES.get(module, module), name)
 
 

@@ -264,12 +264,3 @@ def _count_above(gram, threshold):
         counts[k] = c
     return counts
 
-
-def __getattr__(name: str):
-    """``UpdateWindow`` moved to :mod:`per_cli.train.measures.update_window`; checkpoints pickled before the move
-    name it here, so pickle still finds it (PEP 562, imported on first use: that module imports this one)."""
-    if name == "UpdateWindow":
-        from per_cli.train.measures.update_window import UpdateWindow
-
-        return UpdateWindow
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
