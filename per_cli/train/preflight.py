@@ -38,6 +38,15 @@ def preflight(cfg: Config) -> None:
     check_memory(cfg, probe.obs_shape, probe.obs_dtype)
 
 
+def notes(cfg: Config) -> list[str]:
+    """Settings that run, but perhaps not as their writer meant: one line each, for the CLI to print before
+    the run starts (a surprise said once, not refused: the engines support each of them on purpose)."""
+    found = []
+    if not cfg.agent.hidden_sizes:
+        found.append("agent.hidden_sizes is []: the Q-network is linear (no hidden layer); give e.g. [64] for one")
+    return found
+
+
 def check_names(cfg: Config) -> None:
     """Names that live in registries: the env id and the replay kind."""
     check_env_id(cfg.env.id)
