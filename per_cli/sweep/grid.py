@@ -114,9 +114,10 @@ def run_grid(
     write_manifest(grid_dir, command, plan.request.manifest(), plan.notes, [s.manifest() for s in plan.runs])
 
     print(
-        f"grid {grid_dir}: {len(plan.runs)} runs, {len(todo)} to run, {len(plan.runs) - len(todo)} skipped "
+        f"grid {shlex.quote(str(grid_dir))}: {len(plan.runs)} runs, {len(todo)} to run, "
+        f"{len(plan.runs) - len(todo)} skipped "
         f"({sum(v == 'completed' for v in states.values())} already complete); backend {backend}"
-        + (f", {executor.size} workers" if executor is not None else "")
+        + (f", {executor.size} worker{'s' if executor.size != 1 else ''}" if executor is not None else "")
         + (f"; seeds in cohorts of up to {size} ({len(tasks)} tasks)" if size > 1 else ""),
         file=sys.stderr,
         flush=True,

@@ -4,6 +4,7 @@ evaluate, log. It never branches on the replay kind: every memory has the same f
 from __future__ import annotations
 
 import math
+import shlex
 import time
 import traceback
 from pathlib import Path
@@ -188,7 +189,7 @@ class Trainer(Checkpointed):
         run_dir = self.logger.run_dir
         if checkpoint.latest_checkpoint(run_dir) is None:
             return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
-        return f"continue it with: per train --resume {run_dir}"
+        return f"continue it with: per train --resume {shlex.quote(str(run_dir))}"
 
     # collecting one env step at ``state.step``, in phases that the loop runs for all members in turn (so that
     # a cohort can batch the greedy actions and the insertion TD errors): choose_action, [the greedy action],
