@@ -92,19 +92,13 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
         typer.echo(f"{exc or 'interrupted'}; recorded in {shown(run_dir / 'summary.json')}", err=True)
         raise typer.Exit(getattr(exc, "exit_code", 130)) from None
     except Exception as exc:  # noqa: BLE001 - recorded in summary.json by the trainer
-        typer.echo(f"error: run failed: {failure_line(exc)} (see {shown(run_dir / 'summary.json')})", err=True)
+        from per_cli.train.stopping import describe_failure
+
+        line = describe_failure(exc, run_dir)
+        typer.echo(f"error: run failed: {line} (see {shown(run_dir / 'summary.json')})", err=True)
         raise typer.Exit(EXIT_RUN_FAILED) from None
     if not quiet:
         print_summary(run_dir, summary)
-
-
-def failure_line(exc: BaseException) -> str:
-    """A failed run's one line: a full disk named as one (the fix is space, not the config)."""
-    import errno
-
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return f"the disk is full (no space left for {shown(exc.filename or 'a file')}); free space and resume"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
