@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from per_cli.cli.usage import EXIT_RUN_FAILED, check_run_name, fail_input, shown
+from per_cli.compiled_cache import cold_cache_note
 from per_cli.errors import ConfigError
 
 
@@ -81,8 +82,9 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
     if not quiet:
-        for note in notes(cfg):
-            typer.echo(f"note: {note}", err=True)
+        for note in [*notes(cfg), cold_cache_note()]:
+            if note:
+                typer.echo(f"note: {note}", err=True)
         if trainer.agent.engine_note:  # the fast path declined: say so once (also in summary.json)
             typer.echo(f"note: agent.engine {trainer.agent.engine}: {trainer.agent.engine_note}", err=True)
     try:
@@ -106,7 +108,7 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
     from per_cli.config import load_config
     from per_cli.train.cohort import Cohort, cohort_configs, parse_seeds
-    from per_cli.train.preflight import preflight
+    from per_cli.train.preflight import notes, preflight
     from per_cli.train.progress import train_progress
     from per_cli.train.setup import default_run_name
 
@@ -127,8 +129,10 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
         cohort = Cohort(cfgs, progress=progress)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
-    if cohort.note and not quiet:
-        typer.echo(f"note: {cohort.note}", err=True)
+    if not quiet:
+        for note in [*notes(cfgs[0]), cohort.note, cold_cache_note()]:
+            if note:
+                typer.echo(f"note: {note}", err=True)
     try:
         with progress:
             summaries = cohort.run(run_dirs)

@@ -43,6 +43,8 @@ def notes(cfg: Config) -> list[str]:
     """Settings that run, but perhaps not as their writer meant: one line each, for the CLI to print before
     the run starts (a surprise said once, not refused: the engines support each of them on purpose)."""
     found = []
+    if cfg.replay.batch_size < 2 and cfg.metrics.iid:
+        found.append("replay.batch_size is 1: a batch of one has no diversity, so state_diversity stays blank")
     if not cfg.agent.hidden_sizes:
         found.append("agent.hidden_sizes is []: the Q-network is linear (no hidden layer); give e.g. [64] for one")
     return found
