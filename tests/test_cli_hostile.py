@@ -38,6 +38,13 @@ def test_a_runs_dir_that_cannot_hold_runs_is_bad_input_and_nothing_is_written(tm
     assert not os.path.exists("/proc/per-runs")
 
 
+def test_a_passed_runs_dir_check_leaves_nothing_behind(tmp_path):
+    from per_cli.cli.running import check_runs_dir
+
+    check_runs_dir(tmp_path / "a" / "b")
+    assert _tree(tmp_path) == []
+
+
 def test_a_grid_runs_dir_that_is_a_file_is_bad_input(tmp_path):
     (tmp_path / "a_file").write_text("x")
     result = runner.invoke(app, ["grid", "--envs", "cartpole", "--replays", "uniform", "--seeds", "1",

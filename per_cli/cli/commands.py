@@ -189,10 +189,10 @@ def grid(
         if plot and "plot" not in {c.name or c.callback.__name__ for c in app.registered_commands}:
             raise ConfigError("--plot: this version has no `per plot` command")
         check_run_name(name)
-        if not dry_run:
-            check_runs_dir(runs_dir)
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
         plan = grid_mod.plan_grid(request)
+        if not dry_run:
+            check_runs_dir(runs_dir)
         grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)
         if dry_run:
             grid_mod.dry_run_table(plan, grid_dir, exists, retry_failed)

@@ -29,8 +29,8 @@ def resolve_config_option(config: str | None) -> Path | None:
 def check_runs_dir(runs_dir: Path) -> None:
     """``--runs-dir`` must be a directory this process can create run directories in: an existing file, a path
     under /proc, a read-only or full place are bad input (one line, exit 2), found before anything is written.
-    The check makes the missing folders and one probe folder in the last, and removes what it made if that
-    fails, so a refusal leaves the disk as it was."""
+    The check makes the missing folders and one probe folder in the last, and removes all it made again
+    (the run makes them itself), so a check, passed or failed, leaves the disk as it was."""
     import tempfile
 
     if runs_dir.exists() and not runs_dir.is_dir():
@@ -39,11 +39,14 @@ def check_runs_dir(runs_dir: Path) -> None:
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
         Path(tempfile.mkdtemp(prefix=".per-probe-", dir=runs_dir)).rmdir()
+        failure = None
     except OSError as exc:
-        for path in made:  # the deepest first
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        reason = exc.strerror or type(exc).__name__
+        failure = exc
+    for path in made:  # the deepest first
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    if failure is not None:
+        reason = failure.strerror or type(failure).__name__
         raise ConfigError(
             f"--runs-dir {shown(runs_dir)}: cannot create run directories there ({reason}); give a writable directory"
         ) from None
