@@ -83,3 +83,14 @@ def test_without_a_home_the_cache_is_never_under_the_working_directory(tmp_path,
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # as when neither HOME nor a passwd entry exists
     assert cache_dir().is_absolute()
+
+
+def test_a_cold_cache_is_said_before_the_first_run(tmp_path, monkeypatch):
+    """Issue 35: the first run compiled for about 90 s in silence."""
+    from per_cli.compiled_cache import cache_is_cold, cold_cache_note
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert cache_is_cold() and "compiling kernels (first run" in cold_cache_note()
+    (tmp_path / "per_cli" / "x").mkdir(parents=True)
+    (tmp_path / "per_cli" / "x" / "kernel.py.nbi").write_bytes(b"index")
+    assert not cache_is_cold() and cold_cache_note() is None

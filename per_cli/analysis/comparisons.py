@@ -141,9 +141,10 @@ def comparisons_markdown(rows: Sequence[Comparison], final: str) -> str:
         "|" + "|".join("---" if i < 2 + with_settings else "---:" for i in range(len(head))) + "|",
     ]
     for r in rows:
+        fewest = min(r.seeds, r.baseline_seeds)
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), f"{r.seeds} vs {r.baseline_seeds}",
-                 with_ci(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2),
-                 with_ci(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1),
+                 with_ci(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2, fewest),
+                 with_ci(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1, fewest),
                  _p_text(r.mann_whitney_p)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

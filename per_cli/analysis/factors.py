@@ -28,6 +28,7 @@ import numpy as np
 from per_cli.analysis.groups import Group, format_value, short_key
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
+from per_cli.analysis.tables import MIN_RELIABLE_SEEDS, UNRELIABLE
 
 REPLAY_FACTOR = "replay"
 CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
@@ -235,8 +236,9 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
             lines.append(f"Every run's final return is {format_value(design.y.flat[0])}: no variance to explain.")
         else:
             lines += ["| effect | η² | 95% CI |", "|---|---:|---:|"]
+        mark = f" {UNRELIABLE}" if len(design.seeds) < MIN_RELIABLE_SEEDS else ""
         for s in shares:
-            lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}] |")
+            lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}]{mark} |")
         lines += _marginal_lines(design)
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
@@ -249,7 +251,8 @@ def _marginal_lines(design: Design) -> list[str]:
     lines = ["", "Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
              "stratified bootstrap CI resampling seeds within each cell.", "",
              "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]  # fmt: skip
+    mark = f" {UNRELIABLE}" if len(design.seeds) < MIN_RELIABLE_SEEDS else ""
     for i, (factor, levels) in enumerate(zip(design.factors, design.levels, strict=True)):
         for level, (mid, lo, hi) in zip(levels, marginal(design, i), strict=True):
-            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | [{lo:.1f}, {hi:.1f}] |")
+            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | [{lo:.1f}, {hi:.1f}]{mark} |")
     return lines

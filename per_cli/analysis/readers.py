@@ -104,12 +104,57 @@ def csv_header(path: Path) -> list[str]:
         return next(csv.reader(f), [])
 
 
-def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
-    """The per-episode CSV as scalars over env steps (blank cells are left out); only ``tags`` if given."""
+def damage(run_dir: Path) -> list[str]:
+    """What is visibly broken in the run's scalar files (cheap: no file is read whole): a ``metrics.csv`` that
+    ends in the middle of a line (cut short by a full disk or a copy; the partial row is never used), and
+    event files of zero bytes (every event file starts with a version record)."""
+    found = []
+    csv_path = run_dir / "metrics.csv"
+    try:
+        size = csv_path.stat().st_size
+        if size:
+            with csv_path.open("rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    found.append("metrics.csv ends in the middle of a line (cut short?); its last row is left out")
+    except FileNotFoundError:
+        pass
+    empty = [p.name for p in event_files(run_dir) if p.stat().st_size == 0]
+    if empty:
+        found.append(f"event file {', '.join(empty)} is empty (0 bytes)")
+    return found
+
+
+def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """The CSV's header and its whole rows: a last line without its newline (cut short) is left out, and so
+    is any row with another number of cells than the header."""
     with path.open(newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, [])
-        rows = list(reader)
+        text = f.read()
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines.pop()
+    reader = csv.reader(lines)
+    header = next(reader, [])
+    return header, [row for row in reader if len(row) == len(header)]
+
+
+def _number_pairs(rows: list[list[str]], step_at: int, at: int) -> list[tuple[int, float]]:
+    try:
+        return [(int(row[step_at]), float(row[at])) for row in rows if row[at] != ""]
+    except ValueError:  # a damaged cell: only the rows that parse
+        pairs = []
+        for row in rows:
+            try:
+                pairs.append((int(row[step_at]), float(row[at])))
+            except ValueError:
+                continue
+        return pairs
+
+
+def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
+    """The per-episode CSV as scalars over env steps (blank cells are left out); only ``tags`` if given.
+    Whole rows only (see :func:`_rows`)."""
+    header, rows = _rows(path)
     if "step" not in header:
         return {}
     step_at = header.index("step")
@@ -118,7 +163,7 @@ def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
         if column not in header or (tags is not None and tag not in tags):
             continue
         at = header.index(column)
-        pairs = [(int(row[step_at]), float(row[at])) for row in rows if len(row) > at and row[at] != ""]
+        pairs = _number_pairs(rows, step_at, at)
         if pairs:
             steps, values = zip(*pairs, strict=True)
             out[tag] = (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))

@@ -24,7 +24,7 @@ try:  # libyaml's parser: about 10x faster on a 1,500-run directory
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
     from yaml import SafeLoader
 
-from per_cli.analysis.readers import RETURN_TAG, Scalars, read_scalars
+from per_cli.analysis.readers import RETURN_TAG, Scalars, damage, read_scalars
 from per_cli.errors import ConfigError
 from per_cli.train.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
@@ -56,6 +56,7 @@ class Run:
     source: str = "none"  # tensorboard, metrics.csv or none
     read_error: str | None = None
     final_episodes: int | None = None  # None: the summary's final return; N: the mean of the last N episodes
+    damaged: bool = False  # a file of the run is missing or broken (read_error says which)
 
     @property
     def error(self) -> str | None:
@@ -76,8 +77,9 @@ class Run:
 
     @property
     def end_step(self) -> float | None:
-        """The last env step of a completed run (its curves hold their last value until there)."""
-        steps = self.summary.get("total_steps") if self.status == "completed" else None
+        """The last env step of a completed run (its curves hold their last value until there); None for a run
+        whose files are damaged: its logged values may stop well before, and are never held past their last."""
+        steps = self.summary.get("total_steps") if self.status == "completed" and not self.damaged else None
         return None if steps is None else float(steps)
 
     def mean_of(self, tag: str) -> float | None:
@@ -99,6 +101,7 @@ def find_run_dirs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
         if Path(here).resolve() in skip:
             dirs[:] = []
             continue
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # .set-aside, .locks, .incoming-: never runs
         if any(marker in files for marker in RUN_MARKERS) and ("summary.json" in files or "grid.yaml" not in files):
             found.append(Path(here))
             dirs[:] = []  # checkpoints/ and the like
@@ -158,12 +161,19 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
     )
     if envs is not None and run.env not in envs:
         return None
+    problems: list[str] = []
     if run.status == UNREADABLE and not run.read_error:
         run.read_error = f"summary.json cannot be read: {summary.get('error', 'not valid JSON')}"
+    if not (path / "config.yaml").is_file() and run.status != UNREADABLE:
+        problems.append("config.yaml is missing, so its settings are unknown (grouped by its summary only)")
+    problems += damage(path)
     try:
         run.scalars, run.source = read_scalars(path, tags)
     except Exception as exc:  # noqa: BLE001 - a damaged file costs its run's curves, not the whole plot
-        run.read_error = f"could not read scalars: {type(exc).__name__}: {exc}"
+        problems.append(f"could not read scalars: {type(exc).__name__}: {exc}")
+    if problems:
+        run.damaged = True
+        run.read_error = "; ".join(([run.read_error] if run.read_error else []) + problems)
     return run
 
 

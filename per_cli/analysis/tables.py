@@ -138,12 +138,20 @@ def table_csv(rows: Sequence[Row]) -> str:
     return rows_csv(rows, TABLE_COLUMNS)
 
 
-def with_ci(point: float, lo: float, hi: float, digits: int = 1) -> str:
-    """``202.9 [190.1, 210.4]``; only ``202.9`` where there is no interval (one seed)."""
+# a bootstrap interval over fewer seeds than this per group is too narrow to trust (2 seeds give intervals
+# such as [0.00, 0.00]): every table marks it in the cell itself
+MIN_RELIABLE_SEEDS = 5
+UNRELIABLE = "(unreliable: n < 5)"
+
+
+def with_ci(point: float, lo: float, hi: float, digits: int = 1, seeds: int | None = None) -> str:
+    """``202.9 [190.1, 210.4]``; only ``202.9`` where there is no interval (one seed); ``seeds``: the fewest
+    seeds of the groups behind the interval, marked :data:`UNRELIABLE` below :data:`MIN_RELIABLE_SEEDS`."""
     text = num(point, digits, "–")
     if math.isnan(lo) or math.isnan(hi):
         return text
-    return f"{text} [{num(lo, digits)}, {num(hi, digits)}]"
+    mark = f" {UNRELIABLE}" if seeds is not None and seeds < MIN_RELIABLE_SEEDS else ""
+    return f"{text} [{num(lo, digits)}, {num(hi, digits)}]{mark}"
 
 
 def _steps_cell(r: Row) -> str:
@@ -184,10 +192,11 @@ def table_markdown(
     ]
     for r in rows:
         seeds = f"{r.seeds}" + "".join(f" (+{getattr(r, s)} {s})" for s in NOT_COUNTED if getattr(r, s))
-        ci = with_ci(r.final_return_iqm, r.final_return_ci_low, r.final_return_ci_high)
+        ci = with_ci(r.final_return_iqm, r.final_return_ci_low, r.final_return_ci_high, seeds=r.seeds)
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), seeds, ci,
                  num(r.final_return_mean, 1, "–"),
-                 with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high), _steps_cell(r)]  # fmt: skip
+                 with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high, seeds=r.seeds),
+                 _steps_cell(r)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     if left_out:
         lines += ["", "## Failed or unreadable runs (left out of the curves and the statistics)", ""]

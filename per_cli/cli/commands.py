@@ -10,9 +10,10 @@ from typing import Annotated
 import typer
 
 from per_cli import __version__
-from per_cli.cli.running import print_summary, resolve_config_option, train_cohort
-from per_cli.cli.usage import EXIT_RUN_FAILED, OneLineErrors, check_run_name, fail_input
+from per_cli.cli.running import check_runs_dir, train_cohort, train_solo
+from per_cli.cli.usage import FlagCommand, OneLineErrors, check_run_name, fail_input, shown
 from per_cli.errors import ConfigError
+from per_cli.experiments.cliffwalk.settings import N_RANGE
 
 app = typer.Typer(
     name="per",
@@ -54,7 +55,7 @@ def _root(
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories are created.")]
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def train(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
@@ -81,49 +82,10 @@ def train(
     if seeds is not None:
         train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
         return
-    from per_cli.config import load_config
-    from per_cli.train.loop.setup import default_run_name
-    from per_cli.train.loop.trainer import Trainer
-    from per_cli.train.preflight import preflight
-    from per_cli.train.rundir.progress import train_progress
-
-    try:
-        if resume is not None:
-            if config is not None or seed is not None or name is not None:
-                raise ConfigError("--resume: the run continues with its own config.yaml; drop --config, --seed, --name")
-            if not (resume / "config.yaml").is_file():
-                raise ConfigError(f"--resume: {resume} is not a run directory (it has no config.yaml)")
-            cfg = load_config(resume / "config.yaml", overrides or [], device=device)
-            run_dir = resume
-        else:
-            check_run_name(name)
-            cfg = load_config(resolve_config_option(config), overrides or [], seed=seed, device=device)
-            run_dir = runs_dir / (name or default_run_name(cfg))
-            if run_dir.exists():
-                raise ConfigError(f"--name: run directory {run_dir} already exists; choose another --name")
-        preflight(cfg)
-        progress = train_progress(cfg.train.total_steps, run_dir.name, quiet, cfg.train.total_episodes)
-        trainer = Trainer(cfg, progress=progress)
-        if resume is not None:
-            trainer.resume(run_dir)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
-    if trainer.agent.engine_note and not quiet:  # the fast path declined: say so once (also in summary.json)
-        typer.echo(f"note: agent.engine {trainer.agent.engine}: {trainer.agent.engine_note}", err=True)
-    try:
-        with progress:
-            summary = trainer.run(run_dir)
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trainer raises RunInterrupted (exit 128 + signal)
-        typer.echo(f"{exc or 'interrupted'}; recorded in {run_dir / 'summary.json'}", err=True)
-        raise typer.Exit(getattr(exc, "exit_code", 130)) from None
-    except Exception as exc:  # noqa: BLE001 - recorded in summary.json by the trainer
-        typer.echo(f"error: run failed: {type(exc).__name__}: {exc} (see {run_dir / 'summary.json'})", err=True)
-        raise typer.Exit(EXIT_RUN_FAILED) from None
-    if not quiet:
-        print_summary(run_dir, summary)
+    train_solo(config, overrides or [], seed, runs_dir, name, device, quiet, resume)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def configs(
     name: Annotated[
         str | None,
@@ -157,7 +119,7 @@ def configs(
     typer.echo(dump_config(cfg), nl=False)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def grid(
     envs: Annotated[
         str | None,
@@ -229,6 +191,8 @@ def grid(
         check_run_name(name)
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
         plan = grid_mod.plan_grid(request)
+        if not dry_run:
+            check_runs_dir(runs_dir)
         grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)
         if dry_run:
             grid_mod.dry_run_table(plan, grid_dir, exists, retry_failed)
@@ -255,7 +219,7 @@ def grid(
     raise typer.Exit(outcome.exit_code)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def plot(
     runs_dir: Annotated[Path, typer.Argument(help="Directory searched recursively for run directories.")],
     out: Annotated[Path | None, typer.Option(help="Where figures and tables go (default: RUNS_DIR/plots).")] = None,
@@ -318,7 +282,7 @@ def plot(
     typer.echo(
         f"{len(report.runs)} runs in {len(report.groups)} groups ("
         + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        + f"); wrote {len(report.files)} files to {report.out}:"
+        + f"); wrote {len(report.files)} files to {shown(report.out)}:"
     )
     for path in report.files:
         typer.echo(f"  {path}")
@@ -326,10 +290,15 @@ def plot(
         typer.echo(f"note: {note}", err=True)
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def cliffwalk(
     n: Annotated[
-        str, typer.Option("--n", help="Chain lengths: a range 2..14 (inclusive) or a list 4,8,12 (paper: 2..16).")
+        str,
+        typer.Option(
+            "--n",
+            help=f"Chain lengths, each in [{N_RANGE[0]}, {N_RANGE[1]}]: a range 2..12 (inclusive) or a list 4,8,12 "
+            "(the paper: 2..16).",
+        ),
     ] = "2..12",
     methods: Annotated[
         str, typer.Option(help="Comma-separated: uniform, prioritized, rank, oracle.")
@@ -385,7 +354,7 @@ def cliffwalk(
     results, rows = run_experiment(settings, progress=None if quiet else typer.echo)
     write_outputs(out_dir, settings, results, rows, time.perf_counter() - started)
     typer.echo(format_table(rows))
-    typer.echo(f"wrote {out_dir / 'cliffwalk.csv'}, {out_dir / 'cliffwalk.json'}, {out_dir / 'cliffwalk.png'}")
+    typer.echo("wrote " + ", ".join(shown(out_dir / f"cliffwalk.{ext}") for ext in ("csv", "json", "png")))
 
 
 def main() -> None:  # pragma: no cover - `python -m per_cli`

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
 
-from per_cli.cli.usage import EXIT_RUN_FAILED, fail_input
+from per_cli.cli.usage import EXIT_RUN_FAILED, check_run_name, fail_input, shown
+from per_cli.compiled_cache import cold_cache_note
 from per_cli.errors import ConfigError
 
 
@@ -24,42 +26,127 @@ def resolve_config_option(config: str | None) -> Path | None:
 
 
 
+def check_runs_dir(runs_dir: Path) -> None:
+    """``--runs-dir`` must be a directory this process can create run directories in: an existing file, a path
+    under /proc, a read-only or full place are bad input (one line, exit 2), found before anything is written.
+    The check makes the missing folders and one probe folder in the last, and removes all it made again
+    (the run makes them itself), so a check, passed or failed, leaves the disk as it was."""
+    import tempfile
+
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise ConfigError(f"--runs-dir {shown(runs_dir)}: is a file, not a directory; give a directory")
+    made = [p for p in (runs_dir, *runs_dir.parents) if not p.exists()]
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        Path(tempfile.mkdtemp(prefix=".per-probe-", dir=runs_dir)).rmdir()
+        failure = None
+    except OSError as exc:
+        failure = exc
+    for path in made:  # the deepest first
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    if failure is not None:
+        reason = failure.strerror or type(failure).__name__
+        raise ConfigError(
+            f"--runs-dir {shown(runs_dir)}: cannot create run directories there ({reason}); give a writable directory"
+        ) from None
+
+
+def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
+    """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's name, before
+    anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one."""
+    from per_cli.config import load_config
+    from per_cli.train.loop.setup import default_run_name
+    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.preflight import notes, preflight
+    from per_cli.train.rundir.progress import train_progress
+
+    try:
+        if resume is not None:
+            if config is not None or seed is not None or name is not None:
+                raise ConfigError("--resume: the run continues with its own config.yaml; drop --config, --seed, --name")
+            if not (resume / "config.yaml").is_file():
+                raise ConfigError(f"--resume: {shown(resume)} is not a run directory (it has no config.yaml)")
+            cfg = load_config(resume / "config.yaml", overrides, device=device)
+            preflight(cfg)
+            run_dir = resume
+        else:
+            check_run_name(name)
+            cfg = load_config(resolve_config_option(config), overrides, seed=seed, device=device)
+            preflight(cfg)  # before the name: env ids and kinds become part of it
+            check_runs_dir(runs_dir)
+            run_dir = runs_dir / (name or default_run_name(cfg))
+            if run_dir.exists():
+                raise ConfigError(f"--name: run directory {shown(run_dir)} already exists; choose another --name")
+        progress = train_progress(cfg.train.total_steps, run_dir.name, quiet, cfg.train.total_episodes)
+        trainer = Trainer(cfg, progress=progress)
+        if resume is not None:
+            trainer.resume(run_dir)
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
+    if not quiet:
+        for note in [*notes(cfg), cold_cache_note()]:
+            if note:
+                typer.echo(f"note: {note}", err=True)
+        if trainer.agent.engine_note:  # the fast path declined: say so once (also in summary.json)
+            typer.echo(f"note: agent.engine {trainer.agent.engine}: {trainer.agent.engine_note}", err=True)
+    try:
+        with progress:
+            summary = trainer.run(run_dir)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trainer raises RunInterrupted (exit 128 + signal)
+        typer.echo(f"{exc or 'interrupted'}; recorded in {shown(run_dir / 'summary.json')}", err=True)
+        raise typer.Exit(getattr(exc, "exit_code", 130)) from None
+    except Exception as exc:  # noqa: BLE001 - recorded in summary.json by the trainer
+        from per_cli.train.loop.stopping import describe_failure
+
+        line = describe_failure(exc, run_dir)
+        typer.echo(f"error: run failed: {line} (see {shown(run_dir / 'summary.json')})", err=True)
+        raise typer.Exit(EXIT_RUN_FAILED) from None
+    if not quiet:
+        print_summary(run_dir, summary)
+
+
 def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
     """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
     Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
     from per_cli.config import load_config
     from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
     from per_cli.train.loop.setup import default_run_name
-    from per_cli.train.preflight import preflight
+    from per_cli.train.preflight import notes, preflight
     from per_cli.train.rundir.progress import train_progress
 
     try:
         if any(value is not None for value in clash):
             raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
         cfgs = cohort_configs(load_config(resolve_config_option(config), overrides, device=device), parse_seeds(seeds))
+        preflight(cfgs[0], members=len(cfgs))  # before the names: env ids and kinds become part of them
+        check_runs_dir(runs_dir)
         run_dirs = [runs_dir / default_run_name(cfg) for cfg in cfgs]
         for run_dir in run_dirs:
             if run_dir.exists():
-                raise ConfigError(f"--seeds: run directory {run_dir} already exists; wait a second and run again")
-        preflight(cfgs[0])
+                raise ConfigError(
+                    f"--seeds: run directory {shown(run_dir)} already exists; wait a second and run again"
+                )
         t = cfgs[0].train
         progress = train_progress(t.total_steps, f"cohort of {len(cfgs)} seeds", quiet, t.total_episodes)
         cohort = Cohort(cfgs, progress=progress)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
-    if cohort.note and not quiet:
-        typer.echo(f"note: {cohort.note}", err=True)
+    if not quiet:
+        for note in [*notes(cfgs[0]), cohort.note, cold_cache_note()]:
+            if note:
+                typer.echo(f"note: {note}", err=True)
     try:
         with progress:
             summaries = cohort.run(run_dirs)
     except KeyboardInterrupt as exc:  # each unfinished run recorded `interrupted` in its summary.json
-        typer.echo(f"{exc or 'interrupted'}; recorded in each run's summary.json under {runs_dir}", err=True)
+        typer.echo(f"{exc or 'interrupted'}; recorded in each run's summary.json under {shown(runs_dir)}", err=True)
         raise typer.Exit(getattr(exc, "exit_code", 130)) from None
     failed = [(d, s) for d, s in zip(run_dirs, summaries, strict=True) if s.get("status") != "completed"]
     for run_dir, summary in failed:
-        typer.echo(f"error: run failed: {summary.get('error')} (see {run_dir / 'summary.json'})", err=True)
+        typer.echo(f"error: run failed: {summary.get('error')} (see {shown(run_dir / 'summary.json')})", err=True)
     if not quiet:
-        typer.echo(f"{len(summaries) - len(failed)} of {len(summaries)} runs completed in {runs_dir}")
+        typer.echo(f"{len(summaries) - len(failed)} of {len(summaries)} runs completed in {shown(runs_dir)}")
     if failed:
         raise typer.Exit(EXIT_RUN_FAILED)
 
@@ -69,6 +156,6 @@ def print_summary(run_dir: Path, summary: dict) -> None:
 
     typer.echo(
         f"{done_line(summary)}\n"
-        f"run directory: {run_dir}\n"
-        f"view: tensorboard --logdir {run_dir.parent}"
+        f"run directory: {shown(run_dir)}\n"
+        f"view: tensorboard --logdir {shown(run_dir.parent)}"
     )

@@ -4,31 +4,56 @@
 from __future__ import annotations
 
 import importlib
+import shlex
 import sys
 from pathlib import PurePosixPath, PureWindowsPath
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from per_cli.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
+MAX_NAME_BYTES = 200
 
 # Click's exceptions, from the click that Typer runs on (recent Typer versions vendor their own copy)
 _clicks = importlib.import_module(TyperGroup.__mro__[1].__module__.rpartition(".")[0] + ".exceptions")
 _NO_ARGS = getattr(_clicks, "NoArgsIsHelpError", ())  # click >= 8.2; older ones print the help themselves
 
 
+def _no_flag_metavars(params: list) -> list:
+    """An on/off flag takes no value, but Typer's help shows ``--quiet <bool>`` (its type's name), which reads
+    as ``--quiet true`` (an error): flags get an empty metavar, so the help shows none."""
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    return params
+
+
+class FlagCommand(TyperCommand):
+    """A command whose help shows flags without a ``<bool>`` value (:func:`_no_flag_metavars`)."""
+
+    def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+        return _no_flag_metavars(super().get_params(ctx))
+
+
 class OneLineErrors(TyperGroup):
     """Click's and Typer's own usage errors (``--seed abc``, ``--workers 0``, an unknown option) as the tool's
-    one-line ``error: ...`` with exit code 2, like every other bad input; ``per`` alone prints the help, exit 0."""
+    one-line ``error: ...`` with exit code 2, like every other bad input; ``per`` alone prints the help once,
+    exit 0."""
+
+    def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+        return _no_flag_metavars(super().get_params(ctx))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+        args = sys.argv[1:] if args is None else list(args)
+        if not args:  # as --help: no-args-is-help's error prints the help as it is made, and again when shown
+            args = ["--help"]
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except _NO_ARGS:
-            code = super().main(["--help"], prog_name, complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS:  # a subgroup called with no arguments (its help already printed)
+            code = 0
         except _clicks.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "per"
             typer.echo(f"error: {exc.format_message()} (see {command} --help)", err=True)
@@ -45,6 +70,11 @@ class OneLineErrors(TyperGroup):
         sys.exit(code)
 
 
+def shown(path: object) -> str:
+    """A path as printed to the user: quoted as a shell would need it (a path with spaces stays one word)."""
+    return shlex.quote(str(path))
+
+
 def fail_input(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(EXIT_BAD_INPUT)
@@ -57,3 +87,5 @@ def check_run_name(name: str | None, option: str = "--name") -> None:
     parts = PurePosixPath(name).parts + PureWindowsPath(name).parts
     if not name.strip() or name in (".", "..") or len(set(parts)) != 1 or "/" in name or "\\" in name:
         raise ConfigError(f"{option} {name!r}: a name is one folder name inside --runs-dir (no '/', '\\' or '..')")
+    if len(name.encode()) > MAX_NAME_BYTES:  # a file name is at most 255 bytes; leave room for a suffix
+        raise ConfigError(f"{option}: the name is {len(name.encode()):,} bytes long; give at most {MAX_NAME_BYTES}")

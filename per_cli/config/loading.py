@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -15,11 +16,23 @@ from typing import Any, Literal
 
 import yaml
 
+from per_cli.config.reading import parse_yaml, read_text
 from per_cli.config.schema import Config
 from per_cli.errors import ConfigError
 
 # ----------------------------------------------------------------------------------------------------------
 # building from plain data
+
+# every int field's limit besides its own bounds: 2^53 is exact in float64 and far inside int64
+MAX_INT = 2**53
+# every string field's length: env ids and replay kinds are short names, and they become part of file names
+MAX_STR = 100
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to one readable length (a 1 MB value must not become a 1 MB error line)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:50]}...({len(text):,} characters)"
 
 
 def _type_name(tp: Any) -> str:
@@ -40,50 +53,58 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        for arg in args:
-            if arg is type(None):
-                continue
+        options = [arg for arg in args if arg is not type(None)]
+        if len(options) == 1:  # `float | None`: the float's own message (a NaN is "not finite", not "not a float")
+            return _coerce(value, options[0], key)
+        for arg in options:
             try:
                 return _coerce(value, arg, key)
             except ConfigError:
                 pass
-        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {_short(value)}")
     if origin is Literal:
         allowed = typing.get_args(tp)
         if isinstance(value, bool) and ("off" if value is False else "on") in allowed:
             # YAML 1.1 reads a bare off/on (also no/yes) as a bool: `is_weights: off` means the choice "off"
             return "off" if value is False else "on"
         if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(map(str, allowed))}")
+            raise ConfigError(f"{key}: {_short(value)} is not allowed; choose one of {', '.join(map(str, allowed))}")
         return value
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{key}: expected a list of {_type_name(item_tp)}, got {value!r}")
+            raise ConfigError(f"{key}: expected a list of {_type_name(item_tp)}, got {_short(value)}")
         return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {_short(value)}")
         return dict(value)
     if tp is Any:
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+            raise ConfigError(f"{key}: expected true or false, got {_short(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
-                return int(value)  # 1e6 in YAML is a float
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+                value = int(value)  # 1e6 in YAML is a float
+            else:
+                raise ConfigError(f"{key}: expected an integer, got {_short(value)}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {_short(value)}")
+        if not math.isfinite(value):  # NaN passes every comparison of a range check; no key means infinity
+            raise ConfigError(f"{key}: {_short(value)} is not a finite number; give a number such as the default")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
+            raise ConfigError(f"{key}: expected a string, got {_short(value)}")
+        if len(value) > MAX_STR:  # names end up in run directory names (a file name is at most 255 bytes)
+            raise ConfigError(
+                f"{key}: {_short(value)} is {len(value):,} characters long; a name here is at most {MAX_STR}"
+            )
         return value
     raise TypeError(f"unsupported config type {tp!r} for {key}")  # a bug in this module, not user input
 
@@ -95,13 +116,25 @@ def _check_bounds(value: Any, meta: typing.Mapping, key: str) -> None:
     if lo is not None and (value <= lo if lo_open else value < lo):
         relation = ">" if lo_open else ">="
         allowed = f"{relation} {lo}" if hi is None else f"in {'(' if lo_open else '['}{lo}, {hi}]"
-        raise ConfigError(f"{key}: {value!r} is out of range; must be {allowed}")
+        raise ConfigError(f"{key}: {_short(value)} is out of range; must be {allowed}")
     if hi is not None and value > hi:
         allowed = f"<= {hi}" if lo is None else f"in {'(' if lo_open else '['}{lo}, {hi}]"
-        raise ConfigError(f"{key}: {value!r} is out of range; must be {allowed}")
+        raise ConfigError(f"{key}: {_short(value)} is out of range; must be {allowed}")
+
+
+def _check_magnitude(value: Any, key: str) -> None:
+    """Every integer (also in lists) within ±:data:`MAX_INT`, whatever its field's own bounds: past int64
+    numpy and torch overflow with a traceback."""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_magnitude(item, f"{key}[{i}]")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise ConfigError(f"{key}: {_short(value)} is out of range; an integer here is at most 2^53")
 
 
 def _unknown_key(key: str, name: str, valid: list[str]) -> ConfigError:
+    if len(key) > MAX_STR:  # no fuzzy match over a megabyte of key
+        return ConfigError(f"unknown key {_short(key)}; valid keys here: {', '.join(valid)}")
     close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
     hint = f"did you mean '{key.rpartition('.')[0] + '.' if '.' in key else ''}{close[0]}'?" if close else ""
     return ConfigError(f"unknown key '{key}'; {hint or 'valid keys here: ' + ', '.join(valid)}")
@@ -109,7 +142,7 @@ def _unknown_key(key: str, name: str, valid: list[str]) -> ConfigError:
 
 def _build(cls: type, data: Any, prefix: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {data!r}")
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {_short(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
@@ -123,6 +156,7 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
             continue
         value = _coerce(value, tp, key)
         _check_bounds(value, fields[name].metadata, key)
+        _check_magnitude(value, key)
         kwargs[name] = value
     return cls(**kwargs)
 
@@ -159,9 +193,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set agent.lr=3e-4")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {text!r}: the value is not valid YAML ({exc.__class__.__name__})") from None
+        value = parse_yaml(f"--set {key.strip()}", raw) if raw.strip() else ""
+    except ConfigError as exc:
+        raise ConfigError(f"--set {text[:80]!r}: the value is not valid YAML ({str(exc).partition(': ')[2]})") from None
     if isinstance(value, str):
         value = _yaml_number(value)
     return key.strip(), value
@@ -196,7 +230,7 @@ def apply_override(data: dict, key: str, value: Any) -> None:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"{dotted}: expected a mapping of keys, got {child!r}")
+            raise ConfigError(f"{dotted}: expected a mapping of keys, got {_short(child)}")
         node = child
         cls = tp if dataclasses.is_dataclass(tp) else None  # inside a free-form dict (env.kwargs)
 
@@ -211,58 +245,11 @@ def _walk_yaml_numbers(data: Any) -> Any:
     return data
 
 
-def _find_duplicate_key(node: yaml.Node, prefix: str = "") -> tuple[str, int] | None:
-    """The first key given twice in one mapping (as a dotted key, with its line), or None. YAML itself keeps
-    the last value silently, which would hide a typo'd second section."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set = set()
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            dotted = f"{prefix}{key}"
-            if key is not None and key != "<<":
-                if key in seen:
-                    return dotted, key_node.start_mark.line + 1
-                seen.add(key)
-            found = _find_duplicate_key(value_node, dotted + ".")
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            found = _find_duplicate_key(item, f"{prefix.rstrip('.')}[{i}].")
-            if found:
-                return found
-    return None
-
-
-def _parse_yaml(path: Path, text: str) -> Any:
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        duplicate = _find_duplicate_key(node)
-        if duplicate:
-            key, line = duplicate
-            raise ConfigError(f"{path}: duplicate key '{key}' at line {line}; give each key once")
-        return loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
-    finally:
-        loader.dispose()
-
-
 def read_yaml(path: str | Path) -> dict:
     """The YAML mapping in ``path``: rejects a directory, a missing, empty or malformed file, a top level that
     is not a mapping, and a key given twice."""
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"config {path}: is a directory; give a YAML file (per configs lists the shipped ones)")
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path} (give an existing YAML file or a name from per configs)")
-    data = _parse_yaml(path, path.read_text(encoding="utf-8"))
+    data = parse_yaml(path, read_text(path))
     if data is None or data == {}:
         raise ConfigError(
             f"{path}: the config is empty (nothing but comments or blank lines); give at least one section, "

@@ -202,5 +202,6 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    seed: int = field(default=1, metadata=_bounds(0))
+    # numpy, torch and the envs take different integer widths; this range is safe for all (seed + step included)
+    seed: int = field(default=1, metadata=_bounds(0, 1_000_000_000))
     device: Literal["auto", "cpu", "cuda"] = "auto"

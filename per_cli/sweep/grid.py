@@ -27,10 +27,13 @@ from per_cli.sweep.status import (
     LOCKS_DIR,
     EventLog,
     action_for,
+    missing_config_note,
     run_state,
+    set_aside,
     write_manifest,
 )
 from per_cli.sweep.status import find_grid_dir as _find_grid_dir
+from per_cli.train.rundir.logger import UNREADABLE
 
 __all__ = ["build_request", "check_devices", "dry_run_table", "find_grid_dir", "plan_grid", "run_grid"]
 
@@ -91,6 +94,7 @@ def run_grid(
     out = out or sys.stdout
     states = {spec.name: run_state(grid_dir / spec.name)[0] for spec in plan.runs}
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
+    run_notes = [n for s in plan.runs if (n := missing_config_note(grid_dir / s.name, states[s.name]))]
     # the executor first: a Ray cluster that cannot be reached is bad input, and leaves nothing on disk
     n_workers = workers or (default_workers() if backend == "local" else None)  # None: all of Ray's CPUs
     if backend == "local":
@@ -114,14 +118,20 @@ def run_grid(
     write_manifest(grid_dir, command, plan.request.manifest(), plan.notes, [s.manifest() for s in plan.runs])
 
     print(
-        f"grid {grid_dir}: {len(plan.runs)} runs, {len(todo)} to run, {len(plan.runs) - len(todo)} skipped "
+        f"grid {shlex.quote(str(grid_dir))}: {len(plan.runs)} runs, {len(todo)} to run, "
+        f"{len(plan.runs) - len(todo)} skipped "
         f"({sum(v == 'completed' for v in states.values())} already complete); backend {backend}"
-        + (f", {executor.size} workers" if executor is not None else "")
+        + (f", {executor.size} worker{'s' if executor.size != 1 else ''}" if executor is not None else "")
         + (f"; seeds in cohorts of up to {size} ({len(tasks)} tasks)" if size > 1 else ""),
         file=sys.stderr,
         flush=True,
     )
-    for note in plan.notes:
+    for spec in todo:  # an unreadable summary with no checkpoint to resume: its files are kept, aside
+        run_dir = grid_dir / spec.name
+        if states[spec.name] == UNREADABLE and action_for(UNREADABLE, retry_failed, run_dir) == "retry":
+            where = set_aside(run_dir)
+            run_notes.append(f"{spec.name}: summary.json cannot be read; its files moved to {shlex.quote(str(where))}")
+    for note in [*plan.notes, *run_notes]:
         print(f"note: {note}", file=sys.stderr)
 
     events = EventLog(grid_dir / EVENT_LOG)

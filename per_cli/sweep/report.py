@@ -32,7 +32,8 @@ def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bo
         state = run_state(grid_dir / spec.name)[0] if exists else "new"
         action = action_for(state, retry_failed, grid_dir / spec.name)
         rows.append((spec.name, spec.source, str(spec.total_steps), state, action))
-    print(f"grid {grid_dir} ({'exists: resuming' if exists else 'new'}); dry run, nothing is written", file=out)
+    grid_state = "exists: resuming" if exists else "new"
+    print(f"grid {shlex.quote(str(grid_dir))} ({grid_state}); dry run, nothing is written", file=out)
     for note in plan.notes:
         print(f"note: {note}", file=out)
     print_table(("run", "config", "steps", "state", "action"), rows, out)
@@ -69,7 +70,8 @@ def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[st
     show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r[1] not in ("completed", "skipped")]
     print_table(("run", "status", "steps", "wall_s", "return", "eval", "note"), show, out)
     order = ["completed", "skipped", "failed", "unreadable", "interrupted", "unfinished", "busy"]
-    print(f"grid {grid_dir}: " + ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)), file=out)
+    tally = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+    print(f"grid {shlex.quote(str(grid_dir))}: {tally}", file=out)
     print(f"plot: per plot {shlex.quote(str(grid_dir))}", file=out)
     if interrupted:
         print("interrupted: run the same command again to resume", file=out)

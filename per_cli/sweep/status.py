@@ -49,6 +49,8 @@ def action_for(state: str, retry_failed: bool, run_dir: Path | None = None) -> s
     ``run_dir`` is given and has one), ``restart`` or ``start``."""
     if state == COMPLETED:
         return "skip"
+    if state == UNREADABLE and retry_failed and run_dir is not None and has_checkpoint(run_dir):
+        return "resume"  # its summary is lost, not its training: continue, keeping metrics.csv and events
     if state in (FAILED, UNREADABLE):
         return "retry" if retry_failed else "skip"
     if state in (INTERRUPTED, UNFINISHED):
@@ -56,12 +58,36 @@ def action_for(state: str, retry_failed: bool, run_dir: Path | None = None) -> s
     return "start"
 
 
+SET_ASIDE_DIR = ".set-aside"  # hidden: per plot and the grid never take what is in it for a run
+
+
+def set_aside(run_dir: Path) -> Path:
+    """Move ``run_dir`` to ``<grid>/.set-aside/<name>-<time>`` (never deleted: a run whose summary.json cannot
+    be read may still hold a whole metrics.csv and event file) and return where it went."""
+    target = run_dir.parent / SET_ASIDE_DIR / f"{run_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    target.parent.mkdir(exist_ok=True)
+    suffix = 0
+    while target.exists():
+        suffix += 1
+        target = target.with_name(f"{target.name.rsplit('.', 1)[0]}.{suffix}")
+    run_dir.rename(target)
+    return target
+
+
+def missing_config_note(run_dir: Path, state: str) -> str | None:
+    """A completed run without its config.yaml is not whole (plots cannot group it by its settings): said
+    once by the grid, which does not run it again."""
+    if state == COMPLETED and not (run_dir / "config.yaml").is_file():
+        return f"{run_dir.name}: completed, but its config.yaml is missing; per plot cannot group it by its settings"
+    return None
+
+
 def skip_note(state: str) -> str:
     """Why a run is not run, for the tables and the workers' answers."""
     return {
         COMPLETED: "already complete",
         FAILED: "failed before; --retry-failed re-runs it",
-        UNREADABLE: "summary.json cannot be read; --retry-failed re-runs it",
+        UNREADABLE: "summary.json cannot be read; --retry-failed resumes it (or sets its files aside and re-runs it)",
     }.get(state, "")
 
 

@@ -27,15 +27,27 @@ from per_cli.replay.writers.hindsight import goal_layout_of
 from per_cli.rl.networks import check_network
 
 
-def preflight(cfg: Config) -> None:
-    """Raise :class:`ConfigError` (one line naming the key and the fix) for any setting that cannot run."""
+def preflight(cfg: Config, members: int = 1) -> None:
+    """Raise :class:`ConfigError` (one line naming the key and the fix) for any setting that cannot run;
+    ``members``: the seeds of a cohort trained together in one process (their memory counts together)."""
     check_names(cfg)
     check_schedule(cfg)
     probe = probe_env(cfg.env)
     if cfg.replay.her_strategy != "off" and probe.goal_error is not None:
         raise ConfigError(probe.goal_error)
     check_network(cfg.agent, probe.obs_shape)
-    check_memory(cfg, probe.obs_shape, probe.obs_dtype)
+    check_memory(cfg, probe.obs_shape, probe.obs_dtype, members, probe.n_actions)
+
+
+def notes(cfg: Config) -> list[str]:
+    """Settings that run, but perhaps not as their writer meant: one line each, for the CLI to print before
+    the run starts (a surprise said once, not refused: the engines support each of them on purpose)."""
+    found = []
+    if cfg.replay.batch_size < 2 and cfg.metrics.iid:
+        found.append("replay.batch_size is 1: a batch of one has no diversity, so state_diversity stays blank")
+    if not cfg.agent.hidden_sizes:
+        found.append("agent.hidden_sizes is []: the Q-network is linear (no hidden layer); give e.g. [64] for one")
+    return found
 
 
 def check_names(cfg: Config) -> None:
@@ -75,6 +87,7 @@ class EnvProbe:
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
     goal_error: str | None
+    n_actions: int = 2
 
 
 def probe_env(env_cfg: EnvConfig) -> EnvProbe:
@@ -98,14 +111,44 @@ def _probe_env(env_yaml: str) -> EnvProbe:
         except ConfigError as exc:
             goal_error = str(exc)
         space = env.observation_space
-        return EnvProbe(tuple(int(d) for d in space.shape), np.dtype(space.dtype), goal_error)
+        shape = tuple(int(d) for d in space.shape)
+        return EnvProbe(shape, np.dtype(space.dtype), goal_error, int(env.action_space.n))
     finally:
         env.close()
 
 
-def check_memory(cfg: Config, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> None:
+# what a member costs besides its replay memory and its network: the env, generators, buffers, the logger
+MEMBER_OVERHEAD_BYTES = 4_000_000
+# copies of the parameters a member keeps: online, target, gradient, Adam's two moments
+PARAMETER_COPIES = 5
+
+
+def check_memory(
+    cfg: Config, obs_shape: tuple[int, ...], obs_dtype: np.dtype, members: int = 1, n_actions: int = 2
+) -> None:
     """The replay memory's size (the replay layer's estimate of what it will allocate) against the memory this
-    machine can give now, with the same rule and message as the storages' own check before they allocate."""
+    machine can give now, with the same rule and message as the storages' own check before they allocate; for
+    a cohort, the members' memories, networks and overhead together (``--seeds``), before any is built."""
     need = memory_bytes(cfg, obs_shape, obs_dtype)
     capacity = cfg.replay.capacity
     ensure_memory_fits(need, f"a replay memory of {capacity:,} transitions", per_unit=max(need // capacity, 1))
+    if members > 1:
+        each = need + MEMBER_OVERHEAD_BYTES + PARAMETER_COPIES * 4 * network_parameters(cfg, obs_shape, n_actions)
+        ensure_memory_fits(
+            members * each,
+            f"a cohort of {members:,} seeds (each {each / 1e6:,.0f} MB with its replay memory and network)",
+            per_unit=each,
+            key="--seeds",
+        )
+
+
+def network_parameters(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> int:
+    """The Q-network's parameter count, built on torch's meta device (no memory, no time)."""
+    import torch
+
+    from per_cli.rl.networks import make_q_network
+
+    a = cfg.agent
+    with torch.device("meta"):
+        net = make_q_network(a.network, obs_shape, n_actions, list(a.hidden_sizes), a.activation)
+    return sum(p.numel() for p in net.parameters())

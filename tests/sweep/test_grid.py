@@ -391,3 +391,27 @@ def test_a_negative_swept_value_keeps_its_sign_in_the_run_name(configs):
     assert [r.name.rpartition("__")[2] for r in plan.runs] == ["env.done_reward=-10", "env.done_reward=10",
                                                                "env.done_reward=null"]  # fmt: skip
     assert [r.config["env"]["done_reward"] for r in plan.runs] == [-10, 10, None]
+
+
+def test_retry_keeps_the_files_of_a_run_whose_summary_is_unreadable(configs, tmp_path):
+    """Issue 35: --retry-failed over a run whose summary.json is unreadable must not destroy its intact
+    metrics.csv (no checkpoint: its files are moved aside, never deleted); a completed run whose config.yaml
+    is missing is reported."""
+    runs = tmp_path / "runs"
+    args = ["--envs", "cartpole", "--replays", "uniform", "--seeds", "2", "--workers", "1", "--name", "g",
+            *_sets(TINY)]  # fmt: skip
+    assert _grid(configs, runs, *args).returncode == 0
+    grid_dir = runs / "g"
+    damaged, bare = grid_dir / "cartpole__uniform__s1", grid_dir / "cartpole__uniform__s2"
+    (damaged / "summary.json").write_text('{"status": "compl')
+    metrics = (damaged / "metrics.csv").read_text()
+    (bare / "config.yaml").unlink()
+
+    retry = _grid(configs, runs, *args, "--retry-failed")
+    assert retry.returncode == 0, retry.stderr
+    (aside,) = (grid_dir / ".set-aside").iterdir()
+    assert aside.name.startswith(damaged.name) and (aside / "metrics.csv").read_text() == metrics
+    assert f"{damaged.name}: summary.json cannot be read; its files moved to {aside}" in retry.stderr
+    assert f"{bare.name}: completed, but its config.yaml is missing" in retry.stderr
+    assert _summary(damaged)["status"] == "completed"
+    assert _starts(grid_dir) == {damaged.name: 2, bare.name: 1}

@@ -61,7 +61,7 @@ def test_resuming_a_run_that_spent_its_episode_budget_asks_for_more(tmp_path):
     ("setting", "message"),
     [
         ("train.total_episodes=0", "train.total_episodes: 0 is out of range; must be >= 1"),
-        ("train.total_episodes=2.5", "train.total_episodes: expected int or null"),
+        ("train.total_episodes=2.5", "train.total_episodes: expected an integer, got 2.5"),
         ("train.eps_decay_steps=-1", "train.eps_decay_steps: -1 is out of range"),
         ("agent.target_update_on_episode_end=maybe", "agent.target_update_on_episode_end: expected true or false"),
     ],

@@ -48,3 +48,13 @@ def test_a_memory_larger_than_the_machine_is_refused_before_allocating():
     cfg = load_config(None, ["replay.capacity=1e12"])
     with pytest.raises(ConfigError, match=r"^replay.capacity: a replay memory of 1,000,000,000,000 transitions needs"):
         preflight(cfg)
+
+
+def test_notes_say_what_runs_but_may_surprise():
+    """Issue 35: a linear Q-network and a batch of one run, but are said once before the run starts."""
+    from per_cli.config import load_config
+    from per_cli.train.preflight import notes
+
+    assert notes(load_config(None)) == []
+    said = notes(load_config(None, ["agent.hidden_sizes=[]", "replay.batch_size=1"]))
+    assert any("linear" in n for n in said) and any("batch of one" in n for n in said)

@@ -25,6 +25,7 @@ defined over ``total_steps`` and so change from that point on.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
 import pickle
@@ -40,7 +41,10 @@ from per_cli.train.checkpoints.unpickling import MovedModulesPickle, unpickle
 from per_cli.train.rundir.logger import atomic_write_text
 
 CHECKPOINT_DIR = "checkpoints"
+TMP_PREFIX = ".tmp-"  # a checkpoint being written (renamed when complete)
 FORMAT_VERSION = 2  # 2: the state is grouped by component (Trainer.state_dict)
+# a checkpoint write that failed with less than this free on its disk failed because the disk is full
+_FULL_BELOW_BYTES = 1 << 20
 _LARGE_ARRAY_BYTES = 1 << 20  # replay arrays above this go to their own .npy (written and read without copies)
 
 
@@ -89,6 +93,24 @@ def _load_tree(folder: Path) -> Any:
 # the checkpoint directory
 
 
+def remove_leftovers(run_dir: Path) -> list[Path]:
+    """Remove what a run killed or stopped by a full disk left half-written: checkpoint folders
+    ``checkpoints/.tmp-*`` and the atomic writes' ``.NAME.*.tmp`` files (summary.json, latest, metrics.csv).
+    Called when a run (re)starts in ``run_dir``; returns what was removed. None of these is ever read."""
+    removed = []
+    for folder in (run_dir, checkpoints_dir(run_dir)):
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if path.is_dir() and path.name.startswith(TMP_PREFIX) and folder.name == CHECKPOINT_DIR:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+            elif path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
 def checkpoints_dir(run_dir: Path) -> Path:
     return run_dir / CHECKPOINT_DIR
 
@@ -116,13 +138,20 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | 
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:012d}"
-    tmp = root / f".tmp-{name}"
+    tmp = root / f"{TMP_PREFIX}{name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    torch.save({**state, "format": FORMAT_VERSION}, tmp / "trainer.pt")
-    if replay_state is not None:
-        _save_tree(replay_state, tmp / "replay")
-    _fsync_tree(tmp)
+    try:
+        torch.save({**state, "format": FORMAT_VERSION}, tmp / "trainer.pt")
+        if replay_state is not None:
+            _save_tree(replay_state, tmp / "replay")
+        _fsync_tree(tmp)
+    except BaseException as exc:  # a full disk, an interrupt: the half-written checkpoint must not stay behind
+        full = isinstance(exc, Exception) and shutil.disk_usage(root).free < _FULL_BELOW_BYTES
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full and not isinstance(exc, OSError):  # torch.save's writer reports a full disk as a RuntimeError
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
+        raise
     final = root / name
     if final.exists():  # the same step saved again (the end of a run that also checkpointed there)
         shutil.rmtree(final)

@@ -42,6 +42,9 @@ from per_cli.train.loop.trainer import Trainer
 from per_cli.train.measures.update_measures import measure_rows
 
 _TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
+# seeds in one cohort: each member holds an env, a network and a memory, checked against RAM by preflight; past
+# this many, the process's own overhead per member (generators, buffers) decides, which nothing checks
+MAX_COHORT = 10_000
 _SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
@@ -50,12 +53,19 @@ def parse_seeds(text: str) -> list[int]:
     compact = text.replace(" ", "")
     if not _SEEDS.match(compact):
         raise ConfigError(f"--seeds: {text!r} is not a seed list; write e.g. 1-100 or 1,5,9")
+    parts = [(int(low), int(high or low)) for low, _, high in (part.partition("-") for part in compact.split(","))]
+    for low, high in parts:
+        if high < low:
+            raise ConfigError(f"--seeds: the range {low}-{high} is empty; write LOW-HIGH with LOW <= HIGH")
+    count = sum(high - low + 1 for low, high in parts)  # counted before any list is made (1-10^12 is one line)
+    if count > MAX_COHORT:
+        raise ConfigError(
+            f"--seeds: {text!r} names {count:,} seeds; a cohort trains at most {MAX_COHORT:,} in one process "
+            "(train several cohorts, or use per grid)"
+        )
     seeds: list[int] = []
-    for part in compact.split(","):
-        low, _, high = part.partition("-")
-        if high and int(high) < int(low):
-            raise ConfigError(f"--seeds: the range {part} is empty; write LOW-HIGH with LOW <= HIGH")
-        seeds.extend(range(int(low), int(high or low) + 1))
+    for low, high in parts:
+        seeds.extend(range(low, high + 1))
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds: {text!r} names a seed twice; each seed is one run")
     return seeds

@@ -9,11 +9,15 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import shlex
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -78,6 +82,39 @@ class SignalStop:
 def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:
     """A KeyboardInterrupt raised outside our handler (e.g. a caller's own) counts as Ctrl-C."""
     return exc if isinstance(exc, RunInterrupted) else RunInterrupted(signal.SIGINT)
+
+
+def full_disk(exc: BaseException) -> OSError | None:
+    """The "no space left on device" error behind ``exc`` (itself, or its cause or context: torch.save wraps
+    it), or None."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _mount_point(path: Path) -> Path:
+    path = path.resolve()
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def describe_failure(exc: BaseException, run_dir: Path) -> str:
+    """A failed run's one line for summary.json and the terminal: a diverged run's cause; a full disk named as
+    the disk (the fix is space, not the config); else the exception's type and message."""
+    if isinstance(exc, RunDiverged):
+        return str(exc)
+    if full_disk(exc) is not None:
+        mount = _mount_point(run_dir)
+        return (
+            f"the disk is full: no space left on the file system at {shlex.quote(str(mount))} while writing "
+            f"{shlex.quote(str(run_dir))}; free space there, then continue with per train --resume (if it "
+            "checkpointed) or run it again"
+        )
+    return f"{type(exc).__name__}: {exc}"
 
 
 def check_update(loss: float, q_mean: float, step: int, agent_cfg: AgentConfig) -> None:

@@ -4,6 +4,7 @@ evaluate, log. It never branches on the replay kind: every memory has the same f
 from __future__ import annotations
 
 import math
+import shlex
 import time
 import traceback
 from pathlib import Path
@@ -26,7 +27,7 @@ from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
 from per_cli.train.loop.reporting import episode_record, progress_info, run_results
 from per_cli.train.loop.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
-from per_cli.train.loop.stopping import RunDiverged, check_logged, check_update, diverged
+from per_cli.train.loop.stopping import check_logged, check_update, describe_failure, diverged
 from per_cli.train.loop.trainer_state import Checkpointed
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans, totals
@@ -85,6 +86,7 @@ class Trainer(Checkpointed):
         self._log_means = RunningMeans()
         self._episode_means = RunningMeans()
         self.logger: RunLogger | None = None
+        self.run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
         self._obs: Any = None  # the observation in hand: set by the loop at checkpoints, or by a resume
         self._start_time = time.time()
         self._initial_td = cfg.replay.initial_priority == "td_error"
@@ -121,7 +123,9 @@ class Trainer(Checkpointed):
 
     def begin(self, run_dir: Path) -> None:
         """Write config.yaml and the running summary, open the logger, take the observation in hand."""
+        self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint.remove_leftovers(run_dir)  # a killed or disk-full run's half-written files
         (run_dir / "config.yaml").write_text(dump_config(self.cfg))
         started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
         self._start_time = started
@@ -150,7 +154,7 @@ class Trainer(Checkpointed):
 
     def record_failure(self, exc: BaseException) -> None:
         """Called inside the ``except`` that caught ``exc``: the failed summary, with its traceback."""
-        message = str(exc) if isinstance(exc, RunDiverged) else f"{type(exc).__name__}: {exc}"
+        message = describe_failure(exc, self.run_dir or Path("."))
         self.error = exc
         self._record_end(FAILED, message, traceback.format_exc())
 
@@ -188,13 +192,14 @@ class Trainer(Checkpointed):
         self.summary = {**self._base, **self._results(), "status": status, "error": error}
         if tb is not None:
             self.summary["traceback"] = tb
-        write_summary(self.logger.run_dir, self.summary)
+        if self.run_dir is not None and self.run_dir.is_dir():
+            write_summary(self.run_dir, self.summary)
 
     def _resume_hint(self) -> str:
-        run_dir = self.logger.run_dir
-        if checkpoint.latest_checkpoint(run_dir) is None:
+        run_dir = self.run_dir
+        if run_dir is None or checkpoint.latest_checkpoint(run_dir) is None:
             return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
-        return f"continue it with: per train --resume {run_dir}"
+        return f"continue it with: per train --resume {shlex.quote(str(run_dir))}"
 
     # collecting one env step at ``state.step``, in phases that the loop runs for all members in turn (so that
     # a cohort can batch the greedy actions and the insertion TD errors): choose_action, [the greedy action],

@@ -189,7 +189,7 @@ def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
     the batch's ddof-1 variance over the reference's: its mean pairwise squared standardized distance over 2d.
     NaN for every batch when the reference has no varying feature."""
     keep = ~np.isnan(ref_var)
-    if not keep.any():
+    if not keep.any() or batches.shape[1] < 2:  # a batch of one has no variance (preflight.notes says so)
         return np.full(len(batches), np.nan)
     kept = batches[:, :, keep]
     var = (kept - kept[:, :1]).var(axis=1, ddof=1)  # shifted by a member: exactly 0 for identical states

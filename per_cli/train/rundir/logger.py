@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -67,8 +68,21 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Write summary.json atomically. On a full disk (the very case a ``failed`` summary must still record),
+    the old file is overwritten in place instead: truncating it frees the blocks the new one needs (a summary
+    is a few hundred bytes, like the ``running`` one it replaces)."""
     clean = {k: _jsonable(v) for k, v in summary.items()}
-    atomic_write_text(run_dir / "summary.json", json.dumps(clean, indent=2) + "\n")
+    path = run_dir / "summary.json"
+    text = json.dumps(clean, indent=2) + "\n"
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC or not path.is_file():
+            raise
+        with open(path, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:

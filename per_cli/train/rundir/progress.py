@@ -7,7 +7,9 @@ bar counts episodes when the run has an episode budget (``train.total_episodes``
 
 from __future__ import annotations
 
+import re
 import sys
+import time
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +21,9 @@ _MAX_BAR = 40
 _MIN_NAME = 16
 # a typical compact stats text; longer ones are cut with … rather than squeeze the bar
 _STATS_WIDTH = len("1234 sps  ret -123.4  eval -123.4  ε 0.050")
+# the stats give way to the run's name down to this many columns (speed, return and evaluation still show)
+_MIN_STATS = len("1234 sps  ret -123.4  eval -12")
+_TIME_STAMP = re.compile(r"__\d{8}-\d{6}")  # in default run names: the same on every run of a session
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -67,15 +72,18 @@ class _Budget:
 
 
 class RichTrainProgress:
-    """A one-line bar. The description (the run name) is shortened with … (to no less than 16 characters) so
-    that the bar keeps at least 20 columns; stats that still do not fit are cut with …."""
+    """A one-line bar. Where the width is short, the run name first loses its time stamp, then the stats give
+    way (down to :data:`_MIN_STATS` columns, cut with …), then the name is shortened with … (to no less than 16
+    characters); the bar keeps at least 20 columns."""
 
     def __init__(self, total: int, description: str, total_episodes: int | None = None, console=None):
         self.budget = _Budget(total, total_episodes)
         console = console or Console(stderr=True)
         count_width = 2 * len(str(self.budget.total)) + 1
         fixed = count_width + len("-:--:--") + 4  # 4 spaces between the 5 columns
-        description = ellipsize(description, max(console.width - fixed - _STATS_WIDTH - _MIN_BAR, _MIN_NAME))
+        if len(description) > console.width - fixed - _STATS_WIDTH - _MIN_BAR:  # the time stamp is what goes first
+            description = _TIME_STAMP.sub("", description)
+        description = ellipsize(description, max(console.width - fixed - _MIN_STATS - _MIN_BAR, _MIN_NAME))
         bar = max(_MIN_BAR, min(_MAX_BAR, console.width - fixed - _STATS_WIDTH - len(description)))
         stats_room = max(console.width - fixed - bar - len(description), 10)
         self._progress = Progress(
@@ -102,8 +110,13 @@ class RichTrainProgress:
         self._progress.update(self._task, completed=self.budget.done(step, info), stats=stats)
 
 
+# a plain line at least this often (a run of 10^12 steps would otherwise wait for its first tenth)
+PLAIN_EVERY_S = 60.0
+
+
 class PlainTrainProgress:
-    """About ``lines`` lines over a run, and the final one once: for logs, pipes and other non-terminals."""
+    """About ``lines`` lines over a run, the first update's line, one a minute at least, and the final one
+    once: for logs, pipes and other non-terminals."""
 
     def __init__(self, total: int, description: str, lines: int = 10, stream=None, total_episodes: int | None = None):
         self.budget = _Budget(total, total_episodes)
@@ -111,6 +124,8 @@ class PlainTrainProgress:
         self.every = max(self.budget.total // lines, 1)
         self._next = self.every
         self.stream = stream or sys.stderr
+        self._printed = False
+        self._last = time.monotonic()
 
     def __enter__(self) -> PlainTrainProgress:
         return self
@@ -122,9 +137,12 @@ class PlainTrainProgress:
         """A line at each ``every`` units of the budget, and the run's final line (``info["final"]``, sent
         once, after the final evaluation); the trainer sends no other update at the last step."""
         done = self.budget.done(step, info)
-        if not info.get("final") and done < self._next:
+        now = time.monotonic()
+        first = not self._printed  # the first update (step 1,000): a sign of life, whatever the total
+        if not info.get("final") and done < self._next and not first and now - self._last < PLAIN_EVERY_S:
             return
-        self._next = (done // self.every + 1) * self.every
+        self._printed, self._last = True, now
+        self._next = max(self._next, (done // self.every + 1) * self.every)
         where = f"episode {done}/{self.budget.total}  step {step}" if self.budget.by_episodes else (
             f"step {step}/{self.budget.total}  episodes {info['episodes']}")  # fmt: skip
         print(f"{self.description}: {where}  {stats_text(info)}", file=self.stream, flush=True)

@@ -238,3 +238,15 @@ def test_compiled_raw_state_diversity_is_numpys_bit_for_bit():
                             np.where(np.arange(k) == 0, 1.0, np.nan)):  # fmt: skip
                 want = state_diversity(state_view(states, 1), ref_var)
                 assert raw_state_diversity(states, ref_var).tobytes() == want.tobytes()
+
+
+def test_a_batch_of_one_has_no_diversity_and_no_warning():
+    """Issue 35: replay.batch_size=1 let numpy's "Degrees of freedom <= 0" warning out."""
+    import warnings
+
+    from per_cli.train.measures.iid import state_diversity
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = state_diversity(np.ones((3, 1, 4), np.float32), np.ones(4))
+    assert out.shape == (3,) and np.isnan(out).all()

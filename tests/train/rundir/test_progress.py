@@ -70,8 +70,8 @@ def test_plain_lines_count_episodes_under_an_episode_budget():
         progress.update(episodes * 20, {**INFO, "episodes": episodes})
     progress.update(6000, {**INFO, "episodes": 300, "final": True})
     lines = out.getvalue().splitlines()
-    assert [line.split("  ")[0] for line in lines] == [
-        "run: episode 75/300", "run: episode 150/300", "run: episode 300/300",
+    assert [line.split("  ")[0] for line in lines] == [  # the first update's line: a sign of life (issue 35)
+        "run: episode 10/300", "run: episode 75/300", "run: episode 150/300", "run: episode 300/300",
     ]  # fmt: skip
 
 
@@ -80,3 +80,22 @@ def test_done_line_without_and_with_success():
                "final_return_mean": 5.0, "eval_return_mean": None}  # fmt: skip
     assert done_line(summary).endswith("last-20 return 5.0, eval return -")
     assert done_line({**summary, "final_success_rate": 0.5}).endswith("success rate 0.50, eval -")
+
+
+def test_a_default_run_name_shows_whole_but_its_time_stamp_in_100_columns():
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system="standard", legacy_windows=False)
+    with RichTrainProgress(50_000, "cartpole__prioritized__s1__20261122-211240", console=console) as progress:
+        progress.update(25_000, INFO)
+    lines = [line for line in out.getvalue().replace("\r", "\n").splitlines() if "25000/50000" in line]
+    line = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", lines[-1])
+    assert len(line) <= 100 and "cartpole__prioritized__s1 " in line, line
+    assert len(re.findall(r"[━╸╺]", line)) >= 20, line
+
+
+def test_plain_lines_print_the_first_update_whatever_the_total():
+    out = io.StringIO()
+    progress = PlainTrainProgress(10**12, "run", stream=out)
+    progress.update(1000, {**INFO, "episodes": 3})
+    progress.update(2000, {**INFO, "episodes": 5})  # within a minute of the first: quiet
+    assert out.getvalue().count("\n") == 1 and "step 1000/1000000000000" in out.getvalue()

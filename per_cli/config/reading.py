@@ -1,0 +1,140 @@
+"""Reading a config file into plain data, safely: whatever the bytes, one line and no hang.
+
+A config is small hand-written YAML. What a hostile or broken file could do is refused before it costs
+anything: a file over :data:`MAX_CONFIG_BYTES` (a 50 MB file of ``env.kwargs`` keys would be parsed, checked
+and dumped again by preflight for minutes), bytes that are not UTF-8, a key given twice in one mapping (YAML keeps
+the last value silently), and aliases whose expansion is large or recursive (a 1 KB "billion laughs" file expands
+to 10^9 values; every walk over the data after the parse would follow it). The alias check counts the expanded
+size over the node graph with each distinct node visited once, so it is linear in the file, not in the expansion.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from per_cli.errors import ConfigError
+
+# far above any real config (the shipped ones are under 3 KB), far below what makes parsing slow
+MAX_CONFIG_BYTES = 1_000_000
+# values (scalars, lists, mappings) the document expands to once aliases are followed
+MAX_EXPANDED_NODES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """Nodes in the tree ``node`` expands to; each distinct node (an anchor used by many aliases is one node
+    object) is counted once and remembered. Raises ConfigError for an alias inside its own anchor."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise ConfigError("an alias refers to the value that contains it (a recursive YAML alias)")
+    open_.add(key)
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            total += _expanded_size(key_node, sizes, open_) + _expanded_size(value_node, sizes, open_)
+            if total > MAX_EXPANDED_NODES:
+                break
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            total += _expanded_size(item, sizes, open_)
+            if total > MAX_EXPANDED_NODES:
+                break
+    open_.discard(key)
+    sizes[key] = total
+    return total
+
+
+def _find_duplicate_key(
+    node: yaml.Node, prefix: str = "", seen_nodes: set[int] | None = None
+) -> tuple[str, int] | None:
+    """The first key given twice in one mapping (as a dotted key, with its line), or None. YAML itself keeps
+    the last value silently, which would hide a typo'd second section. A node reached again through an alias
+    is not walked again (so the walk is linear in the file, whatever the aliases)."""
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:
+        return None
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: set = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            dotted = f"{prefix}{key}"
+            if key is not None and key != "<<":
+                if key in seen:
+                    return dotted, key_node.start_mark.line + 1
+                seen.add(key)
+            found = _find_duplicate_key(value_node, dotted + ".", seen_nodes)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _find_duplicate_key(item, f"{prefix.rstrip('.')}[{i}].", seen_nodes)
+            if found:
+                return found
+    return None
+
+
+def parse_yaml(path: Path | str, text: str) -> Any:
+    """The document in ``text`` as plain data; ConfigError (naming ``path``, a file or ``--set k=v``) for
+    malformed YAML, a duplicate key or aliases that expand to more than :data:`MAX_EXPANDED_NODES` values."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            size = _expanded_size(node, {}, set())
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}; write the value out instead") from None
+        if size > MAX_EXPANDED_NODES:
+            raise ConfigError(
+                f"{path}: its YAML aliases expand to more than {MAX_EXPANDED_NODES:,} values (nested aliases?); "
+                "a config needs no more than a few hundred, so write the values out"
+            )
+        duplicate = _find_duplicate_key(node)
+        if duplicate:
+            key, line = duplicate
+            raise ConfigError(f"{path}: duplicate key '{key}' at line {line}; give each key once")
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
+    except RecursionError:  # nesting thousands deep ([[[[...]]]]): no config is like that
+        raise ConfigError(f"{path}: its values nest too deep to be a config; flatten them") from None
+    finally:
+        loader.dispose()
+
+
+def read_text(path: Path) -> str:
+    """The file's text: ConfigError for a directory, a missing or unreadable file, a file over
+    :data:`MAX_CONFIG_BYTES` or bytes that are not UTF-8 (naming the line); read once, so a growing file cannot
+    slip past the size check."""
+    try:
+        if path.is_dir():
+            raise ConfigError(f"config {path}: is a directory; give a YAML file (per configs lists the shipped ones)")
+        if not path.is_file():
+            raise ConfigError(
+                f"config file not found: {path} (give an existing YAML file or a name from per configs)"
+            )
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"config {path}: cannot be read ({exc.strerror or exc}); give a readable YAML file") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: the file is over {MAX_CONFIG_BYTES // 1_000_000} MB; a config is a few KB of YAML "
+            "(is this the right file?)"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: byte {raw[exc.start]:#04x} at line {line} is not UTF-8; save the config as UTF-8 text"
+        ) from None

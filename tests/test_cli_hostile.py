@@ -1,0 +1,123 @@
+"""Hostile input to the command line (issue 35): one line, exit 2, nothing written; the help as it should read."""
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from per_cli.cli import app
+
+runner = CliRunner()
+
+
+def _one_line_error(result, message):
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+    assert len(lines[0]) < 400
+
+
+def _tree(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("runs_dir", "message"),
+    [
+        ("a_file", "is a file, not a directory"),
+        ("a_file/sub", "cannot create run directories there (Not a directory)"),
+        ("/proc/per-runs", "cannot create run directories there"),
+    ],
+)
+def test_a_runs_dir_that_cannot_hold_runs_is_bad_input_and_nothing_is_written(tmp_path, runs_dir, message):
+    (tmp_path / "a_file").write_text("x")
+    before = _tree(tmp_path)
+    result = runner.invoke(app, ["train", "--runs-dir", str(tmp_path / runs_dir), "--set", "train.total_steps=2000"])
+    _one_line_error(result, message)
+    assert _tree(tmp_path) == before
+    assert not os.path.exists("/proc/per-runs")
+
+
+def test_a_passed_runs_dir_check_leaves_nothing_behind(tmp_path):
+    from per_cli.cli.running import check_runs_dir
+
+    check_runs_dir(tmp_path / "a" / "b")
+    assert _tree(tmp_path) == []
+
+
+def test_a_grid_runs_dir_that_is_a_file_is_bad_input(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    result = runner.invoke(app, ["grid", "--envs", "cartpole", "--replays", "uniform", "--seeds", "1",
+                                 "--runs-dir", str(tmp_path / "a_file")])
+    _one_line_error(result, "is a file, not a directory")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "env.id=" + "x" * 400], "env.id: "),
+        (["--set", "replay.kind=" + "x" * 400], "replay.kind: "),
+        (["--set", "replay.kind=" + "x" * 90], "replay.kind: unknown replay kind"),
+        (["--name", "x" * 300], "--name: the name is 300 bytes long"),
+        (["--seed", "99999999999999999999"], "seed: 99999999999999999999 is out of range; must be in [0, 1000000000]"),
+        (["--set", "agent.gamma=.nan"], "agent.gamma: nan is not a finite number"),
+    ],
+)
+def test_names_and_values_that_cannot_run_are_refused_before_the_run_directory(tmp_path, args, message):
+    result = runner.invoke(app, ["train", "--runs-dir", str(tmp_path / "runs"), *args])
+    _one_line_error(result, message)
+    assert not (tmp_path / "runs").exists() or _tree(tmp_path / "runs") == []
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [
+        ("1-100000", "names 100,000 seeds; a cohort trains at most 10,000"),
+        ("1-99999999999", "names 99,999,999,999 seeds"),
+    ],
+)
+def test_a_cohort_too_large_is_refused_at_once(tmp_path, seeds, message):
+    result = runner.invoke(app, ["train", "--seeds", seeds, "--runs-dir", str(tmp_path)])
+    _one_line_error(result, message)
+    assert _tree(tmp_path) == []
+
+
+def test_a_cohort_is_checked_against_memory_as_a_whole(tmp_path):
+    """5,000 seeds of a 10^6-transition memory cannot fit in any machine's RAM this suite runs on (~100 GB)."""
+    result = runner.invoke(
+        app, ["train", "--seeds", "1-5000", "--set", "replay.capacity=1000000", "--runs-dir", str(tmp_path)]
+    )
+    _one_line_error(result, "--seeds: a cohort of 5,000 seeds")
+    assert _tree(tmp_path) == []
+
+
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"agent:\n  lr: 0.001 # \xff\n")
+    result = runner.invoke(app, ["train", "--config", str(path), "--runs-dir", str(tmp_path / "runs")])
+    _one_line_error(result, "is not UTF-8")
+
+
+def test_per_alone_prints_the_help_once():
+    result = runner.invoke(app, [])
+    assert result.exit_code == 0
+    assert result.output.count("Usage:") == 1
+
+
+@pytest.mark.parametrize("command", [[], ["train"], ["grid"], ["cliffwalk"]])
+def test_flags_are_shown_without_a_value(command):
+    result = runner.invoke(app, [*command, "--help"], terminal_width=120)
+    assert result.exit_code == 0
+    assert "<bool>" not in result.output and "--help" in result.output
+
+
+def test_cliffwalk_help_and_error_give_one_range():
+    from per_cli.experiments.cliffwalk.settings import N_RANGE
+
+    allowed = f"[{N_RANGE[0]}, {N_RANGE[1]}]"
+    import typer.main
+
+    command = typer.main.get_command(app).commands["cliffwalk"]
+    (n_help,) = [p.help for p in command.params if p.name == "n"]
+    assert allowed in n_help and "2..14" not in n_help
+    _one_line_error(runner.invoke(app, ["cliffwalk", "--n", "2..99"]), f"chain lengths must be in {allowed}")
