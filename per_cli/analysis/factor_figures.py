@@ -1,14 +1,17 @@
-"""Figures of a grid with swept keys (the two-factor study): per env, a heat map of the final-return IQM over
-the first two factors (W × α in the study) and each factor's marginal effect with 95% CIs."""
+"""Figures of a grid's factors (the two-factor study; or the replay kind alone, where no key is swept): per env,
+a heat map of the final-return IQM over the first two factors (W × α in the study) and each factor's marginal
+effect with 95% CIs (a line across numeric levels only; categories such as the replay kind are points)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-from per_cli.analysis.factors import Design, marginal
+from per_cli.analysis.factors import REPLAY_FACTOR, Design, marginal
 from per_cli.analysis.groups import format_value
 from per_cli.analysis.stats import iqm
-from per_cli.analysis.style import DOUBLE, SINGLE, Output
+from per_cli.analysis.style import DOUBLE, SINGLE, Output, kind_color
 from per_cli.analysis.text import slug
 
 
@@ -48,23 +51,49 @@ def figure_heatmap(design: Design, out: Output) -> bool:
     return True
 
 
-def figure_marginals(design: Design, out: Output) -> None:
-    """One panel per factor: the final-return IQM at each of its levels with a 95% bootstrap CI."""
+def figure_marginals(design: Design, out: Output):
+    """One panel per factor: the final-return IQM at each of its levels with a 95% bootstrap CI. A numeric
+    factor's levels (evenly spaced, in ascending order) are joined by a line; a categorical factor's (the
+    replay kind, in the project's order none, uniform, combined, prioritized, rank, then others; any other
+    non-numeric levels) are separate points, since no trend runs between categories. Returns the figure
+    (saved and closed), so that what is drawn can be checked."""
     import matplotlib.pyplot as plt
 
     k = len(design.factors)
     fig, axes = plt.subplots(1, k, figsize=(SINGLE if k == 1 else DOUBLE, 2.3), squeeze=False, layout="constrained")
     for i, ax in enumerate(axes[0]):
         stats = np.array(marginal(design, i))
-        x = np.arange(len(design.levels[i]))
-        ax.errorbar(x, stats[:, 0], yerr=[stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]], color="0.2",
-                    marker="o", markersize=3, capsize=2, linewidth=1)  # fmt: skip
-        ax.set_xticks(x, [format_value(v) for v in design.levels[i]])
-        ax.set_xlabel(design.factors[i])
+        levels = design.levels[i]
+        x = np.arange(len(levels))
+        yerr = [stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]]
+        if design.numeric(i):
+            ax.errorbar(x, stats[:, 0], yerr=yerr, color="0.2", marker="o", markersize=3, capsize=2, linewidth=1)
+        else:
+            kinds = design.factors[i] == REPLAY_FACTOR
+            for xi, level, (mid, lo, hi) in zip(x, levels, stats, strict=True):
+                ax.errorbar([xi], [mid], yerr=[[mid - lo], [hi - mid]], color=kind_color(level) if kinds else "0.2",
+                            linestyle="none", marker="o", markersize=4, capsize=2, elinewidth=1)  # fmt: skip
+        ax.set_xticks(x, [format_value(v) for v in levels])
+        ax.set_xlim(-0.5, len(levels) - 0.5)  # no point on the axis's edge
+        ax.margins(y=0.1)
+        ax.set_xlabel("replay kind" if design.factors[i] == REPLAY_FACTOR else design.factors[i])
         ax.set_ylabel("final return IQM" if i == 0 else "")
-    fig.suptitle(f"{design.env}: marginal effect of each factor (95% CI over seeds)", fontsize=8)
+        if not design.numeric(i):
+            ax.grid(False, axis="x")
+    only_kind = design.factors == [REPLAY_FACTOR]
+    what = "final-return IQM per replay kind (no swept key)" if only_kind else "marginal effect of each factor"
+    title = f"{design.env}: {what}, 95% CI over seeds"
+    fig.suptitle(textwrap.fill(title, 55 if k == 1 else 110), fontsize=8)
+    pooled = "" if k == 1 else ", pooled over the other factors' levels"
+    joined = [f for j, f in enumerate(design.factors) if design.numeric(j)]
+    shape = (
+        f"numeric levels ({', '.join(joined)}) evenly spaced and joined by a line; other levels separate points"
+        if joined
+        else "categorical levels: separate points, not a trend"
+    )
     caption = (
-        f"{design.env}: IQM of the final return at each level of each factor, pooled over the other factors' "
-        f"levels; bars: 95% stratified bootstrap CI resampling seeds within each cell ({len(design.seeds)} seeds)"
+        f"{design.env}: design {design.describe()}. IQM of the final return at each level of each factor{pooled}; "
+        f"bars: 95% stratified bootstrap CI resampling seeds within each cell ({len(design.seeds)} seeds); {shape}"
     )
     out.save(fig, f"factors_marginal_{slug(design.env)}", caption)
+    return fig

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from per_cli.analysis.groups import Group, format_value, short_key
+from per_cli.analysis.groups import Group, format_value, kind_rank, short_key
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import MIN_RELIABLE_SEEDS, UNRELIABLE
@@ -47,6 +47,22 @@ class Design:
 
     def short(self, factor: str) -> str:
         return short_key(factor, self.factors)
+
+    def numeric(self, i: int) -> bool:
+        """Whether factor i's levels are numbers (a trend may join them) rather than categories (the replay
+        kind, a string, a bool, None among numbers: no order between them means anything)."""
+        return self.factors[i] != REPLAY_FACTOR and is_numeric(self.levels[i])
+
+    def describe(self) -> str:
+        """The design in words, e.g. ``replay kind only (5 levels, categorical; no swept key)``."""
+        parts = [
+            f"{'replay kind' if f == REPLAY_FACTOR else f} ({len(lv)} levels, "
+            f"{'numeric' if self.numeric(i) else 'categorical'})"
+            for i, (f, lv) in enumerate(zip(self.factors, self.levels, strict=True))
+        ]
+        if self.factors == [REPLAY_FACTOR]:
+            return f"{parts[0]} only: no swept key, so η² is the share of the variance between the kinds"
+        return f"{len(parts)}-factor full factorial: " + " × ".join(parts)
 
 
 @dataclass
@@ -70,9 +86,16 @@ def _level_of(run: Run, factor: str) -> Any:
     return run.replay if factor == REPLAY_FACTOR else run.config.get(factor)
 
 
-def _sorted_levels(values: Sequence[Any]) -> list[Any]:
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    return sorted(values) if numeric else sorted(values, key=repr)
+def is_numeric(values: Sequence[Any]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def _sorted_levels(factor: str, values: Sequence[Any]) -> list[Any]:
+    """Numbers ascending; replay labels in the project's order (none, uniform, combined, prioritized, rank,
+    then others by name, each before its +her); other categories by their repr."""
+    if factor == REPLAY_FACTOR:
+        return sorted(values, key=kind_rank)
+    return sorted(values) if is_numeric(values) else sorted(values, key=repr)
 
 
 def build_design(env: str, groups: Sequence[Group]) -> tuple[Design | None, str | None]:
@@ -85,7 +108,7 @@ def build_design(env: str, groups: Sequence[Group]) -> tuple[Design | None, str 
     runs = [r for g in groups for r in g.completed if r.final_return is not None]
     if not runs:  # e.g. runs stopped before their budget (interrupted): their curves are plotted, no shares
         return None, f"{env}: no completed run of {', '.join(factors)}; no variance shares"
-    levels = [_sorted_levels(list({repr(_level_of(r, f)): _level_of(r, f) for r in runs}.values())) for f in factors]
+    levels = [_sorted_levels(f, list({repr(_level_of(r, f)): _level_of(r, f) for r in runs}.values())) for f in factors]
     cells: dict[tuple, dict[Any, float]] = {}
     for r in runs:
         key = tuple(repr(_level_of(r, f)) for f in factors)
@@ -230,7 +253,8 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
             f"{f}: {', '.join(format_value(v) for v in lv)}"
             for f, lv in zip(design.factors, design.levels, strict=True)
         )
-        lines += ["", f"## {design.env}", "", f"{len(design.seeds)} seeds per cell; levels: {levels}", ""]
+        lines += ["", f"## {design.env}", "", f"Design: {design.describe()}; {len(design.seeds)} seeds per cell; "
+                  f"levels: {levels}", ""]  # fmt: skip
         shares = [s for s in report.shares if s.env == design.env]
         if not shares:
             lines.append(f"Every run's final return is {format_value(design.y.flat[0])}: no variance to explain.")
@@ -248,9 +272,13 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
 def _marginal_lines(design: Design) -> list[str]:
     """Each factor's marginal effect: the final-return IQM at each of its levels, with its 95% CI (the numbers
     of ``factors_marginal_<env>.png``)."""
-    lines = ["", "Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
-             "stratified bootstrap CI resampling seeds within each cell.", "",
-             "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]  # fmt: skip
+    if design.factors == [REPLAY_FACTOR]:
+        head = ("Final-return IQM of each replay kind; 95% bootstrap CI resampling seeds (comparisons.md sets each "
+                "kind against uniform).")  # fmt: skip
+    else:
+        head = ("Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
+                "stratified bootstrap CI resampling seeds within each cell.")  # fmt: skip
+    lines = ["", head, "", "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]
     mark = f" {UNRELIABLE}" if len(design.seeds) < MIN_RELIABLE_SEEDS else ""
     for i, (factor, levels) in enumerate(zip(design.factors, design.levels, strict=True)):
         for level, (mid, lo, hi) in zip(levels, marginal(design, i), strict=True):

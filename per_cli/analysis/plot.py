@@ -9,8 +9,9 @@ Figures (one file each, sized for a paper: 3.5 in single column, 7 in double; pn
   final return;
 * ``metric_<tag>_<env>``: any other logged scalar (``--metric TAG``, e.g. the notebook's
   ``replay/correlation_count``);
-* for a grid with swept keys, per env: ``factors_heatmap_<env>`` (final-return IQM over the first two factors)
-  and ``factors_marginal_<env>`` (each factor's marginal effect).
+* for a grid with factors (swept keys, or several replay kinds), per env: ``factors_heatmap_<env>``
+  (final-return IQM over the first two factors) and ``factors_marginal_<env>`` (each factor's marginal effect:
+  a line across numeric levels, separate points for the replay kinds and other categories).
 Tables: ``summary.csv`` / ``summary.md`` (:mod:`.tables`), ``factors.csv`` / ``factors.md`` (:mod:`.factors`),
 ``comparisons.csv`` / ``comparisons.md`` (each kind against ``uniform``, :mod:`.comparisons`);
 ``captions.md`` says what each figure shows (band, smoothing).

@@ -320,7 +320,8 @@ def cliffwalk(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the result table.")] = False,
 ) -> None:
     """The Blind Cliffwalk (Schaul et al. 2016, Fig. 1-2): Q-learning updates until the MSE of Q < 1e-3 per
-    replay method and chain length; writes cliffwalk.csv, cliffwalk.json and a log-log cliffwalk.png."""
+    replay method and chain length; writes cliffwalk.csv, cliffwalk.json and cliffwalk.png
+    (log-log over several n; the methods side by side for one n)."""
     import time
 
     from per_cli.experiments.cliffwalk.study import (

@@ -129,3 +129,70 @@ def test_a_design_whose_runs_all_return_the_same_has_no_shares_and_says_why(tmp_
     assert len(report.designs) == 1 and report.shares == []
     assert "every run's final return is -200" in report.notes[0]
     assert "no variance to explain" in factors_markdown(report)
+
+
+KINDS_SHUFFLED = ("rank", "uniform", "none", "prioritized", "combined")  # alphabetical would be combined first
+KIND_FINAL = {"none": 10.0, "uniform": 40.0, "combined": 50.0, "prioritized": 70.0, "rank": 60.0}
+
+
+def _kind_grid(root, kinds=KINDS_SHUFFLED, seeds=(1, 2, 3), alphas=(None,)):
+    """Runs that differ only in the replay kind (and, with ``alphas``, in replay.alpha): no swept key."""
+    for kind in kinds:
+        for alpha in alphas:
+            for seed in seeds:
+                final = KIND_FINAL[kind] + seed + (0 if alpha is None else 100 * alpha)
+                over = {} if alpha is None else {"replay.alpha": alpha}
+                write_run(root / f"{kind}_{alpha}_{seed}", replay=kind, seed=seed, returns=[(100, final)],
+                          final_return=final, tensorboard=False, overrides=over)  # fmt: skip
+
+
+def _data_lines(ax):
+    """The Line2D objects that carry the points (errorbar's caps are markers on their own lines too)."""
+    return [line for line in ax.get_lines() if line.get_marker() == "o"]
+
+
+def test_a_kind_only_grid_gets_points_not_a_line_in_the_projects_kind_order(tmp_path):
+    from per_cli.analysis.factor_figures import figure_marginals
+    from per_cli.analysis.style import Output, kind_color
+
+    _kind_grid(tmp_path)
+    report = analyse({"CartPole-v1": group_runs(load_runs(tmp_path, workers=1))}, reps=100)
+    (design,) = report.designs
+    order = ["none", "uniform", "combined", "prioritized", "rank"]
+    assert design.factors == ["replay"] and design.levels == [order] and not design.numeric(0)
+    fig = figure_marginals(design, Output(tmp_path, "png"))
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == order
+    assert ax.get_xlabel() == "replay kind"
+    points = _data_lines(ax)
+    assert len(points) == 5 and all(len(line.get_xdata()) == 1 for line in points)
+    assert all(line.get_linestyle() == "None" for line in ax.get_lines())  # nothing joins two kinds
+    assert [line.get_color() for line in points] == [kind_color(k) for k in order]
+    # each kind at its place, with its IQM (seeds 1..3 add 1..3: the IQM of three adds 2)
+    x = [float(line.get_xdata()[0]) for line in points]
+    y = [float(line.get_ydata()[0]) for line in points]
+    assert x == [0, 1, 2, 3, 4] and y == pytest.approx([KIND_FINAL[k] + 2 for k in order])
+    lo, hi = ax.get_xlim()
+    assert lo < min(x) and max(x) < hi  # no point on the axis's edge
+    assert "per replay kind (no swept key)" in fig.get_suptitle().replace("\n", " ")
+    text = factors_markdown(report)
+    assert "Design: replay kind (5 levels, categorical) only: no swept key" in text
+    assert text.index("| replay | none |") < text.index("| replay | uniform |") < text.index("| replay | rank |")
+
+
+def test_a_numeric_factor_is_joined_by_a_line_and_the_kind_beside_it_is_not(tmp_path):
+    from per_cli.analysis.factor_figures import figure_marginals
+    from per_cli.analysis.style import Output
+
+    _kind_grid(tmp_path, kinds=("uniform", "prioritized"), seeds=(1, 2), alphas=(0.0, 0.5, 1.0))
+    report = analyse({"CartPole-v1": group_runs(load_runs(tmp_path, workers=1))}, reps=100)
+    (design,) = report.designs
+    assert design.factors == ["replay", "replay.alpha"] and design.levels[0] == ["uniform", "prioritized"]
+    assert design.numeric(1) and not design.numeric(0)
+    kind_ax, alpha_ax = figure_marginals(design, Output(tmp_path, "png")).axes
+    assert all(line.get_linestyle() == "None" for line in kind_ax.get_lines())
+    (trend,) = [line for line in _data_lines(alpha_ax) if line.get_linestyle() == "-"]
+    assert list(trend.get_xdata()) == [0, 1, 2]
+    assert "2-factor full factorial: replay kind (2 levels, categorical) × replay.alpha (3 levels, numeric)" in (
+        factors_markdown(report)
+    )

@@ -121,3 +121,78 @@ def test_cli_bad_input_exits_2(tmp_path):
     assert result.exit_code == 2
     assert "--methods" in result.output
     assert not (tmp_path / "x").exists()
+
+
+def _cli_run(out, *args):
+    """A real ``per cliffwalk`` run; returns its rows (cliffwalk.json) as the study's Summary records."""
+    from per_cli.experiments.cliffwalk.settings import Summary
+
+    result = CliRunner().invoke(app, ["cliffwalk", *args, "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "cliffwalk.json").read_text())
+    assert (out / "cliffwalk.png").stat().st_size > 10_000
+    return payload, [Summary(**row) for row in payload["summary"]]
+
+
+def _in_frame(ax, x, y, margin):
+    """Whether data points (x, y) lie inside the axes with at least ``margin`` (a fraction) to every edge."""
+    frac = (ax.transScale + ax.transLimits).transform(np.column_stack([x, y]))
+    return bool(np.all((frac > margin) & (frac < 1 - margin)))
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_one_n_draws_each_method_as_a_point_inside_the_frame_with_bars_only_for_several_runs(tmp_path, runs):
+    from per_cli.experiments.cliffwalk.outputs import plot
+
+    payload, rows = _cli_run(tmp_path / "cw", "--n", "3", "--runs", str(runs))
+    fig, caption = plot(rows, CliffwalkSettings(ns=(3,), runs=runs), tmp_path / "again.png")
+    assert caption == payload["figure"]["caption"]
+    (ax,) = fig.axes
+    methods = ["uniform", "prioritized", "rank", "oracle"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == methods
+    assert all(line.get_linestyle() == "None" for line in ax.get_lines())  # one n: nothing to join
+    points = [line for line in ax.get_lines() if line.get_marker() in ("o", "s", "^", "D")]
+    assert [float(line.get_ydata()[0]) for line in points] == [r.median_updates for r in rows]
+    x = [float(line.get_xdata()[0]) for line in points]
+    assert _in_frame(ax, x, [r.median_updates for r in rows], margin=0.05)
+    bars = [c for c in ax.collections if c.get_segments()]
+    promised = "min–max" in ax.get_title() or "min–max" in caption
+    if runs == 1:
+        assert not bars and not promised
+    else:
+        ends = [(seg[0][1], seg[1][1]) for bar in bars for seg in bar.get_segments()]  # one bar per method
+        assert ends == [(r.min_updates, r.max_updates) for r in rows] and promised
+        assert _in_frame(ax, x + x, [e for pair in ends for e in pair], margin=0.02)
+    assert ax.get_legend() is None  # the methods are named on the axis; no capped run here
+
+
+def test_one_n_with_every_run_capped_has_one_legend_entry_for_the_marks_drawn(tmp_path):
+    from per_cli.experiments.cliffwalk.outputs import CAPPED, plot
+
+    settings = CliffwalkSettings(ns=(3,), runs=1, methods=("uniform", "oracle"), max_updates=5)
+    _, rows = run_experiment(settings)
+    assert all(r.capped_runs for r in rows)
+    fig, caption = plot(rows, settings, tmp_path / "c.png")
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [CAPPED]
+    (marks,) = [c for c in ax.collections if len(c.get_offsets())]
+    assert len(marks.get_offsets()) == 2 and "red ×" in caption
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+def test_several_n_draw_lines_and_a_band_only_where_runs_spread(tmp_path, runs):
+    from matplotlib.collections import PolyCollection
+
+    from per_cli.experiments.cliffwalk.outputs import plot
+
+    settings = CliffwalkSettings(ns=(2, 3), runs=runs)
+    _, rows = run_experiment(settings)
+    fig, caption = plot(rows, settings, tmp_path / "c.png")
+    (ax,) = fig.axes
+    lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
+    assert [line.get_label() for line in lines] == list(settings.methods)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(settings.methods)
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == (4 if runs > 1 else 0)
+    assert ("min–max" in ax.get_title()) == ("min–max" in caption) == (runs > 1)
+    assert _in_frame(ax, [r.memory_size for r in rows], [r.median_updates for r in rows], margin=0.03)

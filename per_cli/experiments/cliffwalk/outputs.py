@@ -1,5 +1,6 @@
-"""What ``per cliffwalk`` writes: ``cliffwalk.csv``, ``cliffwalk.json`` and a log-log ``cliffwalk.png`` (in
-the replay kinds' colours that every ``per plot`` figure uses), and the table it prints."""
+"""What ``per cliffwalk`` writes: ``cliffwalk.csv``, ``cliffwalk.json`` and ``cliffwalk.png`` (log-log over
+several n; the methods side by side for one n; in the replay kinds' colours that every ``per plot`` figure
+uses), and the table it prints."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ CSV_COLUMNS = (
 
 
 def write_outputs(out: Path, settings: CliffwalkSettings, results, rows: list[Summary], seconds: float) -> dict:
-    """``cliffwalk.csv`` (one row per method and n), ``cliffwalk.json`` (settings, rows, every run) and
-    ``cliffwalk.png`` (log-log updates against memory size)."""
+    """``cliffwalk.csv`` (one row per method and n), ``cliffwalk.png`` (log-log updates against memory size;
+    for a single n, the methods side by side) and ``cliffwalk.json`` (settings, rows, every run, and what the
+    figure shows)."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "cliffwalk.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
@@ -38,64 +40,102 @@ def write_outputs(out: Path, settings: CliffwalkSettings, results, rows: list[Su
         for r in rows:
             d = asdict(r)
             writer.writerow({k: d[k] for k in CSV_COLUMNS})
+    _, caption = plot(rows, settings, out / "cliffwalk.png")
     payload = {
         "experiment": "blind_cliffwalk",
         "settings": {**asdict(settings), "alpha_used": {m: settings.alpha_for(m) for m in settings.methods}},
         "wall_time_s": round(seconds, 2),
+        "figure": {"file": "cliffwalk.png", "caption": caption},
         "summary": [asdict(r) for r in rows],
         "runs": [asdict(r) for r in results],
     }
     tmp = out / "cliffwalk.json.tmp"
     tmp.write_text(json.dumps(payload, indent=2))
     tmp.replace(out / "cliffwalk.json")
-    plot(rows, settings, out / "cliffwalk.png")
     return payload
 
 
 MARKERS = {"uniform": "o", "prioritized": "s", "rank": "^", "oracle": "D"}
+CAPPED = "some runs capped (median is a lower bound)"
 
 
-def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path) -> None:
+def _runs_text(runs: int) -> str:
+    return "one run per point" if runs == 1 else f"median of {runs} runs"
+
+
+def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
+    """Draw ``cliffwalk.png``; returns the figure (saved and closed, for checking what is drawn) and its caption.
+
+    Several n: per method a line through the medians against memory size, log-log, with a min–max band where
+    there are several runs per point. One n: a line would join nothing, so the methods stand side by side
+    (their names on the x axis, no legend needed for them), each a point with min–max bars where there are
+    several runs. Capped medians get a red ×. The title and caption name only what is drawn; the axes leave a
+    margin so that no point sits on their edge."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    ns = sorted({r.n for r in rows})
+    spread = settings.runs > 1  # min == max == median for one run: no band or bar to draw
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    capped_label = "some runs capped"
-    for method in settings.methods:
+    capped_x: list[float] = []
+    capped_y: list[float] = []
+    methods = [m for m in settings.methods if any(r.method == m for r in rows)]
+    for i, method in enumerate(methods):
         mine = sorted((r for r in rows if r.method == method), key=lambda r: r.n)
-        if not mine:
-            continue
         color, marker = kind_color(method), MARKERS.get(method, "o")
-        x = np.array([r.memory_size for r in mine])
         med = np.array([max(r.median_updates, 0.5) for r in mine])
         lo = np.array([max(r.min_updates, 0.5) for r in mine])
         hi = np.array([max(r.max_updates, 0.5) for r in mine])
-        ax.plot(x, med, marker=marker, color=color, label=method, linewidth=1.5, markersize=4)
-        ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
-        capped = [r for r in mine if r.capped_runs]
-        if capped:
-            ax.scatter(
-                [r.memory_size for r in capped],
-                [r.median_updates for r in capped],
-                marker="x",
-                color="red",
-                zorder=5,
-                label=capped_label,
-            )
-            capped_label = None  # one legend entry
-    ax.set_xscale("log", base=2)
+        if len(ns) == 1:
+            x = np.array([float(i)])
+            bars = {"yerr": [med - lo, hi - med], "capsize": 4, "elinewidth": 1.2} if spread else {}
+            ax.errorbar(x, med, color=color, marker=marker, linestyle="none", markersize=7, **bars)
+        else:
+            x = np.array([float(r.memory_size) for r in mine])
+            ax.plot(x, med, marker=marker, color=color, label=method, linewidth=1.5, markersize=4)
+            if spread:
+                ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        capped = [j for j, r in enumerate(mine) if r.capped_runs]
+        capped_x += [x[j] for j in capped]
+        capped_y += [med[j] for j in capped]
+    if capped_x:
+        ax.scatter(capped_x, capped_y, marker="x", color="red", zorder=5, label=CAPPED)
     ax.set_yscale("log")
-    ax.set_xlabel("memory size (transitions, 2^(n+1) - 2)")
     ax.set_ylabel(f"updates until MSE < {settings.tolerance:g}")
-    ax.set_title(f"Blind Cliffwalk, {settings.learner} Q-learning: median of {settings.runs} runs (band: min-max)")
+    if len(ns) == 1:
+        size = 2 ** (ns[0] + 1) - 2
+        ax.set_xticks(range(len(methods)), methods)
+        ax.set_xlim(-0.5, len(methods) - 0.5)
+        ax.set_xlabel(f"replay method (n = {ns[0]}, memory size {size})")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        where = f"n = {ns[0]}"
+    else:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("memory size (transitions, 2^(n+1) - 2)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.margins(x=0.05)
+        where = f"n = {ns[0]}..{ns[-1]}"
+    ax.margins(y=0.12)  # on the log scale: no median or bar end on the top or bottom edge
+    spread_text = f"{'bars' if len(ns) == 1 else 'band'}: min–max over runs" if spread else ""
+    head = f"Blind Cliffwalk, {settings.learner} Q-learning, {where}"
+    title = f"{head}: {_runs_text(settings.runs)}"
+    ax.set_title(f"{head}\n{_runs_text(settings.runs)}" + (f" ({spread_text})" if spread_text else ""))
     ax.title.set_fontsize(10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:  # only what is drawn: the methods' lines (several n), capped marks
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    what = "per method, updates until the MSE of Q falls below the tolerance"
+    if len(ns) == 1:
+        shape = "a point per method" + (" (the median)" if spread else "")
+    else:
+        shape = "a line per method through the medians against memory size, log-log"
+    caption = f"{title}: {what}; {shape}" + (f"; {spread_text}" if spread else "")
+    caption += "; red ×: some runs hit the cap" if capped_x else ""
+    return fig, caption
 
 
 def format_table(rows: list[Summary]) -> str:
