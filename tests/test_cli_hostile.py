@@ -121,3 +121,26 @@ def test_cliffwalk_help_and_error_give_one_range():
     (n_help,) = [p.help for p in command.params if p.name == "n"]
     assert allowed in n_help and "2..14" not in n_help
     _one_line_error(runner.invoke(app, ["cliffwalk", "--n", "2..99"]), f"chain lengths must be in {allowed}")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--config", "cartpole_per", "--set", "agent.gamma=.nan"],
+        ["train", "--config", "cartpole_per", "--seeds", "1-3", "--set", "agent.lrr=1"],
+        ["train", "--config", "cartpole_per", "--seed", "99999999999999999999"],
+    ],
+)
+def test_a_bad_config_is_refused_before_torch_and_gymnasium_are_imported(args):
+    """Refusals come fast (issue 35: within a second) because the config is checked before the heavy imports,
+    which alone take ~1.5 s on a 2-core VM. Checked in a fresh interpreter, where nothing is imported yet."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from typer.testing import CliRunner; from per_cli.cli import app; "
+        f"r = CliRunner().invoke(app, {args!r}); "
+        "print(r.exit_code, 'torch' in sys.modules, 'gymnasium' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["2", "False", "False"], out.stdout + out.stderr

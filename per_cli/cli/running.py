@@ -56,10 +56,6 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
     """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's name, before
     anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one."""
     from per_cli.config import load_config
-    from per_cli.train.loop.setup import default_run_name
-    from per_cli.train.loop.trainer import Trainer
-    from per_cli.train.preflight import notes, preflight
-    from per_cli.train.rundir.progress import train_progress
 
     try:
         if resume is not None:
@@ -68,12 +64,19 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
             if not (resume / "config.yaml").is_file():
                 raise ConfigError(f"--resume: {shown(resume)} is not a run directory (it has no config.yaml)")
             cfg = load_config(resume / "config.yaml", overrides, device=device)
-            preflight(cfg)
-            run_dir = resume
         else:
             check_run_name(name)
             cfg = load_config(resolve_config_option(config), overrides, seed=seed, device=device)
-            preflight(cfg)  # before the name: env ids and kinds become part of it
+        # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        from per_cli.train.loop.setup import default_run_name
+        from per_cli.train.loop.trainer import Trainer
+        from per_cli.train.preflight import notes, preflight
+        from per_cli.train.rundir.progress import train_progress
+
+        preflight(cfg)  # before the name: env ids and kinds become part of it
+        if resume is not None:
+            run_dir = resume
+        else:
             check_runs_dir(runs_dir)
             run_dir = runs_dir / (name or default_run_name(cfg))
             if run_dir.exists():
@@ -110,15 +113,18 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
     Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
     from per_cli.config import load_config
-    from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
-    from per_cli.train.loop.setup import default_run_name
-    from per_cli.train.preflight import notes, preflight
-    from per_cli.train.rundir.progress import train_progress
 
     try:
         if any(value is not None for value in clash):
             raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
-        cfgs = cohort_configs(load_config(resolve_config_option(config), overrides, device=device), parse_seeds(seeds))
+        cfg = load_config(resolve_config_option(config), overrides, device=device)
+        # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
+        from per_cli.train.loop.setup import default_run_name
+        from per_cli.train.preflight import notes, preflight
+        from per_cli.train.rundir.progress import train_progress
+
+        cfgs = cohort_configs(cfg, parse_seeds(seeds))
         preflight(cfgs[0], members=len(cfgs))  # before the names: env ids and kinds become part of them
         check_runs_dir(runs_dir)
         run_dirs = [runs_dir / default_run_name(cfg) for cfg in cfgs]
