@@ -4,9 +4,7 @@ evaluate, log. It never branches on the replay kind: every memory has the same f
 from __future__ import annotations
 
 import math
-import shlex
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +12,28 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from per_cli.config import Config, ConfigError, dump_config
+from per_cli.config import Config, ConfigError
 from per_cli.envs import make_env
-from per_cli.replay import Batch, ReplayMemory, make_replay, replay_label
+from per_cli.replay import Batch, ReplayMemory, make_replay
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
-from per_cli.train.checkpoints import checkpoint
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.lockstep import Solo, run_members
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
-from per_cli.train.loop.reporting import episode_record, progress_info, run_results
+from per_cli.train.loop.reporting import episode_record
+from per_cli.train.loop.run_record import RunRecord
 from per_cli.train.loop.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
-from per_cli.train.loop.stopping import check_logged, check_update, describe_failure, diverged
+from per_cli.train.loop.stopping import check_logged, check_update, diverged
 from per_cli.train.loop.trainer_state import Checkpointed
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans, totals
 from per_cli.train.measures.update_window import UpdateWindow
-from per_cli.train.rundir.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
+from per_cli.train.rundir.logger import RunLogger
 
 
-class Trainer(Checkpointed):
+class Trainer(Checkpointed, RunRecord):
     """Builds env, agent and memory from a config (before any run directory exists, so bad input leaves
     nothing behind), then ``run(run_dir)`` trains and logs."""
 
@@ -117,89 +115,6 @@ class Trainer(Checkpointed):
         if self.error is not None:
             raise self.error
         return summary
-
-    # ------------------------------------------------------------------------------------------------------
-    # a member's life in the loop of lockstep.py: begin, steps, then finish or a recorded end
-
-    def begin(self, run_dir: Path) -> None:
-        """Write config.yaml and the running summary, open the logger, take the observation in hand."""
-        self.run_dir = run_dir
-        run_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint.remove_leftovers(run_dir)  # a killed or disk-full run's half-written files
-        (run_dir / "config.yaml").write_text(dump_config(self.cfg))
-        started = time.time() - self._elapsed_before  # a resumed run's wall time goes on from its checkpoint
-        self._start_time = started
-        self._base = self._summary_base(run_dir, started)
-        if self._resumed_from is not None:
-            checkpoint.truncate_metrics(run_dir, self._resumed_from)
-        write_summary(run_dir, self._base)
-        resumed = self._resumed_from is not None
-        # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
-        purge = self._resumed_from + 1 if resumed else None
-        self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
-        if self._obs is None:
-            self._obs = self.env.reset(seed=self.cfg.seed)[0]
-        self.done = self.state.step >= self.cfg.train.total_steps
-
-    def finish(self) -> None:
-        """After the last step: the final evaluation, progress line and checkpoint, then the completed summary."""
-        if self.cfg.train.eval_episodes > 0:
-            self._evaluate(self.state.step)
-        self.progress.update(self.state.step, self._progress_info(final=True))
-        if self.cfg.train.checkpoint_every:
-            self._checkpoint(self.logger.run_dir)
-        self.summary = {**self._base, **self._results(), "status": COMPLETED}
-        self.close()
-        write_summary(self.logger.run_dir, self.summary)
-
-    def record_failure(self, exc: BaseException) -> None:
-        """Called inside the ``except`` that caught ``exc``: the failed summary, with its traceback."""
-        message = describe_failure(exc, self.run_dir or Path("."))
-        self.error = exc
-        self._record_end(FAILED, message, traceback.format_exc())
-
-    def record_interrupt(self, interrupt: BaseException) -> None:
-        self._record_end(INTERRUPTED, f"{interrupt} at step {self.state.step}; " + self._resume_hint())
-
-    def close(self) -> None:
-        """Close the logger and the envs (once; the loop may call it again when it ends)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.logger is not None:
-            self.logger.close()
-        self.env.close()
-        self.evaluator.close()
-
-    def _summary_base(self, run_dir: Path, started: float) -> dict[str, Any]:
-        base = {
-            "status": RUNNING,
-            "env": self.cfg.env.id,
-            "replay": replay_label(self.cfg.replay),
-            "seed": self.cfg.seed,
-            "device": str(self.device),
-            "engine": self.agent.engine,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        }
-        if self.agent.engine_note:  # why `auto` did not pick the numba engine
-            base["engine_note"] = self.agent.engine_note
-        if self._resumed_from is not None:
-            base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
-            base["resumed_from_step"] = self._resumed_from
-        return base
-
-    def _record_end(self, status: str, error: str, tb: str | None = None) -> None:
-        self.summary = {**self._base, **self._results(), "status": status, "error": error}
-        if tb is not None:
-            self.summary["traceback"] = tb
-        if self.run_dir is not None and self.run_dir.is_dir():
-            write_summary(self.run_dir, self.summary)
-
-    def _resume_hint(self) -> str:
-        run_dir = self.run_dir
-        if run_dir is None or checkpoint.latest_checkpoint(run_dir) is None:
-            return "it has no checkpoint (train.checkpoint_every: 0), so running it again starts over"
-        return f"continue it with: per train --resume {shlex.quote(str(run_dir))}"
 
     # collecting one env step at ``state.step``, in phases that the loop runs for all members in turn (so that
     # a cohort can batch the greedy actions and the insertion TD errors): choose_action, [the greedy action],
@@ -431,13 +346,3 @@ class Trainer(Checkpointed):
 
     def _evaluate(self, log_step: int) -> None:
         self.logger.scalars(self.evaluator.run(self.agent, seed_step=self.state.step), log_step)
-
-    # ------------------------------------------------------------------------------------------------------
-    # reporting
-
-    def _progress_info(self, epsilon: float | None = None, final: bool = False) -> dict[str, Any]:
-        epsilon = self.epsilon(self.state.step) if epsilon is None else epsilon
-        return progress_info(self.state, self.evaluator, epsilon, time.time() - self._start_time, final)
-
-    def _results(self) -> dict[str, Any]:
-        return run_results(self.state, self.evaluator, self.agent.updates, time.time() - self._start_time)
