@@ -12,7 +12,7 @@ set -euo pipefail
 grid=$1 env=$2 dest=$3 with_metrics=${4:-}
 out=docs/results/$dest/$env
 per plot "runs/$grid" --env "$env" --out "$out" --metric replay/correlation_count
-for run in runs/"$grid"/*/; do
+for run in runs/"$grid"/"$env"__*/; do  # this env's runs only (a grid of several envs holds them all)
   name=$(basename "$run")
   [ -f "$run/summary.json" ] && grep -q '"status": "completed"' "$run/summary.json" || continue
   mkdir -p "$out/runs/$name"
