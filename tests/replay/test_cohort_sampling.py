@@ -1,5 +1,6 @@
-"""One compiled draw over several memories (prioritized, uniform, none, combined) gives each exactly the batch it
-draws alone, and leaves its generator (and its phase) where drawing alone leaves them."""
+"""One compiled draw over several memories gives each exactly the batch it draws alone (the kind's one
+``draw_members``, over a list of one or of many), and leaves its generator (and its phase) where drawing alone
+leaves them, whatever the cohort's size and order."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from per_cli.replay.storage.ring import TransitionStorage
 def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler, **kw):
     rng = np.random.default_rng(100 + seed)
     storage = TransitionStorage(capacity, (3,), np.float32)
-    kwargs = {"window": window} if sampler in (PrioritizedSampler, RankSampler, UniformSampler) else {}
+    kwargs = {"window": window} if sampler is not RecentSampler else {}
     memory = ReplayMemory(storage, sampler(storage, np.random.default_rng(seed), **kwargs, **kw))
     for i in range(n):  # wraps when n > capacity; episodes of 7
         memory.add(rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), i % 7 == 6, False)
@@ -32,24 +33,46 @@ def _fields(batch) -> dict:
     return {k: (v.dtype, v.tobytes()) for k, v in dataclasses.asdict(batch).items()}
 
 
-@pytest.mark.parametrize(
-    ("sampler", "window"),
-    [(PrioritizedSampler, None), (PrioritizedSampler, 20), (RankSampler, None), (RankSampler, 20)]
-    + [(UniformSampler, None)],
-)  # window 20: active on every member; on the one that added 64 it wraps past the end of its ring of 50
+KINDS = [PrioritizedSampler, RankSampler, UniformSampler, CombinedSampler, RecentSampler]
+
+
+WINDOWED = [kind for kind in KINDS if kind is not RecentSampler]  # (none has no window: it is W = B already)
+
+
+@pytest.mark.parametrize(("sampler", "window"), [(kind, None) for kind in KINDS] + [(kind, 20) for kind in WINDOWED])
 def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
+    """Window 20: active on every member; on the one that added 64 it wraps past the end of its ring of 50."""
     sizes = ((1, 30), (2, 80), (3, 50), (4, 64))
     memories = [_memory(seed, n, sampler=sampler, window=window) for seed, n in sizes]
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
     which, betas = [3, 0, 1], [0.4, 0.7, 1.0]
     for _ in range(5):
-        assert all(sampling.drawable(i, 16) for i in which)
         batches = sampling.sample(which, 16, betas)
         for i, beta, batch in zip(which, betas, batches, strict=True):
             assert _fields(batch) == _fields(alone[i].sample(16, beta))
     for i in range(4):
         assert memories[i].sampler.rng.bit_generator.state == alone[i].sampler.rng.bit_generator.state
+
+
+@pytest.mark.parametrize("sampler", KINDS)
+def test_a_members_batches_do_not_depend_on_the_cohort_it_is_drawn_in(sampler):
+    """The same member drawn alone, first of two, and last of seven (the others' memories differ): the same
+    batches, a large memory (12,000 held, batches of 400) included."""
+
+    def member():
+        return _memory(1, 12_000, capacity=12_000, sampler=sampler)
+
+    alone, pair = member(), [member(), _memory(2, 80, sampler=sampler)]
+    seven = [_memory(seed, 60 + seed, sampler=sampler) for seed in range(2, 8)] + [member()]
+    cohorts = (CohortSampling([alone]), CohortSampling(pair), CohortSampling(seven))
+    for _ in range(3):
+        drawn = [c.sample([k], 400, [0.5])[0] for c, k in zip(cohorts, (0, 0, 6), strict=True)]
+        assert _fields(drawn[0]) == _fields(drawn[1]) == _fields(drawn[2])
+        seven_all = cohorts[2].sample(list(range(7)), 50, [0.5] * 7)
+        assert all(b is not None for b in seven_all[:6])
+        pair_all = cohorts[1].sample([1, 0], 50, [0.5, 0.5])
+        assert _fields(pair_all[1]) == _fields(cohorts[0].sample([0], 50, [0.5])[0]) == _fields(seven_all[6])
 
 
 @pytest.mark.parametrize("sampler", [UniformSampler, PrioritizedSampler, RankSampler])
@@ -72,28 +95,12 @@ def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_o
     memories.append(_memory(3, 60, sampler=RankSampler, alpha=0.5))
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
-    address = [sampling._cums[i].ctypes.data for i in range(3)]
+    address = [sampling._lists[3][i].ctypes.data for i in range(3)]
     assert address[0] == address[1] != address[2]
     assert address[2] == memories[2].sampler.cum.ctypes.data
     for _ in range(3):
         for i, batch in enumerate(sampling.sample([0, 1, 2], 16, [0.5, 0.5, 0.5])):
             assert _fields(batch) == _fields(alone[i].sample(16, 0.5))
-
-
-@pytest.mark.parametrize("sampler", [PrioritizedSampler, RankSampler])
-def test_uniforms_drawn_by_numpy_give_the_same_batches(sampler):
-    """Where the kernel may not draw the strata uniforms itself (``choice.uniforms_usable`` fails), each member
-    draws them with numpy: the same batches and generator states as drawn in the kernel."""
-    memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 50))]
-    other = copy.deepcopy(memories)
-    kernel, numpy_drawn = CohortSampling(memories), CohortSampling(other)
-    numpy_drawn._draws_uniforms = False
-    for _ in range(4):
-        drawn = kernel.sample([2, 0, 1], 16, [0.5] * 3)
-        for a, b in zip(drawn, numpy_drawn.sample([2, 0, 1], 16, [0.5] * 3), strict=True):
-            assert _fields(a) == _fields(b)
-    for a, b in zip(memories, other, strict=True):
-        assert a.sampler.rng.bit_generator.state == b.sampler.rng.bit_generator.state
 
 
 def test_the_latest_transitions_are_each_memorys_own():
@@ -143,25 +150,11 @@ def test_phase_samplers_give_each_member_its_solo_batches_across_phases(sampler)
         for memory in (*memories, *alone):
             memory.begin_phase(burst)
         for _ in range(burst + 1):
-            assert sampling.drawable_all(which, 16).all()
             for i, batch in zip(which, sampling.sample(which, 16, [1.0] * 4), strict=True):
                 assert _fields(batch) == _fields(alone[i].sample(16, 1.0))
     for memory, own in zip(memories, alone, strict=True):
         assert memory.sampler.rng.bit_generator.state == own.sampler.rng.bit_generator.state
         np.testing.assert_array_equal(memory.sampler.phase, own.sampler.phase)
-
-
-def test_a_combined_draw_numpy_makes_another_way_is_left_to_the_member():
-    """numpy's ``choice(n, k, replace=False)`` with n > 10,000 and k > n / 50 is not the compiled algorithm: the
-    cohort declines that member's draw (nothing changed, not a failure) and the member draws its own batch."""
-    big = _memory(1, 12_000, capacity=12_000, sampler=CombinedSampler)  # choice(11,999, 399)
-    alone = copy.deepcopy(big)
-    sampling = CohortSampling([big, _memory(2, 80, sampler=CombinedSampler)])
-    assert sampling.drawable(0, 400)
-    assert sampling.sample([0], 400, [1.0]) == [None] and 0 not in sampling.failed
-    assert big.sampler.rng.bit_generator.state == alone.sampler.rng.bit_generator.state
-    assert _fields(big.sample(400, 1.0)) == _fields(alone.sample(400, 1.0))
-    assert sampling.sample([0], 64, [1.0])[0] is not None  # choice(11,999, 63): the compiled draw
 
 
 @pytest.mark.parametrize("sampler", [PrioritizedSampler, RankSampler])
@@ -186,14 +179,12 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
 def test_what_it_does_not_draw_is_said():
     images = TransitionStorage(50, (2, 2), np.float32)
     assert not supports(ReplayMemory(images, RankSampler(images, np.random.default_rng(1))))
-    windowed = _memory(1, 40, window=10, sampler=UniformSampler)
-    assert supports(windowed)
-    sampling = CohortSampling([windowed, _memory(2, 5, sampler=UniformSampler)])
-    assert not sampling.drawable(0, 4)  # an active window on uniform: the member samples on its own
-    assert not sampling.drawable(1, 8)  # fewer transitions than a batch: its own sample raises
-    assert list(sampling.drawable_all([0, 1], 4)) == [False, True]
-    prioritized = CohortSampling([_memory(1, 40, window=10), _memory(2, 5, window=10)])
-    assert prioritized.drawable(0, 4) and not prioritized.drawable(1, 8)  # a prioritized window is drawn here
+    assert supports(_memory(1, 40, window=10, sampler=UniformSampler))
+    small = CohortSampling([_memory(1, 40, sampler=UniformSampler), _memory(2, 5, sampler=UniformSampler)])
+    first, second = small.sample([0, 1], 8, [1.0, 1.0])  # fewer transitions than a batch: its own error
+    assert first is not None and second is None and 1 in small.failed
+    with pytest.raises(ValueError, match="cannot sample 8 transitions from a memory holding 5"):
+        small.repeat_failed(1)
     with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20, sampler=RankSampler), _memory(1, 20)])
     with pytest.raises(ValueError, match="memories of one kind"):
@@ -277,7 +268,7 @@ def test_uniform_priority_updates_only_check_the_td_errors():
         memories[1].update_priorities(ids[1], td[1])
 
 
-@pytest.mark.parametrize("sampler", [PrioritizedSampler, UniformSampler, RecentSampler, CombinedSampler])
+@pytest.mark.parametrize("sampler", KINDS)
 def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
     """Members 2, 0 (of 3) add 60 transitions each in one compiled call per step, wrapping their rings and
     ending episodes; storage, counters and priorities end as under ReplayMemory.add."""

@@ -206,9 +206,18 @@ def test_short_bitflip_run_with_hindsight_learns(tmp_path):
 
     cfg = load_config(
         REPO_CONFIGS / "bitflip_her.yaml",
-        ["env.n_bits=6", "train.total_steps=2000", "train.learning_starts=200", "train.eval_every=100000",
-         "train.eval_episodes=50", "replay.capacity=20000", "replay.batch_size=32", "agent.hidden_sizes=[64]",
-         "log.tensorboard=false", "metrics.correlation=false"],
+        [
+            "env.n_bits=6",
+            "train.total_steps=2000",
+            "train.learning_starts=200",
+            "train.eval_every=100000",
+            "train.eval_episodes=50",
+            "replay.capacity=20000",
+            "replay.batch_size=32",
+            "agent.hidden_sizes=[64]",
+            "log.tensorboard=false",
+            "metrics.correlation=false",
+        ],
     )
 
     summary = Trainer(cfg, device="cpu").run(tmp_path / "run")

@@ -7,6 +7,7 @@ import pytest
 
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import CombinedSampler, RecentSampler
+from per_cli.replay.samplers.base import draw_distinct
 from per_cli.replay.storage.ring import TransitionStorage
 
 
@@ -100,7 +101,8 @@ def test_combined_first_phase_counts_the_newest_g_as_new():
 
 def test_combined_with_one_update_per_step_is_the_papers_sampler():
     """begin_phase(1) before each batch: B-1 uniform without replacement from the others, then the latest;
-    the same draws as without phases and as written out by hand."""
+    the same draws as without phases and as written out by hand (the project's ``draw_distinct`` over the ids
+    before the latest, on the sampler's own seeded generator)."""
     stepped = memory_with(CombinedSampler, capacity=40, seed=3)
     plain = memory_with(CombinedSampler, capacity=40, seed=3)
     by_hand = np.random.default_rng(3)
@@ -112,10 +114,9 @@ def test_combined_with_one_update_per_step_is_the_papers_sampler():
         (ids,) = phase(stepped, 1, 8)
         np.testing.assert_array_equal(ids, plain.sample(8, 1.0).indices)
         s = stepped.storage
-        latest = s.latest_slot
-        others = by_hand.choice(s.size - 1, size=7, replace=False)
-        others[others >= latest] += 1
-        np.testing.assert_array_equal(ids, s.ids[np.append(others, latest)])
+        oldest, positions = s.oldest_sampleable_id(), np.empty(7, dtype=np.int64)
+        draw_distinct(by_hand, s.added - 1 - oldest, 7, positions)
+        np.testing.assert_array_equal(ids, np.append(oldest + positions, s.added - 1))
 
 
 def test_combined_phase_state_survives_a_checkpoint():

@@ -276,13 +276,11 @@ def test_never_an_empty_slot(sampler_cls):
 
 
 class PartlySampleable(TransitionStorage):
-    """A storage whose slots in ``blocked`` hold incomplete transitions (as a frame storage's can)."""
-
-    blocked: set = set()
+    """A storage whose oldest held transitions are incomplete (as a frame storage's are once their frames are
+    overwritten): the sampleable ids are ``first_sampleable_id .. added - 1``, the contract samplers draw from."""
 
     def sampleable(self, slots):
-        slots = np.asarray(slots)
-        return (self.ids[slots] >= 0) & ~np.isin(slots, list(self.blocked))
+        return self.ids[np.asarray(slots)] >= max(self.first_sampleable_id, 0)
 
 
 def test_samplers_skip_the_sampleable_check_only_where_every_stored_transition_is_whole():
@@ -293,16 +291,35 @@ def test_samplers_skip_the_sampleable_check_only_where_every_stored_transition_i
 @pytest.mark.parametrize("sampler_cls", ALL_KINDS)
 def test_unsampleable_slots_are_never_drawn(sampler_cls):
     storage = PartlySampleable(64, (2,), np.float32)
-    storage.blocked = {3, 10, 11, 40}
     memory = ReplayMemory(storage, sampler_cls(storage, np.random.default_rng(0)))
-    for _ in range(70):  # wraps: slots 0..5 written twice
+    for _ in range(70):  # wraps: slots 0..5 written twice; ids 6 .. 69 held
         memory.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False)
-    storage.blocked = {3, 10, 11, 40, 62}  # 62 becomes unsampleable after its add: the memory says so
-    memory.sampler.on_invalidate(np.array([62]))
+    storage.first_sampleable_id = 30  # ids 6 .. 29 lose their history: the memory says so
+    memory.sampler.on_invalidate(np.arange(6, 30) % 64)
     memory.update_priorities(np.arange(6, 70), np.linspace(0.1, 5, 64))  # updates don't revive them
     batch_size = 1 if sampler_cls is RecentSampler else 20
     for _ in range(300):
         slots, _ = memory.sampler.sample(batch_size, 0.4)
-        assert not set(slots.tolist()) & storage.blocked
-    if sampler_cls is RecentSampler:  # the last transition, slot 5, is sampleable
-        assert memory.sampler.sample(3, 0.4)[0].tolist() == [2, 4, 5]
+        assert (storage.ids[slots] >= 30).all()
+    if sampler_cls is RecentSampler:  # the newest three: slots 3, 4, 5
+        assert memory.sampler.sample(3, 0.4)[0].tolist() == [3, 4, 5]
+    if sampler_cls in (UniformSampler, CombinedSampler, RecentSampler):  # without replacement: 40 sampleable
+        with pytest.raises(ValueError, match="only 40 sampleable transitions, 41 were asked for"):
+            memory.sampler.sample(41, 0.4)
+
+
+@pytest.mark.parametrize(("n", "count"), [(5, 2), (6, 6), (200, 1)])
+def test_draw_distinct_gives_every_ordered_sample_the_same_probability(n, count):
+    """The project's draw without replacement (uniform, combined): distinct values in range, and every ordered
+    sample equally likely (χ² over all n!/(n-count)! of them, or over the values for count 1)."""
+    from itertools import permutations
+
+    from per_cli.replay.samplers.base import draw_distinct
+
+    rng, out = np.random.default_rng(7), np.empty(count, dtype=np.int64)
+    outcomes = {p: 0 for p in permutations(range(n), count)}
+    draws = 60 * len(outcomes)
+    for _ in range(draws):
+        draw_distinct(rng, n, count, out)
+        outcomes[tuple(out.tolist())] += 1  # (a KeyError: a repeated or out-of-range value)
+    assert chisquare(list(outcomes.values())).pvalue > 1e-4

@@ -79,8 +79,9 @@ def test_windowed_rank_follows_the_rank_distribution_within_the_window():
         slots, weights = memory.sampler.sample(16, 0.5)
         np.add.at(counts, slots, 1)
         rank_of = {int(s): r + 1 for r, s in enumerate(order)}
-        np.testing.assert_allclose(weights, (np.array([rank_of[int(s)] for s in slots]) / window) ** (alpha * 0.5),
-                                   rtol=1e-5)
+        np.testing.assert_allclose(
+            weights, (np.array([rank_of[int(s)] for s in slots]) / window) ** (alpha * 0.5), rtol=1e-5
+        )
     assert counts.sum() == counts[order].sum()
     result = chisquare(counts[order], expected * counts.sum())
     assert result.pvalue > SIGNIFICANCE, result

@@ -2,10 +2,56 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
+from numba.typed import List
 
-from per_cli.replay.samplers.base import ones
-from per_cli.replay.samplers.uniform import UniformSampler
+from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, draw_distinct
+from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
+from per_cli.replay.storage.ring import ADDED, CAPACITY
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_combined(generators, counters, windows, phases, which, betas, slots, weights):
+    """For k in range(len(which)): member ``which[k]``'s batch: the new ids this batch carries (its phase
+    ``phases[i]`` = (first new id, upto, batches, drawn)), last; before them the rest uniform without replacement
+    over the candidate ids other than the phase's new ones (only the batch's own where too few are left); weights
+    1. TOO_FEW where the candidates cannot fill the batch."""
+    batch = slots.shape[1]
+    status = np.full(which.shape[0], DRAWN, dtype=np.int8)
+    positions = np.empty(batch, dtype=np.int64)
+    for k in range(which.shape[0]):
+        i = which[k]
+        c, phase = counters[i], phases[i]
+        first, upto, batches, drawn = phase[0], phase[1], phase[2], phase[3]
+        if drawn >= batches:  # outside a phase: the latest transition
+            new_lo, new_hi = c[ADDED] - 1, c[ADDED]
+            placed_lo, placed_hi = new_lo, new_hi
+        else:
+            first = max(first, upto - batches * batch)
+            m = upto - first
+            new_lo, new_hi = first + drawn * m // batches, first + (drawn + 1) * m // batches
+            placed_lo, placed_hi = first, upto
+        lo, n = candidate_ids(c, windows[i])
+        count = batch - (new_hi - new_lo)
+        if n - (placed_hi - placed_lo) < count:  # too few others: leave out only the batch's own
+            placed_lo, placed_hi = new_lo, new_hi
+        if n - (placed_hi - placed_lo) < count:
+            status[k] = TOO_FEW
+            continue
+        if drawn < batches:
+            phase[3] = drawn + 1
+        draw_distinct(generators[i], n - (placed_hi - placed_lo), count, positions)
+        for j in range(count):  # skip the placed ids: positions at or above them move past them
+            tid = lo + positions[j]
+            if tid >= placed_lo:
+                tid += placed_hi - placed_lo
+            slots[k, j] = tid % c[CAPACITY]
+        for j in range(new_hi - new_lo):
+            slots[k, count + j] = (new_lo + j) % c[CAPACITY]
+        for j in range(batch):
+            weights[k, j] = 1.0
+    return status
 
 
 class CombinedSampler(UniformSampler):
@@ -28,10 +74,16 @@ class CombinedSampler(UniformSampler):
     Outside a phase (no ``begin_phase`` call, or more than G samples) a batch holds the latest transition.
     """
 
+    draw_members = staticmethod(draw_combined)
+
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng, window)
         self.placed = -1  # ids below this were due to an earlier phase; -1: no phase yet
         self.phase = np.zeros(4, dtype=np.int64)  # new ids [from, to), batches, batches drawn
+
+    @classmethod
+    def member_lists(cls, samplers: list[Sampler]) -> tuple:
+        return (List([s.phase for s in samplers]),)
 
     def begin_phase(self, n_batches: int) -> None:
         added = self.storage.added
@@ -41,29 +93,6 @@ class CombinedSampler(UniformSampler):
             first = max(first, added - self.window)
         self.phase[:] = (first, added, n_batches, 0)
         self.placed = added
-
-    def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        new, placed = self._new_slots(batch_size)
-        start, n = self.candidates()
-        if n - placed.size < batch_size - new.size:  # a window too small to leave the phase's new ones out
-            placed = new
-        exclude = np.sort((placed - start) % self.storage.capacity)  # positions of the phase's new ones
-        others = self._uniform_slots(batch_size - new.size, exclude=exclude)
-        return np.concatenate([others, new]), ones(batch_size)
-
-    def _new_slots(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """The slots of the new transitions this batch carries (oldest first), and those of all the new
-        transitions of the phase (which the uniform part leaves out: each enters exactly one batch)."""
-        first, upto, batches, drawn = (int(v) for v in self.phase)
-        if drawn >= batches:
-            latest = np.array([self.storage.latest_slot], dtype=np.int64)
-            return latest, latest
-        self.phase[3] += 1
-        first = max(first, upto - batches * batch_size)
-        m = upto - first
-        capacity = self.storage.capacity
-        ids = np.arange(first + drawn * m // batches, first + (drawn + 1) * m // batches, dtype=np.int64)
-        return ids % capacity, np.arange(first, upto, dtype=np.int64) % capacity
 
     def state_dict(self) -> dict:
         return {"placed": self.placed, "phase": self.phase.copy()}

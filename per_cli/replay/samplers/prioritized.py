@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
+from numba.typed import List
 
-from per_cli.replay.samplers.base import Sampler, Storage
+from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, window_of
+from per_cli.replay.storage.ring import CAPACITY
 from per_cli.replay.structures.sum_tree import (
     MAX,
     SumTree,
@@ -14,6 +17,59 @@ from per_cli.replay.structures.sum_tree import (
     update_priorities,
 )
 from per_cli.replay.structures.window_tree import window_sample
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_prioritized(generators, counters, windows, trees, offsets, which, betas, slots, weights):
+    """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
+    ``stratified_sample`` on its tree, or ``window_sample`` inside its active window, with β = ``betas[k]``.
+    FAILED where the structure raised (no mass: ``raise_failed`` repeats it to raise its error)."""
+    batch = slots.shape[1]
+    status = np.full(which.shape[0], DRAWN, dtype=np.int8)
+    uniforms = np.empty(batch, dtype=np.float64)
+    for k in range(which.shape[0]):
+        i = which[k]
+        generator, c = generators[i], counters[i]
+        for j in range(batch):
+            uniforms[j] = generator.random()
+        lo, width = window_of(c, windows[i])
+        try:
+            if width > 0:
+                drawn, w = window_sample(trees[i], offsets[i], uniforms, betas[k], lo, width, c[CAPACITY])
+            else:
+                drawn, w = stratified_sample(trees[i], offsets[i], uniforms, betas[k])
+        except Exception:  # noqa: BLE001 - repeated by raise_failed for its message
+            status[k] = FAILED
+            continue
+        slots[k] = drawn
+        weights[k] = w
+    return status
+
+
+@numba.njit(cache=True, nogil=True)
+def enter_at_max(tree, offsets, slot, sampleable):
+    """A written slot's leaf: the largest priority held (1 while none is: Algorithm 1), or 0 if unsampleable."""
+    top = tree[MAX, offsets[offsets.shape[0] - 2]]
+    set_leaf(tree, offsets, slot, (top if top > 0.0 else 1.0) if sampleable else 0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def enter_members(trees, offsets, which, slots):
+    """``enter_at_max`` of slot ``slots[k]`` in member ``which[k]``'s tree, for every k (plain rings: every
+    written slot is sampleable)."""
+    for k in range(which.shape[0]):
+        enter_at_max(trees[which[k]], offsets[which[k]], slots[k], True)
+
+
+@numba.njit(cache=True, nogil=True)
+def update_members(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha):
+    """For k in range(len(which)): member ``which[k]``'s ``update_current`` with ids ``ids[k]`` and TD errors
+    ``td_errors[k]``. Returns its result per k (False: a non-finite TD error, that member's tree unchanged)."""
+    finite = np.empty(which.shape[0], dtype=np.bool_)
+    for k in range(which.shape[0]):
+        i = which[k]
+        finite[k] = update_current(trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha)
+    return finite
 
 
 class PrioritizedSampler(Sampler):
@@ -27,6 +83,8 @@ class PrioritizedSampler(Sampler):
     only (``structures/window_tree.py``); priorities, and the max priority new transitions enter at, stay
     those of the whole memory.
     """
+
+    draw_members = staticmethod(draw_prioritized)
 
     def __init__(
         self,
@@ -51,28 +109,44 @@ class PrioritizedSampler(Sampler):
     def bytes_needed(capacity: int) -> int:
         return SumTree.bytes_needed(capacity)
 
+    @classmethod
+    def member_lists(cls, samplers: list[Sampler]) -> tuple:
+        return List([s.tree.tree for s in samplers]), List([s.tree.offsets for s in samplers])
+
+    @classmethod
+    def update_lists(cls, samplers: list[Sampler]) -> tuple:
+        trees = [s.tree for s in samplers]
+        return tuple(List(column) for column in ([t.tree for t in trees], [t.offsets for t in trees],
+                     [t.mark for t in trees], [s.storage.ids for s in samplers]))  # fmt: skip
+
+    @classmethod
+    def update_members(cls, lists, samplers, which, ids, td_errors) -> np.ndarray | None:
+        first = samplers[0]
+        if any((s.eps, s.alpha) != (first.eps, first.alpha) for s in samplers):
+            return None
+        return update_members(*lists, which, ids, td_errors, first.eps, first.alpha)
+
     def on_add(self, slot: int) -> None:
-        t = self.tree
-        top = t.tree[MAX, t.root]
-        value = top if top > 0.0 else 1.0
-        if not (self.storage.filled_slots_sampleable or self.storage.sampleable(np.array([slot]))[0]):
-            value = 0.0
-        set_leaf(t.tree, t.offsets, slot, value)
+        sampleable = self.storage.filled_slots_sampleable or bool(self.storage.sampleable(np.array([slot]))[0])
+        enter_at_max(self._tree, self._offsets, slot, sampleable)
+
+    @classmethod
+    def on_add_members(cls, lists: tuple, which: np.ndarray, slots: np.ndarray) -> None:
+        enter_members(lists[3], lists[4], which, slots)
 
     def on_invalidate(self, slots: np.ndarray) -> None:
         slots = np.asarray(slots, dtype=np.int64)
         self.tree.update(slots, np.zeros(slots.shape))
 
-    def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        return self.draw(self.rng.random(batch_size), beta)
-
-    def draw(self, uniforms: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        """``sample``'s draw from given uniforms (one per stratum): over the whole tree, or over the active
-        window (``window_bounds``)."""
+    def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
+        """The structure's own error: its draw repeated on fixed uniforms."""
         lo, width = self.window_bounds()
+        uniforms = np.full(batch_size, 0.5)
         if width == 0:
-            return stratified_sample(self._tree, self._offsets, uniforms, beta)
-        return window_sample(self._tree, self._offsets, uniforms, beta, lo, width, self.storage.capacity)
+            stratified_sample(self._tree, self._offsets, uniforms, beta)
+        else:
+            window_sample(self._tree, self._offsets, uniforms, beta, lo, width, self.storage.capacity)
+        super().raise_failed(status, batch_size, beta)
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha)

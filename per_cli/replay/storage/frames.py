@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
-from per_cli.replay.storage.ring import RingBookkeeping, TransitionStorage
+from per_cli.replay.storage.ring import COUNTER_BYTES, RingBookkeeping, TransitionStorage
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong
 # game lasts 760+ agent steps); shorter episodes only make the oldest transitions unsampleable
@@ -106,7 +106,7 @@ class FrameStackStorage(RingBookkeeping):
         if extra_frames is None:
             extra_frames = capacity // EXTRA_DIVISOR + 2 * stack
         frame_bytes = int(np.prod(obs_shape[1:])) * np.dtype(obs_dtype).itemsize
-        return (capacity + max(extra_frames, stack + 1)) * frame_bytes + capacity * _PER_SLOT_BYTES
+        return (capacity + max(extra_frames, stack + 1)) * frame_bytes + capacity * _PER_SLOT_BYTES + COUNTER_BYTES
 
     # ------------------------------------------------------------------------------------------------------
     # writing
@@ -159,9 +159,6 @@ class FrameStackStorage(RingBookkeeping):
     # ------------------------------------------------------------------------------------------------------
     # reading
 
-    def oldest_sampleable_id(self) -> int:
-        return max(self.first_sampleable_id, self.added - self.size)
-
     @property
     def num_sampleable(self) -> int:
         return self.added - self.oldest_sampleable_id()
@@ -200,7 +197,15 @@ class FrameStackStorage(RingBookkeeping):
     # checkpoints
 
     _ARRAYS = (
-        "frames", "frame_gid", "hist", "actions", "rewards", "terminated", "truncated", "ids", "episode_ids",
+        "frames",
+        "frame_gid",
+        "hist",
+        "actions",
+        "rewards",
+        "terminated",
+        "truncated",
+        "ids",
+        "episode_ids",
         "_last_next",
     )
     _SCALARS = ("cursor", "size", "added", "episodes_ended", "frames_written", "first_sampleable_id", "_episode_open")

@@ -16,8 +16,9 @@ class Store(Protocol):
     """``ReplayMemory._store``: write one transition to the storage and tell the sampler. ``ends_episode``
     (default: ``terminated or truncated``) says the next stored transition starts a new episode."""
 
-    def __call__(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> None:
-        ...
+    def __call__(
+        self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None
+    ) -> None: ...
 
 
 class Writer(Stateless):

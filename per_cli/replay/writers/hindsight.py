@@ -86,8 +86,14 @@ class HindsightWriter(Writer):
 
     def add(self, store: Store, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
         self._episode.append(
-            (np.array(obs, copy=True), int(action), float(reward), np.array(next_obs, copy=True),
-             bool(terminated), bool(truncated))
+            (
+                np.array(obs, copy=True),
+                int(action),
+                float(reward),
+                np.array(next_obs, copy=True),
+                bool(terminated),
+                bool(truncated),
+            )
         )
         if terminated or truncated:
             self.end_episode(store)
@@ -117,8 +123,15 @@ class HindsightWriter(Writer):
             for j in range(copies):
                 term = bool(success[t, j]) if self.layout.terminate_on_success else terminated[t]
                 last = t == t_len - 1 and j == copies - 1
-                store(new_obs[t, j], actions[t], float(new_rewards[t, j]), new_next[t, j], term,
-                      truncated[t] and not term, last)
+                store(
+                    new_obs[t, j],
+                    actions[t],
+                    float(new_rewards[t, j]),
+                    new_next[t, j],
+                    term,
+                    truncated[t] and not term,
+                    last,
+                )
         self.relabelled += t_len * copies
         self.episodes += 1
         self._episode.clear()

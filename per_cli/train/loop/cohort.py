@@ -158,20 +158,11 @@ class NumbaBatched(VectorSteps):
         if sampling is None:
             return super().sample(members)
         which, size = self._which(members), members[0].cfg.replay.batch_size
-        here = np.flatnonzero(sampling.drawable_all(which, size)).tolist()
-        out: list[Batch | None] = [None] * len(members)
-        if here:
-            drawn = sampling.sample([which[k] for k in here], size, [members[k].beta_now for k in here])
-            for k, batch in zip(here, drawn, strict=True):
-                if batch is not None:
-                    out[k] = batch
-                elif which[k] in sampling.failed:  # the draw raised: repeated alone to raise the member's error
-                    out[k] = _guard(members[k], sampling.repeat_failed, which[k])
-                else:  # declined by the kernel, nothing changed: the member's own draw
-                    out[k] = _guard(members[k], members[k].sample)
-        if len(here) < len(members):
-            for k in sorted(set(range(len(members))) - set(here)):
-                out[k] = _guard(members[k], members[k].sample)
+        drawn = sampling.sample(which, size, [m.beta_now for m in members])
+        out: list[Batch | None] = list(drawn)
+        for k, batch in enumerate(drawn):
+            if batch is None:  # the draw raised: repeated alone to raise the member's error
+                out[k] = _guard(members[k], sampling.repeat_failed, which[k])
         return out
 
     def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
