@@ -19,6 +19,7 @@ from per_cli.config import AgentConfig
 from per_cli.replay import Batch
 from per_cli.rl.engines import choose_engine
 from per_cli.rl.engines.mlp import MLPEngine
+from per_cli.rl.explore import OneMember
 from per_cli.rl.networks import MLPQNetwork, MLPSpec, check_network, make_q_network
 
 # The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
@@ -100,6 +101,10 @@ class DQNAgent:
             if device.type == "cuda":
                 torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
         self.updates = 0
+        # explore's compiled draw on the generator it was last called with, and on the one before (training's
+        # generator and an evaluation's take turns)
+        self._draw: OneMember | None = None
+        self._other_draw: OneMember | None = None
 
     @property
     def numba_engine(self) -> MLPEngine | None:
@@ -115,11 +120,17 @@ class DQNAgent:
         return self.greedy_action(obs) if action is None else action
 
     def explore(self, epsilon: float, rng: np.random.Generator) -> int | None:
-        """ε-greedy's draw: a random action with probability ε, else None (act greedily). ``act`` is this
-        followed by ``greedy_action``; the training loop splits them so a cohort batches the greedy actions."""
-        if rng.random() < epsilon:
-            return int(rng.integers(self.n_actions))
-        return None
+        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily). ``act`` is this
+        followed by ``greedy_action``; the training loop splits them so a cohort batches the greedy actions. The
+        draw is :func:`per_cli.rl.explore.explore_kernel`'s for one member, the kernel a cohort draws all its
+        members with, so a solo run and a cohort member draw alike."""
+        draw = self._draw
+        if draw is None or draw.rng is not rng:
+            other = self._other_draw
+            self._other_draw = draw
+            draw = self._draw = other if other is not None and other.rng is rng else OneMember(rng)
+        action = draw(epsilon, self.n_actions)
+        return None if action < 0 else action
 
     def greedy_action(self, obs: np.ndarray) -> int:
         if self._fast is not None:  # ~2 µs instead of a ~60 µs torch forward

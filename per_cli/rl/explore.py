@@ -1,64 +1,51 @@
-"""ε-greedy's draws of several members in ONE compiled call, each on its member's own generator.
+"""ε-greedy's draws, for one member or several in ONE compiled call, each on the member's own generator.
 
-:meth:`~per_cli.rl.agent.DQNAgent.explore` draws ``rng.random() < ε`` and, when it explores,
-``rng.integers(n_actions)``. :func:`explore_kernel` makes both draws for every member of a cohort with the C
-functions of each member's own bit generator (numba's bindings, as :mod:`per_cli.replay.choice` does for the
-batches): ``next_double`` for ``random()`` and numpy's bounded-integer method (Lemire's, on ``next_uint32``:
-:func:`~per_cli.replay.choice.bounded`) for ``integers``, so every generator ends where the solo draw leaves it
-and every member gets its solo run's action. ε itself is the member's ``LinearSchedule`` at its step, by the same
-float operations. :func:`usable` checks once per process that this numpy still draws that way (fail closed: else
-each member draws with numpy itself).
+:func:`explore_kernel` is the definition of ε-greedy's draw: per member, ``g.random() < ε`` on its generator ``g``
+and, when it explores, ``g.integers(0, n_actions)``, both made by numba's own implementation of numpy's
+``Generator`` methods (its public nopython API, on the generator's bit generator, whose state therefore moves on
+as the draws are made and is saved and restored with it). A solo agent draws with the same kernel for its one
+member (:class:`OneMember`, behind :meth:`~per_cli.rl.agent.DQNAgent.explore`), so a solo run and a cohort
+member draw the same actions by construction. ε itself is the member's ``LinearSchedule`` at its step, by the
+same float operations.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numba
 import numpy as np
-
-from per_cli.replay.choice import AVAILABLE, bounded
-
-if AVAILABLE:
-    from numba.np.random.generator_core import next_double
+from numba.typed import List
 
 
 @numba.njit(cache=True, nogil=True)
 def explore_kernel(generators, which, steps, start, end, duration, n_actions, eps_out, out):
     """For k in range(len(which)): ε of member ``which[k]`` at ``steps[k]`` (``LinearSchedule(start, end,
-    duration)``) into ``eps_out[k]``, then its draw into ``out[k]``: a random action, or -1 (act greedily)."""
+    duration)``) into ``eps_out[k]``, then its draw on ``generators[which[k]]`` (a ``numba.typed.List`` of
+    ``np.random.Generator``) into ``out[k]``: a random action in ``0 .. n_actions - 1``, or -1 (act greedily)."""
     for k in range(which.shape[0]):
         step = steps[k]
         eps = end if duration <= 0 or step >= duration else start + (end - start) * (step / duration)
         eps_out[k] = eps
-        bitgen = generators[which[k]].bit_generator
-        if next_double(bitgen) < eps:
-            out[k] = np.int64(bounded(bitgen, n_actions - 1))
+        generator = generators[which[k]]
+        if generator.random() < eps:
+            out[k] = generator.integers(0, n_actions)
         else:
             out[k] = -1
 
 
-# (seed, ε, actions) probes of usable(): exploring and not, two and several actions
-_PROBES = ((0, 0.5, 2), (1, 0.9, 3), (2, 0.05, 18), (3, 1.0, 2))
+class OneMember:
+    """:func:`explore_kernel` for one generator ``rng`` (its typed list and the call's arrays built once): what a
+    solo agent draws, the draw a cohort member makes in the batched call."""
 
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng  # (held: the typed list refers to its bit generator)
+        self._generators = List([rng])
+        self._which, self._steps = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        self._eps, self._out = np.empty(1), np.empty(1, dtype=np.int64)
 
-@lru_cache(maxsize=1)
-def usable() -> bool:
-    """Whether :func:`explore_kernel` draws what ``DQNAgent.explore`` draws with this numpy (same actions, same
-    generator state after, over a few hundred draws per probe)."""
-    if not AVAILABLE:
-        return False
-    from numba.typed import List
-
-    for seed, eps, n_actions in _PROBES:
-        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
-        generators, which = List([ours]), np.zeros(1, dtype=np.int64)
-        eps_out, out = np.empty(1), np.empty(1, dtype=np.int64)
-        for _ in range(300):
-            explore_kernel(generators, which, np.zeros(1, dtype=np.int64), eps, eps, 0, n_actions, eps_out, out)
-            want = int(theirs.integers(n_actions)) if theirs.random() < eps else -1
-            if int(out[0]) != want:
-                return False
-        if ours.bit_generator.state != theirs.bit_generator.state:
-            return False
-    return True
+    def __call__(self, epsilon: float, n_actions: int) -> int:
+        """A random action with probability ``epsilon``, else -1 (act greedily)."""
+        epsilon = float(epsilon)
+        explore_kernel(
+            self._generators, self._which, self._steps, epsilon, epsilon, 0, int(n_actions), self._eps, self._out
+        )
+        return int(self._out[0])

@@ -5,7 +5,7 @@ The reference of every phase is the members' own (:class:`~per_cli.train.loop.lo
 cannot serve (or a whole phase, where the members are not in the state it supports) to that reference:
 
 * ``choose_actions``: ε and ε-greedy's draw of every member in one compiled call on each member's own
-  generator (:mod:`per_cli.rl.explore`; numpy's draws, checked once per process);
+  generator (:mod:`per_cli.rl.explore`: the kernel a solo agent draws its one member with);
 * ``step_envs``: the members' EnvPool envs stepped in one call (:func:`~per_cli.envs.pool.step_arrays`) and the
   transitions stored in one compiled call (:meth:`~per_cli.replay.cohort.CohortSampling.store`), for plain
   uniform or prioritized ring memories of vector states;
@@ -45,7 +45,7 @@ class VectorSteps(Solo):
             and m.agent.n_actions == first.agent.n_actions
             for m in members
         )  # fmt: skip
-        drawn = same and type(first.epsilon) is LinearSchedule and explore.usable()
+        drawn = same and type(first.epsilon) is LinearSchedule
         self._generators = List([m.action_rng for m in members]) if drawn else None
         self._plain_phase = all(type(m.memory.sampler).begin_phase is Sampler.begin_phase for m in members)
         self._store = (

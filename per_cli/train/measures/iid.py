@@ -115,30 +115,22 @@ def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REF
 
 def reference_variance(reference: np.ndarray) -> np.ndarray:
     """Per-feature ddof-1 variance of a reference sample (n, k) of the memory; NaN where the feature is constant
-    (zero range: dropped from the measure). Needs n ≥ 2. A C float64 array of k >= 2 features is computed in one
-    compiled pass with numpy's arithmetic (:func:`variance_by_feature`, ~15x faster) where
-    :func:`exact_variance_usable`."""
+    (zero range: dropped from the measure). Needs n ≥ 2. Computed in one compiled pass
+    (:func:`variance_by_feature`, ~15x faster than numpy's ``var`` and ``ptp``, the same arithmetic: the test of
+    this module compares them), on the sample as a C float64 array."""
+    if reference.ndim != 2:
+        raise ValueError(f"a reference sample is (states, features), got shape {reference.shape}")
     if len(reference) < 2:
         raise ValueError(f"a reference sample needs at least 2 states, got {len(reference)}")
-    # (one feature: numpy sums the contiguous column pairwise, not row by row)
-    exact = reference.ndim == 2 and reference.shape[1] >= 2 and reference.dtype == np.float64
-    if exact and reference.flags.c_contiguous and exact_variance_usable():
-        return variance_by_feature(reference)
-    return _numpy_variance(reference)
-
-
-def _numpy_variance(reference: np.ndarray) -> np.ndarray:
-    var = reference.var(axis=0, ddof=1)
-    constant = np.ptp(reference, axis=0) == 0  # exact, unlike var == 0 for repeated non-dyadic values
-    return np.where(constant, np.nan, var)
+    return variance_by_feature(np.ascontiguousarray(reference, dtype=np.float64))
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
 def variance_by_feature(reference):
-    """``_numpy_variance`` of a C float64 array (n, k), n >= 2: numpy reduces over the rows of such an array one
-    row after another (its inner loop runs along a row), so per feature: the sum of the values in row order over
-    n, then the squared deviations summed in row order over n - 1. NaN where every value equals the first
-    (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN both ways).
+    """Per-feature ddof-1 variance of a C float64 array (n, k), n >= 2, as numpy's ``var(axis=0, ddof=1)``
+    computes it for k >= 2 (numpy reduces over the rows of such an array one row after another): per feature,
+    the sum of the values in row order over n, then the squared deviations summed in row order over n - 1.
+    NaN where every value equals the first (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN).
 
     The features' sums run side by side, row by row (each feature's own sum is still one addition after
     another in row order): k independent chains of dependent additions overlap, where one feature at a time
@@ -163,25 +155,6 @@ def variance_by_feature(reference):
             i += 1
         out[f] = np.nan if i == n else squares[f] / (n - 1)
     return out
-
-
-@lru_cache(maxsize=1)
-def exact_variance_usable() -> bool:
-    """Whether :func:`variance_by_feature` gives numpy's values bit for bit, checked once per process on fixed
-    probes (wide-ranging values, a constant feature, NaN and ±inf). Fail closed: if a numpy release sums these
-    in another order, the reference variance is numpy's own."""
-    rng = np.random.default_rng(0x11D)
-    for n, k in ((2, 2), (7, 3), (4096, 4), (1000, 9), (4096, 64)):
-        probe = rng.normal(size=(n, k)) * 10.0 ** rng.uniform(-6, 6, size=k) + rng.normal(size=k) * 100
-        probe[:, 0] = 0.1  # constant, not a dyadic value
-        if n > 2:
-            probe[1, k - 1] = np.inf if k > 2 else probe[1, k - 1]
-            probe[2, k // 2] = np.nan if k > 2 else probe[2, k // 2]
-        with np.errstate(invalid="ignore"):  # inf - inf: NaN, as wanted
-            want, got = _numpy_variance(probe), variance_by_feature(probe)
-        if want.tobytes() != got.tobytes():
-            return False
-    return True
 
 
 def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
@@ -226,22 +199,23 @@ def pairwise_sum(a, n, zero):
 
 
 def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
-    """``state_diversity(state_view(states, 1), ref_var)`` for vector states (U, B, k), the same numbers.
-    Float32 states of 2 to 7 features (classic control), with at least 2 of them varying in the reference, in
-    batches of 2 to 128, are computed in one compiled pass (:func:`_raw_diversity`, numpy's arithmetic:
-    ~12 numpy calls saved per log) where :func:`exact_diversity_usable`; anything else by numpy itself."""
+    """``state_diversity(state_view(states, 1), ref_var)`` for vector states (U, B, k). One rule, by shape and
+    dtype: float32 states of fewer than 8 features (classic control), with at least 2 of them varying in the
+    reference, in batches of 2 to 128 (:func:`variances_apply`), are computed in one compiled pass
+    (:func:`_raw_diversity`, numpy's arithmetic: ~12 numpy calls saved per log); anything else by numpy's
+    reductions (``tests/train/measures/test_iid.py`` compares the two)."""
     keep = np.flatnonzero(~np.isnan(ref_var))
-    if len(keep) >= 2 and ref_var.dtype == np.float64 and variances_usable(states):
+    if len(keep) >= 2 and ref_var.dtype == np.float64 and variances_apply(states):
         return _raw_diversity(states, ref_var, keep)
     return state_diversity(state_view(states, 1), ref_var)
 
 
-def variances_usable(states: np.ndarray) -> bool:
+def variances_apply(states: np.ndarray) -> bool:
     """Whether :func:`feature_variances` serves vector states ``states`` (U, B, k): C float32, k < 8,
-    2 <= B <= 128, where :func:`exact_diversity_usable`."""
+    2 <= B <= 128 (:func:`pairwise_sum`'s rows). A static rule: the shape and dtype decide."""
     if states.ndim != 3 or states.dtype != np.float32 or not states.flags.c_contiguous:
         return False
-    return states.shape[2] < 8 and 2 <= states.shape[1] <= 128 and exact_diversity_usable()
+    return states.shape[2] < 8 and 2 <= states.shape[1] <= 128
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
@@ -288,29 +262,6 @@ def diversity_from_variances(variances, ref_var, keep):
             total_ratio += variances[row, f] / ref_var[f]
         out[row] = total_ratio / len(keep)
     return out
-
-
-@lru_cache(maxsize=1)
-def exact_diversity_usable() -> bool:
-    """Whether :func:`_raw_diversity` gives numpy's values bit for bit, checked once per process on fixed probes
-    (2 to 7 features, some constant in the reference, values over 12 orders of magnitude, repeated states,
-    NaN and ±inf). Fail closed: if a numpy release computes these otherwise, the measure is numpy's own."""
-    rng = np.random.default_rng(0xD17)
-    for k in range(2, 8):
-        for u, b in ((1, 2), (3, 7), (5, 8), (5, 64), (2, 100), (2, 128)):
-            states = (rng.normal(size=(u, b, k)) * 10.0 ** rng.uniform(-6, 6, size=k)).astype(np.float32)
-            states[0, b // 2 :] = states[0, 0]  # repeated states
-            if u > 2:
-                states[1, 1, 0], states[2, b - 1, k - 1] = np.nan, np.inf
-            ref_var = rng.uniform(0.1, 10, size=k) * 10.0 ** rng.uniform(-6, 6, size=k)
-            ref_var[1 if k > 2 else 0] = np.nan if k > 2 else ref_var[0]
-            keep = np.flatnonzero(~np.isnan(ref_var))
-            with np.errstate(invalid="ignore", over="ignore"):
-                want = state_diversity(state_view(states, 1), ref_var)
-                got = _raw_diversity(states, ref_var, keep)
-            if want.tobytes() != got.tobytes():
-                return False
-    return True
 
 
 def episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:

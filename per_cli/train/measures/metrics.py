@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import lru_cache
 
 import numba
 import numpy as np
@@ -69,9 +68,10 @@ class RunningMeans:
 
 def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:
     """Per update (row) of the TD errors ``raw_td`` (U, B) and IS weights ``weights`` (U, B): |δ|'s mean, median,
-    max and std, the unweighted TD loss (``iid.unweighted_td_loss``) and the weights' mean, as numpy computes
-    them. Float32 rows of at most 128 are computed in one compiled pass (:func:`_td_kernel`, numpy's arithmetic,
-    ~8 numpy calls saved per log) where :func:`exact_measures_usable`; anything else by numpy itself."""
+    max and std, the unweighted TD loss (``iid.unweighted_td_loss``) and the weights' mean. One rule, by shape
+    and dtype (:func:`exact_td`): C float32 rows of at most 128 (the batches of every shipped config) are
+    computed in one compiled pass (:func:`_td_kernel`, ~8 numpy calls saved per log), anything else by numpy's
+    reductions; both are the same arithmetic (``tests/train/measures/test_metrics.py`` compares them)."""
     if exact_td(raw_td, weights, loss):
         ordered = np.sort(np.abs(raw_td), axis=1)  # numpy's sort: several times faster than a compiled one here
         mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, loss == "huber")
@@ -81,10 +81,12 @@ def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str,
 
 
 def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> bool:
-    """Whether :func:`td_measures` computes these rows in its compiled pass (each row's values its own)."""
+    """Whether :func:`td_measures` computes these rows in its compiled pass (each row's values its own): C float32
+    TD errors and weights of one shape (U, B), B <= 128 (:func:`~per_cli.train.measures.iid.pairwise_sum`'s
+    rows), and a known loss. A static rule: the shapes and dtypes decide, nothing measured at run time."""
     exact = raw_td.ndim == 2 and raw_td.dtype == np.float32 and raw_td.flags.c_contiguous and raw_td.shape[1] <= 128
     exact = exact and weights.dtype == np.float32 and weights.flags.c_contiguous and weights.shape == raw_td.shape
-    return exact and loss in ("huber", "mse") and exact_measures_usable()
+    return exact and loss in ("huber", "mse")
 
 
 def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:
@@ -141,27 +143,6 @@ def _td_kernel(raw_td, ordered, weights, huber):
     return mean, median, top, std, unweighted, weight_mean
 
 
-@lru_cache(maxsize=1)
-def exact_measures_usable() -> bool:
-    """Whether :func:`_td_kernel` gives numpy's values bit for bit, checked once per process on fixed probes
-    (batch sizes 1 to 128, values over 12 orders of magnitude, zeros, ties, NaN and ±inf rows, both losses).
-    Fail closed: if a numpy release computes these otherwise, the measures are numpy's own."""
-    rng = np.random.default_rng(0x7D)
-    for b in (1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 63, 64, 100, 127, 128):
-        raw = (rng.normal(size=(6, b)) * 10.0 ** rng.uniform(-6, 6, size=(6, b))).astype(np.float32)
-        raw[1] = np.round(raw[1])  # ties and zeros
-        raw[2, 0], raw[3, b - 1], raw[4, b // 2] = np.nan, np.inf, -np.inf
-        weights = rng.uniform(0, 1, size=(6, b)).astype(np.float32)
-        for loss in ("huber", "mse"):
-            with np.errstate(invalid="ignore", over="ignore"):
-                want = _numpy_td_measures(raw, weights, loss)
-                ordered = np.sort(np.abs(raw), axis=1)
-                got = dict(zip(want, _td_kernel(raw, ordered, weights, loss == "huber"), strict=True))
-            if any(want[key].dtype != got[key].dtype or want[key].tobytes() != got[key].tobytes() for key in want):
-                return False
-    return True
-
-
 # states are processed this many bytes (as float32) at a time: bounded memory for image batches
 _CHUNK_BYTES = 16 << 20
 
@@ -191,28 +172,14 @@ def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarr
 
 
 def gram(x: np.ndarray) -> np.ndarray:
-    """``x @ x.transpose(0, 2, 1)`` for float32 ``x`` (U, B, d), the same numbers. numpy computes that product
-    by one BLAS ``ssyrk`` per batch (it sees the operand and its transpose), which costs ~2x a general product
-    of these sizes; so short rows (d < 8) are multiplied by a contiguous copy of the transpose (``sgemm``)
-    where :func:`gemm_gram_usable`: the BLAS in use gives the same bits both ways."""
-    if x.shape[2] < _SHORT_ROW and gemm_gram_usable():
+    """The Gram matrices ``x xᵀ`` of float32 ``x`` (U, B, d), by BLAS. One rule, by shape: short rows (d < 8)
+    are multiplied by a contiguous copy of the transpose (one ``sgemm`` per batch: numpy's ``x @ x.transpose``
+    is a ``ssyrk``, ~2x slower at these sizes), longer ones (image states, where the copy would be large) by
+    numpy's own ``x @ x.transpose(0, 2, 1)``. Both are float32 products of the same rows, equal to float32
+    rounding (``tests/train/measures/test_metrics.py`` compares them)."""
+    if x.shape[2] < _SHORT_ROW:
         return x @ np.ascontiguousarray(x.transpose(0, 2, 1))
     return x @ x.transpose(0, 2, 1)
-
-
-@lru_cache(maxsize=1)
-def gemm_gram_usable() -> bool:
-    """Whether the BLAS's general product gives its symmetric product's Gram matrices bit for bit, checked
-    once per process on fixed probes: centred rows of 2 to 7 features, batches of 1 to 256 (its kernels'
-    remainders), values over 16 orders of magnitude. Fail closed: else :func:`gram` is numpy's own product."""
-    rng = np.random.default_rng(0x6E)
-    for d in range(2, _SHORT_ROW):
-        for b in (1, 2, 3, 7, 8, 9, 16, 31, 32, 33, 64, 100, 128, 256):
-            x = (rng.normal(size=(4, b, d)) * 10.0 ** rng.uniform(-8, 8, size=(4, b, d))).astype(np.float32)
-            x = _centred_short_rows(x)
-            if (x @ x.transpose(0, 2, 1)).tobytes() != (x @ np.ascontiguousarray(x.transpose(0, 2, 1))).tobytes():
-                return False
-    return True
 
 
 # numpy adds fewer than 8 numbers one after another (its pairwise summation starts at 8): a compiled loop
@@ -263,4 +230,3 @@ def _count_above(gram, threshold):
             c += in_row
         counts[k] = c
     return counts
-

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from per_cli.train.measures.iid import episode_diversity, feature_variances, variances_usable
+from per_cli.train.measures.iid import episode_diversity, feature_variances, variances_apply
 from per_cli.train.measures.metrics import batched_correlation_counts, exact_td, td_measures
 from per_cli.train.measures.update_window import UpdateWindow, row_layout
 
@@ -47,7 +47,7 @@ def measure_rows(
     variances = None
     if first.iid:
         columns.append(episode_diversity(episodes, np.asarray(held, dtype=np.int64)))
-        if obs.ndim == 3 and variances_usable(obs):
+        if obs.ndim == 3 and variances_apply(obs):
             variances = list(feature_variances(obs))
     if len(columns) != len(row_layout(first.threshold is not None, first.iid)):
         return None

@@ -39,12 +39,13 @@ class UpdateWindow:
     were in cache: only its floats are kept). The values are the same either way (each measure is a function of
     its own update's rows), and a window may hold both. With ``iid`` on, ``add`` and ``pop`` take the memory:
     ``add`` records how many episodes it holds (episode diversity's denominator at sampling time), and ``pop``
-    draws a fresh reference sample of ``iid.REFERENCE_SIZE`` states from it (``iid.reference_view``, or its
-    compiled equal ``reference.drawn_reference_variance``, with the window's own generator, so training is
-    unaffected) at the first pop and then at the first pop after every ``refresh_every`` updates (``log.every``:
-    once per log window). Only the reference's per-feature variance is kept, so the window pickles small
-    (checkpoints hold it). State diversity needs that reference, so it is computed at ``pop``: from each update's
-    feature variances where the update came with them, else from its states.
+    draws a fresh reference sample of ``iid.REFERENCE_SIZE`` states from it
+    (``reference.drawn_reference_variance``: one compiled call for a plain ring of vector states, else
+    ``iid.reference_view``; with the window's own generator, so training is unaffected) at the first pop and
+    then at the first pop after every ``refresh_every`` updates (``log.every``: once per log window). Only the
+    reference's per-feature variance is kept, so the window pickles small (checkpoints hold it). State diversity
+    needs that reference, so it is computed at ``pop``: from each update's feature variances where the update
+    came with them, else from its states.
     """
 
     def __init__(

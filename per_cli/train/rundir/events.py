@@ -17,7 +17,6 @@ import os
 import socket
 import struct
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import numba
@@ -115,40 +114,36 @@ class ScalarEvents:
     """The serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value), ...]))``,
     byte for byte as protobuf writes it, and its TFRecord, from a cached template per tag sequence whose
     4-byte float holes one compiled call fills before it frames the record (:func:`_scalar_record`): protobuf
-    costs ~4 µs a value. An Event is its fields in field-number order (wall_time: 1, a double; step: 2, a
-    varint, omitted at 0 as proto3 does; summary: 5, length-delimited), a Summary its repeated ``value``
-    (field 1), each a Value of ``tag`` (1) and ``simple_value`` (2, a float32, always written: it is a oneof
-    member). The values are taken as ``float(v)`` and cast to float32 as protobuf's C cast does (±inf beyond
-    float32's range, NaN kept).
+    costs ~4 µs a value. An Event is its fields in field-number order (wall_time: 1, a double, omitted when its
+    bits are all zero; step: 2, a varint, omitted at 0; summary: 5, length-delimited, always written: it is set),
+    as proto3 writes them; a Summary its repeated ``value`` (field 1), each a Value of ``tag`` (1, omitted when
+    empty) and ``simple_value`` (2, a float32, always written: it is a oneof member). The values are taken as
+    ``float(v)`` and cast to float32 as protobuf's C cast does (±inf beyond float32's range, NaN kept).
 
-    Fail closed: :meth:`encode` returns None (the caller serializes with protobuf) for anything outside that
-    layout (a step beyond int64, a tag that is not a str, a value that is not a number); and the whole encoder
-    is off unless its bytes equal protobuf's on fixed probes, checked once per process
-    (:func:`scalar_events_usable`)."""
+    This is the only way the loop's scalars are written (``tests/train/rundir/test_logger.py`` compares its bytes
+    with protobuf's and reads them back with TensorBoard's reader). What protobuf would refuse, it refuses: a
+    step outside int64 (ValueError), a tag that is not a str (TypeError) or not UTF-8 (UnicodeEncodeError), a
+    value ``float`` does not take."""
 
-    def __init__(self, check: bool = True) -> None:
+    def __init__(self) -> None:
         self._templates: dict[tuple, tuple[np.ndarray, np.ndarray, bytes]] = {}
-        self.enabled = scalar_events_usable() if check else True
 
-    def encode(self, values: dict[str, float], step: int, wall_time: float) -> bytes | None:
-        """The event's serialized bytes, or None (see the class)."""
-        record = self.record(values, step, wall_time)
-        return None if record is None else record[12:-4]
+    def encode(self, values: dict[str, float], step: int, wall_time: float) -> bytes:
+        """The event's serialized bytes (see the class)."""
+        return self.record(values, step, wall_time)[12:-4]
 
-    def record(self, values: dict[str, float], step: int, wall_time: float) -> bytes | None:
-        """The event's TFRecord (:func:`tfrecord` of :meth:`encode`), or None (see the class)."""
-        if not self.enabled or not values or not -(2**63) <= step < 2**63 or wall_time == 0.0:
-            return None
+    def record(self, values: dict[str, float], step: int, wall_time: float) -> bytes:
+        """The event's TFRecord (:func:`tfrecord` of :meth:`encode`; see the class)."""
+        if not -(2**63) <= step < 2**63:
+            raise ValueError(f"Value out of range: {step} (an event's step is an int64)")
         tags = tuple(values)
         template = self._templates.get(tags)
-        try:
-            if template is None:
-                template = self._templates[tags] = _template(tags)
-            floats = np.fromiter(map(float, values.values()), dtype=np.float64, count=len(tags))
-        except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
-            return None
+        if template is None:
+            template = self._templates[tags] = _template(tags)
+        floats = np.fromiter(map(float, values.values()), dtype=np.float64, count=len(tags))
         summary, holes, length = template
-        head = b"\x09" + struct.pack("<d", wall_time)
+        wall = struct.pack("<d", wall_time)
+        head = b"" if wall == bytes(8) else b"\x09" + wall
         if step:
             head += b"\x10" + _varint(step % 2**64)
         head = np.frombuffer(head + length, dtype=np.uint8)
@@ -163,7 +158,7 @@ def _template(tags: tuple) -> tuple[np.ndarray, np.ndarray, bytes]:
         if type(tag) is not str:
             raise TypeError(f"a tag must be a str, not {type(tag).__name__}")
         name = tag.encode("utf-8")
-        value = b"\x0a" + _varint(len(name)) + name + b"\x15"  # + the float32's 4 bytes
+        value = (b"\x0a" + _varint(len(name)) + name if name else b"") + b"\x15"  # + the float32's 4 bytes
         part = b"\x0a" + _varint(len(value) + 4) + value
         holes.append(at + len(part))
         parts.append(part + bytes(4))
@@ -189,35 +184,13 @@ def _scalar_record(head, summary, holes, values, table):
     return out
 
 
-@lru_cache(maxsize=1)
-def scalar_events_usable() -> bool:
-    """Whether :class:`ScalarEvents` writes protobuf's bytes: checked once per process on fixed probes (tags
-    of 1 to 200 bytes, non-ASCII ones, steps 0, 1, 127, 128, 2⁴⁰ and -3, floats beyond float32's range, NaN,
-    ±0, ints)."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-
-    encoder = ScalarEvents(check=False)
-    values = {"charts/episodic_return": 12.5, "a": -0.0, "é/ü": float("nan"), "x" * 130: 1e39, "y" * 200: -1e-50,
-              "losses/td_loss": 3, "replay/beta": 0.4000000059604645, "z": float("-inf")}  # fmt: skip
-    for step in (0, 1, 127, 128, 2**40, -3):
-        for wall in (1.5, 1.7e9 + 0.123456):
-            summary = summary_pb2.Summary(
-                value=[summary_pb2.Summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()]
-            )
-            want = event_pb2.Event(wall_time=wall, step=step, summary=summary).SerializeToString()
-            if encoder.encode(values, step, wall) != want:
-                return False
-    return True
-
-
 class EventFile:
     """A new event file in ``run_dir``; ``purge_step`` (a resumed run): TensorBoard hides this directory's
     older events at steps >= it, as with ``SummaryWriter(purge_step=...)``."""
 
     def __init__(self, run_dir: Path, purge_step: int | None = None):
-        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.compat.proto import event_pb2
 
-        self._event, self._summary = event_pb2.Event, summary_pb2.Summary
         self._encoder = ScalarEvents()
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{_file_counter()()}"
         self.path = run_dir / name
@@ -234,12 +207,7 @@ class EventFile:
         """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag
         writes, to every reader. Its bytes are protobuf's own (:class:`ScalarEvents`), without building the
         message (~4 µs a value)."""
-        record = self._encoder.record(values, int(step), time.time())
-        if record is None:  # something protobuf may encode otherwise (or refuse): protobuf itself
-            value = self._summary.Value
-            summary = self._summary(value=[value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
-            record = tfrecord(self._event(wall_time=time.time(), step=int(step), summary=summary).SerializeToString())
-        self._file.write(record)
+        self._file.write(self._encoder.record(values, int(step), time.time()))
         if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
             self.flush()
 

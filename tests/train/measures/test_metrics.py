@@ -20,7 +20,7 @@ from per_cli.train.measures.metrics import (
     _numpy_td_measures,
     batched_correlation_counts,
     correlation_count,
-    exact_measures_usable,
+    exact_td,
     gram,
     td_measures,
 )
@@ -153,8 +153,9 @@ def test_running_means_average_since_the_last_pop():
     assert not means and means.pop() == {}
 
 
-def numpy_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
-    """The counts as numpy's elementwise passes compute them (the implementation before the compiled one)."""
+def numpy_correlations(states: np.ndarray) -> np.ndarray:
+    """|r| of every pair i < j of each batch (U, pairs), float32, as numpy's elementwise passes compute them (the
+    implementation before the compiled one): numpy's centring, numpy's product, scaled by the inverse norms."""
     u, b = states.shape[:2]
     x = states.reshape(u, b, -1).astype(np.float32)
     x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
@@ -164,14 +165,15 @@ def numpy_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray
     np.divide(1.0, np.sqrt(squared_norms), out=inv, where=squared_norms > 0)
     r *= inv[:, :, None]
     r *= inv[:, None, :]
-    above = (np.abs(r, out=r) > threshold) & np.triu(np.ones((b, b), dtype=bool), k=1)
-    return np.count_nonzero(above.reshape(u, -1), axis=1)
+    upper_i, upper_j = np.triu_indices(b, k=1)
+    return np.abs(r)[:, upper_i, upper_j]
 
 
 @pytest.mark.parametrize("features", [2, 4, 7, 8, 30])
-def test_compiled_counts_equal_numpy_elementwise_counts_bit_for_bit(features):
-    """The compiled centring (rows under 8 numbers) and counting give numpy's counts exactly, also for
-    near-duplicate, constant and wildly scaled states (where float32 rounding decides)."""
+def test_compiled_counts_equal_numpy_elementwise_counts_to_float32_rounding(features):
+    """The compiled centring (rows under 8 numbers), the Gram matrix by shape (``gram``) and the compiled
+    counting count what numpy's elementwise passes count, also for near-duplicate, constant and wildly scaled
+    states: exactly, but for pairs whose |r| lies within float32 rounding (1e-5) of the threshold."""
     rng = np.random.default_rng(features)
     for trial in range(40):
         states = rng.normal(size=(5, 48, features)).astype(np.float32)
@@ -183,37 +185,54 @@ def test_compiled_counts_equal_numpy_elementwise_counts_bit_for_bit(features):
         elif trial % 4 == 3:  # magnitudes from 1e-12 to 1e12: the float64 mean's summation order matters
             states = states * 10.0 ** rng.integers(-12, 12, size=states.shape)
         states = states.astype(np.float32)
+        r = numpy_correlations(states)
         for threshold in (0.1, 0.8, 0.95):
-            expected = numpy_correlation_counts(states, threshold)
-            assert np.array_equal(batched_correlation_counts(states, threshold), expected)
+            sure, maybe = (r > threshold + 1e-5).sum(axis=1), (np.abs(r - threshold) <= 1e-5).sum(axis=1)
+            counts = batched_correlation_counts(states, threshold)
+            assert ((sure <= counts) & (counts <= sure + maybe)).all()
+            assert maybe.sum() <= 0.01 * sure.sum() + 2  # (the comparison leaves little to chance)
+
+
+def _assert_measures_close(got: dict, want: dict) -> None:
+    assert list(got) == list(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype, key
+        rtol = 1e-5 if want[key].dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=0, equal_nan=True, err_msg=key)
 
 
 @pytest.mark.parametrize("loss", ["huber", "mse"])
-def test_the_compiled_td_measures_are_numpys_bit_for_bit(loss):
-    assert exact_measures_usable()
+def test_the_compiled_td_measures_are_numpys(loss):
+    """The compiled pass (float32 rows up to 128) gives numpy's reductions, to float rounding: zeros, ties, NaN,
+    values over 8 orders of magnitude; longer rows (129) are numpy's own, by the shape rule."""
     rng = np.random.default_rng(4)
-    for u, b in ((1, 1), (3, 8), (20, 64), (7, 100), (2, 128), (3, 129)):  # 129: numpy's own
+    for u, b in ((1, 1), (3, 8), (20, 64), (7, 100), (2, 128), (3, 129)):
         raw = (rng.normal(size=(u, b)) * 10.0 ** rng.uniform(-4, 4, size=(u, b))).astype(np.float32)
         raw[0, 0] = -0.0
         if u > 2:
             raw[1, :] = np.round(raw[1])  # ties
             raw[2, b // 2] = np.nan
         weights = rng.uniform(0, 1, size=(u, b)).astype(np.float32)
+        assert exact_td(raw, weights, loss) == (b <= 128)
         with np.errstate(invalid="ignore"):
             got, want = td_measures(raw, weights, loss), _numpy_td_measures(raw, weights, loss)
-        assert list(got) == list(want)
-        for key in want:
-            assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
+        _assert_measures_close(got, want)
+        if u > 2:
+            assert np.isnan(got["median"][2]) and np.isnan(got["max"][2]) and not np.isnan(got["mean"][1])
+    assert not exact_td(raw.astype(np.float64), weights, loss) and not exact_td(raw[:, ::2], weights[:, ::2], loss)
     with pytest.raises(ValueError, match="unknown loss"):  # anything else: numpy's, with its error
         td_measures(raw, weights, "l1")
 
 
-def test_gram_is_numpys_product_bit_for_bit():
-    """The Gram matrices of the correlation count (a general product where the BLAS gives the same bits) are
-    numpy's ``x @ x.transpose(0, 2, 1)`` exactly, for short rows and long ones."""
+def test_gram_is_numpys_product_to_float32_rounding():
+    """The Gram matrices of the correlation count (a general product for short rows, numpy's for long ones) are
+    numpy's ``x @ x.transpose(0, 2, 1)`` to float32 rounding of the products' terms."""
     rng = np.random.default_rng(11)
     for d in (2, 4, 7, 8, 20):
         for b in (5, 64, 128):
             x = (rng.normal(size=(3, b, d)) * 10.0 ** rng.uniform(-4, 4, size=(3, b, d))).astype(np.float32)
             x -= x.mean(axis=2, keepdims=True)
-            assert gram(x).tobytes() == (x @ x.transpose(0, 2, 1)).tobytes()
+            got, want = gram(x), x @ x.transpose(0, 2, 1)
+            assert got.dtype == np.float32 and got.shape == (3, b, b)
+            scale = np.abs(x).astype(np.float64) @ np.abs(x).transpose(0, 2, 1).astype(np.float64)  # Σ |x_i x_j|
+            assert (np.abs(got.astype(np.float64) - want) <= 4 * d * np.finfo(np.float32).eps * scale).all()
