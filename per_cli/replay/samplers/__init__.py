@@ -1,6 +1,8 @@
 """Samplers decide which stored transitions form a batch; the storage turns their slots into arrays.
 
-Each sampler owns a seeded ``numpy.random.Generator``: same seed, same batches.
+Each sampler owns a seeded ``numpy.random.Generator``: same seed, same batches. Each kind's draw is one compiled
+function over a list of members (``draw_members``, samplers/base.py): a solo run calls it over a list of one, a
+cohort over its members, so a member's batches do not depend on the cohort it is drawn in.
 
 | kind          | class                | batch                                                | IS weights        |
 | ------------- | -------------------- | ---------------------------------------------------- | ----------------- |
@@ -12,21 +14,19 @@ Each sampler owns a seeded ``numpy.random.Generator``: same seed, same batches.
 
 The storage contract
 --------------------
-Samplers talk to a storage only through ``storage.size``, ``storage.capacity``, ``storage.cursor``,
-``storage.latest_slot`` and ``storage.sampleable(slots)``, so any storage with those (the ring
-``TransitionStorage``, an Atari frame storage) works with every sampler. Slots ``0 .. size-1`` are filled;
-``sampleable(slots)`` is False for a filled slot whose transition is incomplete (e.g. its stacked frame
-history was partly overwritten). How an unsampleable slot is never sampled:
+Samplers talk to a storage only through ``storage.counters`` (cursor, size, added, episodes ended, first
+sampleable id, capacity: storage/ring.py), ``storage.latest_slot``, ``storage.oldest_sampleable_id()`` and
+``storage.sampleable(slots)``, so any storage with those (the ring ``TransitionStorage``, an Atari frame storage)
+works with every sampler. The sampleable transitions are always the ids ``oldest .. added - 1`` (a frame
+storage's oldest transitions lose their frames first), and the slot of id ``t`` is ``t % capacity``. So:
 
-- Sum-tree and rank samplers keep a *zero-mass* entry for it: ``on_add(slot)`` asks
+- Uniform, combined and none draw ids from that range (inside the ``window`` newest, if set): nothing is drawn
+  and then refused.
+- Sum-tree and rank samplers keep a *zero-mass* entry for an unsampleable slot: ``on_add(slot)`` asks
   ``storage.sampleable([slot])`` and gives the slot the maximum priority only if True, and
-  ``on_invalidate(slots)`` (called by the memory when an add makes other slots unsampleable) zeroes their
+  ``on_invalidate(slots)`` (called by the memory when an add makes older slots unsampleable) zeroes their
   mass. A zero-mass slot is never drawn (``sum_tree.find`` only enters positive subtrees; the rank heap
-  drops the slot) and ignores priority updates until ``on_add`` writes it again. A storage whose slot
-  becomes sampleable later than its add calls ``on_add(slot)`` again at that point.
-- Uniform, combined and none draw, then check ``storage.sampleable`` on the drawn slots and redraw any
-  that fail (exactly uniform over the sampleable slots: drawing on until B pass is sampling without
-  replacement from the sampleable ones).
+  drops the slot) and ignores priority updates until ``on_add`` writes it again.
 
 Priorities and IS weights (Schaul et al. 2016)
 ----------------------------------------------
