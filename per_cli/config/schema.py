@@ -205,3 +205,6 @@ class Config:
     # numpy, torch and the envs take different integer widths; this range is safe for all (seed + step included)
     seed: int = field(default=1, metadata=_bounds(0, 1_000_000_000))
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # modules or .py files imported before the run is built, each registering its own replay kinds
+    # (per_cli/plugins.py, docs/extending.md)
+    plugins: list[str] = field(default_factory=list)

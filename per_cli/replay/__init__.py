@@ -1,4 +1,9 @@
-"""``make_replay(cfg, ...)``: the registry of replay kinds (samplers), the writer, and the run label."""
+"""``make_replay(cfg, ...)``: the registry of replay kinds (samplers), the writer, and the run label.
+
+``register_sampler(kind, cls)`` adds a kind: a user's sampler is one file that defines a ``Sampler`` subclass
+(its one ``draw_members``) and registers it, named in the config's ``plugins`` (docs/extending.md). A registered
+kind runs solo, in cohorts, under ``per grid`` and on Ray, and the sampler contract tests
+(tests/replay/test_sampler_contract.py) run over the whole registry."""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from per_cli.plugins import load_plugins
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers import (
     CombinedSampler,
@@ -39,6 +45,28 @@ SAMPLER_CLASSES: dict[str, type[Sampler]] = {
 }
 
 
+def register_sampler(kind: str, sampler_class: type[Sampler], factory: SamplerFactory | None = None) -> None:
+    """Make ``kind`` a ``replay.kind``: ``factory(replay_cfg, storage, rng)`` builds its sampler (default:
+    ``sampler_class(storage, rng, window=replay_cfg.window)``). Registering a kind again with the same class is a
+    no-op (a plugin imported twice); with another class, or a class without its own ``draw_members``, it is an
+    error."""
+    if not kind.isidentifier():
+        raise ValueError(f"a replay kind is a name of letters, digits and underscores, got {kind!r}")
+    if not (isinstance(sampler_class, type) and issubclass(sampler_class, Sampler)):
+        raise TypeError(f"replay kind {kind!r}: {sampler_class!r} is not a Sampler subclass")
+    if sampler_class.draw_members is Sampler.draw_members:
+        raise TypeError(f"replay kind {kind!r}: {sampler_class.__name__} defines no draw_members")
+    known = SAMPLER_CLASSES.get(kind)
+    if known is not None:
+        if known.__qualname__ == sampler_class.__qualname__ and known.__module__ == sampler_class.__module__:
+            return
+        raise ValueError(f"replay kind {kind!r} is already registered (by {known.__module__}.{known.__qualname__})")
+    if factory is None:
+        factory = lambda cfg, storage, rng: sampler_class(storage, rng, window=cfg.window)  # noqa: E731
+    REPLAY_KINDS[kind] = factory
+    SAMPLER_CLASSES[kind] = sampler_class
+
+
 def memory_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
     """Bytes ``make_replay`` allocates for ``cfg`` (the whole run config): the storage's arrays (the same
     storage choice as ``make_storage``) and the sampler's structures. Allocates nothing (for preflight)."""
@@ -64,6 +92,7 @@ def make_writer(cfg, storage, env, seed: int) -> Writer:
 def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int, env=None) -> ReplayMemory:
     """Build the memory for ``cfg.replay`` (``cfg`` is the whole run config). ``env`` is needed only with
     relabelling (``replay.her_strategy``), for the env's goal layout and reward function."""
+    load_plugins(cfg.plugins)  # (a worker builds the run: the kinds its plugins register)
     need, capacity = memory_bytes(cfg, obs_shape, obs_dtype), cfg.replay.capacity
     ensure_memory_fits(  # the whole memory, before any of it is allocated (each storage also checks its own part)
         need, f"a replay memory of {capacity:,} transitions {tuple(obs_shape)}", per_unit=max(need // capacity, 1)
@@ -74,4 +103,6 @@ def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int,
     return ReplayMemory(storage, sampler, make_writer(cfg, storage, env, seed))
 
 
-__all__ = ["Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay", "memory_bytes", "replay_label"]
+__all__ = [
+    "Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay", "memory_bytes", "register_sampler", "replay_label",
+]  # fmt: skip

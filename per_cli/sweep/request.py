@@ -12,6 +12,7 @@ from typing import Any
 
 from per_cli.config import parse_override
 from per_cli.errors import ConfigError
+from per_cli.plugins import load_plugins
 
 DEFAULT_SEEDS = 3
 # keys the grid itself sets per run; they are axes (--envs, --replays, --seeds), not --set/--sweep values
@@ -152,6 +153,23 @@ def config_axes(config: Path) -> tuple[str, str]:
     return str(env), f"{replay.get('kind', 'uniform')}{HER_SUFFIX if her else ''}"
 
 
+def plugins_named(config: Path | None, sets: list[str]) -> list[str]:
+    """The plugins a grid's runs import: the base config's ``plugins`` and any ``--set plugins=[...]``."""
+    from per_cli.config import read_yaml
+
+    names: list = []
+    if config is not None:
+        data = read_yaml(config)
+        names += list((data.get("plugins") or []) if isinstance(data, dict) else [])
+    for item in sets:
+        key, value = parse_override(item)
+        if key == "plugins":
+            names += value if isinstance(value, list) else [value]
+    if not all(isinstance(name, str) for name in names):
+        raise ConfigError(f"plugins: {names} must be a list of module names or .py files")
+    return names
+
+
 def build_request(
     envs: str | None,
     replays: str | None = None,
@@ -182,6 +200,8 @@ def build_request(
             check_env_id(env)
         except ConfigError as exc:
             raise ConfigError(str(exc).replace("env.id: ", "--envs: ", 1)) from None
+    set_list = list(sets or [])
+    load_plugins(plugins_named(config, set_list))  # (before the kinds are checked: the kinds they register)
     replay_list = None
     if replays is not None:
         replay_list = split_list(replays, "--replays", "replay kind")
@@ -192,7 +212,6 @@ def build_request(
     for key in keys:
         if keys.count(key) > 1:
             raise ConfigError(f"--sweep {key}: swept twice; give all its values in one --sweep")
-    set_list = list(sets or [])
     for key, option in [(k, "--sweep") for k in keys] + [(parse_override(s)[0], "--set") for s in set_list]:
         if key in AXIS_KEYS:
             raise ConfigError(f"{option} {key}: the grid sets {key} itself; use {AXIS_KEYS[key]} instead")

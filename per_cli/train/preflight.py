@@ -21,6 +21,7 @@ import yaml
 from per_cli.config import Config, EnvConfig, from_dict, to_dict
 from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env
 from per_cli.errors import ConfigError
+from per_cli.plugins import load_plugins
 from per_cli.replay import REPLAY_KINDS, memory_bytes
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.writers.hindsight import goal_layout_of
@@ -56,6 +57,7 @@ def check_names(cfg: Config) -> None:
     check_backend(cfg.env)
     if cfg.env.n_bits is not None and not accepts_n_bits(cfg.env.id):
         raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
+    load_plugins(cfg.plugins)  # (the kinds they register)
     kinds = list(REPLAY_KINDS)
     kind = cfg.replay.kind
     if kind not in kinds:

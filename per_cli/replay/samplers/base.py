@@ -153,6 +153,12 @@ class Sampler(Stateless):
             self.raise_failed(int(status[0]), batch_size, beta)
         return slots[0], weights[0]
 
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """Each slot's expected number of appearances in the next batch drawn now (outside a phase), as a
+        float array over the capacity: the kind's distribution, stated so that the sampler contract tests can
+        check its draws against it (χ²). Every registered kind states it."""
+        raise NotImplementedError(f"{type(self).__name__} does not state its distribution (expected_counts)")
+
     def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
         """Raise the error of a draw that returned ``status`` (not DRAWN) for this member."""
         held = self.storage.added - self.storage.oldest_sampleable_id()

@@ -94,6 +94,14 @@ class CombinedSampler(UniformSampler):
         self.phase[:] = (first, added, n_batches, 0)
         self.placed = added
 
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """Outside a phase: the latest once, each other candidate (B - 1) / (n - 1)."""
+        lo, n = candidate_ids(self.storage.counters, self.window or 0)
+        counts = np.zeros(self.storage.capacity)
+        counts[(lo + np.arange(n - 1)) % self.storage.capacity] = (batch_size - 1) / (n - 1)
+        counts[self.storage.latest_slot] = 1.0
+        return counts
+
     def state_dict(self) -> dict:
         return {"placed": self.placed, "phase": self.phase.copy()}
 

@@ -161,6 +161,17 @@ class PrioritizedSampler(Sampler):
         values = self.tree.values()
         return values / values.sum()
 
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """B · P(i), P ∝ the leaves' p^α over the active window (or the whole tree)."""
+        values = self.tree.values().astype(np.float64)
+        lo, width = self.window_bounds()
+        if width:
+            inside = np.zeros_like(values)
+            window = (lo + np.arange(width)) % self.storage.capacity
+            inside[window] = values[window]
+            values = inside
+        return batch_size * values / values.sum()
+
     def stats(self) -> dict[str, float]:
         """``priority_max``/``priority_min``: the largest and smallest p^α held (the IS weights' mean is
         logged from the batches by the loop's metrics, for every kind)."""

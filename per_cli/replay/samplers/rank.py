@@ -234,6 +234,16 @@ class RankSampler(Sampler):
         p[self.ranks()] = mass / self.cum[self.n - 1]
         return p
 
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """B · P(rank): the heap array's order (of the entries inside the active window) as the ranks."""
+        order = self.ranks()
+        lo, width = self.window_bounds()
+        if width:
+            order = order[(order - lo) % self.storage.capacity < width]
+        counts = np.zeros(self.storage.capacity)
+        counts[order] = batch_size * np.diff(self.cum[: order.size], prepend=0.0) / self.cum[order.size - 1]
+        return counts
+
     def stats(self) -> dict[str, float]:
         """``priority_max``: the largest abs(δ) held (the heap's top)."""
         return {"priority_max": float(self.priorities()[0]) if self.n else 0.0}

@@ -54,5 +54,11 @@ class RecentSampler(Sampler):
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
         return (List([s.phase for s in samplers]),)
 
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """Outside a phase: the newest B once each."""
+        counts = np.zeros(self.storage.capacity)
+        counts[(self.storage.added - 1 - np.arange(batch_size)) % self.storage.capacity] = 1.0
+        return counts
+
     def begin_phase(self, n_batches: int) -> None:
         self.phase[:] = (n_batches, 0)

@@ -54,3 +54,10 @@ class UniformSampler(Sampler):
         if window is not None and window < 1:
             raise ValueError(f"replay.window must be >= 1 or None, got {window}")
         self.window = window
+
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """B / n for each of the n candidates."""
+        lo, n = candidate_ids(self.storage.counters, self.window or 0)
+        counts = np.zeros(self.storage.capacity)
+        counts[(lo + np.arange(n)) % self.storage.capacity] = batch_size / n
+        return counts
