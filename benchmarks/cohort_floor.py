@@ -10,12 +10,17 @@ seed-step is the floor: ``1e6 / floor`` env steps/s is the most the cohort could
 same kernels if the Python around them cost nothing. The update kernel's share is printed apart, since it is
 the one part whose rate could still change much (by changing its float summation order, and so the results).
 
+The Python part of a seed-step is ``measured - floor``: the loop's own cost, the one the seed-axis issue's
+target (≤ 5 µs per seed-step at S = 100) is about. ``--size 1,10,100`` measures each cohort size in turn (a
+cohort of one is a solo run: the same loop).
+
 ``--solo`` times solo runs of each config as well (the median of five, before the cohorts; the floor's ratio to
 it bounds the cohort's speed-up); ``--grid`` weights each (env, replay) cell's floor by the env steps that
 cell's runs took in a finished grid (their summary.json ``total_steps``), which bounds that study's wall time on
 ``--cores`` cores.
 
     python benchmarks/cohort_floor.py --configs seed001/cartpole_uniform.yaml --size 100 --solo
+    python benchmarks/cohort_floor.py --configs seed001/cartpole_uniform.yaml --size 1,10,100   # the Python part
     python benchmarks/cohort_floor.py --configs 'seed001/*.yaml' --size 50 --grid runs/notebook100 --cores 2
 
 The floor is a lower bound: profiling slows the Python, not the compiled calls, and the first ``--steps`` of a
@@ -77,10 +82,10 @@ def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, floa
 def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     """CPU µs per env step per seed of a cohort of ``bench.CONFIG``: (measured, and inside compiled calls by
     part; inside each numba kernel)."""
-    plain = bench.run(size, steps)
+    plain = bench.run(size, steps, as_cohort=True)  # (S = 1: a cohort of one, the same loop as the others)
     profile = cProfile.Profile(time.process_time)  # CPU time, the unit of every column (EnvPool: its threads too)
     profile.enable()
-    bench.run(size, steps)
+    bench.run(size, steps, as_cohort=True)
     profile.disable()
     per = 1e6 / (size * steps)
     parts, kernels = compiled_time(pstats.Stats(profile))
@@ -122,9 +127,9 @@ def measure_one(config: str, size: int, steps: int, solo: bool) -> dict:
     return {"parts": r, "kernels": kernels}
 
 
-def in_subprocess(config: str, args: argparse.Namespace) -> dict:
+def in_subprocess(config: str, size: int, args: argparse.Namespace) -> dict:
     """:func:`measure_one` in a fresh process, so that no config runs after another one's memory churn."""
-    command = [sys.executable, __file__, "--configs", config, "--size", str(args.size), "--steps", str(args.steps),
+    command = [sys.executable, __file__, "--configs", config, "--size", str(size), "--steps", str(args.steps),
                "--backend", args.backend, "--json"] + (["--solo"] if args.solo else [])  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -135,7 +140,7 @@ def in_subprocess(config: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default="seed001/cartpole_uniform.yaml", help="configs under configs/ (a glob)")
-    parser.add_argument("--size", type=int, default=50, help="seeds per cohort")
+    parser.add_argument("--size", default="50", help="seeds per cohort (a comma list: each size in turn)")
     parser.add_argument("--steps", type=int, default=3000, help="env steps per seed")
     parser.add_argument("--backend", default="envpool", help="the cohorts' env.backend")
     parser.add_argument("--solo", action="store_true", help="time a solo run of each config too")
@@ -144,8 +149,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one config, here: its JSON
     args = parser.parse_args()
     bench.COHORT_SETS.append(f"env.backend={args.backend}")
+    sizes = [int(v) for v in str(args.size).split(",")]
     if args.json:
-        print(json.dumps(measure_one(args.configs, args.size, args.steps, args.solo)))
+        print(json.dumps(measure_one(args.configs, sizes[0], args.steps, args.solo)))
         return
     configs = sorted(str(p.relative_to(bench.CONFIGS)) for p in bench.CONFIGS.glob(args.configs))
     if not configs:
@@ -153,18 +159,18 @@ def main() -> None:
     cells = grid_steps(args.grid) if args.grid else {}
     cell_of = {config: _cell(config) for config in configs} if cells else {}
     print(f"cohorts of {args.size} seeds, {args.steps} env steps each, env.backend={args.backend}, each config in "
-          "a fresh process; CPU µs per env step per seed")  # fmt: skip
-    print(f"{'config':<33} {'measured':>8} {'update':>7} {'kernels':>8} {'envpool':>8} {'floor':>6} "
-          f"{'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
+          "a fresh process; CPU µs per env step per seed (python = measured - floor)")  # fmt: skip
+    print(f"{'config':<33} {'S':>4} {'measured':>8} {'update':>7} {'kernels':>8} {'envpool':>8} {'floor':>6} "
+          f"{'python':>7} {'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
     totals = {"measured": 0.0, "floor": 0.0, "without update": 0.0}
-    for config in configs:
+    for config, size in ((c, s) for c in configs for s in sizes):
         started = time.perf_counter()
-        measured = in_subprocess(config, args)
+        measured = in_subprocess(config, size, args)
         r = measured["parts"]
         solo = f"{r['solo']:,.0f}" if "solo" in r else ""
-        print(f"{config:<33} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
-              f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {1e6 / r['floor']:>10,.0f} {solo:>7}"
-              f"   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
+        print(f"{config:<33} {size:>4} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
+              f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {r['measured'] - r['floor']:>7.1f} "
+              f"{1e6 / r['floor']:>10,.0f} {solo:>7}   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
         top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
         print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top), flush=True)
         steps = cells.get(cell_of.get(config), 0)

@@ -80,8 +80,8 @@ DEVICE: list[str] = ["cpu"]
 COHORT_SETS: list[str] = []  # --cohort-backend envpool: cohorts (S >= 2) only; the solo baseline keeps its envs
 
 
-def _configs(seeds, steps: int):
-    cohort = COHORT_SETS if len(seeds) > 1 else []
+def _configs(seeds, steps: int, as_cohort: bool = False):
+    cohort = COHORT_SETS if len(seeds) > 1 or as_cohort else []
     sets = ["agent.engine=numba", f"train.total_steps={steps}", "train.eval_episodes=0", *EXTRA_SETS, *cohort]
     cfg = load_config(CONFIG, sets, device=DEVICE[0])
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, total_episodes=None))  # steps only
@@ -121,12 +121,13 @@ class PhaseClock:
         self._saved.clear()
 
 
-def run(size: int, steps: int, clock: PhaseClock | None = None) -> dict[str, float]:
-    """Train a cohort of ``size`` seeds (size 1: a solo Trainer.run) for ``steps`` env steps each."""
-    cfgs = _configs(range(1, size + 1), steps)
+def run(size: int, steps: int, clock: PhaseClock | None = None, as_cohort: bool = False) -> dict[str, float]:
+    """Train a cohort of ``size`` seeds (size 1: a solo Trainer.run, or with ``as_cohort`` a cohort of one, on
+    the cohorts' env backend) for ``steps`` env steps each."""
+    cfgs = _configs(range(1, size + 1), steps, as_cohort)
     with tempfile.TemporaryDirectory() as tmp:
         wall, cpu = time.perf_counter(), time.process_time()
-        if size == 1:
+        if size == 1 and not as_cohort:
             trainer = Trainer(cfgs[0])
             if clock:
                 _wrap_env(clock, [trainer])
