@@ -18,7 +18,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from numba.typed import List
 
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import DRAWN, Sampler
@@ -28,6 +27,7 @@ from per_cli.replay.storage.ring import (
     episodes_held_members,
     gather_members,
     latest_slots_members,
+    member_axis,
     store_members,
 )
 from per_cli.replay.writers.base import Writer
@@ -116,7 +116,8 @@ class CohortSampling:
         samplers = [m.sampler for m in memories]
         self._lists = self.kind.lists(samplers)
         self._updates = self.kind.update_lists(samplers)
-        self._columns = tuple(List(column) for column in zip(*(m.storage.columns() for m in memories), strict=True))
+        columns = zip(*(m.storage.columns() for m in memories), strict=True)
+        self._columns = tuple(member_axis(list(column)) for column in columns)
         self._width = memories[0].storage.obs.shape[1]
         self.storable = all(type(m.writer) is Writer for m in memories)  # (store: what a plain writer's add does)
         self.failed: dict[int, tuple[int, float]] = {}

@@ -30,7 +30,7 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.replay.stateless import Stateless
-from per_cli.replay.storage.ring import CAPACITY, CURSOR, ONE, SIZE
+from per_cli.replay.storage.ring import CAPACITY, CURSOR, ONE, SIZE, member_axis
 from per_cli.replay.structures.ids import all_finite, current_priorities
 
 DRAWN, TOO_FEW, FAILED = 0, 1, 2  # the status of a member's draw; FAILED: its structure raised (repeat to see why)
@@ -129,7 +129,7 @@ class Sampler(Stateless):
         arrays are written in place, loads included)."""
         common = (
             List([s.rng for s in samplers]),
-            List([s.storage.counters for s in samplers]),
+            member_axis([s.storage.counters for s in samplers]),
             np.array([s.window or 0 for s in samplers], dtype=np.int64),
         )
         return (*common, *cls.member_lists(samplers))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, draw_distinct
 from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
-from per_cli.replay.storage.ring import ADDED, CAPACITY
+from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis
 
 
 @numba.njit(cache=True, nogil=True)
@@ -83,7 +82,7 @@ class CombinedSampler(UniformSampler):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return (List([s.phase for s in samplers]),)
+        return (member_axis([s.phase for s in samplers]),)
 
     def begin_phase(self, n_batches: int) -> None:
         added = self.storage.added

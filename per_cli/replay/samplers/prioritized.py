@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, window_of
-from per_cli.replay.storage.ring import CAPACITY
+from per_cli.replay.storage.ring import CAPACITY, member_axis
 from per_cli.replay.structures.sum_tree import (
     MAX,
     SumTree,
@@ -111,12 +110,12 @@ class PrioritizedSampler(Sampler):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return List([s.tree.tree for s in samplers]), List([s.tree.offsets for s in samplers])
+        return member_axis([s.tree.tree for s in samplers]), member_axis([s.tree.offsets for s in samplers])
 
     @classmethod
     def update_lists(cls, samplers: list[Sampler]) -> tuple:
         trees = [s.tree for s in samplers]
-        return tuple(List(column) for column in ([t.tree for t in trees], [t.offsets for t in trees],
+        return tuple(member_axis(column) for column in ([t.tree for t in trees], [t.offsets for t in trees],
                      [t.mark for t in trees], [s.storage.ids for s in samplers]))  # fmt: skip
 
     @classmethod

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, window_of
-from per_cli.replay.storage.ring import CAPACITY
+from per_cli.replay.storage.ring import CAPACITY, member_axis
 from per_cli.replay.structures.rank_heap import (
     heap_add,
     heap_remove,
@@ -150,9 +149,9 @@ class RankSampler(Sampler):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        cums = List(_shared([s.cum for s in samplers]))
-        keys, pos_of = List([s.keys for s in samplers]), List([s.pos_of for s in samplers])
-        return cums, keys, pos_of, List([s.heap for s in samplers]), np.array([s.alpha for s in samplers])
+        cums = member_axis(_shared([s.cum for s in samplers]))
+        keys, pos_of = member_axis([s.keys for s in samplers]), member_axis([s.pos_of for s in samplers])
+        return cums, keys, pos_of, member_axis([s.heap for s in samplers]), np.array([s.alpha for s in samplers])
 
     @classmethod
     def on_add_members(cls, lists: tuple, which: np.ndarray, slots: np.ndarray) -> None:
@@ -160,7 +159,7 @@ class RankSampler(Sampler):
 
     @classmethod
     def update_lists(cls, samplers: list[Sampler]) -> tuple:
-        return tuple(List(column) for column in ([s.keys for s in samplers], [s.pos_of for s in samplers],
+        return tuple(member_axis(column) for column in ([s.keys for s in samplers], [s.pos_of for s in samplers],
                      [s.heap for s in samplers], [s.storage.ids for s in samplers]))  # fmt: skip
 
     @classmethod

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
-from per_cli.replay.storage.ring import ADDED, CAPACITY, oldest_id
+from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis, oldest_id
 
 
 @numba.njit(cache=True, nogil=True)
@@ -52,7 +51,7 @@ class RecentSampler(Sampler):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return (List([s.phase for s in samplers]),)
+        return (member_axis([s.phase for s in samplers]),)
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Outside a phase: the newest B once each."""
