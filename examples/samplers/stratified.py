@@ -43,6 +43,7 @@ class StratifiedSampler(Sampler):
     """One uniform draw per slice of the candidates (the ``window`` newest, if set); IS weights are ones."""
 
     draw_members = staticmethod(draw_stratified)
+    takes_chunks = True  # (candidate_ids leaves out the newest ids no run may start at)
 
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng)
@@ -50,7 +51,7 @@ class StratifiedSampler(Sampler):
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Each slot's expected count in the next batch: 1 / (its slice's size)."""
-        lo, n = candidate_ids(self.storage.counters, self.window or 0)
+        lo, n = candidate_ids(self.storage.counters, self.window_row())
         counts = np.zeros(self.storage.capacity)
         for j in range(batch_size):
             first, end = j * n // batch_size, (j + 1) * n // batch_size

@@ -38,6 +38,8 @@ ADDED_LATER: dict[str, Any] = {
     "env.truncation_terminates": False,
     "replay.beta_increment": None,
     "replay.is_weights": "memory_max",
+    "replay.chunk": 1,
+    "plugins": (),  # (flattened: lists are tuples)
 }
 PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts
 

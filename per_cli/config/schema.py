@@ -112,6 +112,10 @@ class ReplayConfig:
     # sample only among the `window` most recent transitions (uniform, combined, prioritized, rank); null: all of
     # them. W = batch_size is `none`'s set of transitions, W = capacity ordinary replay (docs/replay.md)
     window: int | None = field(default=None, metadata=_bounds(1))
+    # a batch is batch_size / chunk runs of `chunk` consecutive stored transitions, each run's start drawn by the
+    # kind's own rule among the starts whose run fits inside the held (and windowed) transitions: correlation at
+    # the kind's age (uniform, prioritized, rank); 1: each transition drawn on its own
+    chunk: int = field(default=1, metadata=_bounds(1))
     # goal relabelling (Hindsight Experience Replay, per_cli/replay/writers/hindsight.py) over the sampler of
     # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
     her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
@@ -144,6 +148,15 @@ class ReplayConfig:
                 raise ConfigError(
                     f"replay.window: {self.window} must lie between replay.batch_size ({self.batch_size}) and "
                     f"replay.capacity ({self.capacity}); null samples the whole memory"
+                )
+        if self.chunk > 1:
+            if self.kind in ("none", "combined"):
+                why = "its batch is already one run" if self.kind == "none" else "it places each new transition once"
+                raise ConfigError(f"replay.chunk: kind {self.kind} draws no run starts ({why}); set replay.chunk: 1")
+            if self.batch_size % self.chunk:
+                raise ConfigError(
+                    f"replay.chunk: {self.chunk} must divide replay.batch_size ({self.batch_size}): a batch is "
+                    "batch_size / chunk runs"
                 )
         if self.beta_increment is not None and self.beta_end_step is not None:
             raise ConfigError(

@@ -100,9 +100,11 @@ def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int,
     storage = make_storage(cfg, obs_shape, obs_dtype)  # Atari frame stacks: each frame stored once
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
     sampler = REPLAY_KINDS[cfg.replay.kind](cfg.replay, storage, rng)
+    sampler.chunk = cfg.replay.chunk  # (before its draw's lists are built: they carry chunk - 1)
     return ReplayMemory(storage, sampler, make_writer(cfg, storage, env, seed))
 
 
 __all__ = [
-    "Batch", "REPLAY_KINDS", "ReplayMemory", "make_replay", "memory_bytes", "register_sampler", "replay_label",
+    "Batch", "REPLAY_KINDS", "SAMPLER_CLASSES", "ReplayMemory", "make_replay", "memory_bytes", "register_sampler",
+    "replay_label",
 ]  # fmt: skip

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from per_cli.replay.memory import Batch, ReplayMemory
-from per_cli.replay.samplers.base import DRAWN, Sampler
+from per_cli.replay.samplers.base import DRAWN, Sampler, draw_batches
 from per_cli.replay.storage.ring import (
     TransitionStorage,
     batch_arrays,
@@ -119,6 +119,7 @@ class CohortSampling:
         columns = zip(*(m.storage.columns() for m in memories), strict=True)
         self._columns = tuple(member_axis(list(column)) for column in columns)
         self._width = memories[0].storage.obs.shape[1]
+        self._chunk = memories[0].sampler.chunk  # (a cohort's members share their config)
         self.storable = all(type(m.writer) is Writer for m in memories)  # (store: what a plain writer's add does)
         self.failed: dict[int, tuple[int, float]] = {}
 
@@ -153,7 +154,7 @@ class CohortSampling:
         betas = np.asarray(betas, dtype=np.float64)
         out = batch_arrays(n, batch_size, np.float32, (self._width,))
         slots = np.zeros((n, batch_size), dtype=np.int64)  # (a failed member's row gathers slot 0: harmless)
-        status = self.kind.draw_members(*self._lists, members, betas, slots, out[6])
+        status = draw_batches(self.kind, self._lists, members, betas, slots, out[6], self._chunk)
         gather_members(members, slots, *self._columns, *out)
         batches: list = [None] * n
         self.failed = {}

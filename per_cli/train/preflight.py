@@ -22,7 +22,7 @@ from per_cli.config import Config, EnvConfig, from_dict, to_dict
 from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
-from per_cli.replay import REPLAY_KINDS, memory_bytes
+from per_cli.replay import REPLAY_KINDS, SAMPLER_CLASSES, memory_bytes
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.writers.hindsight import goal_layout_of
 from per_cli.rl.networks import check_network
@@ -64,6 +64,9 @@ def check_names(cfg: Config) -> None:
         raise ConfigError(
             f"replay.kind: unknown replay kind {kind!r}; {_hint(kind, kinds)}choose one of {', '.join(kinds)}"
         )
+    if cfg.replay.chunk > 1 and not SAMPLER_CLASSES[kind].takes_chunks:
+        chunked = ", ".join(k for k, c in SAMPLER_CLASSES.items() if c.takes_chunks)
+        raise ConfigError(f"replay.chunk: kind {kind} draws no run starts; use one of {chunked}, or replay.chunk: 1")
 
 
 def _hint(name: str, choices: list[str]) -> str:

@@ -16,8 +16,8 @@ def _drop_added_later(run_dir) -> None:
     """config.yaml as a run written before the ADDED_LATER keys existed."""
     data = yaml.safe_load((run_dir / "config.yaml").read_text())
     for key in ADDED_LATER:
-        section, name = key.split(".")
-        data[section].pop(name)
+        *sections, name = key.split(".")
+        (data[sections[0]] if sections else data).pop(name)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 

@@ -15,7 +15,7 @@ from scipy.stats import chisquare
 
 from per_cli.config import Config, apply_override, from_dict, to_dict
 from per_cli.plugins import load_plugins
-from per_cli.replay import REPLAY_KINDS, ReplayMemory
+from per_cli.replay import REPLAY_KINDS, SAMPLER_CLASSES, ReplayMemory
 from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.storage.ring import TransitionStorage
 
@@ -29,6 +29,7 @@ load_plugins(
     ]
 )
 KINDS = list(REPLAY_KINDS)
+CHUNKED = [k for k, cls in SAMPLER_CLASSES.items() if cls.takes_chunks]
 WINDOWED = [k for k in KINDS if k != "none"]  # (none has no window: it is W = B already)
 
 
@@ -40,14 +41,17 @@ class OldestLost(TransitionStorage):
         return self.ids[np.asarray(slots)] >= self.first_sampleable_id
 
 
-def _memory(kind: str, seed: int = 1, added: int = 200, capacity: int = 150, window=None, storage=TransitionStorage):
+def _memory(
+    kind: str, seed: int = 1, added: int = 200, capacity: int = 150, window=None, storage=TransitionStorage, chunk=1
+):
     data = to_dict(Config())
     for key, value in {"replay.kind": kind, "replay.capacity": capacity, "replay.window": window,
-                       "replay.batch_size": 16}.items():  # fmt: skip
+                       "replay.batch_size": 16, "replay.chunk": chunk}.items():  # fmt: skip
         apply_override(data, key, value)
     cfg = from_dict(data)
     store = storage(capacity, (3,), np.float32)
     memory = ReplayMemory(store, REPLAY_KINDS[kind](cfg.replay, store, np.random.default_rng(seed)))
+    memory.sampler.chunk = cfg.replay.chunk  # (as make_replay sets it)
     rng = np.random.default_rng(100 + seed)
     for i in range(added):  # wraps; episodes of 9
         memory.add(rng.normal(size=3), int(rng.integers(2)), float(rng.normal()), rng.normal(size=3), i % 9 == 8, False)
@@ -127,3 +131,32 @@ def test_a_members_batches_are_the_same_alone_and_in_a_cohort(kind):
     for _ in range(4):
         for k, batch in zip([2, 0, 1], sampling.sample([2, 0, 1], 16, [0.4, 0.7, 1.0]), strict=True):
             assert _fields(batch) == _fields(alone[k].sample(16, [0.7, 1.0, 0.4][k]))
+
+
+@pytest.mark.parametrize(("kind", "window"), [(k, None) for k in CHUNKED] + [(k, 40) for k in CHUNKED])
+def test_a_chunked_batch_is_runs_of_consecutive_ids_whose_starts_follow_the_kind(kind, window):
+    """``replay.chunk`` 4, batches of 16: every batch is 4 runs of 4 consecutive ids inside the held (and
+    windowed) ids, and the runs' starts pass the kind's χ² test (its ``expected_counts`` of 4 draws, over the
+    starts whose run fits)."""
+    memory, draws, runs = _memory(kind, window=window, chunk=4), 3000, 4
+    expected = memory.sampler.expected_counts(runs) * draws
+    low = 200 - (window or 150)
+    counts = np.zeros(memory.storage.capacity)
+    for _ in range(draws):
+        ids = memory.sample(16, 0.5).indices.reshape(runs, 4)
+        assert (np.diff(ids, axis=1) == 1).all() and (ids >= low).all() and (ids < 200).all()
+        np.add.at(counts, ids[:, 0] % memory.storage.capacity, 1)
+    assert not counts[expected == 0].any()
+    assert expected[(np.arange(197, 200)) % 150].sum() == 0  # (no run may start among the 3 newest)
+    live = expected > 0
+    assert chisquare(counts[live], expected[live]).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("kind", CHUNKED)
+def test_chunked_batches_are_the_same_alone_and_in_a_cohort(kind):
+    memories = [_memory(kind, seed=s, added=a, chunk=8) for s, a in ((1, 200), (2, 90))]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    for _ in range(3):
+        for k, batch in enumerate(sampling.sample([0, 1], 16, [0.5, 0.5])):
+            assert _fields(batch) == _fields(alone[k].sample(16, 0.5))

@@ -130,11 +130,32 @@ def test_nothing_outside_the_window_is_ever_drawn(sampler_idx, capacity, extra, 
         (["replay.batch_size=64", "replay.window=32"], "replay.window: 32 must lie between"),
         (["replay.capacity=1000", "replay.window=2000"], "replay.window: 2000 must lie between"),
         (["replay.kind=none", "replay.window=128"], "replay.window: kind none"),
+        (["replay.kind=none", "replay.chunk=8"], "replay.chunk: kind none draws no run starts"),
+        (["replay.kind=combined", "replay.chunk=8"], "replay.chunk: kind combined draws no run starts"),
+        (["replay.batch_size=64", "replay.chunk=6"], "replay.chunk: 6 must divide replay.batch_size"),
     ],
 )
 def test_bad_windows_are_config_errors(overrides, match):
     with pytest.raises(ConfigError, match=match):
         load_config(None, overrides)
+
+
+def test_chunk_reaches_the_sampler_and_a_kind_without_run_starts_is_refused_by_name():
+    from per_cli.replay import SAMPLER_CLASSES, make_replay, register_sampler
+    from per_cli.replay.samplers import UniformSampler
+    from per_cli.train.preflight import check_names
+
+    cfg = load_config(None, ["replay.kind=rank", "replay.capacity=500", "replay.chunk=8"])
+    assert make_replay(cfg, (2,), np.float32, seed=0).sampler.chunk == 8
+    no_runs = type("NoRuns", (UniformSampler,), {"takes_chunks": False})
+    register_sampler("no_runs_test", no_runs)
+    try:
+        with pytest.raises(ConfigError, match="replay.chunk: kind no_runs_test draws no run starts; use one of"):
+            check_names(load_config(None, ["replay.kind=no_runs_test", "replay.chunk=8"]))
+    finally:
+        from per_cli.replay import REPLAY_KINDS
+
+        del REPLAY_KINDS["no_runs_test"], SAMPLER_CLASSES["no_runs_test"]
 
 
 def test_window_reaches_the_sampler():
@@ -147,7 +168,14 @@ def test_window_reaches_the_sampler():
 
 @pytest.mark.parametrize(
     "setting",
-    ["replay.window=8", "replay.window=1000000000", "replay.capacity=10000000000", "replay.kind=hindsight"],
+    [
+        "replay.window=8",
+        "replay.window=1000000000",
+        "replay.capacity=10000000000",
+        "replay.kind=hindsight",
+        "replay.chunk=0",
+        "replay.chunk=7",
+    ],  # fmt: skip
 )
 def test_bad_replay_settings_are_one_line_exit_2_and_nothing_on_disk(tmp_path, setting):
     from typer.testing import CliRunner

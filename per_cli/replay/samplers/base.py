@@ -16,7 +16,8 @@ The draws are the project's own (numba's ``Generator.random`` and ``Generator.in
 stream; they do not reproduce any numpy routine.
 
 The arguments of every ``draw_members``: ``generators`` (typed list), ``counters`` (typed list of the storages'
-``counters`` arrays), ``windows`` (int64, ``replay.window`` per member, 0 for none), then the kind's own lists
+``counters`` arrays), ``windows`` (int64 (S, 2): ``replay.window`` per member, 0 for none, and the newest ids that
+may not start a run, ``replay.chunk - 1``: :meth:`Sampler.window_row`), then the kind's own lists
 (``member_lists``), then ``which`` (int64), ``betas`` (float64 per k), ``slots`` (int64 (k, B)) and ``weights``
 (float32 (k, B)).
 """
@@ -55,12 +56,42 @@ class Storage(Protocol):
 
 
 @numba.njit(cache=True, nogil=True)
-def window_of(counters, window):
-    """(first slot, width) of the ring window a draw is restricted to; (0, 0) when no window is active (none set,
-    or it covers every transition held)."""
-    if window <= 0 or window >= counters[SIZE]:
+def window_of(counters, row):
+    """(first slot, width) of the ring slots a draw is restricted to, ``row`` being the member's ``windows`` row
+    (W, reserve): the W newest (all held where W is 0 or covers them) without the ``reserve`` newest. (0, 0) when
+    nothing restricts the draw; width -1 when nothing is left."""
+    window, reserve, size = row[0], row[1], counters[SIZE]
+    span = window if 0 < window < size else size
+    if span == size and reserve == 0:
         return 0, 0
-    return (counters[CURSOR] - window) % counters[CAPACITY], window
+    width = span - reserve
+    return (counters[CURSOR] - span) % counters[CAPACITY], width if width > 0 else -1
+
+
+@numba.njit(cache=True, nogil=True)
+def expand_runs(counters, which, starts, start_weights, chunk, slots, weights):
+    """Row k of ``slots``: the runs of ``chunk`` consecutive slots from each of member ``which[k]``'s ``starts[k]``
+    (its ring's slots, in order), each transition with its run's weight."""
+    for k in range(which.shape[0]):
+        capacity = counters[which[k]][CAPACITY]
+        for r in range(starts.shape[1]):
+            for m in range(chunk):
+                slots[k, r * chunk + m] = (starts[k, r] + m) % capacity
+                weights[k, r * chunk + m] = start_weights[k, r]
+
+
+def draw_batches(sampler_class, lists: tuple, which: np.ndarray, betas: np.ndarray, slots, weights, chunk: int):
+    """The kind's ``draw_members`` for these members, into ``slots`` and ``weights`` ((k, B)); with ``chunk`` L > 1
+    it draws B / L run starts by the kind's own rule (the reserve in ``windows`` keeps each run inside the held
+    ids) and each start becomes a run of L consecutive transitions (``replay.chunk``). The one place both a solo
+    memory and a cohort call a draw."""
+    if chunk == 1:
+        return sampler_class.draw_members(*lists, which, betas, slots, weights)
+    starts = np.zeros((slots.shape[0], slots.shape[1] // chunk), dtype=np.int64)
+    start_weights = np.ones(starts.shape, dtype=np.float32)
+    status = sampler_class.draw_members(*lists, which, betas, starts, start_weights)
+    expand_runs(lists[1], which, starts, start_weights, chunk, slots, weights)
+    return status
 
 
 @numba.njit(cache=True, nogil=True)
@@ -104,6 +135,8 @@ class Sampler(Stateless):
     member is drawn in."""
 
     window: int | None = None  # replay.window, for the samplers that honour it
+    chunk: int = 1  # replay.chunk: a batch is B / chunk runs of chunk consecutive transitions (make_replay sets it)
+    takes_chunks = False  # whether the kind draws run starts (honours the reserve in ``windows``)
 
     def __init__(self, storage: Storage, rng: np.random.Generator):
         self.storage = storage
@@ -130,7 +163,7 @@ class Sampler(Stateless):
         common = (
             List([s.rng for s in samplers]),
             member_axis([s.storage.counters for s in samplers]),
-            np.array([s.window or 0 for s in samplers], dtype=np.int64),
+            np.stack([s.window_row() for s in samplers]),
         )
         return (*common, *cls.member_lists(samplers))
 
@@ -148,7 +181,8 @@ class Sampler(Stateless):
         """Return (slots, importance-sampling weights as float32): ``draw_members`` over this member alone."""
         slots = np.empty((1, batch_size), dtype=np.int64)
         weights = np.empty((1, batch_size), dtype=np.float32)
-        status = self.draw_members(*self.own, ONE, np.array([beta], dtype=np.float64), slots, weights)
+        betas = np.array([beta], dtype=np.float64)
+        status = draw_batches(type(self), self.own, ONE, betas, slots, weights, self.chunk)
         if status[0] != DRAWN:
             self.raise_failed(int(status[0]), batch_size, beta)
         return slots[0], weights[0]
@@ -164,9 +198,14 @@ class Sampler(Stateless):
         held = self.storage.added - self.storage.oldest_sampleable_id()
         raise ValueError(f"only {held} sampleable transitions, {batch_size} were asked for")
 
+    def window_row(self) -> np.ndarray:
+        """This member's ``windows`` row: (``replay.window`` or 0, the ``chunk - 1`` newest ids no run may start
+        at)."""
+        return np.array([self.window or 0, self.chunk - 1], dtype=np.int64)
+
     def window_bounds(self) -> tuple[int, int]:
-        """(first slot, width) of the ring window the next draw is restricted to (:func:`window_of`)."""
-        lo, width = window_of(self.storage.counters, self.window or 0)
+        """(first slot, width) of the ring slots the next draw is restricted to (:func:`window_of`)."""
+        lo, width = window_of(self.storage.counters, self.window_row())
         return int(lo), int(width)
 
     # ------------------------------------------------------------------------------------------------------

@@ -74,6 +74,7 @@ class CombinedSampler(UniformSampler):
     """
 
     draw_members = staticmethod(draw_combined)
+    takes_chunks = False  # (each new transition enters one batch: runs would repeat them)
 
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng, window)
@@ -95,7 +96,7 @@ class CombinedSampler(UniformSampler):
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Outside a phase: the latest once, each other candidate (B - 1) / (n - 1)."""
-        lo, n = candidate_ids(self.storage.counters, self.window or 0)
+        lo, n = candidate_ids(self.storage.counters, self.window_row())
         counts = np.zeros(self.storage.capacity)
         counts[(lo + np.arange(n - 1)) % self.storage.capacity] = (batch_size - 1) / (n - 1)
         counts[self.storage.latest_slot] = 1.0

@@ -32,6 +32,9 @@ def draw_prioritized(generators, counters, windows, trees, offsets, which, betas
         for j in range(batch):
             uniforms[j] = generator.random()
         lo, width = window_of(c, windows[i])
+        if width < 0:
+            status[k] = FAILED
+            continue
         try:
             if width > 0:
                 drawn, w = window_sample(trees[i], offsets[i], uniforms, betas[k], lo, width, c[CAPACITY])
@@ -83,6 +86,7 @@ class PrioritizedSampler(Sampler):
     those of the whole memory.
     """
 
+    takes_chunks = True
     draw_members = staticmethod(draw_prioritized)
 
     def __init__(
@@ -139,6 +143,8 @@ class PrioritizedSampler(Sampler):
 
     def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
         """The structure's own error: its draw repeated on fixed uniforms."""
+        if self.window_bounds()[1] < 0:
+            raise ValueError(f"no run of replay.chunk {self.chunk} fits inside the sampleable transitions")
         lo, width = self.window_bounds()
         uniforms = np.full(batch_size, 0.5)
         if width == 0:

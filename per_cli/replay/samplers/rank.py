@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, window_of
-from per_cli.replay.storage.ring import CAPACITY, member_axis
+from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
 from per_cli.replay.structures.rank_heap import (
     heap_add,
     heap_remove,
@@ -14,10 +14,24 @@ from per_cli.replay.structures.rank_heap import (
     heap_update_current,
     priorities_in_order,
     rank_sample,
+    rank_sample_skipping,
     rank_window_sample,
     slots_in_order,
     sort_keys,
 )
+
+
+@numba.njit(cache=True, nogil=True)
+def newest_positions(pos_of, counters, count, n):
+    """The sorted heap positions of the ``count`` newest transitions (those in the heap)."""
+    found = np.empty(count, dtype=np.int64)
+    m = 0
+    for back in range(1, count + 1):
+        position = pos_of[(counters[ADDED] - back) % counters[CAPACITY]]
+        if 0 <= position < n:
+            found[m] = position
+            m += 1
+    return np.sort(found[:m])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -38,9 +52,16 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
         for j in range(batch):
             uniforms[j] = generator.random()
         lo, width = window_of(c, windows[i])
+        if width < 0:
+            status[k] = FAILED
+            continue
         exponent = alphas[i] * betas[k]
         try:
-            if width > 0:
+            if width > 0 and (windows[i][0] <= 0 or windows[i][0] >= c[SIZE]):  # only the newest left out
+                drawn, w = rank_sample_skipping(
+                    cums[i], n, keys[i], uniforms, exponent, newest_positions(pos_of[i], c, windows[i][1], n)
+                )  # fmt: skip
+            elif width > 0:
                 drawn, w = rank_window_sample(cums[i], n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
             else:
                 drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent)
@@ -103,6 +124,7 @@ class RankSampler(Sampler):
     them costs one pass over the heap array per batch (O(capacity)).
     """
 
+    takes_chunks = True
     draw_members = staticmethod(draw_rank)
 
     def __init__(
@@ -181,6 +203,8 @@ class RankSampler(Sampler):
 
     def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
         """The structure's own error: its draw repeated on fixed uniforms."""
+        if self.window_bounds()[1] < 0:
+            raise ValueError(f"no run of replay.chunk {self.chunk} fits inside the sampleable transitions")
         if self.n == 0:
             raise ValueError("no sampleable transition in the memory")
         lo, width = self.window_bounds()

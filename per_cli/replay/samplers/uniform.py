@@ -10,12 +10,14 @@ from per_cli.replay.storage.ring import ADDED, CAPACITY, oldest_id
 
 
 @numba.njit(cache=True, nogil=True)
-def candidate_ids(counters, window):
-    """(lowest id, count) of the candidates: the sampleable ids, or the ``window`` newest of them."""
+def candidate_ids(counters, row):
+    """(lowest id, count) of the candidates, ``row`` being the member's ``windows`` row (W, reserve): the
+    sampleable ids, or the W newest of them, without the ``reserve`` newest (no run of ``replay.chunk`` may
+    reach past the newest)."""
     lo = oldest_id(counters)
-    if window > 0:
-        lo = max(lo, counters[ADDED] - window)
-    return lo, counters[ADDED] - lo
+    if row[0] > 0:
+        lo = max(lo, counters[ADDED] - row[0])
+    return lo, max(counters[ADDED] - row[1] - lo, 0)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -48,6 +50,7 @@ class UniformSampler(Sampler):
     then refused."""
 
     draw_members = staticmethod(draw_uniform)
+    takes_chunks = True
 
     def __init__(self, storage: Storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng)
@@ -57,7 +60,7 @@ class UniformSampler(Sampler):
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B / n for each of the n candidates."""
-        lo, n = candidate_ids(self.storage.counters, self.window or 0)
+        lo, n = candidate_ids(self.storage.counters, self.window_row())
         counts = np.zeros(self.storage.capacity)
         counts[(lo + np.arange(n)) % self.storage.capacity] = batch_size / n
         return counts

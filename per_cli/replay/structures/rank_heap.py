@@ -217,6 +217,25 @@ def rank_sample(cum, n, keys, uniforms, exponent):
 
 
 @numba.njit(cache=True, nogil=True)
+def rank_sample_skipping(cum, n, keys, uniforms, exponent, skipped):
+    """``rank_sample`` among the heap entries other than those at the (sorted, distinct, < n) heap positions
+    ``skipped``: their ranks are their order in the heap array with the skipped left out (as in
+    ``rank_window_sample``), in O(B · len(skipped)) instead of a pass over the heap."""
+    m = n - skipped.shape[0]
+    if m <= 0:
+        raise ValueError("no sampleable transition left once the newest are left out")
+    ranks = _draw_ranks(cum, m, uniforms)
+    slots = np.empty(ranks.shape[0], dtype=np.int64)
+    for j in range(ranks.shape[0]):
+        position = ranks[j]
+        for q in range(skipped.shape[0]):  # the r-th kept position: r plus the skipped ones at or before it
+            if skipped[q] <= position:
+                position += 1
+        slots[j] = _slot(keys[position])
+    return slots, _rank_weights(ranks, m, exponent)
+
+
+@numba.njit(cache=True, nogil=True)
 def rank_window_sample(cum, n, keys, uniforms, exponent, lo, width, capacity):
     """``rank_sample`` among the heap entries whose slot lies in the window (the ``width`` slots from ``lo``,
     mod ``capacity``): their ranks are their order in the heap array with the others left out, the same
