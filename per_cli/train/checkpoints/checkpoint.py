@@ -1,8 +1,9 @@
 """Checkpoint files: where a run's state goes on disk so that ``per train --resume RUN_DIR`` continues it.
 
 This module only reads and writes files. What goes into a checkpoint is each component's ``state_dict()``
-(``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows); what a
-resume may change is checked in :mod:`per_cli.train.checkpoints.resume`.
+(``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), plain
+data apart from the envs' pickled snapshots; what a resume may change is checked in
+:mod:`per_cli.train.checkpoints.resume`.
 
 Layout inside the run directory::
 
@@ -10,7 +11,7 @@ Layout inside the run directory::
       latest                  the name of the newest complete checkpoint (written last, atomically)
       step_000000500000/
         trainer.pt            torch.save of Trainer.state_dict()
-        replay/               only with train.save_replay: one .npy per large array + replay.pkl
+        replay/               only with train.save_replay: one .npy per large array + tree.pkl
 
 A checkpoint is written into ``.tmp-...``, renamed, and only then named in ``latest``; older ones are
 deleted afterwards. A crash at any moment leaves ``latest`` pointing at a complete checkpoint.
@@ -42,7 +43,11 @@ from per_cli.train.rundir.logger import atomic_write_text
 
 CHECKPOINT_DIR = "checkpoints"
 TMP_PREFIX = ".tmp-"  # a checkpoint being written (renamed when complete)
-FORMAT_VERSION = 2  # 2: the state is grouped by component (Trainer.state_dict)
+# 2: the state is grouped by component (Trainer.state_dict); 3: plain data only (the metrics windows and the
+# replay tree no longer pickle per_cli classes; env snapshots stay pickled bytes). Format 2 is still read.
+FORMAT_VERSION = 3
+READ_FORMATS = (2, 3)
+_TREE_FILE = "tree.pkl"  # the replay tree's small values (format 3; format 2 wrote replay.pkl)
 # a checkpoint write that failed with less than this free on its disk failed because the disk is full
 _FULL_BELOW_BYTES = 1 << 20
 _LARGE_ARRAY_BYTES = 1 << 20  # replay arrays above this go to their own .npy (written and read without copies)
@@ -52,37 +57,57 @@ _LARGE_ARRAY_BYTES = 1 << 20  # replay arrays above this go to their own .npy (w
 # large array trees (the replay memory)
 
 
+def _save_tree(tree: Any, folder: Path) -> None:
+    """Write a tree of dicts into ``folder``: each large array to its own ``.npy``, the rest pickled in
+    ``tree.pkl`` as plain data (the tree with None where such an array was, and each ``.npy``'s key path)."""
+    folder.mkdir(parents=True)
+    arrays: dict[str, list] = {}  # a .npy file's name: the keys leading to its array
+
+    def strip(node: Any, keys: tuple) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v, (*keys, k)) for k, v in node.items()}
+        if isinstance(node, np.ndarray) and node.nbytes >= _LARGE_ARRAY_BYTES:
+            name = f"a{len(arrays)}.npy"
+            np.save(folder / name, node, allow_pickle=False)
+            arrays[name] = list(keys)
+            return None
+        return node
+
+    skeleton = strip(tree, ())
+    with open(folder / _TREE_FILE, "wb") as f:
+        pickle.dump({"tree": skeleton, "npy": arrays}, f)
+
+
+def _load_tree(folder: Path) -> Any:
+    if not (folder / _TREE_FILE).is_file():
+        return _load_format2_tree(folder)
+    with open(folder / _TREE_FILE, "rb") as f:
+        saved = unpickle(f)
+    tree = saved["tree"]
+    for name, keys in saved["npy"].items():
+        node = tree
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = np.load(folder / name, mmap_mode="r")  # memory-mapped: copied straight into the memory
+    return tree
+
+
 class _NpyRef:
+    """Where a format-2 tree (``replay.pkl``) had a large array: the name of its ``.npy``. Read only."""
+
     def __init__(self, name: str):
         self.name = name
 
 
-def _save_tree(tree: Any, folder: Path) -> None:
-    folder.mkdir(parents=True)
-    counter = iter(range(1 << 62))
-
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()}
-        if isinstance(node, np.ndarray) and node.nbytes >= _LARGE_ARRAY_BYTES:
-            name = f"a{next(counter)}.npy"
-            np.save(folder / name, node, allow_pickle=False)
-            return _NpyRef(name)
-        return node
-
-    skeleton = strip(tree)
-    with open(folder / "replay.pkl", "wb") as f:
-        pickle.dump(skeleton, f)
-
-
-def _load_tree(folder: Path) -> Any:
+def _load_format2_tree(folder: Path) -> Any:
+    """A tree written by format 2: pickled with an :class:`_NpyRef` in place of each large array."""
     with open(folder / "replay.pkl", "rb") as f:
         skeleton = unpickle(f)
 
     def fill(node: Any) -> Any:
         if isinstance(node, dict):
             return {k: fill(v) for k, v in node.items()}
-        if isinstance(node, _NpyRef):  # memory-mapped: copied straight into the preallocated memory
+        if isinstance(node, _NpyRef):
             return np.load(folder / node.name, mmap_mode="r")
         return node
 
@@ -178,8 +203,9 @@ def load_checkpoint(run_dir: Path, map_location: Any) -> tuple[dict, Path]:
         )
     except Exception as exc:  # noqa: BLE001 - a damaged file is bad input, not a crash
         raise ConfigError(f"--resume: cannot read {path / 'trainer.pt'}: {type(exc).__name__}: {exc}") from None
-    if state.get("format") != FORMAT_VERSION:
-        raise ConfigError(f"--resume: {path} has checkpoint format {state.get('format')}, expected {FORMAT_VERSION}")
+    if state.get("format") not in READ_FORMATS:
+        formats = " or ".join(map(str, READ_FORMATS))
+        raise ConfigError(f"--resume: {path} has checkpoint format {state.get('format')}, expected {formats}")
     return state, path
 
 

@@ -1,8 +1,10 @@
 """Reading pickles that name modules which have moved since they were written.
 
-A checkpoint pickles some classes by their module's path (the loop's counters, the metrics windows, env
-wrappers), so one written before ``per_cli/train`` was split into sub-packages (loop, measures, rundir,
-checkpoints) names the old paths. These readers map them to where the modules are now; writing is plain pickle.
+A pickle names each class by its module's path, so one written before ``per_cli/train`` was split into
+sub-packages (loop, measures, rundir, checkpoints) names the old paths. Checkpoints of format 2 pickled the
+metrics windows (``UpdateWindow``, ``RunningMeans``) and the replay tree's ``_NpyRef``; format 3 holds plain data
+and pickles only the envs' snapshots (an env with its wrappers, some of them per_cli's). These readers map old
+paths to where the modules are now; writing is plain pickle.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 """A Trainer's checkpoints: what it saves, and how a run continues from them (``per train --resume``).
 
-Each component saves itself (agent, loop counters, evaluator, RNG streams, env, metric windows);
+Each component saves itself (agent, loop counters, evaluator, RNG streams, env, metric windows) as plain data:
+dicts, lists, numbers, strings, numpy arrays and torch tensors, no per_cli object, so a checkpoint does not
+depend on where per_cli's classes live. The one exception is the envs' snapshots
+(:func:`~per_cli.train.checkpoints.env_state.snapshot_env`): an env's internal state is the env library's object
+(with its wrappers), pickled into bytes under its own key. Checkpoints of format 2 held the metric windows
+pickled too; :meth:`Checkpointed.load_state_dict` still reads them.
 :mod:`per_cli.train.checkpoints.checkpoint` only writes and reads the files. A mixin of
 :class:`~per_cli.train.loop.trainer.Trainer`, kept apart so that the trainer's module holds the loop's phases: it
 uses the trainer's ``cfg``, ``agent``, ``memory``, ``state``, ``evaluator``, ``action_rng``, ``env``, ``device``,
@@ -9,7 +14,6 @@ uses the trainer's ``cfg``, ``agent``, ``memory``, ``state``, ``evaluator``, ``a
 
 from __future__ import annotations
 
-import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,8 @@ from per_cli.train.checkpoints import checkpoint
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
 from per_cli.train.checkpoints.resume import check_resume
 from per_cli.train.checkpoints.unpickling import unpickle_bytes
+from per_cli.train.measures.metrics import RunningMeans
+from per_cli.train.measures.update_window import UpdateWindow
 
 
 class Checkpointed:
@@ -44,14 +50,19 @@ class Checkpointed:
             },
             "env": snapshot_env(self.env),
             "obs": self._obs,
-            "metrics": pickle.dumps((self._window, self._log_means, self._episode_means)),
+            "metrics": {
+                "window": self._window.state_dict(),
+                "log_means": self._log_means.state_dict(),
+                "episode_means": self._episode_means.state_dict(),
+            },
             "elapsed_s": time.time() - self._start_time,
             "replay_saved": bool(self.cfg.train.save_replay),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The inverse of :meth:`state_dict`. An env that could not be pickled starts a new episode, seeded
-        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit)."""
+        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit).
+        Metrics pickled as bytes (checkpoint format 2) are unpickled as they were written."""
         self.agent.load_state_dict(state["agent"])
         self.state.load_state_dict(state["loop"])
         self.evaluator.load_state_dict(state["evaluator"])
@@ -68,7 +79,13 @@ class Checkpointed:
         else:
             self.state.episode_return, self.state.episode_length = 0.0, 0
             self._obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
-        self._window, self._log_means, self._episode_means = unpickle_bytes(state["metrics"])
+        metrics = state["metrics"]
+        if isinstance(metrics, bytes):  # format 2: the window and means pickled
+            self._window, self._log_means, self._episode_means = unpickle_bytes(metrics)
+        else:
+            self._window = UpdateWindow.from_state_dict(metrics["window"])
+            self._log_means = RunningMeans.from_state_dict(metrics["log_means"])
+            self._episode_means = RunningMeans.from_state_dict(metrics["episode_means"])
         self._elapsed_before = float(state["elapsed_s"])
 
     def resume(self, run_dir: Path) -> int:

@@ -36,7 +36,8 @@ def totals(values: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
 
 
 class RunningMeans:
-    """Sums of named scalars since the last ``pop``; ``pop`` returns their means and starts over."""
+    """Sums of named scalars since the last ``pop``; ``pop`` returns their means and starts over. ``state_dict``
+    gives the sums and counts as plain dicts; ``from_state_dict`` rebuilds the same means."""
 
     def __init__(self) -> None:
         self._sums: dict[str, float] = defaultdict(float)
@@ -64,6 +65,17 @@ class RunningMeans:
 
     def __bool__(self) -> bool:
         return bool(self._counts)
+
+    def state_dict(self) -> dict[str, dict]:
+        """The sums and counts by name (copies, in the order the names came: ``pop``'s order)."""
+        return {"sums": dict(self._sums), "counts": dict(self._counts)}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, dict]) -> RunningMeans:
+        means = cls()
+        means._sums.update(state["sums"])
+        means._counts.update(state["counts"])
+        return means
 
 
 def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:

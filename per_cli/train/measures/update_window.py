@@ -43,9 +43,13 @@ class UpdateWindow:
     (``reference.drawn_reference_variance``: one compiled call for a plain ring of vector states, else
     ``iid.reference_view``; with the window's own generator, so training is unaffected) at the first pop and
     then at the first pop after every ``refresh_every`` updates (``log.every``: once per log window). Only the
-    reference's per-feature variance is kept, so the window pickles small (checkpoints hold it). State diversity
+    reference's per-feature variance is kept, so the window's state is small (checkpoints hold it). State diversity
     needs that reference, so it is computed at ``pop``: from each update's feature variances where the update
     came with them, else from its states.
+
+    ``state_dict`` gives the window as plain data (its settings, the updates held, the reference's variance and
+    counters, its generator's ``bit_generator.state``) and ``from_state_dict`` rebuilds a window that pops what
+    this one would have; checkpoints hold that, not the pickled object.
     """
 
     def __init__(
@@ -81,6 +85,46 @@ class UpdateWindow:
         self._measured = 0  # updates added measured
         self._with_vars = 0  # updates added with their feature variances
         self._stacked: np.ndarray | None = None  # every update's states stacked, while pop computes
+
+    # the per-update lists, by their state_dict keys (raw updates' arrays, then every update's rows and variances)
+    _LISTS = {"td": "_td", "obs": "_obs", "ages": "_ages", "weights": "_weights", "episodes": "_episodes",
+              "held": "_held", "losses": "_loss", "q_means": "_q", "rows": "_rows", "variances": "_vars"}  # fmt: skip
+
+    def state_dict(self) -> dict:
+        """The window as plain data (numpy arrays, lists of them, numbers, strings, None, and the generator's
+        ``bit_generator.state``, a dict): what :meth:`from_state_dict` needs to continue it exactly. The lists are
+        copies; the arrays in them are the window's own (it never writes into them)."""
+        state = {
+            "threshold": self.threshold,
+            "iid": self.iid,
+            "loss": self.loss,
+            "refresh_every": self.refresh_every,
+            "rng": self._rng.bit_generator.state,
+            "ref_var": self._ref_var,
+            "since_refresh": self._since_refresh,
+            "obs_ndim": self._obs_ndim,
+            "measured": self._measured,
+            "with_vars": self._with_vars,
+        }
+        for key, attribute in self._LISTS.items():
+            state[key] = list(getattr(self, attribute))
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> UpdateWindow:
+        """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
+        held and the reference and generator as they were, so its pops are the saved window's."""
+        window = cls(state["threshold"], iid=state["iid"], loss=state["loss"], refresh_every=state["refresh_every"])
+        rng = state["rng"]
+        window._rng = np.random.Generator(getattr(np.random, rng["bit_generator"])())
+        window._rng.bit_generator.state = rng
+        window._ref_var = state["ref_var"]
+        window._since_refresh = int(state["since_refresh"])
+        window._obs_ndim = int(state["obs_ndim"])
+        window._measured, window._with_vars = int(state["measured"]), int(state["with_vars"])
+        for key, attribute in cls._LISTS.items():
+            setattr(window, attribute, list(state[key]))
+        return window
 
     def __setstate__(self, state: dict) -> None:  # a window pickled before measured updates existed: all raw
         self.__dict__.update(state)

@@ -153,6 +153,21 @@ def test_running_means_average_since_the_last_pop():
     assert not means and means.pop() == {}
 
 
+def test_running_means_rebuilt_from_their_state_dict_continue_the_same():
+    means = RunningMeans()
+    means.add({"b": 1.0, "a": 2.0})
+    means.add_many({"a": np.array([3.0, 4.5])})
+    state = means.state_dict()
+    assert state == {"sums": {"b": 1.0, "a": 9.5}, "counts": {"b": 1, "a": 3}}
+    assert type(state["sums"]) is dict and type(state["counts"]) is dict  # plain dicts, not defaultdicts
+    rebuilt = RunningMeans.from_state_dict(state)
+    for m in (means, rebuilt):
+        m.add({"c": 1.0, "a": 0.5})
+    assert list(rebuilt.pop().items()) == list(means.pop().items()) == [("b", 1.0), ("a", 2.5), ("c", 1.0)]
+    assert not rebuilt and state["counts"] == {"b": 1, "a": 3}  # the state is a copy
+    assert not RunningMeans.from_state_dict(RunningMeans().state_dict())
+
+
 def numpy_correlations(states: np.ndarray) -> np.ndarray:
     """|r| of every pair i < j of each batch (U, pairs), float32, as numpy's elementwise passes compute them (the
     implementation before the compiled one): numpy's centring, numpy's product, scaled by the inverse norms."""

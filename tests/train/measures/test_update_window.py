@@ -7,6 +7,7 @@ Every test here runs with warnings as errors: a constant state must not raise a 
 from __future__ import annotations
 
 import dataclasses
+import io
 import pickle
 from types import SimpleNamespace
 
@@ -28,6 +29,7 @@ from per_cli.train.measures.iid import (
     state_view,
 )
 from per_cli.train.measures.metrics import correlation_count
+from per_cli.train.measures.update_measures import measure_rows
 from per_cli.train.measures.update_window import UpdateWindow
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -221,3 +223,68 @@ def test_a_window_pickled_under_its_old_module_name_loads():
     loaded = unpickle_bytes(old)
     assert type(loaded) is UpdateWindow and loaded.threshold == 0.8
     assert not hasattr(metrics, "UpdateWindow")  # the old shim (and its import cycle) is gone
+
+
+# ------------------------------------------------------------------------------------------------------------
+# state_dict: what checkpoints hold
+
+
+def _add_both_kinds(windows, memory, updates) -> None:
+    """Each update to every window: one in three raw, the others measured (a cohort's row and variances)."""
+    for k, (b, r) in enumerate(updates):
+        if k % 3 == 0:
+            for window in windows:
+                window.add(b, r, memory)
+            continue
+        rows = measure_rows(windows[:1], r.td_errors[None], b.weights[None], b.ages[None], b.obs[None],
+                            b.episodes[None], [memory.episodes_held()], [r.loss], [r.q_mean])  # fmt: skip
+        assert rows is not None
+        for window in windows:
+            window.add_measured(*rows[0], b.obs)
+
+
+@pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
+def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
+    """A window holding raw and measured updates and a reference, saved and rebuilt through a file as a checkpoint
+    holds it, pops the original's values bit for bit, now and in later windows whose reference is redrawn with
+    its restored generator."""
+    memory = _memory(obs_shape, episode_length=7)
+    window = UpdateWindow(0.8, refresh_every=6, seed=4)
+    for n, seed in ((5, 1), (2, 7)):
+        _add_both_kinds([window], memory, _updates(memory, n, 16, seed=seed))
+        window.pop(memory)  # the reference drawn at the first pop: 2 updates since
+    _add_both_kinds([window], memory, _updates(memory, 2, 16, seed=2))
+    state = window.state_dict()
+    raw = sum(row is None for row in state["rows"])
+    assert state["ref_var"] is not None and raw == 1 and state["measured"] == 1 and state["since_refresh"] == 2
+    assert len(state["obs"]) == 2 and state["obs_ndim"] == len(obs_shape)
+    saved = io.BytesIO()
+    torch.save(state, saved)
+    saved.seek(0)
+    rebuilt = UpdateWindow.from_state_dict(torch.load(saved, weights_only=False))
+    # the same window with another generator: its redrawn references differ (what the generator's state is for)
+    other = UpdateWindow.from_state_dict({**state, "rng": np.random.default_rng(99).bit_generator.state})
+    differs = []
+    for n, seed in ((0, 3), (3, 4), (5, 5), (2, 6)):  # the saved reference, then redrawn after 2 + 2 + 3 updates
+        _add_both_kinds([window, rebuilt, other], memory, list(_updates(memory, n, 16, seed=seed)))
+        want, got, elsewise = window.pop(memory), rebuilt.pop(memory), other.pop(memory)
+        assert list(got) == list(want) and len(want["td_error/mean"]) == (n or 2)  # (first: the 2 held)
+        for key in want:
+            assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
+            if elsewise[key].tobytes() != want[key].tobytes():
+                differs.append((n, key))
+    assert differs == [(3, "iid/state_diversity"), (5, "iid/state_diversity"), (2, "iid/state_diversity")]
+    assert len(state["rows"]) == 2  # the state's lists are copies: popping the windows left them
+
+
+def test_a_window_state_dict_is_plain_data():
+    window = UpdateWindow(None, iid=False, loss="mse", refresh_every=3, seed=1)
+    memory = _memory((4,))
+    for b, r in _updates(memory, 2, 8):
+        window.add(b, r)
+    state = window.state_dict()
+    assert {type(v) for v in state.values()} <= {bool, int, str, dict, list, type(None)}
+    assert type(state["rng"]) is dict and state["rng"]["bit_generator"] == "PCG64"
+    rebuilt = UpdateWindow.from_state_dict(state)
+    assert (rebuilt.threshold, rebuilt.iid, rebuilt.loss, rebuilt.refresh_every) == (None, False, "mse", 3)
+    assert len(rebuilt.pop()["td_error/mean"]) == 2
