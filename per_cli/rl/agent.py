@@ -1,5 +1,9 @@
 """DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync.
 
+The loss is the run's :class:`~per_cli.rl.losses.TDLoss` (``agent.loss``, or LAP's or PAL's where the replay
+kind brings its own: :func:`per_cli.rl.losses.loss_name`), given by whoever builds the agent from the whole
+config (the trainer); an agent built from its ``AgentConfig`` alone trains with ``agent.loss``.
+
 Two update engines give the same results (to float32 rounding): ``torch`` (autograd + the optimizer +
 ``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: the whole update of a
 ReLU MLP in one compiled call, several times faster on a CPU). :func:`per_cli.rl.engines.choose_engine` picks
@@ -12,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from per_cli.config import AgentConfig
@@ -20,6 +23,7 @@ from per_cli.replay import Batch
 from per_cli.rl.engines import choose_engine
 from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.explore import OneMember
+from per_cli.rl.losses import KIND_LOSSES, TDLoss, batch_loss
 from per_cli.rl.networks import MLPQNetwork, MLPSpec, check_network, make_q_network
 
 # The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
@@ -67,8 +71,22 @@ def _copied(obj):
 
 
 class DQNAgent:
-    def __init__(self, cfg: AgentConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device):
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        obs_shape: tuple[int, ...],
+        n_actions: int,
+        device: torch.device,
+        td_loss: TDLoss | None = None,
+    ):
+        """``td_loss``: the loss the run trains with (``TDLoss.from_config(cfg)`` of the whole config); None:
+        ``agent.loss``. A huber or mse ``td_loss`` must be ``agent.loss`` (one source of truth)."""
+        if td_loss is None:
+            td_loss = TDLoss(cfg.loss)
+        elif td_loss.name not in KIND_LOSSES and td_loss.name != cfg.loss:
+            raise ValueError(f"the loss {td_loss.name!r} is not agent.loss ({cfg.loss!r}) nor a replay kind's own")
         self.cfg = cfg
+        self.td_loss = td_loss
         self.device = device
         self.n_actions = n_actions
         check_network(cfg, obs_shape)
@@ -85,7 +103,7 @@ class DQNAgent:
                 self.q_net,
                 self.target_net,
                 gamma=cfg.gamma,
-                loss=cfg.loss,
+                loss=td_loss,
                 double_dqn=cfg.double_dqn,
                 max_grad_norm=cfg.max_grad_norm,
                 lr=cfg.lr,
@@ -166,7 +184,8 @@ class DQNAgent:
             return (self._targets(batch) - q).cpu().numpy()
 
     def learn(self, batch: Batch) -> UpdateResult:
-        """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean."""
+        """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean (and
+        the mean divided by PAL's λ: :func:`~per_cli.rl.losses.batch_loss`)."""
         if self._fast is not None:
             b = batch
             td, loss, q_mean = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
@@ -175,11 +194,7 @@ class DQNAgent:
         actions = self._to_device(batch.actions)
         q = self.q_net(self._to_device(batch.obs)).gather(1, actions[:, None]).squeeze(1)
         target = self._targets(batch)
-        if self.cfg.loss == "huber":
-            per_sample = F.smooth_l1_loss(q, target, reduction="none")
-        else:
-            per_sample = F.mse_loss(q, target, reduction="none")
-        loss = (self._to_device(batch.weights) * per_sample).mean()
+        loss = batch_loss(q, target, self._to_device(batch.weights), self.td_loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.max_grad_norm is not None:

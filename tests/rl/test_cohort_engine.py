@@ -10,14 +10,15 @@ import torch
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines.cohort import CohortEngine, stack
+from per_cli.rl.losses import TDLoss
 
 
-def _agents(n: int, **kw) -> list[DQNAgent]:
+def _agents(n: int, td_loss: TDLoss | None = None, **kw) -> list[DQNAgent]:
     agents = []
     for seed in range(n):
         torch.manual_seed(seed)
         cfg = AgentConfig(hidden_sizes=[32, 16], engine="numba", **kw)
-        agents.append(DQNAgent(cfg, (5,), 3, torch.device("cpu")))
+        agents.append(DQNAgent(cfg, (5,), 3, torch.device("cpu"), td_loss))
     rng = np.random.default_rng(1)
     for agent in agents:  # distinct online and target weights
         engine = agent.numba_engine
@@ -71,6 +72,32 @@ def test_an_update_from_stacked_batches_equals_the_update_from_each_members_arra
         assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want, strict=True))
     for agent, other in zip(agents, twins, strict=True):
         assert agent.numba_engine.params.tobytes() == other.numba_engine.params.tobytes()
+
+
+@pytest.mark.parametrize("td_loss", [TDLoss("lap", 0.5, 0.6), TDLoss("pal", 0.5, 0.6)], ids=str)
+def test_a_cohort_update_with_lap_or_pal_is_each_members_solo_update(td_loss):
+    """κ and α travel in the cohort's ``hyper`` as in a solo engine's: a member's cohort update is its solo update
+    bit for bit (PAL's λ its own batch's); members whose κ differ are refused."""
+    agents, solos = _agents(3, td_loss), _agents(3, td_loss)
+    engine = CohortEngine([a.numba_engine for a in agents])
+    rng = np.random.default_rng(4)
+    which, b = [1, 2, 0], 8
+    for _ in range(3):
+        arrays = (
+            rng.normal(size=(3, b, 5)).astype(np.float32), rng.integers(0, 3, size=(3, b)),
+            (rng.normal(size=(3, b)) * np.array([[0.1], [1.0], [10.0]])).astype(np.float32),
+            rng.normal(size=(3, b, 5)).astype(np.float32), rng.integers(0, 2, size=(3, b)).astype(np.float32),
+            rng.uniform(0.5, 1, size=(3, b)).astype(np.float32),
+        )  # fmt: skip
+        td, loss, q_mean = engine.update_stacked(which, *arrays)
+        for k, i in enumerate(which):
+            own_td, own_loss, own_q = solos[i].numba_engine.update(*(a[k] for a in arrays))
+            assert td[k].tobytes() == own_td.tobytes() and (loss[k], q_mean[k]) == (own_loss, own_q)
+    for agent, solo in zip(agents, solos, strict=True):
+        assert agent.numba_engine.params.tobytes() == solo.numba_engine.params.tobytes()
+    other = _agents(1, TDLoss(td_loss.name, 0.25, td_loss.alpha))
+    with pytest.raises(ValueError, match="update settings differ"):
+        CohortEngine([agents[0].numba_engine, other[0].numba_engine])
 
 
 def test_stack_is_np_stack():

@@ -4,7 +4,8 @@ rules that decide which engine runs.
 The equivalence cases are generated from ``KERNEL_VALUES``, the engine's own list of what it implements: every
 listed value of every setting is run against torch (from identical initial weights and the same batches,
 consecutive updates must agree on the weights, the TD errors, the loss and the mean Q to float32 rounding), and
-every value a config can take that is not listed is refused with a reason.
+every value a config can take that is not listed is refused with a reason. The losses the replay kind brings
+(LAP's and PAL's, :mod:`per_cli.rl.losses`, not agent settings) are run against torch the same way (``LOSSES``).
 """
 
 import dataclasses
@@ -19,6 +20,7 @@ from per_cli.config import AgentConfig, ConfigError
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines import ANY, KERNEL_VALUES, choose_engine, supports
 from per_cli.rl.engines.mlp import MLPEngine, shares_memory
+from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPQNetwork, MLPSpec
 from tests.rl.batches import batch as make_batch_of
 
@@ -35,6 +37,16 @@ NUMERIC_CASES = {
     "tau": (0.3, 0.7, 1.0),
     "max_grad_norm": (None, 1e4, 0.05),
 }
+
+
+# every loss the engines compute: agent.loss's (as the config's) and the replay kinds' own, with κ where the
+# batches' TD errors (rewards of scale 3) fall on both sides of it, and the authors' default κ
+LOSSES = [
+    *(TDLoss(name) for name in KERNEL_VALUES["loss"]),
+    TDLoss("lap", 1.0, 0.6),
+    TDLoss("pal", 1.0, 0.6),
+]
+KIND_LOSSES = [TDLoss("lap", 0.01, 0.6), TDLoss("pal", 0.01, 0.6), TDLoss("pal", 2.0, 0.0), TDLoss("pal", 0.5, 1.0)]
 
 
 def feature_cases() -> list[tuple[str, object]]:
@@ -56,10 +68,13 @@ def refused_cases() -> list[tuple[str, object]]:
     return cases
 
 
-def make_agent(engine: str, seed: int = 0, **kw) -> DQNAgent:
+def make_agent(engine: str, seed: int = 0, td_loss: TDLoss | None = None, **kw) -> DQNAgent:
+    """An agent of ``engine``; ``td_loss``: the run's loss (a huber or mse one becomes agent.loss)."""
     torch.manual_seed(seed)
+    if td_loss is not None and td_loss.name in KERNEL_VALUES["loss"]:
+        kw, td_loss = {**kw, "loss": td_loss.name}, None
     cfg = AgentConfig(**{**BASE, **kw, "engine": engine})
-    agent = DQNAgent(cfg, (OBS_DIM,), N_ACTIONS, torch.device("cpu"))
+    agent = DQNAgent(cfg, (OBS_DIM,), N_ACTIONS, torch.device("cpu"), td_loss)
     with torch.no_grad():  # a target net that differs from the online net, so double DQN and sync matter
         for i, p in enumerate(agent.target_net.parameters()):
             p.add_(0.05 * (i + 1))
@@ -126,16 +141,23 @@ def test_each_supported_setting_matches_torch(name, value):
     run_both(**{name: value})
 
 
-@pytest.mark.parametrize("loss", KERNEL_VALUES["loss"])
+@pytest.mark.parametrize("loss", LOSSES, ids=str)
 @pytest.mark.parametrize("double_dqn", KERNEL_VALUES["double_dqn"])
 @pytest.mark.parametrize("hidden_sizes", NUMERIC_CASES["hidden_sizes"][1:3])
 def test_combined_settings_match_torch(loss, double_dqn, hidden_sizes):
-    run_both(loss=loss, double_dqn=double_dqn, hidden_sizes=hidden_sizes, max_grad_norm=0.05, tau=0.3, sync_at=2)
+    run_both(td_loss=loss, double_dqn=double_dqn, hidden_sizes=hidden_sizes, max_grad_norm=0.05, tau=0.3, sync_at=2)
 
 
+@pytest.mark.parametrize("loss", KIND_LOSSES, ids=str)
+def test_lap_and_pal_match_torch_at_other_kappas_and_alphas(loss):
+    """The authors' κ (few TD errors inside it), α = 0 (PAL's λ is 1), α = 1; IS weights still multiply."""
+    run_both(td_loss=loss)
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=str)
 @pytest.mark.parametrize("size, weighted", [(33, True), (1, True), (32, False)])
-def test_batch_shapes_and_uniform_weights_match_torch(size, weighted):
-    run_both(size=size, weighted=weighted, hidden_sizes=[37, 18], double_dqn=True)
+def test_batch_shapes_and_uniform_weights_match_torch(size, weighted, loss):
+    run_both(size=size, weighted=weighted, hidden_sizes=[37, 18], double_dqn=True, td_loss=loss)
 
 
 @pytest.mark.parametrize("name, value", refused_cases())

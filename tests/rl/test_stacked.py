@@ -21,6 +21,7 @@ import torch
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines.stacked import StackedEngine, stacked_misfit, stacked_refusal
+from per_cli.rl.losses import TDLoss
 from tests.rl.batches import batch as make_batch
 
 TOL = {"rtol": 2e-5, "atol": 1e-6}
@@ -36,11 +37,11 @@ CASES = {
 }
 
 
-def make_agents(cfg: AgentConfig, obs_shape, n_actions: int, size: int = 3) -> list[DQNAgent]:
+def make_agents(cfg: AgentConfig, obs_shape, n_actions: int, size: int = 3, td_loss=None) -> list[DQNAgent]:
     agents = []
     for seed in range(size):
         torch.manual_seed(seed)
-        agent = DQNAgent(cfg, obs_shape, n_actions, torch.device("cpu"))
+        agent = DQNAgent(cfg, obs_shape, n_actions, torch.device("cpu"), td_loss)
         with torch.no_grad():  # targets apart from the online nets, so the target and double DQN matter
             for p in agent.target_net.parameters():
                 p.add_(0.02 * torch.randn_like(p))
@@ -94,6 +95,27 @@ def test_a_stacked_update_is_each_members_own_update(case):
         batches = make_batches(rng, obs_shape, n_actions, batch_size)
         results = engine.learn([0, 1, 2], batches)
         for agent, mine, batch, result in zip(agents, own, batches, results, strict=True):
+            assert_same_result(result, mine.learn(batch))
+            assert_same_member(agent, mine)
+
+
+KIND_LOSSES = [TDLoss("lap", 1.0, 0.6), TDLoss("pal", 1.0, 0.6), TDLoss("pal", 0.01, 0.4)]
+
+
+@pytest.mark.parametrize("td_loss", KIND_LOSSES, ids=str)
+@pytest.mark.parametrize("case", ["mlp-adam-huber", "mlp-adam-double-mse"])
+def test_lap_and_pal_stacked_updates_are_each_members_own(case, td_loss):
+    """The replay kinds' own losses, by the same function as a member's own ``learn``; the members' batches come
+    at reward scales 0.3, 3 and 30, so their PAL λ differ (one λ over the stacked batches would not be any
+    member's)."""
+    cfg, (obs_shape, n_actions, batch_size) = CASES[case]
+    agents = make_agents(cfg, obs_shape, n_actions, td_loss=td_loss)
+    own = [copy.deepcopy(a) for a in agents]
+    engine = StackedEngine(agents)
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        batches = make_batches(rng, obs_shape, n_actions, batch_size, reward_scale=[0.3, 3.0, 30.0])
+        for agent, mine, batch, result in zip(agents, own, batches, engine.learn([0, 1, 2], batches), strict=True):
             assert_same_result(result, mine.learn(batch))
             assert_same_member(agent, mine)
 
@@ -178,6 +200,8 @@ def test_what_the_stacked_path_refuses():
     assert "engine is numba" in stacked_misfit(mixed)
     other_lr = AgentConfig(**{**cfg.__dict__, "lr": 0.1})
     assert "settings" in stacked_misfit([*make_agents(cfg, (4,), 2, 1), *make_agents(other_lr, (4,), 2, 1)])
+    pals = [*make_agents(cfg, (4,), 2, 1, TDLoss("pal", 0.01)), *make_agents(cfg, (4,), 2, 1, TDLoss("pal", 0.1))]
+    assert "losses" in stacked_misfit(pals)
     with pytest.raises(ValueError, match="cannot run these members"):
         StackedEngine(sgd)
     minatar_cfg, (minatar_shape, minatar_actions, _) = CASES["minatar-rmsprop"]

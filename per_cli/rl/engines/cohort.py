@@ -99,9 +99,9 @@ def _c(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
 class CohortEngine:
     """One compiled update call over the members of a cohort, each with its own :class:`MLPEngine`.
 
-    The engines must share the network shape and the update's settings (γ, loss, double DQN, clipping, Adam's
-    lr, betas and eps): they differ only in their parameters, moments and step counts. Build it after any
-    checkpoint was loaded (it keeps the hyperparameters it sees then).
+    The engines must share the network shape and the update's settings (γ, the loss with its κ and α, double DQN,
+    clipping, Adam's lr, betas and eps: the kernels' ``hyper``): they differ only in their parameters, moments and
+    step counts. Build it after any checkpoint was loaded (it keeps the hyperparameters it sees then).
     """
 
     def __init__(self, engines: Sequence[MLPEngine]):

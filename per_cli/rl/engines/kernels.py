@@ -70,7 +70,8 @@ def update_kernel(
 ):
     """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out``.
 
-    ``hyper`` = [gamma, double_dqn, loss code, max_grad_norm (<= 0: no clipping), lr, beta1, beta2, eps];
+    ``hyper`` = [gamma, double_dqn, loss code (``td.LOSS_CODES``), max_grad_norm (<= 0: no clipping), lr, beta1,
+    beta2, eps, κ, α] (κ and α: LAP's and PAL's, see :func:`~per_cli.rl.engines.td.loss_and_dq`);
     ``step`` is Adam's step count after this update (1 on the first); ``ws`` a workspace of at least
     ``workspace_size(dims, batch)`` floats. Returns (loss, mean Q(s, a)), from the weights before the update.
     """
@@ -100,7 +101,7 @@ def update_member(
     targets(rewards, terminated, next_q, gamma, target)
     dz_buf[: batch * n_actions] = 0.0
     dq = dz_buf[: batch * n_actions].reshape(batch, n_actions)
-    loss_sum, q_sum = loss_and_dq(q_all, target, actions, weights, loss_code, td_out, dq)
+    loss_sum, q_sum = loss_and_dq(q_all, target, actions, weights, loss_code, hyper[8], hyper[9], td_out, dq)
     backward(params, grad, dims, offs, obs, actions, acts, act_off, dz_buf, dx, dz_t, x_t, w_t, scratch)
     clip_grad_norm(grad, max_norm)
     adam_step(params, grad, m, v, hyper[4], hyper[5], hyper[6], hyper[7], step)

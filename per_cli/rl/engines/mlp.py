@@ -8,7 +8,8 @@ whose arithmetic takes a few µs. This engine does the same update by hand in on
 * online forward on ``obs`` (activations kept), target forward on ``next_obs`` (and the online argmax on
   ``next_obs`` for double DQN);
 * TD targets ``r + γ (1 − terminated) next_q`` (a truncated transition still bootstraps);
-* per-sample loss (Huber = ``smooth_l1`` with β 1, or MSE), each multiplied by its IS weight before the mean;
+* per-sample loss (the run's :class:`~per_cli.rl.losses.TDLoss`: Huber = ``smooth_l1`` with β 1, MSE, LAP's or
+  PAL's), each multiplied by its IS weight before the mean (PAL's mean then divided by its batch's λ);
 * backward by hand; gradient clipping exactly like ``torch.nn.utils.clip_grad_norm_``; Adam exactly like
   ``torch.optim.Adam`` (bias corrections, ``eps`` added outside the square root of v̂).
 
@@ -40,6 +41,7 @@ from per_cli.rl.engines.dense import aligned_empty
 from per_cli.rl.engines.kernels import Workspace, greedy_kernel, td_errors_kernel, update_kernel
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
+from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPSpec
 
 _F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
@@ -127,7 +129,7 @@ class MLPEngine:
         target_net: nn.Module,
         *,
         gamma: float,
-        loss: str,
+        loss: TDLoss | str,
         double_dqn: bool,
         max_grad_norm: float | None,
         lr: float,
@@ -138,8 +140,9 @@ class MLPEngine:
             why = structure_mismatch(net, spec)
             if why is not None:
                 raise ValueError(f"{name}: {why}")
-        if loss not in LOSS_CODES:
-            raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss!r}")
+        loss = TDLoss.of(loss)  # (a name: that loss, with the default κ and α)
+        if loss.name not in LOSS_CODES:
+            raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss.name!r}")
         self.spec = spec
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
@@ -147,7 +150,8 @@ class MLPEngine:
         self.target_params = share_flat_parameters(target_net)
         self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, betas, adam_eps)
         self.gamma, self.double_dqn = float(gamma), bool(double_dqn)
-        self.loss_code = LOSS_CODES[loss]
+        self.loss = loss
+        self.loss_code = LOSS_CODES[loss.name]
         self.max_grad_norm = max_grad_norm
         self._hyper_key: tuple | None = None
         self._hyper_array = np.empty(0)
@@ -161,7 +165,8 @@ class MLPEngine:
             self._hyper_key = key
             clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
             self._hyper_array = np.array(
-                [self.gamma, float(self.double_dqn), float(self.loss_code), clip, opt.lr, *opt.betas, opt.eps],
+                [self.gamma, float(self.double_dqn), float(self.loss_code), clip, opt.lr, *opt.betas, opt.eps]
+                + [self.loss.kappa, self.loss.alpha],
                 dtype=np.float64,
             )
         return self._hyper_array

@@ -5,8 +5,9 @@ CUDA), a cohort's members would otherwise update one after another. :class:`Stac
 parameters of the members that train in a step along a new leading axis and computes, in one batched call:
 
 * each member's loss on its own batch, ``torch.func.functional_call`` under ``torch.func.vmap`` over the stacked
-  parameters (and, for the targets, the stacked target parameters): the agent's loss exactly (Huber or MSE per
-  sample, times the IS weights, mean over the batch; double DQN or max; γ; only termination stops the bootstrap);
+  parameters (and, for the targets, the stacked target parameters): the agent's loss exactly, by the same
+  function (:func:`per_cli.rl.losses.batch_loss`: the run's loss per sample, times the IS weights, mean over the
+  batch, PAL's λ per member; double DQN or max; γ; only termination stops the bootstrap);
 * the gradients by ``torch.func.grad`` of that loss under the same ``vmap`` (each member's own gradient);
 * gradient-norm clipping per member (``clip_grad_norm_``'s formula over that member's slices);
 * the optimizer step by torch's own optimizer class, built with the members' own hyperparameters, over the
@@ -43,11 +44,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from per_cli.replay import Batch
 from per_cli.rl.agent import UpdateResult, td_targets
+from per_cli.rl.losses import batch_loss
 
 SUPPORTED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.optim.RMSprop)
 # optimizer flags whose state or arithmetic the stacked path does not reproduce
@@ -66,8 +67,9 @@ def _member_misfit(agent: Any, first: Any) -> str | None:
     """Why ``agent`` cannot be stacked with ``first`` (the cohort's member 0), or None."""
     if agent.engine != "torch":
         return f"the stacked path runs the torch engine, and a member's engine is {agent.engine}"
-    if agent.cfg != first.cfg or agent.device != first.device or type(agent.q_net) is not type(first.q_net):
-        return "the members' agent settings, devices or networks differ"
+    same = agent.cfg == first.cfg and agent.td_loss == first.td_loss and agent.device == first.device
+    if not same or type(agent.q_net) is not type(first.q_net):
+        return "the members' agent settings, losses, devices or networks differ"
     if _shapes(agent.q_net) != _shapes(first.q_net) or _shapes(agent.target_net) != _shapes(first.q_net):
         return "the members' parameter shapes differ"
     optimizer = agent.optimizer
@@ -154,7 +156,7 @@ class StackedEngine:
             raise ValueError(f"a stacked update cannot run these members: {why}")
         self.agents = list(agents)
         first = self.agents[0]
-        self.cfg, self.device = first.cfg, first.device
+        self.cfg, self.device, self.td_loss = first.cfg, first.device, first.td_loss
         self._template = copy.deepcopy(first.q_net).to("meta")  # the forward only: each call supplies the parameters
         self._names = [name for name, _ in first.q_net.named_parameters()]
         self._optimizer = type(first.optimizer)([torch.zeros(1)], **_hyper(first.optimizer))
@@ -178,11 +180,7 @@ class StackedEngine:
     def _member_loss(self, params, obs, actions, target, weights) -> tuple[torch.Tensor, tuple]:
         """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a)))."""
         q = self._q_values(params, obs).gather(1, actions[:, None]).squeeze(1)
-        if self.cfg.loss == "huber":
-            per_sample = F.smooth_l1_loss(q, target, reduction="none")
-        else:
-            per_sample = F.mse_loss(q, target, reduction="none")
-        loss = (weights * per_sample).mean()
+        loss = batch_loss(q, target, weights, self.td_loss)
         return loss, (loss, q)
 
     def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> list[UpdateResult]:

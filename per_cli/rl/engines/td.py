@@ -8,8 +8,10 @@ import numpy as np
 from per_cli.rl.engines.dense import JIT
 from per_cli.rl.engines.passes import forward_out
 
-HUBER, MSE = 0, 1
-LOSS_CODES = {"huber": HUBER, "mse": MSE}
+# the losses of per_cli.rl.losses.LOSS_NAMES by their codes in the kernels' ``hyper`` (constants a kernel reads
+# live in a numba module: per_cli.compiled_cache)
+HUBER, MSE, LAP, PAL = 0, 1, 2, 3
+LOSS_CODES = {"huber": HUBER, "mse": MSE, "lap": LAP, "pal": PAL}
 
 
 @numba.njit(**JIT)
@@ -46,33 +48,76 @@ def targets(rewards, terminated, next_q, gamma, out):
 
 
 @numba.njit(**JIT)
-def loss_and_dq(q_all, target, actions, weights, loss_code, td_out, dz):
-    """Σ_i w_i l(q_i − target_i) and Σ_i q_i over the batch; writes δ = target − q into ``td_out`` and dL/dQ
-    (of the batch mean, nonzero only at the taken actions) into ``dz`` (batch, n_actions), which must be zero.
+def batch_lambda(q_all, target, actions, kappa, alpha):
+    """PAL's λ in float32: the batch mean of max(|q − target|, κ)^α at the taken actions, as
+    :func:`per_cli.rl.losses.pal_lambda` computes it (a NaN difference stays NaN, as torch's ``clamp`` keeps it)."""
+    batch = q_all.shape[0]
+    total = np.float32(0.0)
+    for b in range(batch):
+        size = abs(q_all[b, actions[b]] - target[b])
+        total += (kappa if size < kappa else size) ** alpha
+    return total / np.float32(batch)
 
-    Huber is torch's ``smooth_l1`` with β 1 (gradient ``diff`` inside, ``sign(diff)`` outside); MSE's gradient is
-    ``2 diff``.
+
+@numba.njit(**JIT)
+def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out, dz):
+    """Σ_i w_i l(q_i − target_i) (for PAL divided by λ) and Σ_i q_i over the batch; writes δ = target − q into
+    ``td_out`` and dL/dQ (of the batch mean, nonzero only at the taken actions) into ``dz`` (batch, n_actions),
+    which must be zero. ``kappa``, ``alpha``: LAP's and PAL's κ and α (the other losses ignore them).
+
+    The losses of :mod:`per_cli.rl.losses`, with d = q − target, the gradients in the order torch's autograd
+    multiplies them (g = the mean's gradient times w: ``1/B``, for PAL ``(1/λ)/B``, λ from a first pass):
+
+    * Huber: torch's ``smooth_l1`` with β 1 (gradient g·d inside, g·sign(d) outside); MSE: g·2d.
+    * LAP: ``0.5 d²`` inside |d| < κ (gradient g·d), ``κ|d|`` outside (``(g·κ)·sign(d)``).
+    * PAL: ``c (0.5 d²)`` inside, c = κ^α (gradient ``(g·c)·d``), ``e |d|^(1+α)`` outside, e = κ/(1+α)
+      (gradient ``(g·e)·((1+α)|d|^α)·sign(d)``); κ, c, e, 1+α and α rounded to float32 as torch rounds a
+      Python scalar.
     """
     batch = q_all.shape[0]
-    inv_batch = np.float32(1.0) / np.float32(batch)
+    one, half = np.float32(1.0), np.float32(0.5)
+    k, a = np.float32(kappa), np.float32(alpha)
+    inv_batch = one / np.float32(batch)
+    lam = one
+    if loss_code == PAL:
+        lam = batch_lambda(q_all, target, actions, k, a)
+        inv_batch = (one / lam) / np.float32(batch)
+    c_in, c_out = np.float32(kappa**alpha), np.float32(kappa / (1.0 + alpha))
+    power, slope = np.float32(1.0 + alpha), np.float32((1.0 + alpha) - 1.0)
     loss_sum = 0.0
     q_sum = 0.0
     for b in range(batch):
-        a = actions[b]
-        q = q_all[b, a]
+        a_b = actions[b]
+        q = q_all[b, a_b]
         diff = q - target[b]
         td_out[b] = target[b] - q
         q_sum += q
         w_b = weights[b]
+        gw = inv_batch * w_b
+        sign = one if diff > 0 else (-one if diff < 0 else np.float32(0.0))
+        size = abs(diff)
         if loss_code == HUBER:
-            if abs(diff) < np.float32(1.0):
-                loss_sum += w_b * (np.float32(0.5) * diff * diff)
-                g = diff
+            if size < one:
+                loss_sum += w_b * (half * diff * diff)
+                dz[b, a_b] = gw * diff
             else:
-                loss_sum += w_b * (abs(diff) - np.float32(0.5))
-                g = np.float32(1.0) if diff > 0 else (np.float32(-1.0) if diff < 0 else np.float32(0.0))
-        else:
+                loss_sum += w_b * (size - half)
+                dz[b, a_b] = gw * sign
+        elif loss_code == MSE:
             loss_sum += w_b * (diff * diff)
-            g = np.float32(2.0) * diff
-        dz[b, a] = (inv_batch * w_b) * g
-    return loss_sum, q_sum
+            dz[b, a_b] = gw * (np.float32(2.0) * diff)
+        elif loss_code == LAP:
+            if size < k:
+                loss_sum += w_b * (half * diff * diff)
+                dz[b, a_b] = gw * diff
+            else:
+                loss_sum += w_b * (k * size)
+                dz[b, a_b] = (gw * k) * sign
+        else:
+            if size < k:
+                loss_sum += w_b * (c_in * (half * diff * diff))
+                dz[b, a_b] = (gw * c_in) * diff
+            else:
+                loss_sum += w_b * (c_out * size**power)
+                dz[b, a_b] = ((gw * c_out) * (power * size**slope)) * sign
+    return loss_sum / lam, q_sum

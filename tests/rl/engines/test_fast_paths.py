@@ -14,6 +14,7 @@ import pytest
 
 from per_cli.rl.engines import dense, kernels, passes, products
 from per_cli.rl.engines.optim import adam_step
+from per_cli.rl.engines.td import LOSS_CODES
 
 _REF = {"fastmath": {"contract"}}  # as the replaced loops: FMAs, no reordering
 
@@ -148,9 +149,10 @@ def test_workspace_and_its_parts_start_on_cache_lines():
     assert dense.aligned_empty(5).ctypes.data % 64 == 0
 
 
+@pytest.mark.parametrize("loss", ["huber", "pal"])
 @pytest.mark.parametrize("dims", [(3, 7, 5), (4, 128, 2), (5, 32, 16, 3)])
 @pytest.mark.parametrize("batch", [1, 3, 64])
-def test_an_update_never_reads_workspace_it_did_not_write(dims, batch):
+def test_an_update_never_reads_workspace_it_did_not_write(dims, batch, loss):
     dims = np.array(dims, np.int64)
     n = int(dense.offsets(dims)[-1])
     rng = np.random.default_rng(batch)
@@ -158,7 +160,8 @@ def test_an_update_never_reads_workspace_it_did_not_write(dims, batch):
         _f32(rng, batch, dims[0]), rng.integers(0, dims[-1], size=batch), _f32(rng, batch),
         _f32(rng, batch, dims[0]), (rng.random(batch) < 0.3).astype(np.float32), np.ones(batch, np.float32),
     )  # fmt: skip
-    hyper = np.array([0.9, 1, 0, 0.5, 1e-3, 0.9, 0.999, 1e-8])  # double DQN, Huber, clipping on
+    # double DQN, clipping on, the loss (PAL: λ's pass over the batch first), κ 0.5, α 0.6
+    hyper = np.array([0.9, 1, LOSS_CODES[loss], 0.5, 1e-3, 0.9, 0.999, 1e-8, 0.5, 0.6])
     results = []
     for fill in (0.0, np.nan):
         params, target = _f32(np.random.default_rng(0), n), _f32(np.random.default_rng(1), n)

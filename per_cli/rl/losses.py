@@ -1,0 +1,116 @@
+"""The TD loss a run trains with: which one (a rule on the whole config) and, for the torch engines, its value.
+
+Contract. :func:`loss_name` is the one rule: ``lap`` when ``replay.kind`` is ``lap``, ``pal`` when it is ``pal``,
+else ``agent.loss`` (``huber`` or ``mse``); :func:`loss_params` gives LAP's and PAL's (κ, α): κ is
+``replay.min_priority``, α ``replay.alpha`` (the exponent the LAP sampler draws with, so the sampler and the
+loss cannot disagree). :class:`TDLoss` carries the three; the trainer builds it once (:meth:`TDLoss.from_config`)
+and hands it to the agent and to the update measures. :func:`batch_loss` is the loss of one batch for BOTH torch
+paths (the agent's own ``learn`` and the stacked cohort update, per member under ``vmap``), so the two cannot
+differ; the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) computes the same loss and gradient by hand,
+and the tests compare them. Why: LAP and PAL (Fujimoto, Meger & Precup 2020) change the loss together with the
+sampling, and a loss chosen in several places would let one path train with another loss than the others.
+
+With d = Q(s, a) − target per sample (the negative of the δ that updates priorities):
+
+* ``huber``: torch's ``smooth_l1_loss`` (β 1); ``mse``: ``mse_loss``.
+* ``lap`` (loss-adjusted prioritized replay): ``0.5 d²`` where |d| < κ, else ``κ |d|`` (the authors' form: the
+  gradient is Huber's with threshold κ, ``d`` inside and ``κ sign(d)`` outside; the value sits ``κ²/2`` above
+  Huber's outside). It is used with the LAP sampler (∝ max(|δ|, κ)^α) and no IS correction.
+* ``pal`` (prioritized approximation loss, for uniform sampling): ``κ^α 0.5 d²`` where |d| < κ, else
+  ``κ |d|^(1+α) / (1+α)``, and the batch's mean is divided by λ = the batch mean of ``max(|d|, κ)^α``, with no
+  gradient through λ (detached): in expectation the gradient of LAP's loss under LAP's sampling, when λ is the
+  memory's mean (the batch's is a ratio estimator of it; ``tests/rl/test_losses.py`` checks both).
+
+Every loss is per sample, multiplied by the sample's IS weight, then averaged over the batch (for ``pal`` then
+divided by λ, which the weights do not enter): a sampler that needs no correction returns weights of one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from per_cli.errors import ConfigError
+
+LOSS_NAMES = ("huber", "mse", "lap", "pal")
+# the replay kinds that bring their own loss; any other kind trains with agent.loss
+KIND_LOSSES = ("lap", "pal")
+# the authors' discrete defaults (LAP_DDQN.py, PAL_DDQN.py): min_priority 1e-2, alpha 0.6
+DEFAULT_KAPPA, DEFAULT_ALPHA = 0.01, 0.6
+
+
+def loss_name(cfg: Any) -> str:
+    """The loss a run of the whole config ``cfg`` trains with: ``lap`` or ``pal`` for those replay kinds, else
+    ``agent.loss``."""
+    kind = cfg.replay.kind
+    return kind if kind in KIND_LOSSES else cfg.agent.loss
+
+
+def loss_params(cfg: Any) -> tuple[float, float]:
+    """(κ, α) of a run of ``cfg``: ``replay.min_priority`` and ``replay.alpha`` (only LAP and PAL use them)."""
+    kappa = getattr(cfg.replay, "min_priority", DEFAULT_KAPPA)
+    alpha = cfg.replay.alpha
+    return float(DEFAULT_KAPPA if kappa is None else kappa), float(DEFAULT_ALPHA if alpha is None else alpha)
+
+
+@dataclass(frozen=True)
+class TDLoss:
+    """A TD loss: its name (:data:`LOSS_NAMES`) and LAP's and PAL's κ (> 0) and α (>= 0), which the other losses
+    carry unused (and do not check)."""
+
+    name: str = "huber"
+    kappa: float = DEFAULT_KAPPA
+    alpha: float = DEFAULT_ALPHA
+
+    def __post_init__(self) -> None:
+        if self.name not in LOSS_NAMES:
+            raise ValueError(f"unknown loss {self.name!r}: expected one of {', '.join(LOSS_NAMES)}")
+        if self.name in KIND_LOSSES and not self.kappa > 0.0:  # (NaN too) LAP's gradient outside is ±κ
+            raise ConfigError(f"replay.min_priority: the {self.name} loss needs κ > 0, got {self.kappa}")
+        if self.name in KIND_LOSSES and not self.alpha >= 0.0:
+            raise ConfigError(f"replay.alpha: the {self.name} loss needs α >= 0, got {self.alpha}")
+        object.__setattr__(self, "kappa", float(self.kappa))
+        object.__setattr__(self, "alpha", float(self.alpha))
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> TDLoss:
+        """The loss a run of the whole config ``cfg`` trains with (:func:`loss_name`, :func:`loss_params`)."""
+        return cls(loss_name(cfg), *loss_params(cfg))
+
+    @classmethod
+    def of(cls, loss: TDLoss | str) -> TDLoss:
+        """``loss`` itself, or the loss of that name with the default κ and α."""
+        return loss if isinstance(loss, TDLoss) else cls(loss)
+
+
+def per_sample_loss(q: torch.Tensor, target: torch.Tensor, loss: TDLoss) -> torch.Tensor:
+    """Each sample's loss of d = ``q`` − ``target`` (before IS weights and, for PAL, before the 1/λ)."""
+    if loss.name == "huber":
+        return F.smooth_l1_loss(q, target, reduction="none")
+    if loss.name == "mse":
+        return F.mse_loss(q, target, reduction="none")
+    diff = q - target
+    size = diff.abs()
+    inside = size < loss.kappa
+    if loss.name == "lap":
+        return torch.where(inside, 0.5 * diff * diff, loss.kappa * size)
+    kappa, alpha = loss.kappa, loss.alpha
+    return torch.where(inside, kappa**alpha * (0.5 * diff * diff), (kappa / (1.0 + alpha)) * size.pow(1.0 + alpha))
+
+
+def pal_lambda(q: torch.Tensor, target: torch.Tensor, loss: TDLoss) -> torch.Tensor:
+    """PAL's λ of a batch (1-d): the mean of max(|q − target|, κ)^α, detached (no gradient flows through it)."""
+    size = (q - target).detach().abs()
+    return size.clamp(min=loss.kappa).pow(loss.alpha).mean()
+
+
+def batch_loss(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, loss: TDLoss) -> torch.Tensor:
+    """The loss one update minimises over a batch (1-d ``q``, ``target``, ``weights``; one member's under
+    ``vmap``): the mean of IS weight × per-sample loss, for PAL divided by the batch's λ (:func:`pal_lambda`)."""
+    value = (weights * per_sample_loss(q, target, loss)).mean()
+    if loss.name == "pal":
+        value = value / pal_lambda(q, target, loss)
+    return value
