@@ -237,3 +237,22 @@ def test_lap_under_its_sampling_equals_pal_under_uniform_sampling_in_expectation
         ratio = float(mass[decile] @ batch_lambda[decile] / (mass[decile] @ memory_lambda[decile]))
         predicted = 1 + (cv2 - (m[decile].mean() / lam - 1)) / BATCH
         assert abs(ratio - 1) < 0.03 and abs(ratio - predicted) < 0.005, (m[decile].mean() / lam, ratio, predicted)
+
+
+@pytest.mark.parametrize("kind, expected", [("prioritized", "mse"), ("lap", "lap"), ("pal", "pal")])
+@pytest.mark.parametrize("engine", ["torch", "numba"])
+def test_a_trainer_trains_and_measures_with_its_configs_loss(kind, expected, engine):
+    """Where the loss comes from in a run: the trainer builds it from the whole config and gives the same one to
+    the agent (either engine) and to the update measures. LAP's and PAL's cases run once their replay kinds are
+    registered (the samplers land separately)."""
+    from per_cli.replay import REPLAY_KINDS
+    from per_cli.train.loop.trainer import Trainer
+
+    if kind not in REPLAY_KINDS:
+        pytest.skip(f"replay kind {kind} is not registered yet")
+    replay = ReplayConfig(kind=kind, capacity=100, batch_size=8)
+    cfg = Config(agent=AgentConfig(loss="mse", hidden_sizes=[8], engine=engine), replay=replay)
+    trainer = Trainer(cfg, device="cpu")
+    assert trainer.agent.td_loss == trainer.window.loss == TDLoss(expected, *loss_params(cfg))
+    if engine == "numba":
+        assert trainer.agent.numba_engine.loss == trainer.agent.td_loss

@@ -16,6 +16,7 @@ from per_cli.config import Config, ConfigError
 from per_cli.envs import make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay
 from per_cli.rl.agent import DQNAgent, UpdateResult
+from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train.loop.evaluation import Evaluator
@@ -55,7 +56,8 @@ class Trainer(Checkpointed, RunRecord):
             # small networks (MLPs, MinAtar's): thread hand-offs cost more than they save (2 threads made a
             # MinAtar forward pass 40x slower on a busy 2-core machine)
             torch.set_num_threads(1)
-        self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device)
+        self.td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds
+        self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device, self.td_loss)
         self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
         self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
         t = cfg.train
@@ -77,7 +79,7 @@ class Trainer(Checkpointed, RunRecord):
         self._window = UpdateWindow(
             cfg.metrics.correlation_threshold if cfg.metrics.correlation else None,
             iid=cfg.metrics.iid,
-            loss=cfg.agent.loss,
+            loss=self.td_loss,
             refresh_every=cfg.log.every,
             seed=cfg.seed,
         )

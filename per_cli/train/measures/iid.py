@@ -24,8 +24,10 @@
 * **Episode diversity.** Distinct episodes among the batch's transitions / min(B, episodes the memory holds):
   1 when every sampled transition could come from a different episode and does, 1/B for a batch from one
   episode when the memory holds many.
-* **Unweighted TD loss.** The loss function (Huber with β 1, or MSE, per ``agent.loss``) of δ averaged over the
-  batch without importance-sampling weights, so that prioritized and unprioritized kinds compare.
+* **Unweighted TD loss.** The run's loss function (:class:`per_cli.rl.losses.TDLoss`: Huber with β 1 or MSE per
+  ``agent.loss``, or LAP's or PAL's for those replay kinds) of δ averaged over the batch without
+  importance-sampling weights, so that prioritized and unprioritized kinds compare; for PAL divided by its
+  batch's λ, as the update divides it (the loss PAL minimises; LAP's and PAL's are logged on their own scales).
 
 States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension (Atari 4×84×84 uint8, MinAtar
 10×10×C bool), are measured on a fixed low-dimensional view: a random projection of the flattened raw state to
@@ -43,6 +45,8 @@ from functools import lru_cache
 
 import numba
 import numpy as np
+
+from per_cli.rl.losses import TDLoss
 
 MAX_RAW_FEATURES = 64
 PROJECTION_DIM = 32
@@ -301,14 +305,28 @@ def _episode_diversity(episodes, held):
     return out
 
 
-def unweighted_td_loss(td: np.ndarray, loss: str) -> np.ndarray:
-    """Mean over each row of ``td`` (U, B) of the per-sample loss of δ with no IS weight: Huber (smooth L1 with
-    β 1: δ²/2 within |δ| < 1, |δ| − 1/2 beyond) or MSE (δ²), as the agent computes it before weighting."""
+def unweighted_td_loss(td: np.ndarray, loss: TDLoss | str) -> np.ndarray:
+    """Mean over each row of ``td`` (U, B) of the per-sample loss of δ with no IS weight, in float64, as the agent
+    computes it before weighting (:mod:`per_cli.rl.losses`; a name: that loss with the default κ and α): Huber
+    (smooth L1 with β 1: δ²/2 within |δ| < 1, |δ| − 1/2 beyond), MSE (δ²), LAP (δ²/2 within |δ| < κ, κ|δ|
+    beyond) or PAL (κ^α δ²/2 within, κ|δ|^(1+α)/(1+α) beyond, the row's mean divided by the row's λ, the mean
+    of max(|δ|, κ)^α)."""
+    loss = TDLoss.of(loss)
     d = np.abs(td.astype(np.float64))
-    if loss == "huber":
+    kappa, alpha = loss.kappa, loss.alpha
+    if loss.name == "huber":
         per_sample = np.where(d < 1.0, 0.5 * d * d, d - 0.5)
-    elif loss == "mse":
+    elif loss.name == "mse":
         per_sample = d * d
+    elif loss.name == "lap":
+        per_sample = np.where(d < kappa, 0.5 * d * d, kappa * d)
     else:
-        raise ValueError(f"unknown loss {loss!r}: expected huber or mse")
+        inside, outside, power = pal_constants(kappa, alpha)
+        per_sample = np.where(d < kappa, inside * (0.5 * d * d), outside * d**power)
+        return per_sample.mean(axis=1) / (np.maximum(d, kappa) ** alpha).mean(axis=1)
     return per_sample.mean(axis=1)
+
+
+def pal_constants(kappa: float, alpha: float) -> tuple[float, float, float]:
+    """PAL's per-sample loss's constants in float64: κ^α (inside), κ/(1+α) (outside), 1 + α (the power)."""
+    return kappa**alpha, kappa / (1.0 + alpha), 1.0 + alpha

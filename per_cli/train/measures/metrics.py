@@ -18,8 +18,11 @@ from collections import defaultdict
 import numba
 import numpy as np
 
+from per_cli.rl.engines.td import HUBER, LAP, LOSS_CODES, MSE, PAL
+from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import (
     pairwise_sum,
+    pal_constants,
     unweighted_td_loss,
 )
 
@@ -78,7 +81,7 @@ class RunningMeans:
         return means
 
 
-def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:
+def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> dict[str, np.ndarray]:
     """Per update (row) of the TD errors ``raw_td`` (U, B) and IS weights ``weights`` (U, B): |δ|'s mean, median,
     max and std, the unweighted TD loss (``iid.unweighted_td_loss``) and the weights' mean. One rule, by shape
     and dtype (:func:`exact_td`): C float32 rows of at most 128 (the batches of every shipped config) are
@@ -86,22 +89,25 @@ def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str,
     reductions; both are the same arithmetic (``tests/train/measures/test_metrics.py`` compares them)."""
     if exact_td(raw_td, weights, loss):
         ordered = np.sort(np.abs(raw_td), axis=1)  # numpy's sort: several times faster than a compiled one here
-        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, loss == "huber")
+        loss = TDLoss.of(loss)
+        constants = (LOSS_CODES[loss.name], loss.kappa, loss.alpha, *pal_constants(loss.kappa, loss.alpha))
+        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, *constants)
         return {"mean": mean, "median": median, "max": top, "std": std, "unweighted": unweighted,
                 "weight_mean": weight_mean}  # fmt: skip
     return _numpy_td_measures(raw_td, weights, loss)
 
 
-def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> bool:
+def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> bool:
     """Whether :func:`td_measures` computes these rows in its compiled pass (each row's values its own): C float32
     TD errors and weights of one shape (U, B), B <= 128 (:func:`~per_cli.train.measures.iid.pairwise_sum`'s
-    rows), and a known loss. A static rule: the shapes and dtypes decide, nothing measured at run time."""
+    rows), and a known loss (a :class:`~per_cli.rl.losses.TDLoss` or its name). A static rule: the shapes and
+    dtypes decide, nothing measured at run time."""
     exact = raw_td.ndim == 2 and raw_td.dtype == np.float32 and raw_td.flags.c_contiguous and raw_td.shape[1] <= 128
     exact = exact and weights.dtype == np.float32 and weights.flags.c_contiguous and weights.shape == raw_td.shape
-    return exact and loss in ("huber", "mse")
+    return exact and (isinstance(loss, TDLoss) or loss in LOSS_CODES)
 
 
-def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> dict[str, np.ndarray]:
+def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> dict[str, np.ndarray]:
     td = np.abs(raw_td)
     return {
         "mean": td.mean(axis=1),
@@ -114,17 +120,19 @@ def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: str) -> di
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
-def _td_kernel(raw_td, ordered, weights, huber):
+def _td_kernel(raw_td, ordered, weights, code, kappa, alpha, inside, outside, power):
     """``_numpy_td_measures`` for float32 (U, B), B <= 128, as numpy computes it: float32 rows summed pairwise
     (:func:`pairwise_sum`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
     the std from the float32 mean and squares, the median as the middle value or the float32 mean of the two
     middle ones of ``ordered`` (each row of |δ| sorted), NaN propagated; the unweighted loss in float64 from
-    float64(δ)."""
+    float64(δ), ``code`` the loss's (``td.LOSS_CODES``), with ``iid.unweighted_td_loss``'s arithmetic (``inside``,
+    ``outside``, ``power``: ``iid.pal_constants``; PAL's λ the row's mean of max(|δ|, κ)^α)."""
     u, b = raw_td.shape
     mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
     std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
     unweighted = np.empty(u, np.float64)
     td, squares, losses = np.empty(b, np.float32), np.empty(b, np.float32), np.empty(b, np.float64)
+    sizes = np.empty(b, np.float64)
     zero32 = np.float32(0.0)
     for k in range(u):
         nan = False
@@ -135,7 +143,15 @@ def _td_kernel(raw_td, ordered, weights, huber):
             nan = nan or np.isnan(value)
             largest = max(largest, value)
             d = abs(np.float64(raw_td[k, j]))
-            losses[j] = ((0.5 * d * d) if d < 1.0 else (d - 0.5)) if huber else d * d
+            if code == HUBER:
+                losses[j] = (0.5 * d * d) if d < 1.0 else (d - 0.5)
+            elif code == MSE:
+                losses[j] = d * d
+            elif code == LAP:
+                losses[j] = (0.5 * d * d) if d < kappa else kappa * d
+            else:
+                losses[j] = inside * (0.5 * d * d) if d < kappa else outside * d**power
+                sizes[j] = (kappa if d < kappa else d) ** alpha  # np.maximum: a NaN stays NaN
         m = np.float32(np.float64(pairwise_sum(td, b, zero32)) / b)
         mean[k] = m
         for j in range(b):
@@ -143,6 +159,8 @@ def _td_kernel(raw_td, ordered, weights, huber):
             squares[j] = x * x
         std[k] = np.sqrt(np.float32(np.float64(pairwise_sum(squares, b, zero32)) / b))
         unweighted[k] = pairwise_sum(losses, b, 0.0) / b
+        if code == PAL:
+            unweighted[k] = unweighted[k] / (pairwise_sum(sizes, b, 0.0) / b)
         weight_mean[k] = np.float32(np.float64(pairwise_sum(weights[k], b, zero32)) / b)
         if nan:
             top[k], median[k] = np.nan, np.nan

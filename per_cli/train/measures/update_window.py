@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from per_cli.rl.engines.cohort import stack  # np.stack of equal-shaped arrays, without its per-array cost
+from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import (
     MAX_RAW_FEATURES,
     diversity_from_variances,
@@ -57,13 +58,13 @@ class UpdateWindow:
         correlation_threshold: float | None,
         *,
         iid: bool = True,
-        loss: str = "huber",
+        loss: TDLoss | str = "huber",
         refresh_every: int = 100,
         seed: int = 0,
     ):
         self.threshold = correlation_threshold
         self.iid = iid
-        self.loss = loss
+        self.loss = TDLoss.of(loss)  # the run's loss (a name: with the default κ and α), for the unweighted loss
         self.refresh_every = refresh_every
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x11D]))
         self._ref_var: np.ndarray | None = None
@@ -97,7 +98,8 @@ class UpdateWindow:
         state = {
             "threshold": self.threshold,
             "iid": self.iid,
-            "loss": self.loss,
+            "loss": self.loss.name,
+            "loss_params": [self.loss.kappa, self.loss.alpha],
             "refresh_every": self.refresh_every,
             "rng": self._rng.bit_generator.state,
             "ref_var": self._ref_var,
@@ -114,7 +116,9 @@ class UpdateWindow:
     def from_state_dict(cls, state: dict) -> UpdateWindow:
         """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
         held and the reference and generator as they were, so its pops are the saved window's."""
-        window = cls(state["threshold"], iid=state["iid"], loss=state["loss"], refresh_every=state["refresh_every"])
+        # (a state saved before LAP and PAL has no loss_params: its huber or mse loss does not use them)
+        loss = TDLoss(state["loss"], *state.get("loss_params", ()))
+        window = cls(state["threshold"], iid=state["iid"], loss=loss, refresh_every=state["refresh_every"])
         rng = state["rng"]
         window._rng = np.random.Generator(getattr(np.random, rng["bit_generator"])())
         window._rng.bit_generator.state = rng
@@ -128,6 +132,7 @@ class UpdateWindow:
 
     def __setstate__(self, state: dict) -> None:  # a window pickled before measured updates existed: all raw
         self.__dict__.update(state)
+        self.loss = TDLoss.of(self.loss)  # (format 2 pickled the loss's name)
         if "_rows" not in state:
             self._init_measured()
             self._rows.extend([None] * len(self._td))

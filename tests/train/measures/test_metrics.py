@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from per_cli.rl.losses import TDLoss
 from per_cli.train.measures import metrics
 from per_cli.train.measures.metrics import (
     RunningMeans,
@@ -216,10 +217,17 @@ def _assert_measures_close(got: dict, want: dict) -> None:
         np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=0, equal_nan=True, err_msg=key)
 
 
-@pytest.mark.parametrize("loss", ["huber", "mse"])
+# every loss the unweighted TD loss is logged for: agent.loss's by name, LAP's and PAL's with κ across the TD
+# errors' 8 orders of magnitude (the authors' 0.01, and 1), α 0.6 and others
+TD_LOSSES = ["huber", "mse", TDLoss("lap"), TDLoss("lap", 1.0, 0.6), TDLoss("pal"), TDLoss("pal", 1.0, 0.3),
+             TDLoss("pal", 0.5, 0.0)]  # fmt: skip
+
+
+@pytest.mark.parametrize("loss", TD_LOSSES, ids=str)
 def test_the_compiled_td_measures_are_numpys(loss):
     """The compiled pass (float32 rows up to 128) gives numpy's reductions, to float rounding: zeros, ties, NaN,
-    values over 8 orders of magnitude; longer rows (129) are numpy's own, by the shape rule."""
+    values over 8 orders of magnitude; longer rows (129) are numpy's own, by the shape rule. For PAL the
+    unweighted loss is divided by its row's λ in both."""
     rng = np.random.default_rng(4)
     for u, b in ((1, 1), (3, 8), (20, 64), (7, 100), (2, 128), (3, 129)):
         raw = (rng.normal(size=(u, b)) * 10.0 ** rng.uniform(-4, 4, size=(u, b))).astype(np.float32)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.update_measures import measure_rows
 from per_cli.train.measures.update_window import UpdateWindow
 from tests.train.measures.test_update_window import _memory
@@ -27,7 +28,10 @@ def _draws(memory, steps: int, members: int, batch: int, seed: int):
         yield stacked, td, losses, q_means
 
 
-@pytest.mark.parametrize("threshold, iid, loss", [(0.8, True, "huber"), (None, True, "mse"), (0.5, False, "huber")])
+@pytest.mark.parametrize(
+    "threshold, iid, loss",
+    [(0.8, True, "huber"), (None, True, "mse"), (0.5, False, "huber"), (None, False, TDLoss("pal", 0.1, 0.6))],
+)
 def test_measured_updates_pop_as_the_raw_ones_bit_for_bit(threshold, iid, loss):
     memory = _memory((4,), episode_length=7)
     members, held = 5, memory.episodes_held()
@@ -67,6 +71,8 @@ def test_arrays_the_kernels_do_not_serve_are_left_to_the_windows():
     assert measure_rows(windows, np.zeros((2, 200), np.float32), *args) is None  # too long a batch
     other = [windows[0], UpdateWindow(0.5, seed=1)]
     assert measure_rows(other, td, *args) is None  # windows measuring differently
+    pals = [UpdateWindow(0.8, loss=TDLoss("pal", kappa, 0.6), seed=k) for k, kappa in enumerate((0.1, 0.2))]
+    assert measure_rows(pals, td, *args) is None  # their unweighted losses differ
     rows = measure_rows([UpdateWindow(0.8, seed=k) for k in range(2)], td, s["weights"], s["ages"],
                         s["obs"].astype(np.float64), s["episodes"], args[4], losses, q_means)  # fmt: skip
     assert rows is not None and rows[0][1] is None  # no feature variances: pop measures the states

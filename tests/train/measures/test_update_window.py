@@ -18,6 +18,7 @@ import torch
 from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
 from per_cli.rl.agent import DQNAgent
+from per_cli.rl.losses import TDLoss
 from per_cli.train.checkpoints.unpickling import unpickle_bytes
 from per_cli.train.measures import metrics, update_window
 from per_cli.train.measures.iid import (
@@ -58,10 +59,14 @@ def _updates(memory, n: int, batch: int, seed: int = 0):
         yield b, r
 
 
-def _expected_row(b, r, loss: str, ref_var: np.ndarray, held: int) -> dict[str, float]:
+def _expected_row(b, r, loss: str | TDLoss, ref_var: np.ndarray, held: int) -> dict[str, float]:
     """One update's scalars computed on their own, by the definitions."""
     td = np.abs(r.td_errors.astype(np.float64))
-    per_sample = np.where(td < 1, 0.5 * td**2, td - 0.5) if loss == "huber" else td**2
+    if isinstance(loss, TDLoss):  # PAL (κ, α), over its batch's λ
+        k, a = loss.kappa, loss.alpha
+        per_sample = np.where(td < k, k**a * td**2 / 2, k * td ** (1 + a) / (1 + a)) / np.mean(np.maximum(td, k) ** a)
+    else:
+        per_sample = np.where(td < 1, 0.5 * td**2, td - 0.5) if loss == "huber" else td**2
     return {
         "td_error/mean": td.mean(),
         "td_error/median": np.median(td),
@@ -78,7 +83,7 @@ def _expected_row(b, r, loss: str, ref_var: np.ndarray, held: int) -> dict[str, 
     }
 
 
-@pytest.mark.parametrize("obs_shape, loss", [((4,), "huber"), ((2, 9, 9), "mse")])
+@pytest.mark.parametrize("obs_shape, loss", [((4,), "huber"), ((2, 9, 9), "mse"), ((4,), TDLoss("pal", 1.0, 0.6))])
 def test_window_values_equal_a_per_update_loop(obs_shape, loss):
     memory = _memory(obs_shape)
     window = UpdateWindow(correlation_threshold=0.8, loss=loss, seed=7)
@@ -169,20 +174,24 @@ def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
         UpdateWindow(correlation_threshold=None).add(b, r)
 
 
-@pytest.mark.parametrize("loss", ["huber", "mse"])
-def test_unweighted_loss_is_the_agents_loss_without_weights(loss):
+@pytest.mark.parametrize("loss", ["huber", "mse", TDLoss("lap", 1.0, 0.6), TDLoss("pal", 1.0, 0.6)], ids=str)
+@pytest.mark.parametrize("engine", ["torch", "numba"])
+def test_unweighted_loss_is_the_agents_loss_without_weights(loss, engine):
     """On the live path: for a batch with IS weights of 1 the agent's own loss equals the window's unweighted
-    loss of the agent's δ; with weights it is their weighted mean, and the unweighted one does not move."""
+    loss of the agent's δ (for PAL both over the batch's λ); with weights it is their weighted mean, and the
+    unweighted one does not move. (κ 1: TD errors on both sides of it.)"""
     memory = _memory((4,))
-    agent_cfg = dataclasses.replace(Config().agent, loss=loss, hidden_sizes=(16,))
+    td_loss = TDLoss.of(loss)
+    plain = "huber" if td_loss.name in ("lap", "pal") else td_loss.name
+    agent_cfg = dataclasses.replace(Config().agent, loss=plain, hidden_sizes=(16,), engine=engine)
     batch = memory.sample(16)
     batch.rewards = batch.rewards * 3  # TD errors on both sides of the Huber kink
     values = {}
     for name, weights in (("ones", np.ones(16, np.float32)), ("weighted", np.linspace(0.01, 1, 16, dtype=np.float32))):
         torch.manual_seed(0)
-        agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"))
+        agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"), td_loss)
         result = agent.learn(dataclasses.replace(batch, weights=weights))
-        window = UpdateWindow(correlation_threshold=None, iid=False, loss=loss)
+        window = UpdateWindow(correlation_threshold=None, iid=False, loss=td_loss)
         window.add(dataclasses.replace(batch, weights=weights), result)
         values[name] = (result.loss, window.pop()["losses/td_loss_unweighted"][0])
     assert values["ones"][1] == pytest.approx(values["ones"][0], rel=1e-5)
@@ -286,5 +295,28 @@ def test_a_window_state_dict_is_plain_data():
     assert {type(v) for v in state.values()} <= {bool, int, str, dict, list, type(None)}
     assert type(state["rng"]) is dict and state["rng"]["bit_generator"] == "PCG64"
     rebuilt = UpdateWindow.from_state_dict(state)
-    assert (rebuilt.threshold, rebuilt.iid, rebuilt.loss, rebuilt.refresh_every) == (None, False, "mse", 3)
+    assert (rebuilt.threshold, rebuilt.iid, rebuilt.loss, rebuilt.refresh_every) == (None, False, TDLoss("mse"), 3)
     assert len(rebuilt.pop()["td_error/mean"]) == 2
+
+
+def test_a_window_keeps_its_losss_kappa_and_alpha_through_its_state_dict():
+    """PAL's κ and α are part of the window's state (its unweighted loss depends on them); a state saved before
+    they existed (a huber or mse window) rebuilds with the defaults, which those losses do not use."""
+    memory = _memory((4,))
+    updates = list(_updates(memory, 3, 8))
+    window = UpdateWindow(None, iid=False, loss=TDLoss("pal", 0.3, 0.4), seed=1)
+    for b, r in updates:
+        window.add(b, r)
+    state = window.state_dict()
+    assert (state["loss"], state["loss_params"]) == ("pal", [0.3, 0.4])
+    rebuilt = UpdateWindow.from_state_dict(state)
+    assert rebuilt.loss == TDLoss("pal", 0.3, 0.4)
+    want = window.pop()["losses/td_loss_unweighted"]
+    assert rebuilt.pop()["losses/td_loss_unweighted"].tobytes() == want.tobytes()
+    other = UpdateWindow(None, iid=False, loss=TDLoss("pal", 0.3, 0.5), seed=1)
+    for b, r in updates:
+        other.add(b, r)
+    assert not np.array_equal(other.pop()["losses/td_loss_unweighted"], want)
+    old = UpdateWindow(None, iid=False, loss="mse").state_dict()
+    del old["loss_params"]
+    assert UpdateWindow.from_state_dict(old).loss == TDLoss("mse")
