@@ -10,7 +10,9 @@ paired blocks' ratios). The knobs measured so far (issue 34's target: <= 1.2x):
 * ``replay.chunk`` 8 on ``uniform``, ``prioritized`` and ``rank``: B / 8 run starts drawn by the kind's rule,
   then expanded to runs of 8 (``samplers/base.draw_batches``);
 * ``replay.is_weights`` ``batch_mean`` and ``off`` on ``prioritized`` (the paper's ``memory_max`` is the
-  baseline, which applies nothing).
+  baseline, which applies nothing);
+* ``replay.n_step`` 3 on ``uniform`` and ``prioritized`` (the returns summed at the draw; target <= 1.5x);
+* kind ``lap`` against ``prioritized`` (its loss is the update's, not in this cycle; ``pal`` draws as ``uniform``).
 
 The network update is not in the cycle: this is the knob's own cost, the strictest ratio (a whole learning step
 of the seed001 protocol adds the ~15 µs update to every variant alike).
@@ -40,8 +42,11 @@ from per_cli.rl.is_weights import apply_rule  # noqa: E402
 VARIANTS = [  # (name, kind, extra settings, IS rule, its baseline)
     ("uniform", "uniform", [], "memory_max", None),
     ("uniform chunk 8", "uniform", ["replay.chunk=8"], "memory_max", "uniform"),
+    ("uniform n_step 3", "uniform", ["replay.n_step=3"], "memory_max", "uniform"),
     ("prioritized", "prioritized", [], "memory_max", None),
     ("prioritized chunk 8", "prioritized", ["replay.chunk=8"], "memory_max", "prioritized"),
+    ("prioritized n_step 3", "prioritized", ["replay.n_step=3"], "memory_max", "prioritized"),
+    ("lap", "lap", [], "memory_max", "prioritized"),
     ("prioritized is_weights batch_mean", "prioritized", [], "batch_mean", "prioritized"),
     ("prioritized is_weights off", "prioritized", [], "off", "prioritized"),
     ("rank", "rank", [], "memory_max", None),

@@ -39,6 +39,8 @@ ADDED_LATER: dict[str, Any] = {
     "replay.beta_increment": None,
     "replay.is_weights": "memory_max",
     "replay.chunk": 1,
+    "replay.min_priority": 0.01,
+    "replay.n_step": 1,
     "plugins": (),  # (flattened: lists are tuples)
 }
 PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts

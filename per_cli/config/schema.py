@@ -84,7 +84,9 @@ class AgentConfig:
 
 # (alpha, beta0) of each prioritized kind when the config leaves them out: the paper's Atari values
 # (Schaul et al. 2016, Table 3); other kinds ignore them (their IS weights are ones)
-PRIORITY_DEFAULTS: dict[str, tuple[float, float]] = {"prioritized": (0.6, 0.4), "rank": (0.7, 0.5)}
+PRIORITY_DEFAULTS: dict[str, tuple[float, float]] = {
+    "prioritized": (0.6, 0.4), "rank": (0.7, 0.5), "lap": (0.6, 0.4), "pal": (0.6, 0.4),
+}  # fmt: skip  (lap, pal: the authors' discrete α; β unused: no IS weights)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,9 @@ class ReplayConfig:
     # weight 1: α changes which transitions are seen, not the step size); off, all ones (no correction)
     is_weights: Literal["memory_max", "batch_max", "batch_mean", "off"] = "memory_max"
     priority_eps: float = field(default=1e-6, metadata=_bounds(0.0))
+    # lap and pal (Fujimoto et al. 2020): κ, the TD error below which priorities stop falling (max(|δ|, κ)^α) and
+    # their losses turn quadratic; the authors' discrete default
+    min_priority: float = field(default=1e-2, metadata=_bounds(0.0, lo_open=True))
     initial_priority: Literal["max", "td_error"] = "max"
     # rank: exact re-sort of the heap every this many priority updates (calls); null: once per `capacity`
     # updated priorities (about one pass over the memory)
@@ -116,6 +121,9 @@ class ReplayConfig:
     # kind's own rule among the starts whose run fits inside the held (and windowed) transitions: correlation at
     # the kind's age (uniform, prioritized, rank); 1: each transition drawn on its own
     chunk: int = field(default=1, metadata=_bounds(1))
+    # n-step returns: each sampled transition's target sums up to n discounted rewards of its episode before
+    # bootstrapping with γ^k (computed at sampling from the stored one-step transitions: every storage, every kind)
+    n_step: int = field(default=1, metadata=_bounds(1, 1000))
     # goal relabelling (Hindsight Experience Replay, per_cli/replay/writers/hindsight.py) over the sampler of
     # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
     her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
@@ -163,6 +171,11 @@ class ReplayConfig:
                 "replay.beta_increment: β rises per sampled batch, so replay.beta_end_step (the linear anneal's end) "
                 "has no meaning; set one of them to null"
             )
+        if self.n_step > 1 and self.her_strategy != "off":
+            raise ConfigError(
+                "replay.n_step: hindsight relabelling stores relabelled copies after their episode, so the n steps "
+                "after one are not its episode's; use replay.n_step: 1 with replay.her_strategy"
+            )
         if self.her_strategy != "off" and self.initial_priority == "td_error":
             raise ConfigError(
                 "replay.initial_priority: td_error does not work with replay.her_strategy (transitions are stored "
@@ -178,6 +191,11 @@ class TrainConfig:
     learning_starts: int = field(default=1_000, metadata=_bounds(0))
     train_freq: int = field(default=1, metadata=_bounds(1))
     gradient_steps: int = field(default=1, metadata=_bounds(1))
+    # Fedus et al. (2020)'s replay ratio, gradient updates per env transition, = gradient_steps / train_freq: a
+    # ratio r >= 1 (an integer) is gradient_steps r every step, r < 1 (1/r an integer) one update every 1/r steps;
+    # when set it decides train_freq and gradient_steps (whatever they say), at load (dumps show all three), so a
+    # sweep can name the ratio over any base config; null: those two as given
+    replay_ratio: float | None = field(default=None, metadata=_bounds(0.0, lo_open=True))
     eps_start: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
     eps_end: float = field(default=0.05, metadata=_bounds(0.0, 1.0))
     eps_fraction: float = field(default=0.1, metadata=_bounds(0.0, 1.0))
@@ -188,6 +206,28 @@ class TrainConfig:
     eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
     checkpoint_every: int = field(default=0, metadata=_bounds(0))
     save_replay: bool = False
+
+    def __post_init__(self) -> None:
+        if self.replay_ratio is not None:  # (it wins over a base config's train_freq: a sweep names the ratio)
+            freq, steps = replay_schedule(self.replay_ratio)
+            object.__setattr__(self, "train_freq", freq)
+            object.__setattr__(self, "gradient_steps", steps)
+
+
+def replay_schedule(ratio: float) -> tuple[int, int]:
+    """(train_freq, gradient_steps) of a replay ratio: (1, r) for an integer r >= 1, (1/r, 1) where 1/r is an
+    integer; anything else is a ConfigError naming the nearest ratios that are."""
+    from per_cli.errors import ConfigError
+
+    if ratio >= 1 and abs(ratio - round(ratio)) < 1e-9:
+        return 1, round(ratio)
+    if ratio < 1 and abs(1 / ratio - round(1 / ratio)) < 1e-6 * (1 / ratio):
+        return round(1 / ratio), 1
+    near = sorted({1 / max(round(1 / ratio), 1), float(max(round(ratio), 1))}, key=lambda r: abs(r - ratio))
+    raise ConfigError(
+        f"train.replay_ratio: {ratio} is neither an integer nor 1/integer (updates per env step = gradient_steps / "
+        f"train_freq); use e.g. {near[0]:g}, or set train.train_freq and train.gradient_steps"
+    )
 
 
 @dataclass(frozen=True)

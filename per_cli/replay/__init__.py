@@ -15,6 +15,7 @@ from per_cli.plugins import load_plugins
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers import (
     CombinedSampler,
+    LAPSampler,
     PrioritizedSampler,
     RankSampler,
     RecentSampler,
@@ -34,6 +35,10 @@ REPLAY_KINDS: dict[str, SamplerFactory] = {
     "combined": lambda cfg, storage, rng: CombinedSampler(storage, rng, cfg.window),
     "prioritized": lambda cfg, storage, rng: PrioritizedSampler(storage, rng, cfg.alpha, cfg.priority_eps, cfg.window),
     "rank": lambda cfg, storage, rng: RankSampler(storage, rng, cfg.alpha, cfg.rank_resort_period, cfg.window),
+    # Fujimoto et al. 2020: LAP's priorities without IS weights, PAL's uniform draws; each with its own loss
+    # (the agent's loss follows the kind: per_cli/rl/losses.py)
+    "lap": lambda cfg, storage, rng: LAPSampler(storage, rng, cfg.alpha, cfg.min_priority, cfg.window),
+    "pal": lambda cfg, storage, rng: UniformSampler(storage, rng, cfg.window),
 }
 
 SAMPLER_CLASSES: dict[str, type[Sampler]] = {
@@ -42,6 +47,8 @@ SAMPLER_CLASSES: dict[str, type[Sampler]] = {
     "combined": CombinedSampler,
     "prioritized": PrioritizedSampler,
     "rank": RankSampler,
+    "lap": LAPSampler,
+    "pal": UniformSampler,
 }
 
 
@@ -101,7 +108,7 @@ def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int,
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
     sampler = REPLAY_KINDS[cfg.replay.kind](cfg.replay, storage, rng)
     sampler.chunk = cfg.replay.chunk  # (before its draw's lists are built: they carry chunk - 1)
-    return ReplayMemory(storage, sampler, make_writer(cfg, storage, env, seed))
+    return ReplayMemory(storage, sampler, make_writer(cfg, storage, env, seed), cfg.replay.n_step, cfg.agent.gamma)
 
 
 __all__ = [

@@ -28,6 +28,7 @@ from per_cli.replay.storage.ring import (
     gather_members,
     latest_slots_members,
     member_axis,
+    nstep_members,
     store_members,
 )
 from per_cli.replay.writers.base import Writer
@@ -120,6 +121,7 @@ class CohortSampling:
         self._columns = tuple(member_axis(list(column)) for column in columns)
         self._width = memories[0].storage.obs.shape[1]
         self._chunk = memories[0].sampler.chunk  # (a cohort's members share their config)
+        self._n_step, self._gamma = memories[0].n_step, memories[0].gamma
         self.storable = all(type(m.writer) is Writer for m in memories)  # (store: what a plain writer's add does)
         self.failed: dict[int, tuple[int, float]] = {}
 
@@ -139,7 +141,7 @@ class CohortSampling:
         members = np.asarray(which, dtype=np.int64)
         out = batch_arrays(len(which), 1, np.float32, (self._width,))
         slots = latest_slots_members(self._columns[8], members).reshape(-1, 1)
-        gather_members(members, slots, *self._columns, *out)
+        gather_members(members, slots, slots, *self._columns, *out)
         return out[:6]
 
     def episodes_held(self, which: Sequence[int]) -> np.ndarray:
@@ -155,7 +157,14 @@ class CohortSampling:
         out = batch_arrays(n, batch_size, np.float32, (self._width,))
         slots = np.zeros((n, batch_size), dtype=np.int64)  # (a failed member's row gathers slot 0: harmless)
         status = draw_batches(self.kind, self._lists, members, betas, slots, out[6], self._chunk)
-        gather_members(members, slots, *self._columns, *out)
+        if self._n_step > 1:  # n-step returns, as ReplayMemory._batch makes them
+            rewards, terminated, last = (np.empty(slots.shape, dtype=t) for t in (np.float32, np.float32, np.int64))
+            columns = (self._columns[2], self._columns[4], self._columns[5], self._columns[6], self._columns[8])
+            nstep_members(members, slots, self._n_step, self._gamma, *columns, rewards, terminated, last)
+            gather_members(members, slots, last, *self._columns, *out)
+            out[2][...], out[4][...] = rewards, terminated
+        else:
+            gather_members(members, slots, slots, *self._columns, *out)
         batches: list = [None] * n
         self.failed = {}
         for k in range(n):

@@ -28,10 +28,14 @@ class ReplayMemory:
     """``storage`` holds transitions, ``sampler`` picks batches, ``writer`` decides what ``add`` stores (each
     transition as it comes by default; hindsight relabelling stores episodes with relabelled copies)."""
 
-    def __init__(self, storage: TransitionStorage, sampler: Sampler, writer: Writer | None = None):
+    def __init__(
+        self, storage: TransitionStorage, sampler: Sampler, writer: Writer | None = None, n_step: int = 1,
+        gamma: float = 0.99,
+    ):  # fmt: skip
         self.storage = storage
         self.sampler = sampler
         self.writer = writer if writer is not None else Writer()
+        self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
@@ -72,7 +76,7 @@ class ReplayMemory:
         return self._batch(slots, weights)
 
     def latest(self) -> Batch:
-        """The transition added last, as a batch of one."""
+        """The transition added last, as a batch of one (its n-step return is its own: nothing newer is stored)."""
         return self._batch(np.array([self.storage.latest_slot]), np.ones(1, dtype=np.float32))
 
     def latest_ids(self) -> np.ndarray:
@@ -86,8 +90,13 @@ class ReplayMemory:
 
     def _batch(self, slots: np.ndarray, weights: np.ndarray) -> Batch:
         ids = self.storage.ids[slots]
+        if self.n_step > 1:  # the stored one-step transitions summed into n-step ones (ring.nstep_members)
+            rewards, terminated, last = self.storage.nstep(slots, self.n_step, self.gamma)
+            fields = {**self.storage.gather(slots, last), "rewards": rewards, "terminated": terminated}
+        else:
+            fields = self.storage.gather(slots)
         return Batch(
-            **self.storage.gather(slots),
+            **fields,
             indices=ids,
             weights=weights,
             ages=self.storage.added - 1 - ids,

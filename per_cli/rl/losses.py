@@ -51,9 +51,8 @@ def loss_name(cfg: Any) -> str:
 
 def loss_params(cfg: Any) -> tuple[float, float]:
     """(κ, α) of a run of ``cfg``: ``replay.min_priority`` and ``replay.alpha`` (only LAP and PAL use them)."""
-    kappa = getattr(cfg.replay, "min_priority", DEFAULT_KAPPA)
     alpha = cfg.replay.alpha
-    return float(DEFAULT_KAPPA if kappa is None else kappa), float(DEFAULT_ALPHA if alpha is None else alpha)
+    return float(cfg.replay.min_priority), float(DEFAULT_ALPHA if alpha is None else alpha)
 
 
 @dataclass(frozen=True)

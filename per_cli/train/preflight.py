@@ -46,6 +46,11 @@ def notes(cfg: Config) -> list[str]:
     found = []
     if cfg.replay.batch_size < 2 and cfg.metrics.iid:
         found.append("replay.batch_size is 1: a batch of one has no diversity, so state_diversity stays blank")
+    if cfg.replay.kind in ("lap", "pal") and cfg.agent.loss != "huber":
+        found.append(
+            f"replay.kind {cfg.replay.kind} trains with its own loss (Fujimoto et al. 2020, at replay.min_priority "
+            f"{cfg.replay.min_priority}); agent.loss {cfg.agent.loss} is not used"
+        )
     if not cfg.agent.hidden_sizes:
         found.append("agent.hidden_sizes is []: the Q-network is linear (no hidden layer); give e.g. [64] for one")
     return found

@@ -7,8 +7,6 @@ gave, frame by frame: never two episodes in one stack, zero padding at an episod
 
 from __future__ import annotations
 
-import types
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -186,8 +184,10 @@ def test_next_obs_must_be_the_shifted_stack():
 
 
 def _cfg(**replay):
-    base = {"alpha": 0.6, "priority_eps": 1e-6, "rank_resort_period": 50, "window": None}
-    return types.SimpleNamespace(**{**base, **replay})
+    """The replay config the kinds' factories read (a real one: every registered kind finds its keys)."""
+    from per_cli.config import load_config
+
+    return load_config(None, ["replay.rank_resort_period=50", *(f"replay.{k}={v}" for k, v in replay.items())]).replay
 
 
 SAMPLER_KINDS = sorted(REPLAY_KINDS)

@@ -11,6 +11,8 @@ cohort over its members, so a member's batches do not depend on the cohort it is
 | `combined`    | `CombinedSampler`    | the latest transition + B-1 uniform w/o replacement  | ones              |
 | `prioritized` | `PrioritizedSampler` | P(i) ∝ p_i^α, p = abs(δ) + ε; stratified (sum tree)  | (p_i / p_min)^-β  |
 | `rank`        | `RankSampler`        | P(i) ∝ rank(i)^-α by abs(δ); stratified (heap)       | (rank_i / N)^(αβ) |
+| `lap`         | `LAPSampler`         | P(i) ∝ max(abs(δ), κ)^α; stratified (sum tree)       | ones (LAP's loss) |
+| `pal`         | `UniformSampler`     | uniform without replacement (PAL's loss)             | ones              |
 
 The storage contract
 --------------------
@@ -44,13 +46,14 @@ Priorities and IS weights (Schaul et al. 2016)
   the tree itself at small batches).
 
 Modules: ``base.py`` (the ``Sampler`` base class with no-op hooks, the ``Storage`` protocol), ``recent.py``,
-``uniform.py``, ``combined.py``, ``prioritized.py``, ``rank.py``.
+``uniform.py``, ``combined.py``, ``prioritized.py``, ``rank.py``, ``lap.py``.
 """
 
 from __future__ import annotations
 
 from per_cli.replay.samplers.base import Sampler, Storage
 from per_cli.replay.samplers.combined import CombinedSampler
+from per_cli.replay.samplers.lap import LAPSampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
 from per_cli.replay.samplers.rank import RankSampler
 from per_cli.replay.samplers.recent import RecentSampler
@@ -58,6 +61,7 @@ from per_cli.replay.samplers.uniform import UniformSampler
 
 __all__ = [
     "CombinedSampler",
+    "LAPSampler",
     "PrioritizedSampler",
     "RankSampler",
     "RecentSampler",

@@ -69,6 +69,15 @@ def window_of(counters, row):
 
 
 @numba.njit(cache=True, nogil=True)
+def strata_uniforms(generator, counters, row, uniforms):
+    """The prioritized kinds' draw preamble: one uniform per stratum from the member's ``generator`` into
+    ``uniforms``, then the member's (first slot, width) of :func:`window_of`."""
+    for j in range(uniforms.shape[0]):
+        uniforms[j] = generator.random()
+    return window_of(counters, row)
+
+
+@numba.njit(cache=True, nogil=True)
 def expand_runs(counters, which, starts, start_weights, chunk, slots, weights):
     """Row k of ``slots``: the runs of ``chunk`` consecutive slots from each of member ``which[k]``'s ``starts[k]``
     (its ring's slots, in order), each transition with its run's weight."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, window_of
+from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import CAPACITY, member_axis
 from per_cli.replay.structures.sum_tree import (
     MAX,
@@ -28,10 +28,8 @@ def draw_prioritized(generators, counters, windows, trees, offsets, which, betas
     uniforms = np.empty(batch, dtype=np.float64)
     for k in range(which.shape[0]):
         i = which[k]
-        generator, c = generators[i], counters[i]
-        for j in range(batch):
-            uniforms[j] = generator.random()
-        lo, width = window_of(c, windows[i])
+        c = counters[i]
+        lo, width = strata_uniforms(generators[i], c, windows[i], uniforms)
         if width < 0:
             status[k] = FAILED
             continue
@@ -64,13 +62,15 @@ def enter_members(trees, offsets, which, slots):
 
 
 @numba.njit(cache=True, nogil=True)
-def update_members(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha):
+def update_members(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha, floor):
     """For k in range(len(which)): member ``which[k]``'s ``update_current`` with ids ``ids[k]`` and TD errors
     ``td_errors[k]``. Returns its result per k (False: a non-finite TD error, that member's tree unchanged)."""
     finite = np.empty(which.shape[0], dtype=np.bool_)
     for k in range(which.shape[0]):
         i = which[k]
-        finite[k] = update_current(trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha)
+        finite[k] = update_current(
+            trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha, floor
+        )  # fmt: skip
     return finite
 
 
@@ -88,6 +88,7 @@ class PrioritizedSampler(Sampler):
 
     takes_chunks = True
     draw_members = staticmethod(draw_prioritized)
+    floor = 0.0  # priorities are (max(|δ|, floor) + eps) ** alpha: PER's floor is 0 (LAP's: κ)
 
     def __init__(
         self,
@@ -125,9 +126,9 @@ class PrioritizedSampler(Sampler):
     @classmethod
     def update_members(cls, lists, samplers, which, ids, td_errors) -> np.ndarray | None:
         first = samplers[0]
-        if any((s.eps, s.alpha) != (first.eps, first.alpha) for s in samplers):
+        if any((s.eps, s.alpha, s.floor) != (first.eps, first.alpha, first.floor) for s in samplers):
             return None
-        return update_members(*lists, which, ids, td_errors, first.eps, first.alpha)
+        return update_members(*lists, which, ids, td_errors, first.eps, first.alpha, first.floor)
 
     def on_add(self, slot: int) -> None:
         sampleable = self.storage.filled_slots_sampleable or bool(self.storage.sampleable(np.array([slot]))[0])
@@ -154,12 +155,14 @@ class PrioritizedSampler(Sampler):
         super().raise_failed(status, batch_size, beta)
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
-        update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha)
+        update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha, self.floor)
 
     def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
         """The memory's fast path: stale-id filter, finiteness check and ``update`` in one compiled call
         (``stored_ids[slot]`` is the id each slot holds). False, changing nothing, on a non-finite TD error."""
-        return update_current(self._tree, self._offsets, self._mark, ids, td_errors, stored_ids, self.eps, self.alpha)
+        return update_current(
+            self._tree, self._offsets, self._mark, ids, td_errors, stored_ids, self.eps, self.alpha, self.floor
+        )  # fmt: skip
 
     def probabilities(self) -> np.ndarray:
         """P(i) of every slot (for tests and analysis)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, window_of
+from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
 from per_cli.replay.structures.rank_heap import (
     heap_add,
@@ -48,10 +48,8 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
         if n == 0:
             status[k] = FAILED
             continue
-        generator, c = generators[i], counters[i]
-        for j in range(batch):
-            uniforms[j] = generator.random()
-        lo, width = window_of(c, windows[i])
+        c = counters[i]
+        lo, width = strata_uniforms(generators[i], c, windows[i], uniforms)
         if width < 0:
             status[k] = FAILED
             continue

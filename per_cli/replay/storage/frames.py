@@ -183,8 +183,10 @@ class FrameStackStorage(RingBookkeeping):
             frames[padding] = 0
         return frames[:, :-1], frames[:, 1:]
 
-    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+    def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
         obs, next_obs = self.stacks(slots)
+        if next_slots is not None:  # (n-step returns: the next state of the look-ahead's last transition)
+            next_obs = self.stacks(next_slots)[1]
         return {
             "obs": obs,
             "actions": self.actions[slots].astype(np.int64),
@@ -197,17 +199,9 @@ class FrameStackStorage(RingBookkeeping):
     # checkpoints
 
     _ARRAYS = (
-        "frames",
-        "frame_gid",
-        "hist",
-        "actions",
-        "rewards",
-        "terminated",
-        "truncated",
-        "ids",
-        "episode_ids",
+        "frames", "frame_gid", "hist", "actions", "rewards", "terminated", "truncated", "ids", "episode_ids",
         "_last_next",
-    )
+    )  # fmt: skip
     _SCALARS = ("cursor", "size", "added", "episodes_ended", "frames_written", "first_sampleable_id", "_episode_open")
 
     def state_dict(self) -> dict:

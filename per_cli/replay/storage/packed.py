@@ -63,8 +63,8 @@ class PackedTransitionStorage(TransitionStorage):
     def observations(self, slots: np.ndarray) -> np.ndarray:
         return self._unpack(super().observations(slots))
 
-    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
-        batch = super().gather(slots)
+    def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        batch = super().gather(slots, next_slots)
         batch["obs"] = self._unpack(batch["obs"])
         batch["next_obs"] = self._unpack(batch["next_obs"])
         return batch

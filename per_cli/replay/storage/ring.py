@@ -112,6 +112,16 @@ class RingBookkeeping:
         """Distinct episodes among the sampleable transitions (:func:`episodes_held_members`)."""
         return int(episodes_held_members(self.counters[None], self.episode_ids[None], ONE)[0])
 
+    def nstep(self, slots: np.ndarray, n: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rewards, terminated, last slots) of the n-step returns from ``slots`` (:func:`nstep_members` over
+        this storage alone)."""
+        slots = np.asarray(slots, dtype=np.int64).reshape(1, -1)
+        rewards, terminated = np.empty(slots.shape, dtype=np.float32), np.empty(slots.shape, dtype=np.float32)
+        last = np.empty(slots.shape, dtype=np.int64)
+        columns = (self.rewards, self.terminated, self.truncated, self.ids, self.counters)
+        nstep_members(ONE, slots, n, gamma, *(c[None] for c in columns), rewards, terminated, last)
+        return rewards[0], terminated[0], last[0]
+
     def observations(self, slots: np.ndarray) -> np.ndarray:
         """The ``obs`` of the transitions in ``slots`` (a storage may override with a cheaper gather)."""
         return self.gather(slots)["obs"]
@@ -190,32 +200,23 @@ class TransitionStorage(RingBookkeeping):
         """Which slots hold a complete transition (all filled slots, here)."""
         return self.ids[slots] >= 0
 
-    def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+    def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The transitions in ``slots`` as arrays (``obs``, ``actions``, ``rewards``, ``next_obs``,
-        ``terminated``): :func:`gather_members` over this storage alone."""
+        ``terminated``; the next states those of ``next_slots`` where given): :func:`gather_members` over this
+        storage alone."""
         slots = np.asarray(slots, dtype=np.int64).reshape(1, -1)
         out = batch_arrays(1, slots.shape[1], self.obs.dtype, self.row_shape)
-        gather_members(ONE, slots, *self.own, *out)
+        next_slots = slots if next_slots is None else np.asarray(next_slots, dtype=np.int64).reshape(1, -1)
+        gather_members(ONE, slots, next_slots, *self.own, *out)
         return {name: array[0] for name, array in zip(_GATHERED, out[:5], strict=False)}
 
+    _STATE = (
+        "obs", "next_obs", "actions", "rewards", "terminated", "truncated", "ids", "episode_ids", "cursor", "size",
+        "added", "episodes_ended",
+    )  # fmt: skip
+
     def state_dict(self) -> dict:
-        return {
-            k: getattr(self, k)
-            for k in (
-                "obs",
-                "next_obs",
-                "actions",
-                "rewards",
-                "terminated",
-                "truncated",
-                "ids",
-                "episode_ids",
-                "cursor",
-                "size",
-                "added",
-                "episodes_ended",
-            )
-        }
+        return {k: getattr(self, k) for k in self._STATE}
 
     def load_state_dict(self, state: dict) -> None:
         # checkpoints written before episode ids existed: every transition counts as one episode
@@ -272,11 +273,12 @@ def store_members(
 
 @numba.njit(cache=True, nogil=True)
 def gather_members(
-    which, slots, obs, actions, rewards, next_obs, terminated, truncated, ids, episode_ids, counters,
+    which, slots, next_slots, obs, actions, rewards, next_obs, terminated, truncated, ids, episode_ids, counters,
     o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s transitions at ``slots[k]`` into row k of the ``o_*``
-    arrays (Batch's fields but the weights, which the sampler writes; ages = transitions added since)."""
+    arrays (Batch's fields but the weights, which the sampler writes; ages = transitions added since), the next
+    states those of ``next_slots[k]`` (``slots`` itself, but for n-step returns: :func:`nstep_members`)."""
     width = obs[0].shape[1]
     flat_obs = o_obs.reshape(o_obs.shape[0], o_obs.shape[1], width)
     flat_next = o_next.reshape(o_next.shape[0], o_next.shape[1], width)
@@ -284,10 +286,10 @@ def gather_members(
         i = which[k]
         states, next_states, newest = obs[i], next_obs[i], counters[i][ADDED] - 1
         for j in range(slots.shape[1]):
-            slot = slots[k, j]
+            slot, last = slots[k, j], next_slots[k, j]
             for f in range(width):
                 flat_obs[k, j, f] = states[slot, f]
-                flat_next[k, j, f] = next_states[slot, f]
+                flat_next[k, j, f] = next_states[last, f]
             o_actions[k, j] = actions[i][slot]
             o_rewards[k, j] = rewards[i][slot]
             o_terminated[k, j] = terminated[i][slot]
@@ -319,3 +321,37 @@ def latest_slots_members(counters, which):
         c = counters[which[k]]
         out[k] = (c[CURSOR] - 1) % c[CAPACITY]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def nstep_members(which, slots, n, gamma, rewards, terminated, truncated, ids, counters, o_rewards, o_terminated,
+                  o_last):  # fmt: skip
+    """For k in range(len(which)), j in the batch: member ``which[k]``'s n-step return from slot ``slots[k, j]``
+    (id t): R = Σ_{m<K} γ^m r_{t+m} over the K <= n steps that stay in t's episode (a transition that terminated
+    or was truncated is its episode's last) and among the stored ones (the newest ends the look-ahead: its next
+    state is the last one there is). ``o_last``: the slot of t + K - 1, whose next state the target bootstraps
+    from; ``o_terminated``: 1 - γ^(K-1) (1 - terminated_{t+K-1}), so that the one-step target the engines
+    compute, r + γ (1 - terminated) max Q', is R + γ^K (1 - terminated_{t+K-1}) max Q': no bootstrap after a
+    termination, γ^K after a truncation or a full look-ahead. With n = 1 it is the stored transition itself.
+    Ids are consecutive, so slot t + m is (slot + m) mod capacity, across the ring's wrap-around too."""
+    for k in range(which.shape[0]):
+        i = which[k]
+        c = counters[i]
+        capacity, newest = c[CAPACITY], c[ADDED] - 1
+        r, done, cut, held = rewards[i], terminated[i], truncated[i], ids[i]
+        for j in range(slots.shape[1]):
+            slot = slots[k, j]
+            first = held[slot]
+            total, discount, last = 0.0, 1.0, slot
+            for m in range(n):
+                if first + m > newest:
+                    break
+                last = (slot + m) % capacity
+                total += discount * r[last]
+                if done[last] or cut[last]:
+                    break
+                discount *= gamma
+            steps = held[last] - first + 1
+            o_rewards[k, j] = total
+            o_last[k, j] = last
+            o_terminated[k, j] = 1.0 - gamma ** (steps - 1) * (1.0 - np.float64(done[last]))

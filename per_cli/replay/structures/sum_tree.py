@@ -200,8 +200,9 @@ def stratified_sample(tree, offsets, uniforms, beta):
 
 
 @numba.njit(cache=True, nogil=True)
-def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
-    """Leaves get (|δ| + ε) ** α; a leaf with zero mass (unsampleable: see the samplers package) stays zero."""
+def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha, floor):
+    """Leaves get (max(|δ|, floor) + ε) ** α (PER: floor 0; LAP: ε 0, floor κ); a leaf with zero mass
+    (unsampleable: see the samplers package) stays zero."""
     sums = tree[SUM]
     nodes = np.empty(leaves.shape[0], dtype=np.int64)
     m = 0
@@ -209,16 +210,16 @@ def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha):
         leaf = leaves[j]
         if not sums[leaf] > 0.0:
             continue
-        sums[leaf] = (td_abs[j] + eps) ** alpha
+        sums[leaf] = (max(td_abs[j], floor) + eps) ** alpha
         m = _mark_parent(offsets, leaf, nodes, m, mark)
     _clear_marks(offsets, nodes, m, mark)
     _propagate(tree, offsets, nodes, m, mark)
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away
-def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha):
+def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha, floor):
     """``ReplayMemory.update_priorities`` in one compiled call: False (and nothing changed) if a TD error is
-    not finite; else the ids their slot still holds (``ids.current_slot``) get (|δ| + ε) ** α, except
+    not finite; else the ids their slot still holds (``ids.current_slot``) get (max(|δ|, floor) + ε) ** α, except
     zero-mass (unsampleable) leaves.
 
     In three passes: the slots and a first check of each leaf (independent loads, whose cache misses overlap),
@@ -234,7 +235,7 @@ def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha):
         leaves[j] = leaf if leaf >= 0 and sums[leaf] > 0.0 else -1
     values = np.empty(n, dtype=np.float64)
     for j in range(n):
-        values[j] = (abs(np.float64(td_errors[j])) + eps) ** alpha
+        values[j] = (max(abs(np.float64(td_errors[j])), floor) + eps) ** alpha
     nodes = np.empty(n, dtype=np.int64)
     m = 0
     for j in range(n):

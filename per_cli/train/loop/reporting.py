@@ -9,15 +9,26 @@ import numpy as np
 
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.loop_state import LoopState
-from per_cli.train.rundir.logger import EPISODE_UPDATE_COLUMNS
+from per_cli.train.rundir.logger import EPISODE_REPLAY_COLUMNS, EPISODE_UPDATE_COLUMNS
+
+
+def replay_state(updates: int, steps: int, added: int, oldest: int) -> dict[str, float]:
+    """The replay's state after ``steps`` env steps (Fedus et al. 2020): the replay ratio (gradient updates per
+    env transition so far), the age of the oldest sampleable transition (transitions added since: ``added`` ids
+    so far, the oldest sampleable ``oldest``) and of the oldest policy (updates since it was added, at the
+    ratio so far: their "age of the oldest policy", capacity × ratio once the memory is full)."""
+    ratio = updates / max(steps, 1)
+    age = max(added - 1 - oldest, 0)
+    return {"replay/replay_ratio": ratio, "replay/oldest_age": age, "replay/oldest_policy_age": age * ratio}
 
 
 def episode_record(
     s: LoopState, ep_return: float, ep_length: int, epsilon: float, success: Any, wall: float,
-    update_means: dict[str, float],
+    update_means: dict[str, float], replay: dict[str, float] | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:  # fmt: skip
     """TensorBoard scalars and the metrics.csv row of the episode just counted in ``s`` (at ``s.step + 1``).
-    ``update_means``: the means of the update scalars since the previous episode (blank without updates)."""
+    ``update_means``: the means of the update scalars since the previous episode (blank without updates);
+    ``replay``: :func:`replay_state` at the episode's end."""
     step = s.step + 1
     scalars = {
         "charts/episodic_return": ep_return,
@@ -37,6 +48,9 @@ def episode_record(
         "success": None if success is None else int(bool(success)),
     }
     row.update({col: update_means.get(tag) for tag, col in EPISODE_UPDATE_COLUMNS.items()})
+    if replay:
+        scalars.update(replay)
+        row.update({col: round(replay[tag], 6) for tag, col in EPISODE_REPLAY_COLUMNS.items()})
     return scalars, row
 
 
@@ -53,10 +67,17 @@ def progress_info(s: LoopState, evaluator: Evaluator, epsilon: float, wall: floa
     }
 
 
-def run_results(s: LoopState, evaluator: Evaluator, updates: int, wall: float) -> dict[str, Any]:
-    """summary.json's results: budgets used, speed, the last training episodes and the last evaluation."""
+def run_results(
+    s: LoopState, evaluator: Evaluator, updates: int, wall: float, replay: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """summary.json's results: budgets used, speed, the replay's final state (:func:`replay_state`), the last
+    training episodes and the last evaluation."""
     recent = list(s.recent_returns)
+    replay = replay or {}
     return {
+        "replay_ratio": replay.get("replay/replay_ratio"),
+        "oldest_age": replay.get("replay/oldest_age"),
+        "oldest_policy_age": replay.get("replay/oldest_policy_age"),
         "total_steps": s.step,
         "episodes": s.episode,
         "updates": updates,

@@ -119,4 +119,5 @@ class RunRecord:
         return progress_info(self.state, self.evaluator, epsilon, time.time() - self._start_time, final)
 
     def _results(self) -> dict[str, Any]:
-        return run_results(self.state, self.evaluator, self.agent.updates, time.time() - self._start_time)
+        wall = time.time() - self._start_time
+        return run_results(self.state, self.evaluator, self.agent.updates, wall, self.replay_state(self.state.step))

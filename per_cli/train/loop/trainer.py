@@ -23,7 +23,7 @@ from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.lockstep import Solo, run_members
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
-from per_cli.train.loop.reporting import episode_record
+from per_cli.train.loop.reporting import episode_record, replay_state
 from per_cli.train.loop.run_record import RunRecord
 from per_cli.train.loop.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
 from per_cli.train.loop.stopping import check_logged, check_update, diverged
@@ -328,6 +328,11 @@ class Trainer(Checkpointed, RunRecord):
         scalars.update({f"replay/{k}": v for k, v in self.memory.stats().items()})
         self.logger.scalars(scalars, step)
 
+    def replay_state(self, steps: int) -> dict[str, float]:
+        """The replay ratio after ``steps`` env steps and the oldest transition's age now (``reporting``)."""
+        storage = self.memory.storage
+        return replay_state(self.agent.updates, steps, storage.added, storage.oldest_sampleable_id())
+
     def _end_episode(self, info: dict[str, Any], epsilon: float) -> bool:
         """Log the episode that just ended; False (nothing logged) for an Atari life lost, not a game over."""
         s = self.state
@@ -341,7 +346,8 @@ class Trainer(Checkpointed, RunRecord):
         s.finish_episode(ep_return, success)
         wall = time.time() - self._start_time
         self._flush_window()
-        scalars, row = episode_record(s, ep_return, ep_length, epsilon, success, wall, self._episode_means.pop())
+        means, replay = self._episode_means.pop(), self.replay_state(s.step + 1)
+        scalars, row = episode_record(s, ep_return, ep_length, epsilon, success, wall, means, replay)
         self.logger.scalars(scalars, s.step + 1)
         self.logger.episode(row)
         return True

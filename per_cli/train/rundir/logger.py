@@ -29,8 +29,10 @@ STATUSES = (RUNNING, COMPLETED, FAILED, INTERRUPTED, UNREADABLE)
 EPISODE_COLUMNS = [
     "step", "episode", "return", "length", "wall_time", "epsilon", "success",
     "loss", "q_values", "td_error_mean", "td_error_max", "correlation_count", "sample_age", "is_weight_mean",
-    "td_loss_unweighted", "state_diversity", "episode_diversity",
+    "td_loss_unweighted", "state_diversity", "episode_diversity", "replay_ratio", "oldest_age",
 ]  # fmt: skip
+# the replay's state at each episode's end (Fedus et al. 2020), in the CSV columns on the right
+EPISODE_REPLAY_COLUMNS = {"replay/replay_ratio": "replay_ratio", "replay/oldest_age": "oldest_age"}
 # per-episode means of these update scalars go into the CSV columns on the right
 EPISODE_UPDATE_COLUMNS = {
     "losses/td_loss": "loss",
@@ -145,6 +147,8 @@ class RunLogger:
         self._csv_file = open(csv_path, "w" if new_csv else "a", newline="")  # noqa: SIM115 - closed in close()
         self._rows = io.StringIO()  # whole rows not yet written: the file never ends in half a row
         self._csv = csv.writer(self._rows)  # (what csv.DictWriter writes, without its per-row dict work)
+        # a resumed run's rows keep the columns of the file they continue (one written before a column existed)
+        self._columns = EPISODE_COLUMNS if new_csv else _header(csv_path)
         if new_csv:
             self._csv.writerow(EPISODE_COLUMNS)
         self._flush_csv()
@@ -164,7 +168,7 @@ class RunLogger:
     def episode(self, row: dict[str, Any]) -> None:
         """One metrics.csv row: ``row``'s value of each of ``EPISODE_COLUMNS`` (blank where missing or None;
         other keys are ignored)."""
-        self._csv.writerow(["" if (v := row.get(k)) is None else v for k in EPISODE_COLUMNS])
+        self._csv.writerow(["" if (v := row.get(k)) is None else v for k in self._columns])
         if time.monotonic() - self._csv_flushed >= FLUSH_EVERY_S:
             self._flush_csv()
 
@@ -187,3 +191,10 @@ class RunLogger:
         self._csv_file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def _header(csv_path: Path) -> list[str]:
+    """The column names of an existing metrics.csv (EPISODE_COLUMNS if it has none yet)."""
+    with open(csv_path, newline="") as f:
+        header = next(csv.reader(f), None)
+    return header or EPISODE_COLUMNS

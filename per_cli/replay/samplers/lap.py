@@ -1,0 +1,45 @@
+"""``lap``: Loss-Adjusted Prioritized replay (Fujimoto, Meger & Precup 2020), on the prioritized kind's sum tree.
+
+LAP samples transition i with probability ∝ max(|δ_i|, κ)^α (κ = ``replay.min_priority``, the authors' discrete
+default 0.01; α = ``replay.alpha``, default 0.6) and applies no importance-sampling correction: the paper shows
+that prioritizing a Huber loss with threshold κ by that rule has the expected gradient of a uniformly sampled
+loss (PAL), so the bias PER's IS weights correct is instead part of the objective. Its loss (Huber at κ) and
+PAL's are the agent's (``per_cli/rl/losses.py``: the loss follows ``replay.kind``); kind ``pal`` is uniform
+sampling (``samplers/uniform.py``) with PAL's loss.
+
+Against the authors' code (github sfujim/LAP-PAL, discrete/): the same priority and loss; draws are stratified
+(one per equal segment of the mass, as every prioritized kind here) where theirs are independent, which keeps
+each transition's expected count in a batch; new transitions enter at the largest priority held now (this
+project's PER rule) where theirs enter at the largest ever seen.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from per_cli.replay.samplers.base import DRAWN
+from per_cli.replay.samplers.prioritized import PrioritizedSampler, draw_prioritized
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_lap(generators, counters, windows, trees, offsets, which, betas, slots, weights):
+    """``draw_prioritized``'s batch of each member, with every IS weight 1 (LAP corrects nothing)."""
+    status = draw_prioritized(generators, counters, windows, trees, offsets, which, betas, slots, weights)
+    for k in range(which.shape[0]):
+        if status[k] == DRAWN:
+            weights[k] = 1.0
+    return status
+
+
+class LAPSampler(PrioritizedSampler):
+    """Priorities max(|δ|, κ)^α on the sum tree, draws ∝ priority, IS weights 1."""
+
+    draw_members = staticmethod(draw_lap)
+
+    def __init__(self, storage, rng: np.random.Generator, alpha: float = 0.6, min_priority: float = 0.01,
+                 window: int | None = None):  # fmt: skip
+        if not min_priority > 0:
+            raise ValueError(f"replay.min_priority must be > 0, got {min_priority}")
+        super().__init__(storage, rng, alpha=alpha, eps=0.0, window=window)
+        self.floor = float(min_priority)
