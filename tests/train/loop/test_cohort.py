@@ -37,6 +37,8 @@ def _configs(seeds, *extra):
         ("prioritized,window", "numba"), ("rank", "numba"), ("rank,window", "numba"),
         ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
         ("prioritized,as_written", "numba"), ("rank,as_written", "numba"), ("uniform,as_written", "auto"),
+        ("lap", "numba"), ("pal", "numba"), ("uniform,chunk", "auto"), ("rank,chunk", "numba"),
+        ("prioritized,nstep", "numba"), ("combined,nstep", "auto"),
     ],
 )  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)
 def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kind, engine):
@@ -46,6 +48,8 @@ def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kin
         "window": ["replay.window=64", "replay.alpha=0.7"],
         "phases": ["train.train_freq=8", "train.gradient_steps=3"],
         "as_written": AS_WRITTEN,  # configs/seed001-asis's knobs: the stored reward and flag, β by batch, IS rule
+        "chunk": ["replay.chunk=8"],  # runs of 8 consecutive transitions, their starts the kind's
+        "nstep": ["replay.n_step=3"],  # 3-step returns summed at the draw
     }.get(variant, [])
     cfgs = _configs([2, 3], f"replay.kind={kind}", f"agent.engine={engine}", *extra)
     draws = []  # the batches the cohort's compiled draw served (the rest: each member's own)
@@ -69,6 +73,26 @@ def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kin
             np.testing.assert_array_equal(a, b)
     assert _rows(tmp_path / "cohort2") != _rows(tmp_path / "cohort3")  # the seeds differ
     assert sum(batch is not None for draw in draws for batch in draw) > 100  # the compiled draw served them
+
+
+def test_a_members_run_is_the_same_alone_among_7_and_among_100(tmp_path):
+    """Seed 5's metrics.csv, TensorBoard scalars and final weights: identical when it trains alone (S = 1), in a
+    cohort of 7 and in a cohort of 100 (numba engine: the cohort's compiled calls), and at another place in the
+    cohort's order."""
+    extra = ["agent.engine=numba", "replay.kind=prioritized", "log.every=20"]
+    solo_cfg = _configs([5], *extra)[0]
+    solo = Trainer(solo_cfg)
+    solo.run(tmp_path / "solo")
+    for name, seeds in (("s7", [9, 2, 5, 1, 7, 3, 4]), ("s100", list(range(100, 0, -1)))):
+        cfgs = _configs(seeds, *extra)
+        cohort = Cohort(cfgs)
+        summaries = cohort.run([tmp_path / f"{name}-{c.seed}" for c in cfgs])
+        assert all(s["status"] == "completed" for s in summaries)
+        run, member = tmp_path / f"{name}-5", cohort.members[seeds.index(5)]
+        assert _rows(run) == _rows(tmp_path / "solo"), name
+        assert _scalars(run) == _scalars(tmp_path / "solo"), name
+        for a, b in zip(_params(member), _params(solo), strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 # what a member's update writes to metrics.csv; the stacked torch update gives these to float32 rounding
