@@ -43,7 +43,8 @@ from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
 from per_cli.train.loop import cohort_steps, lockstep  # noqa: E402
-from per_cli.train.loop.cohort import Cohort, NumbaBatched, StackedTorch, cohort_configs  # noqa: E402
+from per_cli.train.loop.batched import NumbaBatched, StackedTorch  # noqa: E402
+from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.lockstep import Solo  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
 from per_cli.train.measures.update_window import UpdateWindow  # noqa: E402

@@ -112,7 +112,9 @@ class Trainer(Checkpointed, RunRecord):
         """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
         divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
         resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.loop.lockstep.run_members`
-        runs the loop, with this agent's own update."""
+        runs the loop, with this agent's own update. (Not yet ``batched.learner_for([self])``: its vector steps
+        re-implement ``learning``/``update_due``/``end_step`` instead of calling them, the seed-axis issue's next
+        step.)"""
         summary = run_members([self], [run_dir], Solo())[0]
         if self.error is not None:
             raise self.error
