@@ -85,6 +85,9 @@ def main() -> None:
     tds = [rng.normal(size=args.batch).astype(np.float32) for _ in range(64)]
     cycles = {name: cycle(build(kind, sets, args.size, args.batch), args.batch, rule, tds)
               for name, kind, sets, rule, _ in VARIANTS}  # fmt: skip
+    for run in cycles.values():  # warm-up: kernels loaded from numba's cache, pages touched (else the first
+        for i in range(500):  # variant timed pays it: 94 µs a cycle in its first block against 21 after)
+            run(i)
     samples = time_cell(cycles, args.rounds, args.block_s, _clock("cpu"))
     print(f"N = {args.size:,}, B = {args.batch}, {args.rounds} rounds, CPU time; load {os.getloadavg()[0]:.2f}")
     print(f"{'variant':<36} {'µs/cycle':>9} {'x baseline':>11}")
