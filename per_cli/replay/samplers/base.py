@@ -131,11 +131,6 @@ def draw_distinct(generator, n, count, out):
         out[t], out[r] = out[r], out[t]
 
 
-def ones(n: int) -> np.ndarray:
-    """IS weights of a sampler that does not prioritise."""
-    return np.ones(n, dtype=np.float32)
-
-
 class Sampler(Stateless):
     """Picks the slots of a batch. A kind defines ``draw_members`` (and ``member_lists`` where it keeps more than
     the common state); every other hook has a default.
