@@ -80,6 +80,10 @@ class AgentConfig:
     # torch: autograd, any network and device; numba: one compiled call per update, for the configs that
     # per_cli.rl.engines.supports accepts (a ReLU MLP on the CPU, ...); auto: see per_cli/rl/engines/__init__.py
     engine: Literal["auto", "torch", "numba"] = "auto"
+    # on a CUDA device, the torch engine's update is replayed as one captured CUDA graph (per_cli/rl/cuda_graph.py:
+    # the Atari update is launch-bound; equal to the eager update to float rounding); false: eager. No effect on
+    # a CPU or under the numba engine
+    cuda_graph: bool = True
 
 
 # (alpha, beta0) of each prioritized kind when the config leaves them out: the paper's Atari values

@@ -20,6 +20,7 @@ from torch import nn
 
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
+from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
 from per_cli.rl.engines import choose_engine
 from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.explore import OneMember
@@ -47,13 +48,18 @@ def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Te
     return rewards + gamma * (1.0 - terminated) * next_q
 
 
-def make_optimizer(cfg: AgentConfig, params, device: torch.device | None = None) -> torch.optim.Optimizer:
+def make_optimizer(
+    cfg: AgentConfig, params, device: torch.device | None = None, capturable: bool = False
+) -> torch.optim.Optimizer:
     """Adam or the MinAtar paper's RMSProp. On CUDA, Adam is torch's fused kernel (one launch for all parameters
-    instead of ~10 per tensor: the small Atari update is launch-bound on a GPU); the state dict is the same."""
+    instead of ~10 per tensor: the small Atari update is launch-bound on a GPU); the state dict is the same.
+    ``capturable``: its step can be captured in a CUDA graph (:mod:`per_cli.rl.cuda_graph`)."""
     if cfg.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=cfg.lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS, centered=True)
+        return torch.optim.RMSprop(
+            params, lr=cfg.lr, alpha=RMSPROP_ALPHA, eps=RMSPROP_EPS, centered=True, capturable=capturable
+        )
     fused = device is not None and device.type == "cuda"
-    return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
+    return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None, capturable=capturable)
 
 
 def _copied(obj):
@@ -92,6 +98,7 @@ class DQNAgent:
         check_network(cfg, obs_shape)
         self.engine, self.engine_note = choose_engine(cfg, obs_shape, device)
         self._fast: MLPEngine | None = None
+        self._graph: GraphedUpdate | None = None  # the torch update as one CUDA graph (agent.cuda_graph, on CUDA)
         if self.engine == "numba":
             # both networks and the kernel come from one spec; the networks' parameters become views of flat
             # buffers that the compiled update writes in place
@@ -115,7 +122,9 @@ class DQNAgent:
             self.q_net = make_q_network(*build).to(device)
             self.target_net = make_q_network(*build).to(device)
             self._init_target()
-            self.optimizer = make_optimizer(cfg, self.q_net.parameters(), device)
+            graphed = device.type == "cuda" and cfg.cuda_graph
+            self.optimizer = make_optimizer(cfg, self.q_net.parameters(), device, capturable=graphed)
+            self._graph = GraphedUpdate(self._update, device) if graphed else None
             if device.type == "cuda":
                 torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
         self.updates = 0
@@ -164,24 +173,27 @@ class DQNAgent:
         return torch.as_tensor(array, device=self.device)
 
     @torch.no_grad()
-    def _targets(self, batch: Batch) -> torch.Tensor:
-        next_obs = self._to_device(batch.next_obs)
+    def _targets(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
         next_q_all = self.target_net(next_obs)
         if self.cfg.double_dqn:
             best = self.q_net(next_obs).argmax(dim=1, keepdim=True)
             next_q = next_q_all.gather(1, best).squeeze(1)
         else:
             next_q = next_q_all.max(dim=1).values
-        return td_targets(self._to_device(batch.rewards), self._to_device(batch.terminated), next_q, self.cfg.gamma)
+        return td_targets(rewards, terminated, next_q, self.cfg.gamma)
+
+    def _batch_tensors(self, batch: Batch) -> list[np.ndarray]:
+        return [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.weights]
 
     def td_errors(self, batch: Batch) -> np.ndarray:
         """δ for a batch without learning (used for insertion-time priorities)."""
         if self._fast is not None:
             b = batch
             return self._fast.td_errors(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
+        obs, actions, rewards, next_obs, terminated, _ = (self._to_device(a) for a in self._batch_tensors(batch))
         with torch.no_grad():
-            q = self.q_net(self._to_device(batch.obs)).gather(1, self._to_device(batch.actions)[:, None]).squeeze(1)
-            return (self._targets(batch) - q).cpu().numpy()
+            q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
+            return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
 
     def learn(self, batch: Batch) -> UpdateResult:
         """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean (and
@@ -191,18 +203,27 @@ class DQNAgent:
             td, loss, q_mean = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
             self.updates += 1
             return UpdateResult(td_errors=td, loss=loss, q_mean=q_mean)
-        actions = self._to_device(batch.actions)
-        q = self.q_net(self._to_device(batch.obs)).gather(1, actions[:, None]).squeeze(1)
-        target = self._targets(batch)
-        loss = batch_loss(q, target, self._to_device(batch.weights), self.td_loss)
+        arrays = self._batch_tensors(batch)
+        if self._graph is not None:
+            td, loss, q_mean = self._graph(arrays)
+        else:
+            td, loss, q_mean = self._update(*(self._to_device(a) for a in arrays))
+        self.updates += 1
+        return UpdateResult(td_errors=td.cpu().numpy(), loss=float(loss), q_mean=float(q_mean))
+
+    def _update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[torch.Tensor, ...]:
+        """The torch update on device tensors: (δ, loss, mean Q), all on the device (no host synchronisation, so
+        a CUDA graph can capture it)."""
+        q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
+        target = self._targets(rewards, next_obs, terminated)
+        loss = batch_loss(q, target, weights, self.td_loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(self.q_net.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
-        self.updates += 1
-        td = (target - q.detach()).cpu().numpy()
-        return UpdateResult(td_errors=td, loss=float(loss.detach()), q_mean=float(q.detach().mean()))
+        q = q.detach()
+        return target - q, loss.detach(), q.mean()
 
     def sync_target(self) -> None:
         """Hard copy when tau == 1, else Polyak averaging θ' ← τθ + (1 − τ)θ'."""
@@ -232,5 +253,9 @@ class DQNAgent:
         self.target_net.load_state_dict(state["target_net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = state["updates"]
+        if self._fast is None:
+            match_capturable(self.optimizer, self._graph is not None)
+        if self._graph is not None:
+            self._graph.reset()  # the optimizer's state tensors are new
         if self._fast is not None:
             self._fast.check_shared()

@@ -33,8 +33,9 @@ KERNEL_VALUES: dict[str, tuple | None] = {
     "tau": ANY,
     "max_grad_norm": ANY,
 }
-# Settings that do not change what an update computes: the loop's (when to sync) or the choice itself.
-ENGINE_NEUTRAL = frozenset({"network", "engine", "target_update_period", "target_update_on_episode_end"})
+# Settings that do not change what an update computes: the loop's (when to sync), the choice itself, or how the
+# torch engine launches it on a GPU (cuda_graph).
+ENGINE_NEUTRAL = frozenset({"network", "engine", "target_update_period", "target_update_on_episode_end", "cuda_graph"})
 
 
 def supports(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str = "cpu") -> str | None:

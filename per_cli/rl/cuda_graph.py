@@ -1,0 +1,99 @@
+"""The torch engine's update replayed as one captured CUDA graph.
+
+Why: on a GPU the Atari update is launch-bound. On the first lease's H100 one Pong update (three Nature-CNN
+forwards, backward, grad-norm clip, fused Adam) took ~4.4 ms of which ~0.3 ms was arithmetic; the rest was
+hundreds of kernel launches from Python (docs/results/pong/README.md). A CUDA graph launches them all at once.
+This is torch's documented whole-network capture (``torch.cuda.graphs``, "whole-network capture": warm-up
+iterations on a side stream, capture, replay over static input buffers), not a copy of its internals;
+``torch.compile(mode="reduce-overhead")`` would do the same through a compile of a minute or more per process.
+
+Contract: ``GraphedUpdate(step, device)(arrays)`` equals ``step(*tensors)`` on the arrays moved to the device,
+to float rounding (cuDNN may choose other kernels): the first ``WARMUP_UPDATES`` calls run ``step`` eagerly (real
+updates, on a side stream, as capture requires), the next captures it and replays it, and every later call copies
+the arrays into the same device buffers and replays. ``step`` must not synchronise with the host (no ``.item()``,
+no ``.cpu()``) and its optimizer must be ``capturable``. The outputs are the graph's static tensors: read them
+(``.cpu()``) before the next call. After anything replaces the tensors the graph captured (the optimizer's state
+on a checkpoint load), call :meth:`reset` so the next calls warm up and capture again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+WARMUP_UPDATES = 3  # eager calls before the capture: cuDNN's autotuning and the optimizer's lazy state
+
+
+class GraphedUpdate:
+    def __init__(self, step: Callable[..., tuple[torch.Tensor, ...]], device: torch.device):
+        if device.type != "cuda":
+            raise ValueError(f"a CUDA graph needs a CUDA device, not {device}")
+        self._step = step
+        self._device = device
+        self._inputs: list[torch.Tensor] | None = None
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._outputs: tuple[torch.Tensor, ...] = ()
+        self._eager_left = WARMUP_UPDATES
+
+    @property
+    def captured(self) -> bool:
+        return self._graph is not None
+
+    def reset(self) -> None:
+        """Forget the graph (its captured tensors were replaced): warm up and capture again."""
+        self._graph, self._outputs, self._eager_left = None, (), WARMUP_UPDATES
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[torch.Tensor, ...]:
+        self._load(arrays)
+        if self._graph is not None:
+            self._graph.replay()
+            return self._outputs
+        if self._eager_left > 0:
+            self._eager_left -= 1
+            return self._on_side_stream()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._outputs = self._step(*self._inputs)
+        self._graph = graph
+        graph.replay()  # capturing ran nothing: this is the update
+        return self._outputs
+
+    def _on_side_stream(self) -> tuple[torch.Tensor, ...]:
+        main = torch.cuda.current_stream(self._device)
+        side = torch.cuda.Stream(self._device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            outputs = self._step(*self._inputs)
+        main.wait_stream(side)
+        return outputs
+
+    def _load(self, arrays: Sequence[np.ndarray]) -> None:
+        """Copy the batch into the static device buffers (made on the first call, from its shapes and dtypes)."""
+        hosts = [torch.from_numpy(np.ascontiguousarray(array)) for array in arrays]
+        if self._inputs is None:
+            self._inputs = [torch.empty(h.shape, dtype=h.dtype, device=self._device) for h in hosts]
+        for static, host in zip(self._inputs, hosts, strict=True):
+            if static.shape != host.shape or static.dtype != host.dtype:
+                raise ValueError(
+                    f"a CUDA-graphed update takes batches of one shape: got {tuple(host.shape)} {host.dtype}, "
+                    f"captured {tuple(static.shape)} {static.dtype} (set agent.cuda_graph: false)"
+                )
+            static.copy_(host, non_blocking=True)
+
+
+def match_capturable(optimizer: torch.optim.Optimizer, capturable: bool) -> None:
+    """Make a loaded optimizer state fit this agent: a checkpoint saved by a graphed (capturable) update resumes
+    eagerly or on a CPU, and one saved eagerly resumes under a graph. torch places each parameter's ``step`` by
+    the *saved* group's flags, so the flag and the steps' device are set here."""
+    for group in optimizer.param_groups:
+        if "capturable" not in group:
+            continue
+        group["capturable"] = capturable
+        on_device = capturable or bool(group.get("fused"))
+        for param in group["params"]:
+            state = optimizer.state.get(param, {})
+            step = state.get("step")
+            if isinstance(step, torch.Tensor):
+                state["step"] = step.to(param.device if on_device else "cpu", torch.float32)
