@@ -20,7 +20,7 @@ log "machine"; nvidia-smi -L; nproc
 python3 -c "import torch, gymnasium, ale_py, numba, numpy; print('torch', torch.__version__, torch.cuda.get_device_name(), 'numba', numba.__version__, 'numpy', numpy.__version__, 'gymnasium', gymnasium.__version__, 'ale_py', ale_py.__version__)" || exit 1
 
 log "tests: the graphed update against the eager one"
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/rl/test_cuda_graph.py 2>&1 | tail -5
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/rl/test_cuda_graph.py 2>&1 | tail -25
 GRAPH=true
 [ "${PIPESTATUS[0]}" = 0 ] || GRAPH=false
 log "agent.cuda_graph=$GRAPH for the runs"
