@@ -9,9 +9,11 @@ cannot serve (or a whole phase, where the members are not in the state it suppor
 * ``step_envs``: the members' EnvPool envs stepped in one call (:func:`~per_cli.envs.pool.step_arrays`) and the
   transitions stored in one compiled call (:meth:`~per_cli.replay.cohort.CohortSampling.store`), for plain
   uniform or prioritized ring memories of vector states;
-* ``due``: ``learning()`` and ``update_due()`` as one comparison per member (members at one step; β by step);
-* ``check_results``: the finiteness of the update's losses and mean Q values as arrays;
-* ``end_steps``: ``end_step`` is called only for members with something due; the others' step moves on.
+* ``check_results``: the finiteness of the update's losses and mean Q values as arrays.
+
+Which members learn and train (``learning()``, ``update_due()``) and the end of a step (``end_step``, called only
+for members with something due) are the members' own phases, called by :class:`Solo` for every learner: they exist
+once, for a solo run and a cohort alike.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from numba.typed import List
 
 from per_cli.envs.pool import PooledEnv, step_arrays
 from per_cli.replay.cohort import CohortSampling
-from per_cli.replay.samplers.base import Sampler
 from per_cli.rl import explore
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.schedules import LinearSchedule
@@ -47,15 +48,11 @@ class VectorSteps(Solo):
         )  # fmt: skip
         drawn = same and type(first.epsilon) is LinearSchedule
         self._generators = List([m.action_rng for m in members]) if drawn else None
-        self._plain_phase = all(type(m.memory.sampler).begin_phase is Sampler.begin_phase for m in members)
         self._store = (
             sampling is not None and sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         )
         self._last: tuple | None = None  # (members, loss, q_mean, td) of the last update (a subclass's learn)
         self._cached: dict[tuple[int, ...], list[int]] = {}  # _which's last answers
-        self._step: int | None = None  # the step all members chose their actions at (None: not all at one)
-        # memories that never shrink (plain rings): once every member learns, every remaining one does
-        self._all_learning, self._grows = False, sampling is not None
 
     def _which(self, members: Sequence[Any]) -> list[int]:
         """Members' positions in the cohort. The loop asks for the same members (all of them, those training)
@@ -70,23 +67,11 @@ class VectorSteps(Solo):
         cached[key] = which
         return which
 
-    def _common_step(self, members: Sequence[Any]) -> int | None:
-        """The step every member of ``members`` is at, or None. Only ``end_step`` moves a member's step, so
-        members that chose their actions at one step this step are still there."""
-        step = members[0].state.step
-        if step == self._step:
-            return step
-        return None if any(m.state.step != step for m in members) else step
-
     def choose_actions(self, members: Sequence[Any]) -> list:
-        self._step = None
         if self._generators is None:
             return super().choose_actions(members)
         n, s = len(members), self._schedule
-        at = [m.state.step for m in members]
-        if n and min(at) == max(at):
-            self._step = at[0]
-        steps = np.array(at, dtype=np.int64)
+        steps = np.array([m.state.step for m in members], dtype=np.int64)
         epsilons, draws = np.empty(n), np.empty(n, dtype=np.int64)
         which = np.asarray(self._which(members), dtype=np.int64)
         explore.explore_kernel(
@@ -136,31 +121,6 @@ class VectorSteps(Solo):
         for member, action, next_obs, reward, end, cut in rows:
             member.stepped(action, next_obs, reward, end, cut)
 
-    def due(self, members: Sequence[Any]) -> tuple[list, list]:
-        first = members[0] if members else None
-        if first is None or not self._plain_phase:
-            return super().due(members)
-        step = self._common_step(members)
-        if step is None:
-            return super().due(members)
-        if step + 1 < first.learn_from:
-            return [], []
-        if self._all_learning:
-            learning = list(members)
-        else:
-            learning = [m for m in members if len(m.memory) >= m.min_fill]
-            self._all_learning = self._grows and len(learning) == len(members)
-        if not learning or (step + 1) % first.cfg.train.train_freq != 0:
-            return learning, []
-        if first.beta_by_step:
-            beta = first.beta(step)  # (every member's, as its update_due sets it)
-            for member in learning:
-                member.beta_now = beta
-        else:  # (β follows each member's episode count too)
-            for member in learning:
-                member.beta_now = member.beta(member.beta_step(step))
-        return learning, list(learning)
-
     def end_collects(self, members: Sequence[Any]) -> None:
         for member in members:  # (the reference's loop, without a call per member to guard it)
             try:
@@ -175,20 +135,3 @@ class VectorSteps(Solo):
         bad = np.flatnonzero(~(np.isfinite(last[1]) & np.isfinite(last[2]))).tolist()
         if bad:  # each raises its own error
             super().check_results([members[k] for k in bad], [results[k] for k in bad])
-
-    def end_steps(self, members: Sequence[Any], learning: Sequence[Any]) -> None:
-        live = [m for m in members if m.error is None]
-        if not live:
-            return
-        first, step = live[0], self._common_step(live)
-        if step is None or first.step_due(step):
-            return super().end_steps(live, learning)
-        on_end, cap = first.cfg.agent.target_update_on_episode_end, first.cfg.train.total_episodes
-        busy = []
-        for member in live:
-            if (on_end and member.episode_ended) or (cap is not None and member.state.episode >= cap):
-                busy.append(member)
-            else:  # nothing due: end_step would only move the step on
-                member.state.step = step + 1
-        if busy:
-            super().end_steps(busy, learning)

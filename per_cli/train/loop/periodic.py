@@ -1,7 +1,6 @@
 """Which env steps carry a periodic task of a run: a target sync by period, the step budget, an evaluation, a
-progress update, a checkpoint. One definition, read both by ``Trainer.end_step`` (each task) and by a cohort,
-which asks once per cohort step whether any is due (``any_due``) and moves the others' step counters on as a
-vector (``per_cli.train.loop.cohort_steps``)."""
+progress update, a checkpoint. One definition, read by ``Trainer.end_step`` (each member's, solo or in a
+cohort)."""
 
 from __future__ import annotations
 
@@ -32,12 +31,3 @@ class Periodic:
 
     def checkpoints(self, after: int) -> bool:
         return bool(self._checkpoint_every) and after % self._checkpoint_every == 0
-
-    def any_due(self, after: int) -> bool:
-        return (
-            self.syncs(after)
-            or self.ends(after)
-            or self.evaluates(after)
-            or self.reports(after)
-            or self.checkpoints(after)
-        )

@@ -19,8 +19,9 @@ from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
+from per_cli.train.loop.batched import learner_for
 from per_cli.train.loop.evaluation import Evaluator
-from per_cli.train.loop.lockstep import Solo, run_members
+from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
 from per_cli.train.loop.reporting import episode_record, replay_state
@@ -112,10 +113,9 @@ class Trainer(Checkpointed, RunRecord):
         """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
         divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
         resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.loop.lockstep.run_members`
-        runs the loop, with this agent's own update. (Not yet ``batched.learner_for([self])``: its vector steps
-        re-implement ``learning``/``update_due``/``end_step`` instead of calling them, the seed-axis issue's next
-        step.)"""
-        summary = run_members([self], [run_dir], Solo())[0]
+        runs the loop with the batched steps a cohort of these members would take
+        (:func:`~per_cli.train.loop.batched.learner_for`), so ``--seed 1`` and ``--seeds 1`` run the same code."""
+        summary = run_members([self], [run_dir], learner_for([self]))[0]
         if self.error is not None:
             raise self.error
         return summary
@@ -230,18 +230,6 @@ class Trainer(Checkpointed, RunRecord):
     def min_fill(self) -> int:
         """Transitions the memory must hold before ``learning`` (the batch, or a resumed run's refill)."""
         return max(self._min_fill, self.cfg.replay.batch_size)
-
-    @property
-    def episode_ended(self) -> bool:
-        """Whether this step ended an episode that was logged (``end_collect``)."""
-        return self._episode_ended
-
-    def step_due(self, step: int) -> bool:
-        """Whether ``end_step`` at ``step`` has a periodic task by its step number (``per_cli.train.loop.periodic``).
-        Where it has none, a member's ``end_step`` only moves the step on, unless it ended an episode
-        (``episode_ended``) under ``agent.target_update_on_episode_end``, or reached ``train.total_episodes``: a
-        cohort checks these as vectors and calls ``end_step`` only for members with something due."""
-        return self.periodic.any_due(step + 1)
 
     @property
     def beta_by_step(self) -> bool:

@@ -1,11 +1,8 @@
-"""Which steps carry a periodic task: each by its own period, and ``any_due`` exactly their union."""
+"""Which steps carry a periodic task: each by its own period."""
 
 from __future__ import annotations
 
 import dataclasses
-
-from hypothesis import given
-from hypothesis import strategies as st
 
 from per_cli.config import Config
 from per_cli.train.loop.periodic import PROGRESS_EVERY, Periodic
@@ -33,13 +30,3 @@ def test_each_task_falls_on_its_own_period():
 def test_no_evaluation_without_episodes_and_no_checkpoint_at_zero():
     due = Periodic(_config(sync=10**6, total=10**6, eval_every=5, eval_episodes=0, checkpoint_every=0))
     assert not any(due.evaluates(s) or due.checkpoints(s) for s in range(1, 200))
-
-
-@given(
-    sync=st.integers(1, 40), total=st.integers(1, 300), eval_every=st.integers(1, 60),
-    eval_episodes=st.integers(0, 2), checkpoint_every=st.integers(0, 60), after=st.integers(1, 3000),
-)  # fmt: skip
-def test_any_due_is_the_union_of_the_tasks(sync, total, eval_every, eval_episodes, checkpoint_every, after):
-    due = Periodic(_config(sync, total, eval_every, eval_episodes, checkpoint_every))
-    each = (due.syncs, due.ends, due.evaluates, due.reports, due.checkpoints)
-    assert due.any_due(after) == any(task(after) for task in each)
