@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,10 @@ from per_cli.analysis.comparisons import compare_pair
 RESULTS = Path(__file__).resolve().parents[1]
 CAUSAL = RESULTS / "causal"
 ENVS = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
+
+# α 0: every IS rule gives weights 1 (P(i) is uniform, so (N·P(i))^-β = 1), and the three α-0 cells of design 2
+# are identical run for run (CartPole: 50 of 50 seeds); the α-0 cell is the memory_max one, run on every env
+ALPHA_0 = {"replay.alpha": 0.0, "replay.is_weights": "memory_max"}
 
 # (effect, design folder (relative to causal/, {env} filled in), X cell, Y cell, what is held fixed)
 # a cell: the replay label and the config values that pick it
@@ -39,11 +42,11 @@ EFFECTS = [
      "W 256 vs capacity, both chunk 64: episode diversity ~0.05-0.06 in both, sample age ~127 vs ~4,000+"),
     ("TD-error focus at a fixed mean step size (α 1)", "d2/{env}",
      ("prioritized", {"replay.alpha": 1.0, "replay.is_weights": "batch_mean"}),
-     ("prioritized", {"replay.alpha": 0.0, "replay.is_weights": "batch_mean"}),
+     ("prioritized", ALPHA_0),
      "α 1 vs 0 (uniform draws), both IS weights normalised to mean 1 per batch"),
     ("TD-error focus at a fixed mean step size (α 0.6)", "d2/{env}",
      ("prioritized", {"replay.alpha": 0.6, "replay.is_weights": "batch_mean"}),
-     ("prioritized", {"replay.alpha": 0.0, "replay.is_weights": "batch_mean"}),
+     ("prioritized", ALPHA_0),
      "α 0.6 vs 0, both IS weights normalised to mean 1 per batch"),
     ("the IS step-size effect (α 1)", "d2/{env}",
      ("prioritized", {"replay.alpha": 1.0, "replay.is_weights": "memory_max"}),
@@ -51,8 +54,12 @@ EFFECTS = [
      "the paper's weights (mean < 1) vs mean-1 weights, same draws (α 1)"),
     ("TD-error focus with the paper's weights (α 1)", "d2/{env}",
      ("prioritized", {"replay.alpha": 1.0, "replay.is_weights": "memory_max"}),
-     ("prioritized", {"replay.alpha": 0.0, "replay.is_weights": "memory_max"}),
+     ("prioritized", ALPHA_0),
      "the notebook's knob: focus and step size moving together"),
+    ("LAP against PAL", "d2/{env}", ("lap", {}), ("pal", {}),
+     "Fujimoto et al.'s pair: equal expected gradients, one by sampling, one by its loss"),
+    ("LAP against uniform", "d2/{env}", ("lap", {}), ("uniform", {}),
+     "TD-error-focused sampling with no IS weights and LAP's loss, against uniform replay"),
     ("n-step (n 3 vs 1)", "d3/{env}", ("uniform", {"replay.n_step": 3}), ("uniform", {"replay.n_step": 1}),
      "uniform replay, capacity and replay ratio pooled"),
 ]  # fmt: skip
