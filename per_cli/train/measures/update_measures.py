@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import numba
 import numpy as np
 
 from per_cli.rl.losses import TDLoss
-from per_cli.train.measures.iid import episode_diversity, feature_variances, variances_apply
-from per_cli.train.measures.metrics import batched_correlation_counts, td_measures
+from per_cli.train.measures.iid import _episode_diversity, episode_diversity, feature_variances, variances_apply
+from per_cli.train.measures.metrics import _td_kernel, batched_correlation_counts, exact_td, td_constants, td_measures
 
 
 class MeasuredBy(Protocol):
@@ -55,13 +56,17 @@ def measure_rows(
     (S, B, ...), episode ids ``episodes``; ``held``: the episodes its memory held then; ``losses``, ``q_means``:
     its loss and mean Q) measured as ``windows[k]`` measures: its row of :func:`row_layout` (float64) and its
     states' feature variances (float64 (k,); None without iid, or where ``iid.variances_apply`` does not serve
-    its states), the rows views of one table.
+    its states), the rows views of one C table.
 
-    Every array is served: each is taken as a C array (``np.ascontiguousarray``: what a stacked copy of the
-    updates would be) in its own dtype (float32 TD errors and weights, those of every engine, by
-    ``metrics.td_measures``' compiled pass; others by its numpy reductions, then held as float64). ``obs`` is
-    needed where the windows count correlations or measure iid, ``episodes`` and ``held`` with iid (a
-    ValueError without them). Windows that measure differently (threshold, iid or loss) are measured one
+    Every array is served, each taken as a C array (``np.ascontiguousarray``: what a stacked copy of the
+    updates would be) in its own dtype; each measure's own static rule (by dtype and shape) picks its compiled
+    pass or numpy's reductions: ``metrics.td_measures``' kernel for the float32 TD errors and weights
+    ``metrics.exact_td`` serves (the engines'), else numpy's. Where that kernel serves and the ages are int64
+    (the memories'), the TD measures, the mean age and the episode diversity are computed in one compiled call
+    (:func:`_compiled_columns`, the same kernels: the values, bit for bit, of ``td_measures``, numpy's mean of
+    the ages and ``iid.episode_diversity``, which ``tests/train/measures/test_update_measures.py`` compares).
+    ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and ``held`` with iid
+    (a ValueError without them). Windows that measure differently (threshold, iid or loss) are measured one
     update at a time."""
     first = windows[0]
     threshold, iid, loss = config = (first.threshold, first.iid, first.loss)
@@ -72,24 +77,75 @@ def measure_rows(
     if iid and (episodes is None or held is None):
         raise ValueError("measure_rows: the i.i.d. measures need the episode ids and the episodes held")
     td, weights, ages = np.ascontiguousarray(td), np.ascontiguousarray(weights), np.ascontiguousarray(ages)
-    measures = td_measures(td, weights, loss)
-    columns = [
-        losses, measures["unweighted"], q_means, measures["mean"], measures["median"], measures["max"],
-        measures["std"], np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1], measures["weight_mean"],
-    ]  # fmt: skip
+    u = len(td)
+    table = np.empty((u, 9 + (threshold is not None) + iid), dtype=np.float64)
+    table[:, 0], table[:, 2] = losses, q_means
+    # the column the compiled pass writes episode diversity into where iid.episode_diversity's own rule would count
+    # these in its compiled pass (-1: no iid, or not served: numpy's count, here)
+    episode_column = -1
+    if iid:
+        episodes, held = np.ascontiguousarray(episodes), np.asarray(held, dtype=np.int64)
+        if episodes.dtype == np.int64 and held.dtype == np.int64 and episodes.ndim == 2 and episodes.shape[1]:
+            episode_column = table.shape[1] - 1
+        else:
+            table[:, -1] = episode_diversity(episodes, held)
+    if exact_td(td, weights, loss) and ages.dtype == np.int64 and ages.ndim == 2:
+        ordered = np.abs(td)
+        ordered.sort(axis=1)  # (metrics.td_measures' sort)
+        if episode_column < 0:
+            episodes, held = _NO_EPISODES, _NO_HELD
+        _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode_column, *td_constants(loss))
+    else:
+        measures = td_measures(td, weights, loss)
+        for j, key in _TD_COLUMNS:
+            table[:, j] = measures[key]
+        table[:, 7] = np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1]
+        if episode_column >= 0:
+            table[:, episode_column] = episode_diversity(episodes, held)
     if threshold is not None:
-        columns.append(batched_correlation_counts(obs, threshold))
+        table[:, 9] = batched_correlation_counts(obs, threshold)
     variances = None
     if iid:
-        columns.append(episode_diversity(np.ascontiguousarray(episodes), np.asarray(held, dtype=np.int64)))
         obs = np.ascontiguousarray(obs)
         if variances_apply(obs):
             variances = list(feature_variances(obs))
-    table = np.empty((len(td), len(columns)), dtype=np.float64)
-    for j, column in enumerate(columns):
-        table[:, j] = column
     rows = list(table)  # (views: iterating the array makes them cheaper than indexing it)
-    return list(zip(rows, variances if variances is not None else [None] * len(rows), strict=True))
+    return list(zip(rows, variances if variances is not None else [None] * u, strict=True))
+
+
+# td_measures' keys by their columns in row_layout
+_TD_COLUMNS = ((1, "unweighted"), (3, "mean"), (4, "median"), (5, "max"), (6, "std"), (8, "weight_mean"))
+_NO_EPISODES, _NO_HELD = np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the kernels' arithmetic is numpy's
+def _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode_column, code, kappa, alpha, inside,
+                      outside, power):  # fmt: skip
+    """Columns 1 and 3-8 of ``table`` (U, row_layout) for C float32 TD errors ``td`` (U, B) and ``weights``
+    (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted) and int64 ``ages``: ``metrics._td_kernel``'s
+    values (``metrics.td_measures``' compiled pass), the mean age; and, where ``episode_column`` >= 0, that
+    column's episode diversity (``iid._episode_diversity``, for int64 ``episodes`` and ``held``). The ages are
+    transition counts, below 2⁵³ / B: their float64 sum is exact in any order, so it is numpy's, as is the
+    division by B."""
+    mean, median, top, std, unweighted, weight_mean = _td_kernel(
+        td, ordered, weights, code, kappa, alpha, inside, outside, power
+    )
+    u, b = ages.shape
+    for k in range(u):
+        total = 0.0
+        for j in range(b):
+            total += np.float64(ages[k, j])
+        table[k, 1] = unweighted[k]
+        table[k, 3] = mean[k]
+        table[k, 4] = median[k]
+        table[k, 5] = top[k]
+        table[k, 6] = std[k]
+        table[k, 7] = total / b
+        table[k, 8] = weight_mean[k]
+    if episode_column >= 0:
+        diversity = _episode_diversity(episodes, held)
+        for k in range(u):
+            table[k, episode_column] = diversity[k]
 
 
 def _one(window: MeasuredBy, k: int, td, weights, ages, obs, episodes, held, losses, q_means):

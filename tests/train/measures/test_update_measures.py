@@ -136,6 +136,21 @@ def test_every_array_is_measured_as_its_definition(layout, batch):
     assert sum(counts) > 0 or batch == 1  # the data did exercise the count
 
 
+def test_the_compiled_pass_and_numpys_give_the_same_rows():
+    """The engines' arrays go through one compiled pass; int32 ages and episode ids (no engine's) through
+    numpy's reductions; the rows are the same, bit for bit (the TD measures are ``td_measures``' in both, the
+    integer ages' float64 sums exact in any order)."""
+    memory = _memory((4,), episode_length=7)
+    windows = [UpdateWindow(0.8, seed=k) for k in range(4)]
+    s, td, losses, q_means = next(_draws(memory, 1, 4, 64, seed=3))
+    held = [memory.episodes_held()] * 4
+    compiled = measure_rows(windows, td, s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
+    numpys = measure_rows(windows, td, s["weights"], s["ages"].astype(np.int32), s["obs"],
+                          s["episodes"].astype(np.int32), held, losses, q_means)  # fmt: skip
+    for (a, va), (b, vb) in zip(compiled, numpys, strict=True):
+        assert a.tobytes() == b.tobytes() and va.tobytes() == vb.tobytes()
+
+
 def test_windows_that_measure_differently_are_measured_each_as_its_own():
     memory = _memory((4,))
     s, td, losses, q_means = next(_draws(memory, 1, 3, 16, seed=0))
