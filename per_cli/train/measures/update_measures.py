@@ -55,8 +55,8 @@ def measure_rows(
     """Per update k (row k of the (S, B) arrays: TD errors ``td``, IS ``weights``, ``ages``, states ``obs``
     (S, B, ...), episode ids ``episodes``; ``held``: the episodes its memory held then; ``losses``, ``q_means``:
     its loss and mean Q) measured as ``windows[k]`` measures: its row of :func:`row_layout` (float64) and its
-    states' feature variances (float64 (k,); None without iid, or where ``iid.variances_apply`` does not serve
-    its states), the rows views of one C table.
+    states' feature variances (float64, one per feature; None without iid, or where ``iid.variances_apply`` does
+    not serve its states), the rows views of one C table.
 
     Every array is served, each taken as a C array (``np.ascontiguousarray``: what a stacked copy of the
     updates would be) in its own dtype; each measure's own static rule (by dtype and shape) picks its compiled

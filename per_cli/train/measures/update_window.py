@@ -7,6 +7,8 @@ variances or its states (the measures themselves: :mod:`per_cli.train.measures.m
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from per_cli.rl.engines.cohort import stack  # np.stack of equal-shaped arrays, without its per-array cost
@@ -20,6 +22,10 @@ from per_cli.train.measures.iid import (
 )
 from per_cli.train.measures.reference import drawn_reference_variance
 from per_cli.train.measures.update_measures import measure_rows, row_layout
+
+if TYPE_CHECKING:
+    from per_cli.replay.memory import Batch, ReplayMemory
+    from per_cli.rl.agent import UpdateResult
 
 
 class UpdateWindow:
@@ -147,7 +153,7 @@ class UpdateWindow:
         self._obs = obs if self.iid else []
         self._with_vars = sum(v is not None for v in variances)
 
-    def add(self, batch, result, memory=None) -> None:
+    def add(self, batch: Batch, result: UpdateResult, memory: ReplayMemory | None = None) -> None:
         """One update (``batch``: its states, IS weights, ages and episode ids; ``result``: its TD errors, loss
         and mean Q) measured now by ``measure_rows``, as an update of one, and kept as :meth:`add_measured`
         keeps a cohort's. With ``iid``, ``memory`` is needed (a ValueError without it): the episodes it holds now
@@ -175,7 +181,7 @@ class UpdateWindow:
             self._obs.append(obs)
             self._obs_ndim = obs.ndim - 1
 
-    def pop(self, memory=None) -> dict[str, np.ndarray]:
+    def pop(self, memory: ReplayMemory | None = None) -> dict[str, np.ndarray]:
         """Per-update values (one array entry per update, in the order they came) of every logged tag, in
         ``row_layout``'s order and dtypes, then ``iid/state_diversity`` with iid (left out while the memory holds
         one state value: undefined); empty if no updates. With ``iid``, ``memory`` is needed (the reference)."""

@@ -44,6 +44,7 @@ def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(
     members, held = 5, memory.episodes_held()
     alone = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
     together = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
+    tags = [key for key, _ in row_layout(threshold is not None, iid)] + ["iid/state_diversity"] * iid
     pops = 0
     for step, (s, td, losses, q_means) in enumerate(_draws(memory, 45, members, 32, seed=1)):
         rows = measure_rows(together, td, s["weights"], s["ages"], s["obs"], s["episodes"], [held] * members,
@@ -56,9 +57,7 @@ def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(
         if step % 9 == 8 or step % 13 == 12:  # pops at logs and episode ends
             for k in range(members):
                 want, got = alone[k].pop(memory), together[k].pop(memory)
-                assert list(got) == list(want) == [key for key, _ in row_layout(threshold is not None, iid)] + [
-                    "iid/state_diversity"
-                ] * iid
+                assert list(got) == list(want) == tags
                 for key in want:
                     assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
                 pops += 1
