@@ -60,7 +60,7 @@ PHASES = [
     ("replay", ReplayMemory, "update_priorities"),
     ("logging", Trainer, "_end_episode"),
     ("logging", Trainer, "_log_updates"),
-    ("logging", UpdateWindow, "add"),  # each update's measures kept for the next log
+    ("logging", UpdateWindow, "add"),  # each update measured alone (measure_rows, S = 1) and kept for the next log
     ("logging", UpdateWindow, "add_measured"),  # a cohort's: the update's measured floats kept
     ("logging", NumbaBatched, "measure"),  # a cohort step's update measures, all members at once
     ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool

@@ -10,10 +10,12 @@ Four builds of the same run (same seed, so the same episodes and updates), inter
 
 The overhead is the median time of a build over the baseline's, minus one, in CPU time of this process (the
 run is single-threaded for an MLP, so CPU time is the work done and barely moves with other load on the
-machine) and in wall time. The issue's budget is 10%. A second table times ``UpdateWindow.pop`` alone per
-update for CartPole-, Acrobot- and Atari-shaped batches of a real memory, with and without the i.i.d. measures.
+machine) and in wall time. The issue's budget is 10%. A second table times the update window alone per update
+(``UpdateWindow.add``, which measures each update, and ``pop``) for CartPole-, Acrobot- and Atari-shaped batches
+of a real memory, with and without the i.i.d. measures.
 
     python benchmarks/metrics_overhead.py [--steps 20000] [--repeats 3] [--config configs/cartpole_uniform.yaml]
+    python benchmarks/metrics_overhead.py --window-only [--repeats 40]   # the second table alone, min of 40
 """
 
 from __future__ import annotations
@@ -64,9 +66,9 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
 
 
 def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid: bool, repeats: int = 3) -> float:
-    """CPU microseconds per update that ``UpdateWindow.pop`` spends on ``updates`` batches of this shape, drawn
-    from a real memory of 2,000 random states (episodes of 100); with ``iid``, a reference sample is drawn at
-    every pop (as at a log point)."""
+    """CPU microseconds per update that ``UpdateWindow.add`` (each update measured when it comes) and ``pop``
+    spend on ``updates`` batches of this shape, drawn from a real memory of 2,000 random states (episodes of
+    100); with ``iid``, a reference sample is drawn at every pop (as at a log point)."""
     rng = np.random.default_rng(0)
     memory = make_replay(Config(replay=ReplayConfig(capacity=2000, batch_size=batch)), obs_shape, np.dtype(dtype), 0)
     for t in range(2000):
@@ -77,9 +79,9 @@ def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid
     best = float("inf")
     for _ in range(repeats):
         window = UpdateWindow(0.8, iid=iid, refresh_every=updates)
+        start = time.process_time()
         for b in batches:
             window.add(b, result, memory)
-        start = time.process_time()
         window.pop(memory)
         best = min(best, time.process_time() - start)
     return best / updates * 1e6
@@ -90,8 +92,15 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "cartpole_uniform.yaml")
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--window-only", action="store_true", help="time the update window alone (no runs)")
     args = parser.parse_args()
+    per_update = None if args.window_only else run_table(args)
+    window_table(per_update, args.repeats)
 
+
+def run_table(args: argparse.Namespace) -> float:
+    """The four builds' runs, interleaved and repeated, as a table; returns the CPU µs per update of a run
+    without metrics."""
     builds = ["no-window", "no-correlation", "no-iid", "full"]
     times: dict[str, list[tuple[float, float, int]]] = {b: [] for b in builds}
     load_before = os.getloadavg()
@@ -122,20 +131,26 @@ def main() -> None:
     print(
         f"{updates} updates a run; a run without metrics spends {per_update:.0f} CPU µs per update (env steps included)"
     )
+    return per_update
 
+
+def window_table(per_update: float | None, repeats: int) -> None:
+    """``UpdateWindow.add`` + ``pop`` per update for three state shapes, without and with the i.i.d. measures
+    (min of ``repeats``), and for CartPole as a share of ``per_update`` (a run's CPU µs per update) if given."""
     print(
-        "\nUpdateWindow.pop alone, CPU µs per update (100 updates a window; min of 3), without and with the i.i.d. "
-        "measures, and as a share of the above:"
+        f"\nUpdateWindow.add + pop alone, CPU µs per update (100 updates a window; min of {repeats}), without and "
+        f"with the i.i.d. measures{', and as a share of the above' if per_update else ''} (load average "
+        f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}):"
     )
     for label, shape, dtype, batch in [
         ("CartPole 4 floats, B=64", (4,), np.float32, 64),
         ("Acrobot 6 floats, B=128", (6,), np.float32, 128),
         ("Atari 4x84x84 uint8, B=32", (4, 84, 84), np.uint8, 32),
     ]:
-        before, after = (window_cost(shape, dtype, batch, 100, iid) for iid in (False, True))
+        before, after = (window_cost(shape, dtype, batch, 100, iid, repeats) for iid in (False, True))
         share = (
             f"{before / per_update * 100:>7.1f}%{after / per_update * 100:>7.1f}%"
-            if label.startswith("CartPole")
+            if label.startswith("CartPole") and per_update
             else ""
         )
         print(f"  {label:<28}{before:>10.1f}{after:>10.1f}{share}")

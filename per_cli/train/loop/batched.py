@@ -82,7 +82,8 @@ class NumbaBatched(VectorSteps):
     def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> list:
         """The members' update measures in one pass over the update's stacked arrays
         (:func:`~per_cli.train.measures.update_measures.measure_rows`) where they are a cohort draw's and the last
-        update's; else (or should it raise) each member's window measures its own."""
+        update's; else (or should it raise) None each: each member's window measures its own update with the
+        same function (``UpdateWindow.add``), one update at a time."""
         stacked, last = stacked_rows(batches), self._last
         if stacked is None or last is None or last[0] is not members:
             return super().measure(members, batches, results)
@@ -90,10 +91,9 @@ class NumbaBatched(VectorSteps):
         held = self._episodes_held(members) if windows[0].iid else None
         try:
             arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            rows = measure_rows(windows, last[3], *arrays, held, last[1], last[2])
+            return measure_rows(windows, last[3], *arrays, held, last[1], last[2])
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
-            rows = None
-        return rows if rows is not None else super().measure(members, batches, results)
+            return super().measure(members, batches, results)
 
     def _episodes_held(self, members: Sequence[Trainer]) -> list[int] | np.ndarray:
         """Each member's ``memory.episodes_held()``: in one call where the cohort sampling holds the memories."""

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 
 import numba
 import numpy as np
@@ -88,13 +89,21 @@ def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> 
     computed in one compiled pass (:func:`_td_kernel`, ~8 numpy calls saved per log), anything else by numpy's
     reductions; both are the same arithmetic (``tests/train/measures/test_metrics.py`` compares them)."""
     if exact_td(raw_td, weights, loss):
-        ordered = np.sort(np.abs(raw_td), axis=1)  # numpy's sort: several times faster than a compiled one here
-        loss = TDLoss.of(loss)
-        constants = (LOSS_CODES[loss.name], loss.kappa, loss.alpha, *pal_constants(loss.kappa, loss.alpha))
-        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, *constants)
+        ordered = np.abs(raw_td)
+        ordered.sort(axis=1)  # numpy's sort (np.sort's, in place): several times faster than a compiled one here
+        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, *td_constants(loss))
         return {"mean": mean, "median": median, "max": top, "std": std, "unweighted": unweighted,
                 "weight_mean": weight_mean}  # fmt: skip
     return _numpy_td_measures(raw_td, weights, loss)
+
+
+@lru_cache(maxsize=16)
+def td_constants(loss: TDLoss | str) -> tuple[int, float, float, float, float, float]:
+    """The loss's arguments of :func:`_td_kernel` after the arrays: its code (``td.LOSS_CODES``), κ, α and PAL's
+    constants (``iid.pal_constants``); a name: that loss with the default κ and α. (Cached: a run has one loss,
+    measured every update.)"""
+    loss = TDLoss.of(loss)
+    return (LOSS_CODES[loss.name], loss.kappa, loss.alpha, *pal_constants(loss.kappa, loss.alpha))
 
 
 def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> bool:
@@ -189,16 +198,24 @@ def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarr
     """
     u, b = states.shape[:2]
     flat = states.reshape(u, b, -1)
-    counts = np.empty(u, dtype=np.int64)
     chunk = max(1, _CHUNK_BYTES // (4 * b * flat.shape[2]))
+    above = np.float32(threshold)
+    if u <= chunk:  # (one chunk, as every vector state's update is: no slicing)
+        return _count_above(gram(_centred(flat)), above)
+    counts = np.empty(u, dtype=np.int64)
     for lo in range(0, u, chunk):
-        if flat.shape[2] < _SHORT_ROW:
-            x = _centred_short_rows(np.ascontiguousarray(flat[lo : lo + chunk], dtype=np.float32))
-        else:
-            x = flat[lo : lo + chunk].astype(np.float32)  # a copy, centred in place
-            x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
-        counts[lo : lo + chunk] = _count_above(gram(x), np.float32(threshold))
+        counts[lo : lo + chunk] = _count_above(gram(_centred(flat[lo : lo + chunk])), above)
     return counts
+
+
+def _centred(flat: np.ndarray) -> np.ndarray:
+    """Flattened states (U, B, d) as float32, each state minus its mean (accumulated in float64, rounded to
+    float32): by :func:`_centred_short_rows` for d < 8, else by numpy in a copy."""
+    if flat.shape[2] < _SHORT_ROW:
+        return _centred_short_rows(np.ascontiguousarray(flat, dtype=np.float32))
+    x = flat.astype(np.float32)  # a copy, centred in place
+    x -= x.mean(axis=2, keepdims=True, dtype=np.float64).astype(np.float32)
+    return x
 
 
 def gram(x: np.ndarray) -> np.ndarray:

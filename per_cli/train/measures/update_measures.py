@@ -1,58 +1,157 @@
-"""A cohort step's update measures, computed once for the members that updated, while the draw's stacked
-(members, batch) arrays are in cache.
+"""The per-update measures, computed in one place: :func:`measure_rows`, over (S, B) arrays.
 
-Each member's :class:`~per_cli.train.measures.update_window.UpdateWindow` would keep its update's arrays and measure
-them at its next pop (an episode's end, a log), stacking ~30 rows five times per pop from memory long since evicted.
-:func:`measure_rows` computes the same per-update measures (``metrics.row_layout``) over the step's stacked
-arrays with the window's own kernels (each of them computes a row from that row alone, so the values are the
-ones the window's pop computes), and each window keeps only its member's floats (``add_measured``). State
-diversity needs the reference variance drawn at the pop, so only its reference-free part, the feature
-variances (``iid.feature_variances``), is computed here. Fail closed: a step whose arrays these kernels do not
-serve gives None, and the members' windows take their updates raw.
+Every update is measured here, once, when it is made: a cohort step's S members that updated in one call
+(their draw's stacked (members, batch) arrays, while they are in cache), a solo run's or a torch cohort member's
+single update (``UpdateWindow.add``: S = 1), and the raw updates a checkpoint saved before this path existed
+(measured when it is loaded). Each row's values are a function of that row alone (each kernel computes a row from
+its own data), so an update's measures do not depend on which others it was measured with. A window keeps only
+the floats of each update's row (:func:`row_layout`) and, for state diversity, the states and their per-feature
+variances: state diversity needs the reference variance drawn at the window's pop, so only its reference-free
+part, the feature variances (``iid.feature_variances``), is computed here.
+
+The measures themselves are :mod:`per_cli.train.measures.metrics`' and :mod:`per_cli.train.measures.iid`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
+import numba
 import numpy as np
 
-from per_cli.train.measures.iid import episode_diversity, feature_variances, variances_apply
-from per_cli.train.measures.metrics import batched_correlation_counts, exact_td, td_measures
-from per_cli.train.measures.update_window import UpdateWindow, row_layout
+from per_cli.rl.losses import TDLoss
+from per_cli.train.measures.iid import _episode_diversity, episode_diversity, feature_variances, variances_apply
+from per_cli.train.measures.metrics import _td_kernel, batched_correlation_counts, exact_td, td_constants, td_measures
+
+
+class MeasuredBy(Protocol):
+    """What decides an update's measures: a window's settings (``UpdateWindow`` has them)."""
+
+    threshold: float | None  # the correlation count's |r| threshold; None: not counted
+    iid: bool  # episode diversity measured (and state diversity at the pop)
+    loss: TDLoss  # the run's loss, for the unweighted TD loss
+
+
+def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
+    """The per-update measures of a row of :func:`measure_rows`, as (tag, dtype) in the row's order (and the
+    order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row and popped as its
+    dtype, the one the measure has for the engines' float32 TD errors and IS weights (every float32 value is a
+    float64 exactly, so the round trip keeps its bits)."""
+    layout = (
+        ("losses/td_loss", np.float64), ("losses/td_loss_unweighted", np.float64), ("losses/q_values", np.float64),
+        ("td_error/mean", np.float32), ("td_error/median", np.float32), ("td_error/max", np.float32),
+        ("td_error/std", np.float32), ("replay/sample_age", np.float64), ("replay/is_weight_mean", np.float32),
+    )  # fmt: skip
+    layout += (("replay/correlation_count", np.int64),) * correlation
+    return layout + (("iid/episode_diversity", np.float64),) * iid
 
 
 def measure_rows(
-    windows: Sequence[UpdateWindow], td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray,
-    episodes: np.ndarray, held: Sequence[int] | None, losses: Sequence[float], q_means: Sequence[float],
-) -> list[tuple[np.ndarray, np.ndarray | None]] | None:  # fmt: skip
-    """Per member k (row k of the stacked arrays of its update: TD errors ``td`` (U, B), IS ``weights``,
-    ``ages``, states ``obs`` (U, B, ...), ``episodes``; ``held``: the episodes its memory held then, needed
-    with iid) its window's measured row and its feature variances (None where not computed), float64 rows of
-    one table each; None where these arrays or windows are not served (the windows then take the updates
-    raw)."""
+    windows: Sequence[MeasuredBy], td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray | None,
+    episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
+    q_means: Sequence[float],
+) -> list[tuple[np.ndarray, np.ndarray | None]]:  # fmt: skip
+    """Per update k (row k of the (S, B) arrays: TD errors ``td``, IS ``weights``, ``ages``, states ``obs``
+    (S, B, ...), episode ids ``episodes``; ``held``: the episodes its memory held then; ``losses``, ``q_means``:
+    its loss and mean Q) measured as ``windows[k]`` measures: its row of :func:`row_layout` (float64) and its
+    states' feature variances (float64, one per feature; None without iid, or where ``iid.variances_apply`` does
+    not serve its states), the rows views of one C table.
+
+    Every array is served, each taken as a C array (``np.ascontiguousarray``: what a stacked copy of the
+    updates would be) in its own dtype; each measure's own static rule (by dtype and shape) picks its compiled
+    pass or numpy's reductions: ``metrics.td_measures``' kernel for the float32 TD errors and weights
+    ``metrics.exact_td`` serves (the engines'), else numpy's. Where that kernel serves and the ages are int64
+    (the memories'), the TD measures, the mean age and the episode diversity are computed in one compiled call
+    (:func:`_compiled_columns`, the same kernels: the values, bit for bit, of ``td_measures``, numpy's mean of
+    the ages and ``iid.episode_diversity``, which ``tests/train/measures/test_update_measures.py`` compares).
+    ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and ``held`` with iid
+    (a ValueError without them). Windows that measure differently (threshold, iid or loss) are measured one
+    update at a time."""
     first = windows[0]
-    config = (first.threshold, first.iid, first.loss)
-    if any((w.threshold, w.iid, w.loss) != config for w in windows) or not exact_td(td, weights, first.loss):
-        return None
-    if ages.ndim != 2 or not ages.flags.c_contiguous or (first.iid and held is None):
-        return None
-    measures = td_measures(td, weights, first.loss)
-    columns = [
-        losses, measures["unweighted"], q_means, measures["mean"], measures["median"], measures["max"],
-        measures["std"], np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1], measures["weight_mean"],
-    ]  # fmt: skip
-    if first.threshold is not None:
-        columns.append(batched_correlation_counts(obs, first.threshold))
+    threshold, iid, loss = config = (first.threshold, first.iid, first.loss)
+    if len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
+        return [_one(w, k, td, weights, ages, obs, episodes, held, losses, q_means) for k, w in enumerate(windows)]
+    if (threshold is not None or iid) and obs is None:
+        raise ValueError("measure_rows: the correlation count and the i.i.d. measures need the states (obs)")
+    if iid and (episodes is None or held is None):
+        raise ValueError("measure_rows: the i.i.d. measures need the episode ids and the episodes held")
+    td, weights, ages = np.ascontiguousarray(td), np.ascontiguousarray(weights), np.ascontiguousarray(ages)
+    u = len(td)
+    table = np.empty((u, 9 + (threshold is not None) + iid), dtype=np.float64)
+    table[:, 0], table[:, 2] = losses, q_means
+    # the column the compiled pass writes episode diversity into where iid.episode_diversity's own rule would count
+    # these in its compiled pass (-1: no iid, or not served: numpy's count, here)
+    episode_column = -1
+    if iid:
+        episodes, held = np.ascontiguousarray(episodes), np.asarray(held, dtype=np.int64)
+        if episodes.dtype == np.int64 and held.dtype == np.int64 and episodes.ndim == 2 and episodes.shape[1]:
+            episode_column = table.shape[1] - 1
+        else:
+            table[:, -1] = episode_diversity(episodes, held)
+    if exact_td(td, weights, loss) and ages.dtype == np.int64 and ages.ndim == 2:
+        ordered = np.abs(td)
+        ordered.sort(axis=1)  # (metrics.td_measures' sort)
+        if episode_column < 0:
+            episodes, held = _NO_EPISODES, _NO_HELD
+        _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode_column, *td_constants(loss))
+    else:
+        measures = td_measures(td, weights, loss)
+        for j, key in _TD_COLUMNS:
+            table[:, j] = measures[key]
+        table[:, 7] = np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1]
+        if episode_column >= 0:
+            table[:, episode_column] = episode_diversity(episodes, held)
+    if threshold is not None:
+        table[:, 9] = batched_correlation_counts(obs, threshold)
     variances = None
-    if first.iid:
-        columns.append(episode_diversity(episodes, np.asarray(held, dtype=np.int64)))
-        if obs.ndim == 3 and variances_apply(obs):
+    if iid:
+        obs = np.ascontiguousarray(obs)
+        if variances_apply(obs):
             variances = list(feature_variances(obs))
-    if len(columns) != len(row_layout(first.threshold is not None, first.iid)):
-        return None
-    table = np.empty((len(td), len(columns)), dtype=np.float64)
-    for j, column in enumerate(columns):
-        table[:, j] = column
     rows = list(table)  # (views: iterating the array makes them cheaper than indexing it)
-    return list(zip(rows, variances if variances is not None else [None] * len(rows), strict=True))
+    return list(zip(rows, variances if variances is not None else [None] * u, strict=True))
+
+
+# td_measures' keys by their columns in row_layout
+_TD_COLUMNS = ((1, "unweighted"), (3, "mean"), (4, "median"), (5, "max"), (6, "std"), (8, "weight_mean"))
+_NO_EPISODES, _NO_HELD = np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: the kernels' arithmetic is numpy's
+def _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode_column, code, kappa, alpha, inside,
+                      outside, power):  # fmt: skip
+    """Columns 1 and 3-8 of ``table`` (U, row_layout) for C float32 TD errors ``td`` (U, B) and ``weights``
+    (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted) and int64 ``ages``: ``metrics._td_kernel``'s
+    values (``metrics.td_measures``' compiled pass), the mean age; and, where ``episode_column`` >= 0, that
+    column's episode diversity (``iid._episode_diversity``, for int64 ``episodes`` and ``held``). The ages are
+    transition counts, below 2⁵³ / B: their float64 sum is exact in any order, so it is numpy's, as is the
+    division by B."""
+    mean, median, top, std, unweighted, weight_mean = _td_kernel(
+        td, ordered, weights, code, kappa, alpha, inside, outside, power
+    )
+    u, b = ages.shape
+    for k in range(u):
+        total = 0.0
+        for j in range(b):
+            total += np.float64(ages[k, j])
+        table[k, 1] = unweighted[k]
+        table[k, 3] = mean[k]
+        table[k, 4] = median[k]
+        table[k, 5] = top[k]
+        table[k, 6] = std[k]
+        table[k, 7] = total / b
+        table[k, 8] = weight_mean[k]
+    if episode_column >= 0:
+        diversity = _episode_diversity(episodes, held)
+        for k in range(u):
+            table[k, episode_column] = diversity[k]
+
+
+def _one(window: MeasuredBy, k: int, td, weights, ages, obs, episodes, held, losses, q_means):
+    """Update ``k`` of the arrays measured alone, as ``window`` measures."""
+    pick = lambda a: None if a is None else a[k : k + 1]  # noqa: E731
+    return measure_rows(
+        [window], td[k : k + 1], weights[k : k + 1], ages[k : k + 1], pick(obs), pick(episodes), pick(held),
+        losses[k : k + 1], q_means[k : k + 1],
+    )[0]  # fmt: skip

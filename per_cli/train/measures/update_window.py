@@ -1,8 +1,13 @@
-"""The window of updates between two log points: each update's arrays (or its measures, already computed) kept
-until the window is logged, then measured together in one vectorized pass (the measures themselves:
-:mod:`per_cli.train.measures.metrics` and :mod:`per_cli.train.measures.iid`)."""
+"""The window of updates between two log points: each update measured when it comes, by the per-update measures'
+one path (:func:`per_cli.train.measures.update_measures.measure_rows`, over (S, B) arrays: a cohort step's S
+members at once, or one update), and kept as its row of floats until ``pop`` returns them all. State diversity
+needs a reference sample of the memory drawn at the pop, so it is computed there, from each update's feature
+variances or its states (the measures themselves: :mod:`per_cli.train.measures.metrics` and
+:mod:`per_cli.train.measures.iid`)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,46 +16,39 @@ from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import (
     MAX_RAW_FEATURES,
     diversity_from_variances,
-    episode_diversity,
     raw_state_diversity,
     state_diversity,
     state_view,
 )
-from per_cli.train.measures.metrics import batched_correlation_counts, td_measures
 from per_cli.train.measures.reference import drawn_reference_variance
+from per_cli.train.measures.update_measures import measure_rows, row_layout
 
-
-def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
-    """The per-update measures of a measured update (``UpdateWindow.add_measured``), as (tag, dtype) in the
-    order ``UpdateWindow.pop`` returns them; ``per_cli.train.measures.update_measures`` computes such rows."""
-    layout = (
-        ("losses/td_loss", np.float64), ("losses/td_loss_unweighted", np.float64), ("losses/q_values", np.float64),
-        ("td_error/mean", np.float32), ("td_error/median", np.float32), ("td_error/max", np.float32),
-        ("td_error/std", np.float32), ("replay/sample_age", np.float64), ("replay/is_weight_mean", np.float32),
-    )  # fmt: skip
-    layout += (("replay/correlation_count", np.int64),) * correlation
-    return layout + (("iid/episode_diversity", np.float64),) * iid
+if TYPE_CHECKING:
+    from per_cli.replay.memory import Batch, ReplayMemory
+    from per_cli.rl.agent import UpdateResult
 
 
 class UpdateWindow:
-    """Per-update data kept until ``pop``, which returns every update's scalars.
+    """Per-update measures kept until ``pop``, which returns every update's scalars.
 
-    An update comes in raw (``add``: its arrays, measured at ``pop`` in one vectorized pass with the others) or
-    measured (``add_measured``: a cohort measured it with its members' updates of that step, while the arrays
-    were in cache: only its floats are kept). The values are the same either way (each measure is a function of
-    its own update's rows), and a window may hold both. With ``iid`` on, ``add`` and ``pop`` take the memory:
-    ``add`` records how many episodes it holds (episode diversity's denominator at sampling time), and ``pop``
-    draws a fresh reference sample of ``iid.REFERENCE_SIZE`` states from it
-    (``reference.drawn_reference_variance``: one compiled call for a plain ring of vector states, else
-    ``iid.reference_view``; with the window's own generator, so training is unaffected) at the first pop and
-    then at the first pop after every ``refresh_every`` updates (``log.every``: once per log window). Only the
-    reference's per-feature variance is kept, so the window's state is small (checkpoints hold it). State diversity
-    needs that reference, so it is computed at ``pop``: from each update's feature variances where the update
-    came with them, else from its states.
+    Every update is measured when it comes, by :func:`~per_cli.train.measures.update_measures.measure_rows`:
+    ``add`` measures its one update (arrays with a leading axis of 1), a cohort measures its members' updates of
+    a step together and hands each window its row (``add_measured``); either way the window keeps the row of
+    floats (``row_layout``), and the values are the same (each measure is a function of its own update's rows).
+    With ``iid`` on, ``add`` and ``pop`` take the memory: ``add`` records how many episodes it holds (episode
+    diversity's denominator at sampling time), and ``pop`` draws a fresh reference sample of
+    ``iid.REFERENCE_SIZE`` states from it (``reference.drawn_reference_variance``: one compiled call for a plain
+    ring of vector states, else ``iid.reference_view``; with the window's own generator, so training is
+    unaffected) at the first pop and then at the first pop after every ``refresh_every`` updates (``log.every``:
+    once per log window). Only the reference's per-feature variance is kept, so the window's state is small
+    (checkpoints hold it). State diversity needs that reference, so it is computed at ``pop``: from each update's
+    feature variances where every update came with them, else from the states, which the window keeps with iid.
 
     ``state_dict`` gives the window as plain data (its settings, the updates held, the reference's variance and
     counters, its generator's ``bit_generator.state``) and ``from_state_dict`` rebuilds a window that pops what
-    this one would have; checkpoints hold that, not the pickled object.
+    this one would have; checkpoints hold that, not the pickled object. A window saved (or pickled, checkpoint
+    format 2) while updates were still kept raw gets those updates measured when it is loaded, by the same
+    ``measure_rows``, from their saved arrays: it pops what the saved window would have.
     """
 
     def __init__(
@@ -70,26 +68,20 @@ class UpdateWindow:
         self._ref_var: np.ndarray | None = None
         self._since_refresh = 0
         self._obs_ndim = 1
-        self._td: list[np.ndarray] = []
-        self._obs: list[np.ndarray] = []  # every update's states (raw and measured)
-        self._ages: list[np.ndarray] = []
-        self._weights: list[np.ndarray] = []
-        self._episodes: list[np.ndarray] = []
-        self._held: list[int] = []
-        self._loss: list[float] = []
-        self._q: list[float] = []
-        self._init_measured()
+        self._clear()
 
-    def _init_measured(self) -> None:
-        self._rows: list[np.ndarray | None] = []  # per update: its measures (row_layout), None if raw
-        self._vars: list[np.ndarray | None] = []  # per update: its feature variances (iid.feature_variances)
-        self._measured = 0  # updates added measured
-        self._with_vars = 0  # updates added with their feature variances
-        self._stacked: np.ndarray | None = None  # every update's states stacked, while pop computes
+    def _clear(self) -> None:
+        self._rows: list[np.ndarray] = []  # per update: its measures (row_layout), float64
+        self._vars: list[np.ndarray | None] = []  # per update: its feature variances (iid.feature_variances) or None
+        self._obs: list[np.ndarray] = []  # per update, with iid: its states (state diversity without variances)
+        self._with_vars = 0  # updates that came with their feature variances
 
-    # the per-update lists, by their state_dict keys (raw updates' arrays, then every update's rows and variances)
-    _LISTS = {"td": "_td", "obs": "_obs", "ages": "_ages", "weights": "_weights", "episodes": "_episodes",
-              "held": "_held", "losses": "_loss", "q_means": "_q", "rows": "_rows", "variances": "_vars"}  # fmt: skip
+    # the per-update lists, by their state_dict keys
+    _LISTS = {"obs": "_obs", "rows": "_rows", "variances": "_vars"}
+    # the raw updates' arrays of a window saved before every update was measured when it came (a row None marks
+    # such an update; the lists hold the raw ones in order), by state_dict key and by the pickled window's attribute
+    _RAW = {"td": "_td", "ages": "_ages", "weights": "_weights", "episodes": "_episodes", "held": "_held",
+            "losses": "_loss", "q_means": "_q"}  # fmt: skip
 
     def state_dict(self) -> dict:
         """The window as plain data (numpy arrays, lists of them, numbers, strings, None, and the generator's
@@ -105,8 +97,6 @@ class UpdateWindow:
             "ref_var": self._ref_var,
             "since_refresh": self._since_refresh,
             "obs_ndim": self._obs_ndim,
-            "measured": self._measured,
-            "with_vars": self._with_vars,
         }
         for key, attribute in self._LISTS.items():
             state[key] = list(getattr(self, attribute))
@@ -115,7 +105,9 @@ class UpdateWindow:
     @classmethod
     def from_state_dict(cls, state: dict) -> UpdateWindow:
         """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
-        held and the reference and generator as they were, so its pops are the saved window's."""
+        held and the reference and generator as they were, so its pops are the saved window's. A state saved
+        with raw updates (rows None, their arrays under ``td``, ``ages``, ``weights``, ``episodes``, ``held``,
+        ``losses``, ``q_means``, every update's states under ``obs``) has them measured now (``measure_rows``)."""
         # (a state saved before LAP and PAL has no loss_params: its huber or mse loss does not use them)
         loss = TDLoss(state["loss"], *state.get("loss_params", ()))
         window = cls(state["threshold"], iid=state["iid"], loss=loss, refresh_every=state["refresh_every"])
@@ -125,107 +117,87 @@ class UpdateWindow:
         window._ref_var = state["ref_var"]
         window._since_refresh = int(state["since_refresh"])
         window._obs_ndim = int(state["obs_ndim"])
-        window._measured, window._with_vars = int(state["measured"]), int(state["with_vars"])
-        for key, attribute in cls._LISTS.items():
-            setattr(window, attribute, list(state[key]))
+        window._restore({key: state.get(key) for key in (*cls._LISTS, *cls._RAW)})
         return window
 
-    def __setstate__(self, state: dict) -> None:  # a window pickled before measured updates existed: all raw
+    def __setstate__(self, state: dict) -> None:
+        """A window pickled by checkpoint format 2 (all its updates raw if pickled before measured updates
+        existed, else some): its settings and reference as they were, its raw updates measured now."""
+        state = dict(state)
+        saved = {key: state.pop(attribute, None) for key, attribute in {**self._LISTS, **self._RAW}.items()}
+        for stale in ("_measured", "_with_vars", "_stacked"):  # (recomputed; the stacked states were transient)
+            state.pop(stale, None)
         self.__dict__.update(state)
         self.loss = TDLoss.of(self.loss)  # (format 2 pickled the loss's name)
-        if "_rows" not in state:
-            self._init_measured()
-            self._rows.extend([None] * len(self._td))
-            self._vars.extend([None] * len(self._td))
+        if saved["rows"] is None:  # pickled before measured updates existed: every update raw
+            saved["rows"], saved["variances"] = [None] * len(saved["td"]), [None] * len(saved["td"])
+        self._restore(saved)
 
-    def add(self, batch, result, memory=None) -> None:
-        self._td.append(result.td_errors)
-        self._add_states(batch.obs)
+    def _restore(self, saved: dict) -> None:
+        """The saved updates (``saved``: by state_dict key; None where a list was not saved): the rows and
+        variances as they were, the raw ones (row None) measured by ``measure_rows`` from their saved arrays, as
+        ``add`` would have measured them (each row's values its own, so all of them at once)."""
+        rows, variances, obs = list(saved["rows"]), list(saved["variances"]), list(saved["obs"] or ())
+        raw = [k for k, row in enumerate(rows) if row is None]
+        if raw:
+            measured = measure_rows(
+                [self] * len(raw), stack(saved["td"]), stack(saved["weights"]), stack(saved["ages"]),
+                stack([obs[k] for k in raw]) if self.threshold is not None or self.iid else None,
+                stack(saved["episodes"]) if self.iid else None, saved["held"] if self.iid else None,
+                saved["losses"], saved["q_means"],
+            )  # fmt: skip
+            for k, (row, row_variances) in zip(raw, measured, strict=True):
+                rows[k], variances[k] = row, row_variances
+        self._clear()
+        self._rows, self._vars = rows, variances
+        self._obs = obs if self.iid else []
+        self._with_vars = sum(v is not None for v in variances)
+
+    def add(self, batch: Batch, result: UpdateResult, memory: ReplayMemory | None = None) -> None:
+        """One update (``batch``: its states, IS weights, ages and episode ids; ``result``: its TD errors, loss
+        and mean Q) measured now by ``measure_rows``, as an update of one, and kept as :meth:`add_measured`
+        keeps a cohort's. With ``iid``, ``memory`` is needed (a ValueError without it): the episodes it holds now
+        are episode diversity's denominator."""
+        held = None
         if self.iid:
             if memory is None:
                 raise ValueError("UpdateWindow(iid=True).add needs the memory (episodes held)")
-            self._episodes.append(batch.episodes)
-            self._held.append(memory.episodes_held())
-        self._ages.append(batch.ages)
-        self._weights.append(batch.weights)
-        self._loss.append(result.loss)
-        self._q.append(result.q_mean)
-        self._rows.append(None)
-        self._vars.append(None)
+            held = [memory.episodes_held()]
+        obs = batch.obs
+        [(row, variances)] = measure_rows(
+            [self], result.td_errors[None], batch.weights[None], batch.ages[None], obs[None],
+            batch.episodes[None] if self.iid else None, held, [result.loss], [result.q_mean],
+        )  # fmt: skip
+        self.add_measured(row, variances, obs)
 
     def add_measured(self, row: np.ndarray, variances: np.ndarray | None, obs: np.ndarray) -> None:
-        """An update measured already: ``row`` its values (float64) in ``row_layout(threshold is not None,
-        iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states (for what
-        ``pop`` measures from them)."""
-        self._add_states(obs)
+        """An update measured already (``measure_rows``): ``row`` its values (float64) in ``row_layout(threshold
+        is not None, iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states
+        (kept with iid, for the state diversity ``pop`` computes from them where variances do not serve)."""
         self._rows.append(row)
         self._vars.append(variances)
-        self._measured += 1
         self._with_vars += variances is not None
-
-    def _add_states(self, obs: np.ndarray) -> None:
-        if self.threshold is not None or self.iid:
+        if self.iid:
             self._obs.append(obs)
             self._obs_ndim = obs.ndim - 1
 
-    def pop(self, memory=None) -> dict[str, np.ndarray]:
-        """Per-update values (one array entry per update) of every logged tag; empty if no updates."""
+    def pop(self, memory: ReplayMemory | None = None) -> dict[str, np.ndarray]:
+        """Per-update values (one array entry per update, in the order they came) of every logged tag, in
+        ``row_layout``'s order and dtypes, then ``iid/state_diversity`` with iid (left out while the memory holds
+        one state value: undefined); empty if no updates. With ``iid``, ``memory`` is needed (the reference)."""
         n = len(self._rows)
         if not n:
             return {}
         if self.iid and memory is None:
             raise ValueError("UpdateWindow(iid=True).pop needs the memory (the reference sample)")
-        values = self._raw_values(None) if not self._measured else self._merged_values()
+        layout = row_layout(self.threshold is not None, self.iid)
+        table = stack(self._rows).astype(np.float64, copy=False).T
+        values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
         if self.iid:
             diversity = self._state_diversity(memory, n)
             if not np.isnan(diversity).any():  # undefined while the memory holds one state value: not logged
                 values["iid/state_diversity"] = diversity
-        for buffer in (self._td, self._obs, self._ages, self._weights, self._episodes, self._held, self._loss, self._q):
-            buffer.clear()
-        self._init_measured()
-        return values
-
-    def _merged_values(self) -> dict[str, np.ndarray]:
-        """The measured updates' values from their rows, the raw ones' computed, in the order they came."""
-        layout = row_layout(self.threshold is not None, self.iid)
-        table = stack([row for row in self._rows if row is not None]).astype(np.float64, copy=False).T
-        values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
-        if self._measured == len(self._rows):
-            return values
-        raw = np.array([k for k, row in enumerate(self._rows) if row is None], dtype=np.int64)
-        measured = np.ones(len(self._rows), dtype=bool)
-        measured[raw] = False
-        raw_values = self._raw_values(raw)
-        for key, array in values.items():
-            if raw_values[key].dtype != array.dtype:
-                raise ValueError(f"{key}: raw updates measured as {raw_values[key].dtype}, measured ones {array.dtype}")
-            merged = np.empty(len(self._rows), dtype=array.dtype)
-            merged[raw], merged[measured] = raw_values[key], array
-            values[key] = merged
-        return values
-
-    def _raw_values(self, raw: np.ndarray | None) -> dict[str, np.ndarray]:
-        """The raw updates' values (``raw``: their places among all updates; None: all are raw)."""
-        td = td_measures(stack(self._td), stack(self._weights), self.loss)
-        values = {
-            "losses/td_loss": np.asarray(self._loss),
-            "losses/td_loss_unweighted": td["unweighted"],
-            "losses/q_values": np.asarray(self._q),
-            "td_error/mean": td["mean"],
-            "td_error/median": td["median"],
-            "td_error/max": td["max"],
-            "td_error/std": td["std"],
-            # (ndarray.mean's own reduction and division, without its Python wrapper)
-            "replay/sample_age": np.add.reduce(stack(self._ages), axis=1, dtype=np.float64) / len(self._ages[0]),
-            "replay/is_weight_mean": td["weight_mean"],
-        }
-        if self.threshold is not None:
-            obs = stack(self._obs if raw is None else [self._obs[k] for k in raw])
-            self._stacked = obs if raw is None else None  # (all states: state diversity's too)
-            values["replay/correlation_count"] = batched_correlation_counts(obs, self.threshold)
-        if self.iid:
-            held = np.array(self._held, dtype=np.int64)
-            values["iid/episode_diversity"] = episode_diversity(stack(self._episodes), held)
+        self._clear()
         return values
 
     def _state_diversity(self, memory, n: int) -> np.ndarray:
@@ -237,7 +209,7 @@ class UpdateWindow:
         if self._with_vars == n and len(keep) >= 2 and self._ref_var.dtype == np.float64:
             variances = np.ascontiguousarray(stack(self._vars), dtype=np.float64)
             return diversity_from_variances(variances, self._ref_var, keep)
-        obs = self._stacked if self._stacked is not None else stack(self._obs)
+        obs = stack(self._obs)
         if self._obs_ndim == 1 and obs.shape[2] <= MAX_RAW_FEATURES:  # states measured as they are
             return raw_state_diversity(obs, self._ref_var)
         return state_diversity(state_view(obs, self._obs_ndim), self._ref_var)

@@ -1,17 +1,22 @@
-"""A cohort step's update measures (per_cli.train.measures.update_measures) equal what the update window's pop computes
-from the raw updates, bit for bit, whether a window holds measured updates only or both kinds."""
+"""The per-update measures' one path (per_cli.train.measures.update_measures.measure_rows): every array served, each
+measure its definition computed one update at a time by numpy, and an update's row the same whether it was measured
+alone (``UpdateWindow.add``) or with a cohort step's other updates."""
 
 from __future__ import annotations
 
+from itertools import combinations
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from per_cli.rl.losses import TDLoss
-from per_cli.train.measures.update_measures import measure_rows
+from per_cli.train.measures.iid import feature_variances
+from per_cli.train.measures.update_measures import measure_rows, row_layout
 from per_cli.train.measures.update_window import UpdateWindow
 from tests.train.measures.test_update_window import _memory
+
+pytestmark = pytest.mark.filterwarnings("error")
 
 
 def _draws(memory, steps: int, members: int, batch: int, seed: int):
@@ -32,47 +37,140 @@ def _draws(memory, steps: int, members: int, batch: int, seed: int):
     "threshold, iid, loss",
     [(0.8, True, "huber"), (None, True, "mse"), (0.5, False, "huber"), (None, False, TDLoss("pal", 0.1, 0.6))],
 )
-def test_measured_updates_pop_as_the_raw_ones_bit_for_bit(threshold, iid, loss):
+def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(threshold, iid, loss):
+    """Windows that measured each update alone (``add``: S = 1) and windows that kept rows measured with the
+    step's other members (S = 5) pop the same values, bit for bit: each row's values are its own."""
     memory = _memory((4,), episode_length=7)
     members, held = 5, memory.episodes_held()
-    raw = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
-    measured = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
-    served = 0
+    alone = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
+    together = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
+    tags = [key for key, _ in row_layout(threshold is not None, iid)] + ["iid/state_diversity"] * iid
+    pops = 0
     for step, (s, td, losses, q_means) in enumerate(_draws(memory, 45, members, 32, seed=1)):
-        rows = measure_rows(measured, td, s["weights"], s["ages"], s["obs"], s["episodes"], [held] * members,
+        rows = measure_rows(together, td, s["weights"], s["ages"], s["obs"], s["episodes"], [held] * members,
                             losses, q_means)  # fmt: skip
-        assert rows is not None
         for k in range(members):
             batch = SimpleNamespace(**{key: s[key][k] for key in s})
             result = SimpleNamespace(td_errors=td[k], loss=float(losses[k]), q_mean=float(q_means[k]))
-            raw[k].add(batch, result, memory)
-            if (step + k) % 4 == 0:  # some updates come in raw: a window holds both kinds
-                measured[k].add(batch, result, memory)
-            else:
-                measured[k].add_measured(*rows[k], batch.obs)
-                served += 1
+            alone[k].add(batch, result, memory)
+            together[k].add_measured(*rows[k], batch.obs)
         if step % 9 == 8 or step % 13 == 12:  # pops at logs and episode ends
             for k in range(members):
-                want, got = raw[k].pop(memory), measured[k].pop(memory)
-                assert list(got) == list(want)  # the same tags in the same order
+                want, got = alone[k].pop(memory), together[k].pop(memory)
+                assert list(got) == list(want) == tags
                 for key in want:
                     assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
-    assert served > 100
-    assert ("iid/state_diversity" in want) == iid
+                pops += 1
+    assert pops == 5 * 8
 
 
-def test_arrays_the_kernels_do_not_serve_are_left_to_the_windows():
+def _by_definition(td, weights, ages, obs, episodes, held, loss, threshold) -> dict[str, float]:
+    """One update's measures by their definitions, in numpy, from its own 1-D arrays."""
+    d = np.abs(td.astype(np.float64))
+    loss = TDLoss.of(loss)
+    kappa, alpha = loss.kappa, loss.alpha
+    per_sample = {
+        "huber": np.where(d < 1, 0.5 * d * d, d - 0.5),
+        "mse": d * d,
+        "lap": np.where(d < kappa, 0.5 * d * d, kappa * d),
+        "pal": np.where(d < kappa, kappa**alpha * 0.5 * d * d, kappa * d ** (1 + alpha) / (1 + alpha)),
+    }[loss.name]
+    unweighted = per_sample.mean() / (np.mean(np.maximum(d, kappa) ** alpha) if loss.name == "pal" else 1.0)
+    flat = obs.reshape(len(obs), -1).astype(np.float64)
+    pairs = 0
+    for i, j in combinations(range(len(flat)), 2):
+        a, b = flat[i] - flat[i].mean(), flat[j] - flat[j].mean()
+        norm = np.sqrt(a @ a) * np.sqrt(b @ b)
+        pairs += norm > 0 and abs(a @ b) / norm > threshold
+    return {
+        "td_error/mean": d.mean(), "td_error/median": np.median(d), "td_error/max": d.max(), "td_error/std": d.std(),
+        "losses/td_loss_unweighted": unweighted, "replay/is_weight_mean": np.mean(weights.astype(np.float64)),
+        "replay/sample_age": np.mean(ages.astype(np.float64)), "replay/correlation_count": pairs,
+        "iid/episode_diversity": len(set(episodes.tolist())) / min(len(episodes), max(held, 1)),
+    }  # fmt: skip
+
+
+# (name, how the stacked arrays are handed over): what the engines give, and what no engine gives but is served
+LAYOUTS = {
+    "engine": lambda a: a,
+    "strided": lambda a: np.repeat(a, 2, axis=1)[:, ::2],  # views, not C arrays
+    "float64 td": lambda a: a.astype(np.float64) if a.dtype == np.float32 and a.ndim == 2 else a,
+    "int32 ids": lambda a: a.astype(np.int32) if a.dtype == np.int64 else a,  # ages and episodes: numpy's pass
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch", [1, 16, 129])
+def test_every_array_is_measured_as_its_definition(layout, batch):
+    """Whatever the dtype, layout and batch size (one past the compiled TD pass's 128), each update's row is
+    its measures by definition (float32 ones to float32 rounding, the counts and the age exactly), in
+    ``row_layout``'s order; feature variances come with float32 vector states of 2 to 128 per batch."""
+    memory = _memory((4,), episode_length=7, n=600)
+    loss = TDLoss("pal", 0.3, 0.4)
+    windows = [UpdateWindow(0.5, loss=loss, seed=k) for k in range(3)]
+    s, td, losses, q_means = next(_draws(memory, 1, 3, batch, seed=batch))
+    td[1, 0] = -0.0
+    held = [memory.episodes_held(), 3, 1]
+    change = LAYOUTS[layout]
+    rows = measure_rows(windows, change(td), change(s["weights"]), change(s["ages"]), change(s["obs"]),
+                        change(s["episodes"]), held, losses, q_means)  # fmt: skip
+    layout_keys = [key for key, _ in row_layout(True, True)]
+    assert len(rows) == 3
+    for k, (row, variances) in enumerate(rows):
+        assert row.dtype == np.float64 and row.shape == (len(layout_keys),)
+        values = dict(zip(layout_keys, row, strict=True))
+        assert values["losses/td_loss"] == losses[k] and values["losses/q_values"] == q_means[k]
+        want = _by_definition(td[k], s["weights"][k], s["ages"][k], s["obs"][k], s["episodes"][k], held[k], loss, 0.5)
+        for key, value in want.items():
+            if key in ("replay/correlation_count", "replay/sample_age", "iid/episode_diversity"):
+                assert values[key] == value, key
+            else:
+                assert values[key] == pytest.approx(value, rel=2e-6, abs=1e-30), key
+        if 2 <= batch <= 128:
+            np.testing.assert_array_equal(variances, feature_variances(s["obs"][k : k + 1])[0])
+            assert variances == pytest.approx(s["obs"][k].astype(np.float64).var(axis=0, ddof=1), rel=1e-9)
+        elif batch == 1:
+            assert variances is None  # (a batch of one has no variance)
+    counts = [row[layout_keys.index("replay/correlation_count")] for row, _ in rows]
+    assert sum(counts) > 0 or batch == 1  # the data did exercise the count
+
+
+def test_the_compiled_pass_and_numpys_give_the_same_rows():
+    """The engines' arrays go through one compiled pass; int32 ages and episode ids (no engine's) through
+    numpy's reductions; the rows are the same, bit for bit (the TD measures are ``td_measures``' in both, the
+    integer ages' float64 sums exact in any order)."""
+    memory = _memory((4,), episode_length=7)
+    windows = [UpdateWindow(0.8, seed=k) for k in range(4)]
+    s, td, losses, q_means = next(_draws(memory, 1, 4, 64, seed=3))
+    held = [memory.episodes_held()] * 4
+    compiled = measure_rows(windows, td, s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
+    numpys = measure_rows(windows, td, s["weights"], s["ages"].astype(np.int32), s["obs"],
+                          s["episodes"].astype(np.int32), held, losses, q_means)  # fmt: skip
+    for (a, va), (b, vb) in zip(compiled, numpys, strict=True):
+        assert a.tobytes() == b.tobytes() and va.tobytes() == vb.tobytes()
+
+
+def test_windows_that_measure_differently_are_measured_each_as_its_own():
     memory = _memory((4,))
-    windows = [UpdateWindow(0.8, seed=k) for k in range(2)]
-    s, td, losses, q_means = next(_draws(memory, 1, 2, 16, seed=0))
-    args = (s["weights"], s["ages"], s["obs"], s["episodes"], [memory.episodes_held()] * 2, losses, q_means)
-    assert measure_rows(windows, td, *args) is not None
-    assert measure_rows(windows, td.astype(np.float64), *args) is None  # not the compiled TD measures' dtype
-    assert measure_rows(windows, np.zeros((2, 200), np.float32), *args) is None  # too long a batch
-    other = [windows[0], UpdateWindow(0.5, seed=1)]
-    assert measure_rows(other, td, *args) is None  # windows measuring differently
-    pals = [UpdateWindow(0.8, loss=TDLoss("pal", kappa, 0.6), seed=k) for k, kappa in enumerate((0.1, 0.2))]
-    assert measure_rows(pals, td, *args) is None  # their unweighted losses differ
-    rows = measure_rows([UpdateWindow(0.8, seed=k) for k in range(2)], td, s["weights"], s["ages"],
-                        s["obs"].astype(np.float64), s["episodes"], args[4], losses, q_means)  # fmt: skip
-    assert rows is not None and rows[0][1] is None  # no feature variances: pop measures the states
+    s, td, losses, q_means = next(_draws(memory, 1, 3, 16, seed=0))
+    held = [memory.episodes_held()] * 3
+    windows = [UpdateWindow(0.8, seed=0), UpdateWindow(0.2, loss=TDLoss("pal", 0.1, 0.6), seed=1),
+               UpdateWindow(None, iid=False, loss="mse", seed=2)]  # fmt: skip
+    arrays = (td, s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
+    rows = measure_rows(windows, *arrays)
+    for k, window in enumerate(windows):
+        alone = measure_rows([window], *(a[k : k + 1] for a in arrays))[0]
+        assert rows[k][0].tobytes() == alone[0].tobytes()
+        assert len(rows[k][0]) == len(row_layout(window.threshold is not None, window.iid))
+    assert rows[2][1] is None and rows[0][1] is not None  # variances with iid only
+
+
+def test_what_a_measure_needs_must_be_given():
+    memory = _memory((4,))
+    s, td, losses, q_means = next(_draws(memory, 1, 1, 8, seed=0))
+    with pytest.raises(ValueError, match="need the states"):
+        measure_rows([UpdateWindow(0.8, iid=False)], td, s["weights"], s["ages"], None, None, None, losses, q_means)
+    with pytest.raises(ValueError, match="episodes held"):
+        measure_rows([UpdateWindow(None)], td, s["weights"], s["ages"], s["obs"], s["episodes"], None, losses, q_means)
+    rows = measure_rows([UpdateWindow(None, iid=False)], td, s["weights"], s["ages"], None, None, None, losses, q_means)
+    assert len(rows[0][0]) == 9  # neither the count nor the i.i.d. measures: nothing else needed

@@ -238,8 +238,9 @@ def test_a_window_pickled_under_its_old_module_name_loads():
 # state_dict: what checkpoints hold
 
 
-def _add_both_kinds(windows, memory, updates) -> None:
-    """Each update to every window: one in three raw, the others measured (a cohort's row and variances)."""
+def _add_both_ways(windows, memory, updates) -> None:
+    """Each update to every window: one in three by ``add`` (measured alone), the others measured as a cohort
+    measures them (its row and variances, ``add_measured``)."""
     for k, (b, r) in enumerate(updates):
         if k % 3 == 0:
             for window in windows:
@@ -254,18 +255,18 @@ def _add_both_kinds(windows, memory, updates) -> None:
 
 @pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
 def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
-    """A window holding raw and measured updates and a reference, saved and rebuilt through a file as a checkpoint
-    holds it, pops the original's values bit for bit, now and in later windows whose reference is redrawn with
-    its restored generator."""
+    """A window holding updates and a reference, saved and rebuilt through a file as a checkpoint holds it, pops
+    the original's values bit for bit, now and in later windows whose reference is redrawn with its restored
+    generator."""
     memory = _memory(obs_shape, episode_length=7)
     window = UpdateWindow(0.8, refresh_every=6, seed=4)
     for n, seed in ((5, 1), (2, 7)):
-        _add_both_kinds([window], memory, _updates(memory, n, 16, seed=seed))
+        _add_both_ways([window], memory, _updates(memory, n, 16, seed=seed))
         window.pop(memory)  # the reference drawn at the first pop: 2 updates since
-    _add_both_kinds([window], memory, _updates(memory, 2, 16, seed=2))
+    _add_both_ways([window], memory, _updates(memory, 2, 16, seed=2))
     state = window.state_dict()
-    raw = sum(row is None for row in state["rows"])
-    assert state["ref_var"] is not None and raw == 1 and state["measured"] == 1 and state["since_refresh"] == 2
+    assert state["ref_var"] is not None and state["since_refresh"] == 2 and len(state["rows"]) == 2
+    assert all(row is not None for row in state["rows"]) and "td" not in state  # every update kept measured
     assert len(state["obs"]) == 2 and state["obs_ndim"] == len(obs_shape)
     saved = io.BytesIO()
     torch.save(state, saved)
@@ -275,7 +276,7 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
     other = UpdateWindow.from_state_dict({**state, "rng": np.random.default_rng(99).bit_generator.state})
     differs = []
     for n, seed in ((0, 3), (3, 4), (5, 5), (2, 6)):  # the saved reference, then redrawn after 2 + 2 + 3 updates
-        _add_both_kinds([window, rebuilt, other], memory, list(_updates(memory, n, 16, seed=seed)))
+        _add_both_ways([window, rebuilt, other], memory, list(_updates(memory, n, 16, seed=seed)))
         want, got, elsewise = window.pop(memory), rebuilt.pop(memory), other.pop(memory)
         assert list(got) == list(want) and len(want["td_error/mean"]) == (n or 2)  # (first: the 2 held)
         for key in want:
@@ -284,6 +285,96 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
                 differs.append((n, key))
     assert differs == [(3, "iid/state_diversity"), (5, "iid/state_diversity"), (2, "iid/state_diversity")]
     assert len(state["rows"]) == 2  # the state's lists are copies: popping the windows left them
+
+
+# the raw updates' lists of a window saved before every update was measured when it came, by state_dict key and
+# by the attribute a pickled (checkpoint format 2) window held them in
+_OLD_RAW = {"td": "_td", "ages": "_ages", "weights": "_weights", "episodes": "_episodes", "held": "_held",
+            "losses": "_loss", "q_means": "_q"}  # fmt: skip
+
+
+def _old_lists(window, memory, updates, measured: set[int]) -> dict:
+    """The updates as a window kept them before they were all measured when added, by the old state_dict's keys:
+    the raw ones' arrays (``td`` ... ``q_means``; ``episodes`` and ``held`` with iid) and a None row each, the
+    others a cohort's row and variances, every update's states under ``obs`` where the window counted
+    correlations or measured iid."""
+    lists: dict = {key: [] for key in (*_OLD_RAW, "obs", "rows", "variances")}
+    for k, (b, r) in enumerate(updates):
+        if window.threshold is not None or window.iid:
+            lists["obs"].append(b.obs)
+        if k in measured:
+            arrays = (r.td_errors, b.weights, b.ages, b.obs, b.episodes)
+            row, variances = measure_rows([window], *(a[None] for a in arrays), [memory.episodes_held()], [r.loss],
+                                          [r.q_mean])[0]  # fmt: skip
+            lists["rows"].append(row)
+            lists["variances"].append(variances)
+            continue
+        for key, value in (("td", r.td_errors), ("ages", b.ages), ("weights", b.weights), ("losses", r.loss),
+                           ("q_means", r.q_mean)):  # fmt: skip
+            lists[key].append(value)
+        if window.iid:
+            lists["episodes"].append(b.episodes)
+            lists["held"].append(memory.episodes_held())
+        lists["rows"].append(None)
+        lists["variances"].append(None)
+    return lists
+
+
+def _assert_same_pops(want: dict, got: dict) -> None:
+    assert list(got) == list(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
+
+
+@pytest.mark.parametrize(
+    "obs_shape, threshold, iid, loss",
+    [((4,), 0.8, True, "huber"), ((2, 9, 9), 0.8, True, "mse"), ((4,), 0.5, False, TDLoss("pal", 0.3, 0.4)),
+     ((6,), None, True, "huber"), ((4,), None, False, "huber")],
+)  # fmt: skip
+def test_a_window_saved_with_raw_updates_pops_as_one_that_measured_them(obs_shape, threshold, iid, loss):
+    """A state written before every update was measured when added (its raw updates' arrays under ``td`` ...
+    ``q_means``, a None row for each, some rows measured; format 3) and a window pickled then (format 2, with and
+    without measured rows): each loads with its raw updates measured by the one path, and pops what a window
+    that got the same updates measured pops, bit for bit, then and after more updates (its reference redrawn)."""
+    memory = _memory(obs_shape, episode_length=7)
+    updates = list(_updates(memory, 9, 16, seed=5))
+    live = UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=12, seed=3)
+    fresh = UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=12, seed=3).state_dict()
+    for b, r in updates:
+        live.add(b, r, memory)
+    loaded = []
+    for measured in (set(), {1, 2, 6}):
+        lists = _old_lists(live, memory, updates, measured)
+        with_vars = sum(v is not None for v in lists["variances"])
+        old = {**fresh, **lists, "measured": len(measured), "with_vars": with_vars, "obs_ndim": len(obs_shape)}
+        loaded.append(UpdateWindow.from_state_dict(old))
+        pickled = object.__new__(UpdateWindow)  # the window's attributes as format 2 pickled them
+        rng = np.random.default_rng(np.random.SeedSequence([3, 0x11D]))
+        pickled.__dict__.update({"threshold": threshold, "iid": iid, "loss": TDLoss.of(loss).name, "refresh_every": 12,
+                                 "_rng": rng, "_ref_var": None, "_since_refresh": 0, "_obs_ndim": len(obs_shape),
+                                 "_obs": lists["obs"]})  # fmt: skip
+        pickled.__dict__.update({attribute: lists[key] for key, attribute in _OLD_RAW.items()})
+        if measured:  # (a window pickled after measured updates existed: its rows, counters and stacked states)
+            pickled.__dict__.update({"_rows": lists["rows"], "_vars": lists["variances"], "_measured": len(measured),
+                                     "_with_vars": with_vars, "_stacked": None})  # fmt: skip
+        else:
+            assert "_rows" not in pickled.__dict__
+        if isinstance(loss, str):  # (format 2 had no κ, α: huber and mse only)
+            loaded.append(pickle.loads(pickle.dumps(pickled)))
+    assert len(loaded) == 4 - 2 * (not isinstance(loss, str))
+    for window in loaded:
+        assert all(row is not None for row in window.state_dict()["rows"])
+    want = live.pop(memory)
+    assert len(want["td_error/mean"]) == 9 and ("iid/state_diversity" in want) == iid
+    assert ("replay/correlation_count" in want) == (threshold is not None)
+    for window in loaded:
+        _assert_same_pops(want, window.pop(memory))
+    for b, r in _updates(memory, 4, 16, seed=6):  # 13 updates since the first pop: the reference is redrawn
+        for window in (live, *loaded):
+            window.add(b, r, memory)
+    want = live.pop(memory)
+    for window in loaded:
+        _assert_same_pops(want, window.pop(memory))
 
 
 def test_a_window_state_dict_is_plain_data():
