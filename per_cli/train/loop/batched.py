@@ -21,7 +21,7 @@ from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine
 from per_cli.rl.is_weights import apply_rule
-from per_cli.train.loop.cohort_steps import VectorSteps
+from per_cli.train.loop.cohort_steps import StackedResults, VectorSteps
 from per_cli.train.loop.lockstep import Solo, _guard
 from per_cli.train.measures.update_measures import measure_rows
 
@@ -75,23 +75,23 @@ class NumbaBatched(VectorSteps):
             )  # fmt: skip
         for member in members:
             member.agent.updates += 1
-        self._last = (members, loss, q_mean, td)
         # (rows of td by iteration, the floats of loss and q_mean in one call each: cheaper per member)
-        return [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
+        rows = [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
+        return StackedResults(rows, loss, q_mean, td)
 
     def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> list:
         """The members' update measures in one pass over the update's stacked arrays
-        (:func:`~per_cli.train.measures.update_measures.measure_rows`) where they are a cohort draw's and the last
-        update's; else (or should it raise) None each: each member's window measures its own update with the
-        same function (``UpdateWindow.add``), one update at a time."""
-        stacked, last = stacked_rows(batches), self._last
-        if stacked is None or last is None or last[0] is not members:
+        (:func:`~per_cli.train.measures.update_measures.measure_rows`) where the batches are a cohort draw's and
+        ``results`` this learner's :class:`StackedResults`; else (or should it raise) None each: each member's
+        window measures its own update with the same function (``UpdateWindow.add``), one update at a time."""
+        stacked = stacked_rows(batches)
+        if stacked is None or not isinstance(results, StackedResults):
             return super().measure(members, batches, results)
         windows = [m.window for m in members]
         held = self._episodes_held(members) if windows[0].iid else None
         try:
             arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            return measure_rows(windows, last[3], *arrays, held, last[1], last[2])
+            return measure_rows(windows, results.td, *arrays, held, results.loss, results.q_mean)
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             return super().measure(members, batches, results)
 
@@ -124,9 +124,8 @@ class NumbaBatched(VectorSteps):
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
-        last = self._last
-        if last is not None and last[0] is members:  # the update's stacked TD errors; the draw's stacked ids
-            ids, tds = lambda: _stacked_ids(batches), last[3]  # noqa: E731
+        if isinstance(results, StackedResults):  # the update's stacked TD errors; the draw's stacked ids
+            ids, tds = lambda: _stacked_ids(batches), results.td  # noqa: E731
         self._priorities(members, ids, tds, lambda m, k: _guard(m, m.update_priorities, batches[k], results[k]))
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:

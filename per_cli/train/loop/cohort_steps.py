@@ -51,7 +51,6 @@ class VectorSteps(Solo):
         self._store = (
             sampling is not None and sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         )
-        self._last: tuple | None = None  # (members, loss, q_mean, td) of the last update (a subclass's learn)
         self._cached: dict[tuple[int, ...], list[int]] = {}  # _which's last answers
 
     def _which(self, members: Sequence[Any]) -> list[int]:
@@ -129,9 +128,18 @@ class VectorSteps(Solo):
                 fail(member, exc)
 
     def check_results(self, members: Sequence[Any], results: Sequence[Any]) -> None:
-        last = self._last
-        if last is None or last[0] is not members:
+        if not isinstance(results, StackedResults):
             return super().check_results(members, results)
-        bad = np.flatnonzero(~(np.isfinite(last[1]) & np.isfinite(last[2]))).tolist()
+        bad = np.flatnonzero(~(np.isfinite(results.loss) & np.isfinite(results.q_mean))).tolist()
         if bad:  # each raises its own error
             super().check_results([members[k] for k in bad], [results[k] for k in bad])
+
+
+class StackedResults(list):
+    """The members' ``UpdateResult``-s of one batched update (row k: the k-th member's), with the update's own
+    arrays, which the phases after it read whole instead of member by member: ``loss`` and ``q_mean`` (S,),
+    ``td`` (S, B). The loop hands a plain list on instead once members have left (a slice of these rows)."""
+
+    def __init__(self, rows: Sequence[Any], loss: np.ndarray, q_mean: np.ndarray, td: np.ndarray):
+        super().__init__(rows)
+        self.loss, self.q_mean, self.td = loss, q_mean, td
