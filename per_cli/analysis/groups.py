@@ -17,6 +17,7 @@ from per_cli.analysis.runs import Run
 BOOKKEEPING_KEYS: dict[str, str] = {
     "seed": "the replicate itself",
     "device": "where it ran",
+    "agent.cuda_graph": "how the update is launched on a GPU (the eager update's values)",
     "train.checkpoint_every": "checkpoint cadence",
     "train.save_replay": "what a checkpoint holds",
     "train.eval_every": "evaluation cadence (a separate env and RNG: training is unchanged)",
@@ -59,11 +60,26 @@ def is_bookkeeping(key: str) -> bool:
     return any(key == k or (k.endswith(".") and key.startswith(k)) for k in BOOKKEEPING_KEYS)
 
 
+# keys whose value another key decides when that one is set: swept together with it, they are one setting
+DERIVED_FROM = {"train.train_freq": "train.replay_ratio", "train.gradient_steps": "train.replay_ratio"}
+
+
 def swept_keys(runs: Sequence[Run]) -> list[str]:
-    """Config keys with more than one value among ``runs`` (runs without a config are not compared)."""
+    """Config keys with more than one value among ``runs`` (runs without a config are not compared), less those
+    that a swept key decides (``DERIVED_FROM``: a sweep of ``train.replay_ratio`` writes each run's
+    ``train_freq``/``gradient_steps``, which would otherwise read as two more factors)."""
     configs = [r.config for r in runs if r.config]
     keys = sorted({k for c in configs for k in c if not is_bookkeeping(k) and k not in AXES})
-    return [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+    swept = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+    return [k for k in swept if not (k in DERIVED_FROM and DERIVED_FROM[k] in swept and _decided(configs, k))]
+
+
+def _decided(configs: Sequence[dict], key: str) -> bool:
+    """Whether ``key`` has one value for each value of its deciding key (unset included) among ``configs``."""
+    by_value: dict[str, set[str]] = {}
+    for c in configs:
+        by_value.setdefault(repr(c.get(DERIVED_FROM[key])), set()).add(repr(c.get(key)))
+    return all(len(values) == 1 for values in by_value.values())
 
 
 def group_runs(runs: Sequence[Run]) -> list[Group]:

@@ -188,6 +188,7 @@ def test_grid_runs_group_by_env_kind_and_swept_keys(tmp_path):
     [
         ("seed", (1, 2), False),
         ("device", ("cpu", "cuda"), False),
+        ("agent.cuda_graph", (True, False), False),
         ("train.checkpoint_every", (0, 1000), False),
         ("train.save_replay", (False, True), False),
         ("train.eval_every", (1000, 5000), False),
@@ -204,8 +205,9 @@ def test_grid_runs_group_by_env_kind_and_swept_keys(tmp_path):
 def test_only_settings_that_change_results_split_groups(tmp_path, key, values, splits):
     from per_cli.analysis.groups import BOOKKEEPING_KEYS, is_bookkeeping
 
-    assert set(BOOKKEEPING_KEYS) == {"seed", "device", "train.checkpoint_every", "train.save_replay",
-                                     "train.eval_every", "train.eval_episodes", "log.", "metrics."}  # fmt: skip
+    assert set(BOOKKEEPING_KEYS) == {"seed", "device", "agent.cuda_graph", "train.checkpoint_every",
+                                     "train.save_replay", "train.eval_every", "train.eval_episodes", "log.",
+                                     "metrics."}  # fmt: skip
     assert is_bookkeeping(key) is not splits
     for i, value in enumerate(values):
         overrides = {} if key == "seed" else {key: value}
@@ -214,6 +216,23 @@ def test_only_settings_that_change_results_split_groups(tmp_path, key, values, s
     assert len(groups) == (2 if splits else 1)
     if not splits:
         assert groups[0].label == "uniform" and len(groups[0].runs) == 2
+
+
+def test_a_swept_replay_ratio_is_one_setting_not_three(tmp_path):
+    """train.replay_ratio decides train_freq and gradient_steps: swept, it groups by itself alone; a train_freq
+    swept without it still splits."""
+    for i, (ratio, freq, steps) in enumerate([(0.25, 4, 1), (1, 1, 1), (2, 1, 2)]):
+        overrides = {"train.replay_ratio": ratio, "train.train_freq": freq, "train.gradient_steps": steps}
+        for seed in (1, 2):
+            write_run(tmp_path / f"r{i}s{seed}", seed=seed, returns=[(10, 1.0)], overrides=overrides)
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    labels = [g.label for g in groups]
+    assert labels == ["uniform, replay_ratio=0.25", "uniform, replay_ratio=1", "uniform, replay_ratio=2"]
+    assert all(len(g.runs) == 2 for g in groups)
+    for freq in (1, 4):
+        write_run(tmp_path / f"plain{freq}", seed=1, returns=[(10, 1.0)], overrides={"train.train_freq": freq})
+    labels = [g.label for g in group_runs(load_runs(tmp_path, workers=1))]
+    assert any("train_freq" in label for label in labels)  # (unset ratio, two train_freq values: two settings)
 
 
 def test_settings_labels():

@@ -31,6 +31,9 @@ ENVS = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
 # are identical run for run (CartPole: 50 of 50 seeds); the α-0 cell is the memory_max one, run on every env
 ALPHA_0 = {"replay.alpha": 0.0, "replay.is_weights": "memory_max"}
 
+# design 3's cell at the notebook's capacity and replay ratio; each contrast changes one key of it
+D3 = {"replay.capacity": 10000, "train.replay_ratio": 1.0}
+
 # (effect, design folder (relative to causal/, {env} filled in), X cell, Y cell, what is held fixed)
 # a cell: the replay label and the config values that pick it
 EFFECTS = [
@@ -60,8 +63,18 @@ EFFECTS = [
      "Fujimoto et al.'s pair: equal expected gradients, one by sampling, one by its loss"),
     ("LAP against uniform", "d2/{env}", ("lap", {}), ("uniform", {}),
      "TD-error-focused sampling with no IS weights and LAP's loss, against uniform replay"),
-    ("n-step (n 3 vs 1)", "d3/{env}", ("uniform", {"replay.n_step": 3}), ("uniform", {"replay.n_step": 1}),
-     "uniform replay, capacity and replay ratio pooled"),
+    ("n-step (n 3 vs 1) at the notebook's memory and ratio", "d3/{env}", ("uniform", D3 | {"replay.n_step": 3}),
+     ("uniform", D3 | {"replay.n_step": 1}), "uniform, capacity 10k, replay ratio 1"),
+    ("n-step (n 3 vs 1) with a memory that never forgets", "d3/{env}",
+     ("uniform", D3 | {"replay.capacity": 100000, "replay.n_step": 3}),
+     ("uniform", D3 | {"replay.capacity": 100000, "replay.n_step": 1}),
+     "uniform, capacity 100k (> a run's steps), ratio 1"),
+    ("a larger memory (100k vs 1k), n 1", "d3/{env}", ("uniform", D3 | {"replay.capacity": 100000, "replay.n_step": 1}),
+     ("uniform", D3 | {"replay.capacity": 1000, "replay.n_step": 1}), "uniform, one-step returns, ratio 1"),
+    ("a larger memory (100k vs 1k), n 3", "d3/{env}", ("uniform", D3 | {"replay.capacity": 100000, "replay.n_step": 3}),
+     ("uniform", D3 | {"replay.capacity": 1000, "replay.n_step": 3}), "uniform, 3-step returns, ratio 1"),
+    ("replay ratio 0.25 vs 1", "d3/{env}", ("uniform", D3 | {"train.replay_ratio": 0.25, "replay.n_step": 1}),
+     ("uniform", D3 | {"replay.n_step": 1}), "uniform, capacity 10k, one-step returns"),
 ]  # fmt: skip
 
 
