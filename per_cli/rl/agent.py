@@ -182,7 +182,8 @@ class DQNAgent:
             next_q = next_q_all.max(dim=1).values
         return td_targets(rewards, terminated, next_q, self.cfg.gamma)
 
-    def _batch_tensors(self, batch: Batch) -> list[np.ndarray]:
+    def _batch_arrays(self, batch: Batch) -> list[np.ndarray]:
+        """The batch's arrays in ``_update``'s argument order (the IS weights last)."""
         return [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.weights]
 
     def td_errors(self, batch: Batch) -> np.ndarray:
@@ -190,7 +191,7 @@ class DQNAgent:
         if self._fast is not None:
             b = batch
             return self._fast.td_errors(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
-        obs, actions, rewards, next_obs, terminated, _ = (self._to_device(a) for a in self._batch_tensors(batch))
+        obs, actions, rewards, next_obs, terminated = (self._to_device(a) for a in self._batch_arrays(batch)[:5])
         with torch.no_grad():
             q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
             return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
@@ -203,7 +204,7 @@ class DQNAgent:
             td, loss, q_mean = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
             self.updates += 1
             return UpdateResult(td_errors=td, loss=loss, q_mean=q_mean)
-        arrays = self._batch_tensors(batch)
+        arrays = self._batch_arrays(batch)
         if self._graph is not None:
             td, loss, q_mean = self._graph(arrays)
         else:
@@ -253,9 +254,9 @@ class DQNAgent:
         self.target_net.load_state_dict(state["target_net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = state["updates"]
-        if self._fast is None:
-            match_capturable(self.optimizer, self._graph is not None)
-        if self._graph is not None:
-            self._graph.reset()  # the optimizer's state tensors are new
         if self._fast is not None:
             self._fast.check_shared()
+            return
+        match_capturable(self.optimizer, self._graph is not None)
+        if self._graph is not None:
+            self._graph.reset()  # the optimizer's state tensors are new

@@ -11,9 +11,8 @@ cannot serve (or a whole phase, where the members are not in the state it suppor
   uniform or prioritized ring memories of vector states;
 * ``check_results``: the finiteness of the update's losses and mean Q values as arrays.
 
-Which members learn and train (``learning()``, ``update_due()``) and the end of a step (``end_step``, called only
-for members with something due) are the members' own phases, called by :class:`Solo` for every learner: they exist
-once, for a solo run and a cohort alike.
+Which members learn and train (``learning()``, ``update_due()``) and the end of a step (``end_step``) are the
+members' own phases, called by :class:`Solo` for every learner: they exist once, for a solo run and a cohort alike.
 """
 
 from __future__ import annotations

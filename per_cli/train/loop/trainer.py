@@ -215,16 +215,12 @@ class Trainer(Checkpointed, RunRecord):
 
     @property
     def beta_now(self) -> float:
-        """β of the next batch (a cohort draws them with it): this step's, which ``update_due`` (or a cohort's
-        batched one) sets; under ``replay.beta_increment`` the next batch's own, from the batches sampled so far
-        (one per update: ``agent.updates``, which a checkpoint carries)."""
+        """β of the next batch (a cohort draws them with it): this step's, which ``update_due`` sets; under
+        ``replay.beta_increment`` the next batch's own, from the batches sampled so far (one per update:
+        ``agent.updates``, which a checkpoint carries)."""
         if self.batch_beta is not None:
             return self.batch_beta(self.agent.updates + 1)
         return self._beta_now
-
-    @beta_now.setter
-    def beta_now(self, beta: float) -> None:
-        self._beta_now = beta
 
     @property
     def min_fill(self) -> int:
