@@ -42,11 +42,11 @@ from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train.loop import cohort_steps, lockstep  # noqa: E402
-from per_cli.train.loop.batched import NumbaBatched, StackedTorch  # noqa: E402
+from per_cli.train.loop import lockstep, steps  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
-from per_cli.train.loop.lockstep import Solo  # noqa: E402
+from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
+from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates  # noqa: E402
 from per_cli.train.measures.update_window import UpdateWindow  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -62,10 +62,10 @@ PHASES = [
     ("logging", Trainer, "_log_updates"),
     ("logging", UpdateWindow, "add"),  # each update measured alone (measure_rows, S = 1) and kept for the next log
     ("logging", UpdateWindow, "add_measured"),  # a cohort's: the update's measured floats kept
-    ("logging", NumbaBatched, "measure"),  # a cohort step's update measures, all members at once
+    ("logging", Steps, "measure"),  # a compiled update's measures, all members at once
     ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
-    # a cohort's per-step phases as vectors (train/loop/cohort_steps.py): the pool's step, the batched store, ε's draws
-    ("env", cohort_steps, "step_arrays"),
+    # the loop's phases over the members (train/loop/steps.py): the pool's step, the batched store, ε's draws
+    ("env", steps, "step_arrays"),
     ("replay", CohortSampling, "store"),
     ("acting", explore, "explore_kernel"),
     # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)
@@ -161,14 +161,13 @@ def phases(size: int, steps: int) -> dict[str, float]:
     clock = PhaseClock()
     for category, owner, name in PHASES:
         clock.wrap(category, owner, name)
-    # the loop's batched steps (lockstep.Solo for a solo run, a cohort's NumbaBatched): update and acting
-    clock.wrap("update", StackedTorch, "learn")  # the torch engine's stacked update (agent.engine=torch, CUDA)
-    for cls in (Solo, NumbaBatched):
+    # the members' networks (train/loop/updates.py: numba's one compiled call, torch's stacked or own updates)
+    for cls in (CompiledUpdates, TorchUpdates):
         clock.wrap("update", cls, "learn")
         clock.wrap("acting", cls, "greedy")
         clock.wrap("replay", cls, "insertion_td")  # the TD errors of new transitions (initial_priority: td_error)
-        for name in ("sample", "insert_priorities", "update_priorities"):  # (a member's own memory calls inside)
-            clock.wrap("replay", cls, name)
+    for name in ("sample", "insert_priorities", "update_priorities"):  # (a member's own memory calls inside)
+        clock.wrap("replay", Steps, name)
     try:
         result = run(size, steps, clock)
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 _MOVED_MODULES = {
     f"per_cli.train.{name}": f"per_cli.train.{package}.{name}"
     for package, names in {
-        "loop": ("trainer", "lockstep", "cohort", "cohort_steps", "loop_state", "periodic", "setup", "stopping",
+        "loop": ("trainer", "lockstep", "cohort", "loop_state", "periodic", "setup", "stopping",
                  "evaluation", "reporting", "trainer_state"),
         "measures": ("metrics", "iid", "update_window", "update_measures", "reference"),
         "rundir": ("logger", "events", "progress"),

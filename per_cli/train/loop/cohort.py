@@ -2,10 +2,10 @@
 
 Each seed is a :class:`~per_cli.train.loop.trainer.Trainer` of its own (env, memory, agent, RNG streams, schedules,
 counters, evaluation, run directory), built exactly as its solo run would be; :mod:`per_cli.train.loop.lockstep`
-runs them through the one training loop. What the cohort adds (:class:`NumbaBatched`, with the numba engine) is
-ONE compiled call over the members for each batched step: the update, the greedy actions and the insertion TD
-errors (:class:`~per_cli.rl.engines.cohort.CohortEngine`), and for prioritized and uniform memories the batches
-and the priority updates (:class:`~per_cli.replay.cohort.CohortSampling`).
+runs them through the one training loop, whose phases (:class:`~per_cli.train.loop.steps.Steps`) are the same
+calls a solo run makes over a list of one: ONE compiled call over the members for ε's draws, the update, the
+greedy actions and the insertion TD errors (:mod:`per_cli.train.loop.updates`), and for memories of vector states
+the stores, the batches and the priority updates (:class:`~per_cli.replay.cohort.CohortSampling`).
 Each member's RNG streams are seeded from its own seed only, and each runs the solo kernel on its own buffers, so
 a member of a cohort computes what its solo run computes (tests/train/loop/test_cohort.py checks it bit for bit).
 
@@ -28,12 +28,11 @@ from per_cli.config import Config, ConfigError, to_dict
 from per_cli.envs import check_backend, resolve_env_id
 from per_cli.envs.pool import make_pooled
 from per_cli.rl.engines.stacked import stacked_refusal
-from per_cli.train.loop.batched import learner_for
-from per_cli.train.loop.lockstep import Solo, run_members
+from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.trainer import Trainer
 
-_TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
 # seeds in one cohort: each member holds an env, a network and a memory, checked against RAM by preflight; past
 # this many, the process's own overhead per member (generators, buffers) decides, which nothing checks
 MAX_COHORT = 10_000
@@ -105,9 +104,9 @@ class Cohort:
         for member, run_dir in zip(self.members, run_dirs, strict=True):
             member.resume(run_dir)
 
-    def learner(self) -> Solo:
-        """The batched steps over the members (numba, or the stacked torch update where no note refused it)."""
-        return learner_for(self.members, stacked=self.note is None)
+    def steps(self) -> Steps:
+        """The loop's phases over the members (the stacked torch update where no note refused it)."""
+        return Steps(self.members, stacked=self.note is None)
 
     def run(self, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
         """Train every member into its run directory; a member that fails is recorded ``failed`` in its own
@@ -115,4 +114,4 @@ class Cohort:
         and RunInterrupted is raised."""
         if len(run_dirs) != len(self.members):
             raise ValueError(f"{len(self.members)} members but {len(run_dirs)} run directories")
-        return run_members(self.members, run_dirs, self.learner())
+        return run_members(self.members, run_dirs, self.steps())

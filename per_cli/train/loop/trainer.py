@@ -19,7 +19,6 @@ from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
-from per_cli.train.loop.batched import learner_for
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.loop_state import LoopState
@@ -27,6 +26,7 @@ from per_cli.train.loop.periodic import Periodic
 from per_cli.train.loop.reporting import episode_record, replay_state
 from per_cli.train.loop.run_record import RunRecord
 from per_cli.train.loop.setup import NoProgress, ProgressSink, reports_episodes, resolve_device
+from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import check_logged, check_update, diverged
 from per_cli.train.loop.trainer_state import Checkpointed
 from per_cli.train.loop.transitions import StoreRule
@@ -92,8 +92,8 @@ class Trainer(Checkpointed, RunRecord):
         self._start_time = time.time()
         self._initial_td = cfg.replay.initial_priority == "td_error"
         self._episode_ended = False
-        self._epsilon = 1.0  # ε of this step (choose_action)
-        self.action: int | None = None  # this step's action (choose_action, step_env)
+        self._epsilon = 1.0  # ε of this step (chose)
+        self.action: int | None = None  # this step's action (chose, step_env)
         self._stepped: tuple = ()  # what the env returned this step (step_env)
         self._beta_now = 1.0  # β of this step's batches (update_due)
         self.done = False  # the budget is spent (end_step)
@@ -113,27 +113,20 @@ class Trainer(Checkpointed, RunRecord):
         """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
         divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
         resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.loop.lockstep.run_members`
-        runs the loop with the batched steps a cohort of these members would take
-        (:func:`~per_cli.train.loop.batched.learner_for`), so ``--seed 1`` and ``--seeds 1`` run the same code."""
-        summary = run_members([self], [run_dir], learner_for([self]))[0]
+        runs the loop's phases (:class:`~per_cli.train.loop.steps.Steps`) over a list of one, so ``--seed 1`` and
+        ``--seeds 1`` run the same code."""
+        summary = run_members([self], [run_dir], Steps([self]))[0]
         if self.error is not None:
             raise self.error
         return summary
 
-    # collecting one env step at ``state.step``, in phases that the loop runs for all members in turn (so that
-    # a cohort can batch the greedy actions and the insertion TD errors): choose_action, [the greedy action],
-    # step_env, [set_insertion_priority], end_collect
-
-    def choose_action(self) -> bool:
-        """ε-greedy's draw for this step: True when the action is greedy (the loop hands it to ``step_env``),
-        False when it was drawn at random (``self.action``)."""
-        self._epsilon = self.epsilon(self.state.step)
-        self.action = self.agent.explore(self._epsilon, self.action_rng)
-        return self.action is None
+    # collecting one env step at ``state.step``, in phases that the loop runs for all members at once
+    # (:class:`~per_cli.train.loop.steps.Steps`): [ε's draw: chose], [the greedy action], step_env,
+    # [set_insertion_priority], end_collect
 
     def chose(self, epsilon: float, action: int | None) -> None:
-        """What ``choose_action`` leaves, from a cohort's batched draw of the same values: this step's ε and the
-        random action (None: greedy)."""
+        """This step's ε and its random action (None: act greedily), from ε-greedy's draw on ``action_rng``
+        (:func:`per_cli.rl.explore.explore_kernel`, which draws every member of the loop in one call)."""
         self._epsilon, self.action = epsilon, action
 
     @property

@@ -224,13 +224,13 @@ def test_seed_lists_and_what_a_cohort_refuses():
 
 def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path):
     """With EnvPool envs and uniform memories the cohort takes every step's phases as vectors (ε's draws, the
-    env step and the stores, the due checks; per_cli/train/loop/cohort_steps.py). A member whose own phase raises in
+    env step and the stores, the due checks; per_cli/train/loop/steps.py). A member whose own phase raises in
     the middle of them fails alone; the other is its solo run. (EnvPool is an optional extra: skipped without it.)"""
     pytest.importorskip("envpool")
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
-    batched = cohort.learner()
-    assert batched._generators is not None and batched._store  # (the compiled ε draws and the batched store)
+    steps = cohort.steps()
+    assert steps._store  # (the batched store)
     bad = cohort.members[0]
     own_end_collect = bad.end_collect
 

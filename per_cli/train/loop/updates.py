@@ -1,0 +1,105 @@
+"""How the members' networks act and learn in the loop: the one part of a step that depends on the engine.
+
+The loop's phases (:class:`~per_cli.train.loop.steps.Steps`) are written once, over S >= 1 members; what they ask
+of the networks (greedy actions, the TD errors of new transitions, an update from each member's batch) goes
+through one of these, chosen by the members' engine (``agent.engine``):
+
+* :class:`CompiledUpdates` (numba): ONE compiled call over the members
+  (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the solo kernels on each member's own buffers, so
+  every value is the one the member's own engine computes;
+* :class:`TorchUpdates` (torch: CNNs, CUDA, ``engine: torch``): one stacked torch update over two members or more
+  (:class:`~per_cli.rl.engines.stacked.StackedEngine`, equal to their own updates to float32 rounding) where that
+  path serves them, else each member's own agent; acting and insertion TD errors are each member's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from per_cli.replay import Batch
+from per_cli.replay.cohort import CohortSampling, stacked_rows
+from per_cli.rl.agent import UpdateResult
+from per_cli.rl.engines.cohort import CohortEngine
+from per_cli.rl.engines.stacked import StackedEngine
+from per_cli.train.loop.lockstep import _guard
+
+if TYPE_CHECKING:
+    from per_cli.train.loop.trainer import Trainer
+
+_TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
+
+
+class StackedResults(list):
+    """The members' ``UpdateResult``-s of one compiled update (row k: the k-th member's), with the update's own
+    arrays, which the phases after it read whole instead of member by member: ``loss`` and ``q_mean`` (S,),
+    ``td`` (S, B). The loop hands a plain list on instead once members have left (a slice of these rows)."""
+
+    def __init__(self, rows: Sequence[Any], loss: np.ndarray, q_mean: np.ndarray, td: np.ndarray):
+        super().__init__(rows)
+        self.loss, self.q_mean, self.td = loss, q_mean, td
+
+
+def updates_for(members: Sequence[Trainer], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
+    """The members' networks: :class:`CompiledUpdates` under the numba engine, else :class:`TorchUpdates`
+    (``stacked``: the stacked torch update serves them, where there are two or more)."""
+    if members[0].agent.engine == "numba":
+        return CompiledUpdates(members)
+    return TorchUpdates(members, stacked and len(members) > 1)
+
+
+class CompiledUpdates:
+    """The members' numba engines, each call ONE compiled call over them (members by position: ``which``)."""
+
+    def __init__(self, members: Sequence[Trainer]):
+        self.engine = CohortEngine([m.agent.numba_engine for m in members])
+
+    def greedy(self, which: list[int], members: Sequence[Trainer]) -> list[int | None]:
+        return self.engine.greedy(which, [m.observation for m in members]).tolist()
+
+    def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
+        """(δ of each member's newest transition: row k member k's, a 1-row array; their ids where ``sampling``
+        gathered the transitions in one call, else None)."""
+        if sampling is not None:
+            *rows, ids = sampling.latest(which)
+            return self.engine.td_errors(which, *rows).reshape(len(members), 1), ids
+        rows = [m.memory.latest_rows() for m in members]
+        td = self.engine.td_errors(which, *([r[key] for r in rows] for key in _TRANSITION))
+        return [td[k : k + 1] for k in range(len(members))], None
+
+    def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> StackedResults:
+        """One update call; the batches of a cohort draw go in as its stacked arrays, any others are stacked."""
+        stacked = stacked_rows(batches)
+        if stacked is not None:
+            td, loss, q_mean = self.engine.update_stacked(which, *stacked[:5], stacked[6])
+        else:
+            td, loss, q_mean = self.engine.update(which, *([getattr(b, f) for b in batches] for f in _FIELDS))
+        for member in members:
+            member.agent.updates += 1
+        # (rows of td by iteration, the floats of loss and q_mean in one call each: cheaper per member)
+        rows = [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
+        return StackedResults(rows, loss, q_mean, td)
+
+
+_FIELDS = (*_TRANSITION, "weights")
+
+
+class TorchUpdates:
+    """The members' torch agents: acting and insertion TD errors each member's own; the update one stacked call
+    (``stacked``) or each member's own."""
+
+    def __init__(self, members: Sequence[Trainer], stacked: bool):
+        self.engine = StackedEngine([m.agent for m in members]) if stacked else None
+
+    def greedy(self, which: list[int], members: Sequence[Trainer]) -> list[int | None]:
+        return [_guard(m, m.greedy_action) for m in members]
+
+    def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
+        return [_guard(m, m.insertion_td) for m in members], None
+
+    def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
+        if self.engine is not None:
+            return self.engine.learn(which, batches)
+        return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
