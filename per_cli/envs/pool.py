@@ -87,8 +87,16 @@ class _Pool:
         return obs, reward, terminated, truncated
 
     def reset(self, index: int) -> np.ndarray:
-        obs, _ = self.envs.reset(np.array([index], dtype=np.int32))
-        return obs[0]
+        return self.reset_many(np.array([index]))[0]
+
+    def reset_many(self, ids: np.ndarray) -> np.ndarray:
+        """The first observations of envs ``ids``' next episodes (reset in one EnvPool call), in the order of
+        ``ids``."""
+        obs, info = self.envs.reset(ids.astype(np.int32))
+        got = np.asarray(info["env_id"])
+        if not np.array_equal(got, ids):  # EnvPool returns envs as they finish: put them back in order
+            obs = obs[np.argsort(got)[np.searchsorted(np.sort(got), ids)]]
+        return obs
 
 
 class PooledEnv:
@@ -103,6 +111,7 @@ class PooledEnv:
         self._first_obs: np.ndarray | None = None  # the first episode's observation until the first step
         self._stepped = False
         self._pending: tuple[int, tuple] | None = None  # (action, result) left by step_together
+        self._reset_obs: np.ndarray | None = None  # the next episode's first observation, left by reset_together
 
     @property
     def unwrapped(self) -> PooledEnv:
@@ -114,10 +123,12 @@ class PooledEnv:
             self.pool, self.index, self.seed = _Pool(self.pool.env_id, seed, 1, self.pool.max_episode_steps), 0, seed
             self._first_obs, self._stepped = None, False
         if not self._stepped:
+            self._reset_obs = None
             if self._first_obs is None:
                 self._first_obs = self.pool.reset(self.index)
             return self._first_obs.copy(), {}
-        return self.pool.reset(self.index), {}
+        obs, self._reset_obs = self._reset_obs, None
+        return (obs if obs is not None else self.pool.reset(self.index)), {}
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if not self._stepped and self._first_obs is None:
@@ -132,7 +143,8 @@ class PooledEnv:
         return _row(self.pool.step(np.array([self.index]), np.array([int(action)])), 0)
 
     def drop_pending(self) -> None:
-        """Forget a result that :func:`step_together` left (its next ``step`` steps it alone)."""
+        """Forget a result that :func:`step_together` left (its next ``step`` steps it alone). (An observation
+        :func:`reset_together` left stays: that env was reset, and its next ``reset`` returns it.)"""
         self._pending = None
 
     def close(self) -> None:
@@ -169,6 +181,23 @@ def step_together(envs: Sequence[PooledEnv], actions: Sequence[int]) -> None:
         stepped = pool.step(ids, sent)
         for row, k in enumerate(ks):
             envs[k]._pending = (int(sent[row]), _row(stepped, row))
+
+
+def reset_together(envs: Sequence[PooledEnv]) -> None:
+    """Reset ``envs`` (each stepped, its episode over) in one EnvPool call per pool, leaving each env its next
+    episode's first observation for its next ``reset()``: what each env's own reset would have done, at the
+    cost of one call (a call costs ~60 µs whether it resets one env or ten). Should the call raise, nothing is
+    left and each env resets itself."""
+    by_pool: dict[int, list[PooledEnv]] = {}
+    for env in envs:
+        by_pool.setdefault(id(env.pool), []).append(env)
+    for members in by_pool.values():
+        try:
+            obs = members[0].pool.reset_many(np.array([env.index for env in members]))
+        except Exception:  # noqa: BLE001 - each env's own reset reports its own error
+            continue
+        for env, first in zip(members, obs, strict=True):
+            env._pending, env._reset_obs = None, first
 
 
 def step_arrays(envs: Sequence[PooledEnv], actions: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -25,7 +25,7 @@ from ..conftest import CONFIGS
 envpool = pytest.importorskip("envpool")
 
 from per_cli.envs import check_backend  # noqa: E402
-from per_cli.envs.pool import make_pooled, step_arrays, step_together  # noqa: E402
+from per_cli.envs.pool import make_pooled, reset_together, step_arrays, step_together  # noqa: E402
 
 runner = CliRunner()
 
@@ -161,3 +161,23 @@ def test_stepped_as_arrays_each_env_is_its_own_step():
                 np.testing.assert_array_equal(env.reset()[0], own.reset()[0])
     with pytest.raises(RuntimeError, match="before reset"):
         step_arrays(make_pooled("CartPole-v1", [5]), np.zeros(1, dtype=np.int64))
+
+
+def test_reset_together_gives_each_env_its_own_next_episode():
+    """Envs of two pools whose episodes ended in the same step, reset in one call per pool (reset_together):
+    each env's next ``reset()`` is the observation its own reset gives, and its episode goes on as its own."""
+    together, alone = _pooled_and_alone([2, 0, 1])
+    rng = np.random.default_rng(5)
+    batched_resets = 0
+    for _ in range(400):
+        actions = rng.integers(0, 2, size=3)
+        obs, _, terminated, truncated = step_arrays(together, actions)
+        ended = np.flatnonzero(terminated | truncated).tolist()
+        for k, own in enumerate(alone):
+            np.testing.assert_array_equal(obs[k], own.step(int(actions[k]))[0])
+        if len(ended) > 1:
+            reset_together([together[k] for k in ended])
+            batched_resets += 1
+        for k in ended:
+            np.testing.assert_array_equal(together[k].reset()[0], alone[k].reset()[0])
+    assert batched_resets >= 3  # (the case under test happened)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba.typed import List
 
-from per_cli.envs.pool import PooledEnv, step_arrays
+from per_cli.envs.pool import PooledEnv, reset_together, step_arrays
 from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
@@ -67,6 +67,8 @@ class Steps:
         )
         self._cached: dict[tuple[int, ...], list[int]] = {}  # _which's last answers
         self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
+        self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
+        self._ending: list[PooledEnv] = []  # the EnvPool envs whose episode the batched step ended (end_collects)
 
     def _which(self, members: Sequence[Any]) -> list[int]:
         """Members' positions. The loop asks for the same members (all of them, those training) several times a
@@ -144,6 +146,7 @@ class Steps:
         rows = zip(members, actions, obs, rewards.tolist(), terminated.tolist(), truncated.tolist(), strict=True)
         for member, action, next_obs, reward, end, cut in rows:
             member.stepped(action, next_obs, reward, end, cut)
+        self._ending = [members[k].env for k in np.flatnonzero(terminated | truncated).tolist()]
 
     def insertion_td(self, members: Sequence[Trainer]) -> list | np.ndarray:
         """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
@@ -161,7 +164,12 @@ class Steps:
         self._priorities(members, ids, td_errors, lambda m, k: _guard(m, m.set_insertion_priority, td_errors[k]))
 
     def end_collects(self, members: Sequence[Trainer]) -> None:
-        """Each member counts its step, logs an episode that ended and resets (``end_collect``)."""
+        """Each member counts its step, logs an episode that ended and resets (``end_collect``); the EnvPool envs
+        whose episode the batched step ended are reset in one call per pool first (each env's ``reset`` takes its
+        observation)."""
+        ending, self._ending = self._ending, []
+        if len(ending) > 1:
+            reset_together(ending)
         for member in members:  # (as _guard, without a call per member)
             try:
                 member.end_collect()
@@ -171,8 +179,15 @@ class Steps:
     # learning: due, then per gradient step sample, weigh, learn, check_results, update_priorities, measure
 
     def due(self, members: Sequence[Trainer]) -> tuple[list, list]:
-        """(the members learning at this step, those of them that train now): ``learning()``, ``update_due()``."""
-        learning = [m for m in members if _guard(m, m.learning)]
+        """(the members learning at this step, those of them that train now): ``learning()``, ``update_due()``.
+        A member's ``learning()`` is asked until it is True; then it stays True (its step and its memory only
+        grow), so it is not asked again."""
+        latched = self._learning
+        if len(latched) < len(self.index):
+            for member in members:
+                if id(member) not in latched and _guard(member, member.learning):
+                    latched.add(id(member))
+        learning = [m for m in members if id(m) in latched]
         return learning, [m for m in learning if _guard(m, m.update_due)]
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:

@@ -189,7 +189,8 @@ class Trainer(Checkpointed, RunRecord):
 
     def learning(self) -> bool:
         """Whether learning has begun at this step (hindsight stores transitions when their episode ends, so
-        the memory can lag the step count)."""
+        the memory can lag the step count). Once True it stays True: the step and the memory's length only grow
+        (the loop stops asking)."""
         step = self.state.step
         return step + 1 >= self.learn_from and len(self.memory) >= self.min_fill
 
