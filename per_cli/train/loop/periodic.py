@@ -31,3 +31,9 @@ class Periodic:
 
     def checkpoints(self, after: int) -> bool:
         return bool(self._checkpoint_every) and after % self._checkpoint_every == 0
+
+    def next_due(self, after: int) -> int:
+        """The first step count >= ``after`` at which any task above falls (the budget's end at the latest):
+        until then a step carries none of them, and ``Trainer.end_step`` only moves the counter on."""
+        periods = (self._sync_period, PROGRESS_EVERY, self._eval_every, self._checkpoint_every)
+        return min(self._total_steps, *(-(-after // p) * p for p in periods if p))

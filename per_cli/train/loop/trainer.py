@@ -92,6 +92,7 @@ class Trainer(Checkpointed, RunRecord):
         self._start_time = time.time()
         self._initial_td = cfg.replay.initial_priority == "td_error"
         self._episode_ended = False
+        self._quiet_until = 0  # end_step: the step count before which no periodic task falls (0: ask Periodic)
         self._epsilon = 1.0  # ε of this step (chose)
         self.action: int | None = None  # this step's action (chose, step_env)
         self._stepped: tuple = ()  # what the env returned this step (step_env)
@@ -258,10 +259,14 @@ class Trainer(Checkpointed, RunRecord):
     def end_step(self, learning: bool) -> None:
         """The rest of a step: target syncs (by period once ``learning``, at an episode's end), the budget check
         (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on."""
-        cfg, s, t = self.cfg, self.state, self.cfg.train
+        s = self.state
         step = s.step
         after = step + 1
-        due = self.periodic
+        if after < self._quiet_until and not self._episode_ended:  # no task falls on this step (Periodic)
+            s.step = after
+            return
+        cfg, t, due = self.cfg, self.cfg.train, self.periodic
+        self._quiet_until = due.next_due(after + 1)  # (the steps before it carry no task)
         if learning and due.syncs(after):
             self._sync_target()
         if self._episode_ended and cfg.agent.target_update_on_episode_end:

@@ -65,6 +65,7 @@ class Checkpointed:
         Metrics pickled as bytes (checkpoint format 2) are unpickled as they were written."""
         self.agent.load_state_dict(state["agent"])
         self.state.load_state_dict(state["loop"])
+        self._quiet_until = 0  # (the step moved: end_step asks Periodic again)
         self.evaluator.load_state_dict(state["evaluator"])
         rng = state["rng"]
         self.action_rng.bit_generator.state = rng["action"]

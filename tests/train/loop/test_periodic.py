@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from per_cli.config import Config
 from per_cli.train.loop.periodic import PROGRESS_EVERY, Periodic
 
@@ -30,3 +33,21 @@ def test_each_task_falls_on_its_own_period():
 def test_no_evaluation_without_episodes_and_no_checkpoint_at_zero():
     due = Periodic(_config(sync=10**6, total=10**6, eval_every=5, eval_episodes=0, checkpoint_every=0))
     assert not any(due.evaluates(s) or due.checkpoints(s) for s in range(1, 200))
+
+
+@given(
+    sync=st.integers(1, 60), total=st.integers(1, 3000), eval_every=st.integers(0, 900),
+    eval_episodes=st.integers(0, 2), checkpoint_every=st.integers(0, 900), after=st.integers(1, 3000),
+)  # fmt: skip
+def test_next_due_is_the_first_step_carrying_any_task(sync, total, eval_every, eval_episodes, checkpoint_every, after):
+    """next_due(after): no step in [after, next_due) carries a task, and next_due itself carries one (or is
+    the budget's end): what end_step's early exit relies on."""
+    due = Periodic(_config(sync, total, eval_every, eval_episodes, checkpoint_every))
+    first = due.next_due(after)
+
+    def carries(s: int) -> bool:
+        return due.syncs(s) or due.ends(s) or due.evaluates(s) or due.reports(s) or due.checkpoints(s)
+
+    assert not any(carries(s) for s in range(after, min(first, after + 5000)))
+    if after <= total:
+        assert after <= first and carries(first)
