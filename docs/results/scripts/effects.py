@@ -9,6 +9,10 @@ designs: docs/results/causal/README.md). For each, over the cells' completed run
 and the two-sided Mann–Whitney p (``per_cli.analysis.comparisons.compare_pair``, the measures of ``per plot``'s
 comparisons table). An effect whose design has no runs yet is listed as not run. Reads only summary.json and
 config.yaml, so nothing needs unpacking.
+
+MountainCar (zoo protocol) has designs 1 and 2; MinAtar Breakout and Freeway have design 4, whose reference cells
+(`uniform` and `none`, n = 1) are the committed runs of docs/results/minatar/ (made before `replay.n_step`,
+`replay.chunk` and `replay.is_weights` existed: their defaults, `DEFAULTS`, stand for the missing keys).
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ from per_cli.analysis.comparisons import compare_pair
 
 RESULTS = Path(__file__).resolve().parents[1]
 CAUSAL = RESULTS / "causal"
-ENVS = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
+ENVS = {
+    "cartpole": "CartPole-v1", "acrobot": "Acrobot-v1", "mountaincar": "MountainCar-v0 (zoo protocol)",
+    "breakout-minatar": "MinAtar Breakout", "freeway-minatar": "MinAtar Freeway",
+}  # fmt: skip
+# a config key a run's config.yaml lacks (written before the key existed) has its default
+DEFAULTS = {"replay.n_step": 1, "replay.chunk": 1, "replay.is_weights": "memory_max"}
 
 # α 0: every IS rule gives weights 1 (P(i) is uniform, so (N·P(i))^-β = 1), and the three α-0 cells of design 2
 # are identical run for run (CartPole: 50 of 50 seeds); the α-0 cell is the memory_max one, run on every env
@@ -34,15 +43,30 @@ ALPHA_0 = {"replay.alpha": 0.0, "replay.is_weights": "memory_max"}
 # design 3's cell at the notebook's capacity and replay ratio; each contrast changes one key of it
 D3 = {"replay.capacity": 10000, "train.replay_ratio": 1.0}
 
+
 # (effect, design folder (relative to causal/, {env} filled in), X cell, Y cell, what is held fixed)
 # a cell: the replay label and the config values that pick it
+def design1(batch: int, small_window: int, capacity: int, fixed: tuple[str, str]) -> list:
+    """Design 1's two effects for a protocol of batch size ``batch`` (the chunk of a whole batch), the small window
+    and the capacity (``fixed``: what the measures say is held fixed in each)."""
+    whole, small, full = {"replay.chunk": batch}, {"replay.window": small_window}, {"replay.window": capacity}
+    return [
+        ("correlation at a fixed age", "d1/{env}", ("uniform", whole | full), ("uniform", {"replay.chunk": 1} | full),
+         f"chunk {batch} vs 1, both W = capacity: {fixed[0]}"),
+        ("recency at a fixed correlation", "d1/{env}", ("uniform", whole | small), ("uniform", whole | full),
+         f"W {small_window} vs capacity, both chunk {batch}: {fixed[1]}"),
+    ]  # fmt: skip
+
+
+NOTEBOOK_D1 = design1(64, 256, 10000, (
+    "sample age ~equal, episode diversity 0.05 vs 0.7-0.9",
+    "episode diversity ~0.05-0.06 in both, sample age ~127 vs ~4,000+",
+))  # fmt: skip
+ZOO_D1 = design1(
+    128, 512, 10000, ("the measures: d1/mountaincar/measures.md", "the measures: d1/mountaincar/measures.md")
+)
+
 EFFECTS = [
-    ("correlation at a fixed age", "d1/{env}", ("uniform", {"replay.chunk": 64, "replay.window": 10000}),
-     ("uniform", {"replay.chunk": 1, "replay.window": 10000}),
-     "chunk 64 vs 1, both W = capacity: sample age ~equal, episode diversity 0.05 vs 0.7-0.9"),
-    ("recency at a fixed correlation", "d1/{env}", ("uniform", {"replay.chunk": 64, "replay.window": 256}),
-     ("uniform", {"replay.chunk": 64, "replay.window": 10000}),
-     "W 256 vs capacity, both chunk 64: episode diversity ~0.05-0.06 in both, sample age ~127 vs ~4,000+"),
     ("TD-error focus at a fixed mean step size (α 1)", "d2/{env}",
      ("prioritized", {"replay.alpha": 1.0, "replay.is_weights": "batch_mean"}),
      ("prioritized", ALPHA_0),
@@ -77,6 +101,22 @@ EFFECTS = [
      ("uniform", D3 | {"replay.n_step": 1}), "uniform, capacity 10k, one-step returns"),
 ]  # fmt: skip
 
+# design 4 (image states, 3 seeds per cell, 5·10^5 steps): its own runs beside the committed minatar/ runs
+D4_FOLDERS = ("d4/{env}", "../minatar/runs")
+D4_EFFECTS = [
+    ("TD-error focus: prioritized (α 0.6, the paper's weights) vs uniform", D4_FOLDERS,
+     ("prioritized", {"replay.n_step": 1}), ("uniform", {"replay.n_step": 1}), "one-step returns, the MinAtar DQN"),
+    ("n-step (uniform, n 3 vs 1)", D4_FOLDERS, ("uniform", {"replay.n_step": 3}), ("uniform", {"replay.n_step": 1}),
+     "uniform replay, the MinAtar DQN"),
+    ("replay (uniform) vs none", D4_FOLDERS, ("uniform", {"replay.n_step": 1}), ("none", {}),
+     "the committed minatar/ runs"),
+]  # fmt: skip
+BY_ENV = {
+    "cartpole": NOTEBOOK_D1 + EFFECTS, "acrobot": NOTEBOOK_D1 + EFFECTS,
+    "mountaincar": ZOO_D1 + [effect for effect in EFFECTS if not effect[1].startswith("d3/")],  # (d3: CartPole's)
+    "breakout-minatar": D4_EFFECTS, "freeway-minatar": D4_EFFECTS,
+}  # fmt: skip
+
 
 def _flat(data: dict, prefix: str = "") -> dict:
     out = {}
@@ -88,8 +128,8 @@ def _flat(data: dict, prefix: str = "") -> dict:
     return out
 
 
-def cells(folder: Path) -> list[tuple[str, dict, float]]:
-    """(replay label, flattened config, final return) of every completed run under ``folder``."""
+def cells(folder: Path, env: str) -> list[tuple[str, dict, float]]:
+    """(replay label, flattened config, final return) of every completed run of ``env`` under ``folder``."""
     out = []
     for summary_path in sorted(folder.rglob("summary.json")):
         summary = json.loads(summary_path.read_text())
@@ -98,7 +138,9 @@ def cells(folder: Path) -> list[tuple[str, dict, float]]:
             continue
         if not config_path.is_file():
             continue
-        config = _flat(yaml.safe_load(config_path.read_text()))
+        config = DEFAULTS | _flat(yaml.safe_load(config_path.read_text()))
+        if config.get("env.id") != env:
+            continue
         out.append((summary["replay"], config, float(summary["final_return_mean"])))
     return out
 
@@ -126,11 +168,14 @@ def table(env: str) -> str:
         "|---|---:|---:|---:|---:|---|",
     ]
     cache: dict[str, list] = {}
-    for name, design, x_cell, y_cell, fixed in EFFECTS:
-        folder = CAUSAL / design.format(env=env)
-        if design not in cache:
-            cache[design] = cells(folder) if folder.is_dir() else []
-        x, y = _pick(cache[design], x_cell), _pick(cache[design], y_cell)
+    for name, designs, x_cell, y_cell, fixed in BY_ENV[env]:
+        runs = []
+        for design in (designs,) if isinstance(designs, str) else designs:
+            folder = CAUSAL / design.format(env=env)
+            if design not in cache:
+                cache[design] = cells(folder, env) if folder.is_dir() else []
+            runs += cache[design]
+        x, y = _pick(runs, x_cell), _pick(runs, y_cell)
         if len(x) < 2 or len(y) < 2:
             lines.append(f"| {name} | not run yet | | | {len(x)} / {len(y)} | {fixed} |")
             continue
