@@ -70,7 +70,7 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     return [member.summary for member in members]
 
 
-def _guard(member: Any, phase: Callable, *args: Any) -> Any:
+def guard(member: Any, phase: Callable, *args: Any) -> Any:
     """Run one phase of one member; an exception fails that member only (recorded with its traceback).
 
     An exception caused by an interrupt is the interrupt, not a failure: a signal that arrives while a compiled
@@ -85,15 +85,15 @@ def _guard(member: Any, phase: Callable, *args: Any) -> Any:
 
 def fail(member: Any, exc: Exception) -> None:
     """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
-    leaves, unless ``exc`` stems from an interrupt, which is re-raised (see :func:`_guard`)."""
-    interrupt = _interrupt_behind(exc)
+    leaves, unless ``exc`` stems from an interrupt, which is re-raised (see :func:`guard`)."""
+    interrupt = interrupt_behind(exc)
     if interrupt is not None:
         raise interrupt from None
     member.record_failure(exc)
     member.close()
 
 
-def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
     """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, if any."""
     seen: set[int] = set()
     link: BaseException | None = exc
@@ -109,7 +109,7 @@ def _settle(active: list) -> list:
     """Finish the members whose budget is spent; keep those still training."""
     for member in active:
         if member.done and member.error is None:
-            _guard(member, member.finish)
+            guard(member, member.finish)
     return [m for m in active if not m.done and m.error is None]
 
 
@@ -147,7 +147,7 @@ def step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
     except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
         for k in pooled:
             members[k].env.drop_pending()
-        interrupt = _interrupt_behind(exc)
+        interrupt = interrupt_behind(exc)
         if interrupt is not None:
             raise interrupt from None
 
@@ -175,7 +175,7 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
             measured = steps.measure(training, batches, results)
             for member, batch, result, row in zip(training, batches, results, measured, strict=True):
                 if member.error is None:
-                    try:  # (as _guard, without a call per member)
+                    try:  # (as guard, without a call per member)
                         member.record_update(batch, result, row)
                     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                         fail(member, exc)

@@ -39,7 +39,7 @@ from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
-from per_cli.train.loop.lockstep import _guard, _interrupt_behind, fail, step_pooled
+from per_cli.train.loop.lockstep import fail, guard, interrupt_behind, step_pooled
 from per_cli.train.loop.updates import StackedResults, updates_for
 from per_cli.train.measures.update_measures import measure_rows
 
@@ -113,17 +113,17 @@ class Steps:
         if not self._store or not members:
             step_pooled(members, actions)
             for member, action in zip(members, actions, strict=True):
-                _guard(member, member.step_env, action)
+                guard(member, member.step_env, action)
             return
         sent = np.asarray(actions, dtype=np.int64)
         try:
             obs, rewards, terminated, truncated = step_arrays([m.env for m in members], sent)
         except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
-            interrupt = _interrupt_behind(exc)
+            interrupt = interrupt_behind(exc)
             if interrupt is not None:
                 raise interrupt from None
             for member, action in zip(members, actions, strict=True):
-                _guard(member, member.step_env, action)
+                guard(member, member.step_env, action)
             return
         before = np.stack([m.observation for m in members])
         if before.shape != obs.shape or obs.ndim != 2:  # (not vector states: each stores its own)
@@ -131,7 +131,7 @@ class Steps:
                 action, reward, end, cut = actions[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
                 stored_reward, stored_end = member.stored(reward, end, cut)  # (before stepped: the return before)
                 member.stepped(action, obs[k], reward, end, cut)
-                _guard(member, member.memory.add, before[k], action, stored_reward, obs[k], stored_end, cut)
+                guard(member, member.memory.add, before[k], action, stored_reward, obs[k], stored_end, cut)
             return
         stored_rewards, stored_ends = rewards, terminated  # what the memories store (env.done_reward, ...)
         rule = members[0].store_rule  # (the members share their config)
@@ -161,7 +161,7 @@ class Steps:
         inserted, self._inserted = self._inserted, None
         if inserted is not None and inserted[0] == len(members):  # (a subset of those, in order: all of them)
             ids, td_errors = inserted[1], inserted[2]
-        self._priorities(members, ids, td_errors, lambda m, k: _guard(m, m.set_insertion_priority, td_errors[k]))
+        self._priorities(members, ids, td_errors, lambda m, k: guard(m, m.set_insertion_priority, td_errors[k]))
 
     def end_collects(self, members: Sequence[Trainer]) -> None:
         """Each member counts its step, logs an episode that ended and resets (``end_collect``); the EnvPool envs
@@ -170,7 +170,7 @@ class Steps:
         ending, self._ending = self._ending, []
         if len(ending) > 1:
             reset_together(ending)
-        for member in members:  # (as _guard, without a call per member)
+        for member in members:  # (as guard, without a call per member)
             try:
                 member.end_collect()
             except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
@@ -185,23 +185,23 @@ class Steps:
         latched = self._learning
         if len(latched) < len(self.index):
             for member in members:
-                if id(member) not in latched and _guard(member, member.learning):
+                if id(member) not in latched and guard(member, member.learning):
                     latched.add(id(member))
         learning = [m for m in members if id(m) in latched]
-        return learning, [m for m in learning if _guard(m, m.update_due)]
+        return learning, [m for m in learning if guard(m, m.update_due)]
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
         """Each member's next batch (None for a member whose draw raised: it failed): in one compiled call where
         the cohort sampling holds the memories, else each member's own."""
         sampling = self.sampling
         if sampling is None:
-            return [_guard(m, m.sample) for m in members]
+            return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
         drawn = sampling.sample(which, size, [m.beta_now for m in members])
         out: list[Batch | None] = list(drawn)
         for k, batch in enumerate(drawn):
             if batch is None:  # the draw raised: repeated alone to raise the member's error
-                out[k] = _guard(members[k], sampling.repeat_failed, which[k])
+                out[k] = guard(members[k], sampling.repeat_failed, which[k])
         return out
 
     def weigh(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> None:
@@ -231,14 +231,14 @@ class Steps:
             bad = np.flatnonzero(~(np.isfinite(results.loss) & np.isfinite(results.q_mean))).tolist()
             members, results = [members[k] for k in bad], [results[k] for k in bad]
         for member, result in zip(members, results, strict=True):
-            _guard(member, member.check_result, result)
+            guard(member, member.check_result, result)
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         """Each member's batch gets its new priorities from the update's TD errors."""
         ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
         if isinstance(results, StackedResults):  # the update's stacked TD errors; the draw's stacked ids
             ids, tds = lambda: _stacked_ids(batches), results.td  # noqa: E731
-        self._priorities(members, ids, tds, lambda m, k: _guard(m, m.update_priorities, batches[k], results[k]))
+        self._priorities(members, ids, tds, lambda m, k: guard(m, m.update_priorities, batches[k], results[k]))
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
         """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
@@ -272,7 +272,7 @@ class Steps:
         learning_ids = {id(m) for m in learning}
         for member in members:  # (a member that failed on the way is skipped)
             if member.error is None:
-                _guard(member, member.end_step, id(member) in learning_ids)
+                guard(member, member.end_step, id(member) in learning_ids)
 
 
 def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:

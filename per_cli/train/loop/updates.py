@@ -24,7 +24,7 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine
-from per_cli.train.loop.lockstep import _guard
+from per_cli.train.loop.lockstep import guard
 
 if TYPE_CHECKING:
     from per_cli.train.loop.trainer import Trainer
@@ -94,10 +94,10 @@ class TorchUpdates:
         self.engine = StackedEngine([m.agent for m in members]) if stacked else None
 
     def greedy(self, which: list[int], members: Sequence[Trainer]) -> list[int | None]:
-        return [_guard(m, m.greedy_action) for m in members]
+        return [guard(m, m.greedy_action) for m in members]
 
     def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
-        return [_guard(m, m.insertion_td) for m in members], None
+        return [guard(m, m.insertion_td) for m in members], None
 
     def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
         if self.engine is not None:

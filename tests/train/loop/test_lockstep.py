@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from per_cli.train.loop.lockstep import _guard
+from per_cli.train.loop.lockstep import guard
 from per_cli.train.loop.stopping import RunInterrupted
 
 
@@ -42,13 +42,13 @@ def _numba_style_interrupt():
 
 def test_a_failing_phase_fails_only_its_member():
     member = Member()
-    assert _guard(member, _raise(ValueError("bad batch"))) is None
+    assert guard(member, _raise(ValueError("bad batch"))) is None
     assert [str(e) for e in member.failures] == ["bad batch"] and member.closed
 
 
 def test_an_error_caused_by_a_signal_is_the_interrupt_not_a_failure():
     member = Member()
     with pytest.raises(RunInterrupted) as caught:
-        _guard(member, _numba_style_interrupt)
+        guard(member, _numba_style_interrupt)
     assert caught.value.signum == signal.SIGTERM
     assert member.failures == [] and not member.closed  # recorded interrupted by the loop, resumable
