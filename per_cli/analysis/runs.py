@@ -33,6 +33,7 @@ RUN_MARKERS = ("summary.json", "config.yaml")
 # lacks one is read with it, so a run recorded before the key existed groups with a new run of the same setting
 # (a missing key against its default would split them into two groups of one setting).
 ADDED_LATER: dict[str, Any] = {
+    "env.backend": "gymnasium",
     "env.done_reward": None,
     "env.done_reward_except_return": None,
     "env.truncation_terminates": False,
@@ -41,6 +42,8 @@ ADDED_LATER: dict[str, Any] = {
     "replay.chunk": 1,
     "replay.min_priority": 0.01,
     "replay.n_step": 1,
+    "train.replay_ratio": None,
+    "agent.cuda_graph": True,
     "plugins": (),  # (flattened: lists are tuples)
 }
 PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts
