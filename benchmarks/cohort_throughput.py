@@ -42,7 +42,7 @@ from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train.loop import lockstep, steps  # noqa: E402
+from per_cli.train.loop import steps  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
@@ -63,7 +63,7 @@ PHASES = [
     ("logging", UpdateWindow, "add"),  # each update measured alone (measure_rows, S = 1) and kept for the next log
     ("logging", UpdateWindow, "add_measured"),  # a cohort's: the update's measured floats kept
     ("logging", Steps, "measure"),  # a compiled update's measures, all members at once
-    ("env", lockstep, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
+    ("env", steps, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
     # the loop's phases over the members (train/loop/steps.py): the pool's step, the batched store, ε's draws
     ("env", steps, "step_arrays"),
     ("replay", CohortSampling, "store"),

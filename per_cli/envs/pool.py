@@ -197,7 +197,7 @@ def reset_together(envs: Sequence[PooledEnv]) -> None:
         except Exception:  # noqa: BLE001 - each env's own reset reports its own error
             continue
         for env, first in zip(members, obs, strict=True):
-            env._pending, env._reset_obs = None, first
+            env._reset_obs = first
 
 
 def step_arrays(envs: Sequence[PooledEnv], actions: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from per_cli.envs.pool import PooledEnv, step_together
 from per_cli.train.loop.stopping import SignalStop, as_interrupt
 
 if TYPE_CHECKING:
@@ -133,23 +132,6 @@ def _collect(active: list, steps: Steps) -> list:
         steps.insert_priorities([inserting[k] for k in ok], [tds[k] for k in ok])
     steps.end_collects(_ok(active))
     return _ok(active)
-
-
-def step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
-    """The members whose env is an EnvPool env (``env.backend: envpool``) step in one call per pool; each
-    member's ``step_env`` then takes its result. Should the call raise, nothing is left and each member steps
-    its own env (its own error, if any, is its own)."""
-    pooled = [k for k, m in enumerate(members) if isinstance(m.env, PooledEnv)]
-    if len(pooled) < 2:  # (a solo run steps its env itself)
-        return
-    try:
-        step_together([members[k].env for k in pooled], [actions[k] for k in pooled])
-    except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
-        for k in pooled:
-            members[k].env.drop_pending()
-        interrupt = interrupt_behind(exc)
-        if interrupt is not None:
-            raise interrupt from None
 
 
 def _loop(active: list, steps: Steps, stop: SignalStop) -> None:

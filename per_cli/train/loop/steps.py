@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba.typed import List
 
-from per_cli.envs.pool import PooledEnv, reset_together, step_arrays
+from per_cli.envs.pool import PooledEnv, reset_together, step_arrays, step_together
 from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
-from per_cli.train.loop.lockstep import fail, guard, interrupt_behind, step_pooled
+from per_cli.train.loop.lockstep import fail, guard, interrupt_behind
 from per_cli.train.loop.updates import StackedResults, updates_for
 from per_cli.train.measures.update_measures import measure_rows
 
@@ -111,7 +111,7 @@ class Steps:
     def step_envs(self, members: Sequence[Trainer], actions: Sequence[Any]) -> None:
         """Each member steps its env with its action and stores the transition."""
         if not self._store or not members:
-            step_pooled(members, actions)
+            _step_pooled(members, actions)
             for member, action in zip(members, actions, strict=True):
                 guard(member, member.step_env, action)
             return
@@ -273,6 +273,23 @@ class Steps:
         for member in members:  # (a member that failed on the way is skipped)
             if member.error is None:
                 guard(member, member.end_step, id(member) in learning_ids)
+
+
+def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
+    """The members whose env is an EnvPool env (``env.backend: envpool``) step in one call per pool; each
+    member's ``step_env`` then takes its result. Should the call raise, nothing is left and each member steps
+    its own env (its own error, if any, is its own)."""
+    pooled = [k for k, m in enumerate(members) if isinstance(m.env, PooledEnv)]
+    if len(pooled) < 2:  # (a solo run steps its env itself)
+        return
+    try:
+        step_together([members[k].env for k in pooled], [actions[k] for k in pooled])
+    except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
+        for k in pooled:
+            members[k].env.drop_pending()
+        interrupt = interrupt_behind(exc)
+        if interrupt is not None:
+            raise interrupt from None
 
 
 def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from per_cli.train.loop.trainer import Trainer
 
 _TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
+_FIELDS = (*_TRANSITION, "weights")  # an update's
 
 
 class StackedResults(list):
@@ -82,8 +83,6 @@ class CompiledUpdates:
         rows = [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
         return StackedResults(rows, loss, q_mean, td)
 
-
-_FIELDS = (*_TRANSITION, "weights")
 
 
 class TorchUpdates:
