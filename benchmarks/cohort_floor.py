@@ -10,9 +10,11 @@ seed-step is the floor: ``1e6 / floor`` env steps/s is the most the cohort could
 same kernels if the Python around them cost nothing. The update kernel's share is printed apart, since it is
 the one part whose rate could still change much (by changing its float summation order, and so the results).
 
-The Python part of a seed-step is ``measured - floor``: the loop's own cost, the one the seed-axis issue's
-target (≤ 5 µs per seed-step at S = 100) is about. ``--size 1,10,100`` measures each cohort size in turn (a
-cohort of one is a solo run: the same loop).
+The members' run start and end (``Trainer.begin``/``finish``: config.yaml, the summaries, the TensorBoard files,
+the final checkpoint) happen once per run, however long it is; their CPU time is printed apart ("start/end", per
+seed-step of this short run). The Python part of a seed-step is ``measured - floor - start/end``: the loop's
+cost, the one the seed-axis issue's target (≤ 5 µs per seed-step at S = 100) is about. ``--size 1,10,100``
+measures each cohort size in turn (a cohort of one is a solo run: the same loop).
 
 ``--solo`` times solo runs of each config as well (the median of five, before the cohorts; the floor's ratio to
 it bounds the cohort's speed-up); ``--grid`` weights each (env, replay) cell's floor by the env steps that
@@ -80,9 +82,16 @@ def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, floa
 
 
 def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
-    """CPU µs per env step per seed of a cohort of ``bench.CONFIG``: (measured, and inside compiled calls by
-    part; inside each numba kernel)."""
-    plain = bench.run(size, steps, as_cohort=True)  # (S = 1: a cohort of one, the same loop as the others)
+    """CPU µs per env step per seed of a cohort of ``bench.CONFIG``: (measured, inside compiled calls by part,
+    and in the members' run start and end (``Trainer.begin``/``finish``: once per run, not per step, so apart
+    from the steps' Python part); inside each numba kernel)."""
+    clock = bench.PhaseClock()  # the members' run start and end (config.yaml, summaries, TensorBoard files)
+    clock.wrap("start/end", bench.Trainer, "begin")
+    clock.wrap("start/end", bench.Trainer, "finish")
+    try:
+        plain = bench.run(size, steps, as_cohort=True)  # (S = 1: a cohort of one, the same loop as the others)
+    finally:
+        clock.restore()
     profile = cProfile.Profile(time.process_time)  # CPU time, the unit of every column (EnvPool: its threads too)
     profile.enable()
     bench.run(size, steps, as_cohort=True)
@@ -90,7 +99,8 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     per = 1e6 / (size * steps)
     parts, kernels = compiled_time(pstats.Stats(profile))
     parts = {k: v * per for k, v in parts.items()}
-    return {"measured": plain["cpu"] * per, **parts, "floor": sum(parts.values())}, {
+    start_end = clock.totals["start/end"] * per
+    return {"measured": plain["cpu"] * per, **parts, "floor": sum(parts.values()), "start/end": start_end}, {
         k: v * per for k, v in kernels.items()
     }
 
@@ -159,9 +169,9 @@ def main() -> None:
     cells = grid_steps(args.grid) if args.grid else {}
     cell_of = {config: _cell(config) for config in configs} if cells else {}
     print(f"cohorts of {args.size} seeds, {args.steps} env steps each, env.backend={args.backend}, each config in "
-          "a fresh process; CPU µs per env step per seed (python = measured - floor)")  # fmt: skip
+          "a fresh process; CPU µs per env step per seed (python = measured - floor - start/end)")  # fmt: skip
     print(f"{'config':<33} {'S':>4} {'measured':>8} {'update':>7} {'kernels':>8} {'envpool':>8} {'floor':>6} "
-          f"{'python':>7} {'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
+          f"{'start/end':>9} {'python':>7} {'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
     totals = {"measured": 0.0, "floor": 0.0, "without update": 0.0}
     for config, size in ((c, s) for c in configs for s in sizes):
         started = time.perf_counter()
@@ -169,7 +179,8 @@ def main() -> None:
         r = measured["parts"]
         solo = f"{r['solo']:,.0f}" if "solo" in r else ""
         print(f"{config:<33} {size:>4} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
-              f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {r['measured'] - r['floor']:>7.1f} "
+              f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {r['start/end']:>9.1f} "
+              f"{r['measured'] - r['floor'] - r['start/end']:>7.1f} "
               f"{1e6 / r['floor']:>10,.0f} {solo:>7}   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
         top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
         print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top), flush=True)

@@ -20,6 +20,10 @@ from per_cli.config.reading import parse_yaml, read_text
 from per_cli.config.schema import Config
 from per_cli.errors import ConfigError
 
+# libyaml's emitter where PyYAML has it: the same text as the pure-Python SafeDumper (checked on every config under
+# configs/), ~4x faster; every run writes its config.yaml, so a 100-seed cohort's start waited on it
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 # ----------------------------------------------------------------------------------------------------------
 # building from plain data
 
@@ -283,4 +287,4 @@ def to_dict(cfg: Config) -> dict:
 
 
 def dump_config(cfg: Config) -> str:
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+    return yaml.dump(to_dict(cfg), Dumper=_DUMPER, sort_keys=False)

@@ -48,6 +48,16 @@ def test_dump_round_trips():
     assert dataclasses.asdict(again)["agent"]["lr"] == 1e-3
 
 
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("**/*.yaml")), ids=lambda p: str(p.relative_to(CONFIGS)))
+def test_dump_is_the_safe_dumpers_text(path):
+    """config.yaml is written by libyaml's emitter where PyYAML has it: its text must be the pure-Python
+    SafeDumper's, so a run directory's config.yaml does not depend on how PyYAML was built."""
+    import yaml
+
+    data = dataclasses.asdict(load_config(path))
+    assert dump_config(load_config(path)) == yaml.dump(data, Dumper=yaml.SafeDumper, sort_keys=False)
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
