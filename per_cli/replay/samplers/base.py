@@ -252,6 +252,12 @@ class Sampler(Stateless):
         """New abs(TD error) of the transitions in ``slots`` (all current, finite)."""
 
     @classmethod
+    def plans_phases(cls) -> bool:
+        """Whether ``begin_phase`` does anything (the loop announces a burst of batches only to those that plan
+        it)."""
+        return cls.begin_phase is not Sampler.begin_phase
+
+    @classmethod
     def keeps_priorities(cls) -> bool:
         """Whether ``update`` does anything (a sampler that does not override it ignores priorities)."""
         return cls.update is not Sampler.update

@@ -154,12 +154,6 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
                 training = [training[k] for k in done]
                 batches, results = [batches[k] for k in done], [results[k] for k in done]
             steps.update_priorities(training, batches, results)
-            measured = steps.measure(training, batches, results)
-            for member, batch, result, row in zip(training, batches, results, measured, strict=True):
-                if member.error is None:
-                    try:  # (as guard, without a call per member)
-                        member.record_update(batch, result, row)
-                    except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
-                        fail(member, exc)
+            steps.record_updates(training, batches, results, steps.measure(training, batches, results))
             training = _ok(training)
         steps.end_steps(active, learning)

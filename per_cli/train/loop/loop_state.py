@@ -1,10 +1,15 @@
 """The training loop's counters: what a checkpoint carries so that a resumed run continues exactly, and
-the per-episode bookkeeping behind the progress line and the summary."""
+the per-episode bookkeeping behind the progress line and the summary.
+
+The counters every step moves (the step, the episode in progress's return and length) and this step's ε and
+episode-end flag are columns of :class:`Counters`, arrays over the loop's members (the seed axis): the loop's
+phases move them for every member at once (:class:`~per_cli.train.loop.steps.Steps`), and a member's
+:class:`LoopState` reads and writes its own row. A LoopState outside a loop has a counters of one row."""
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,15 +21,68 @@ def _window() -> deque:
     return deque(maxlen=FINAL_RETURN_WINDOW)
 
 
-@dataclass
+class Counters:
+    """The per-step counters of ``size`` members, one row each: ``step`` (env steps taken: the position of the ε
+    and β schedules), ``episode_return`` and ``episode_length`` (of the episode in progress); this step's
+    ``epsilon``, ``beta`` (of its batches) and ``ended`` (an episode was counted at this step: ``Trainer.end_step``
+    syncs the target); and ``quiet_until``, the step count before which no periodic task falls
+    (``Periodic.next_due``; 0: not known yet), so that until then a step without an episode's end only moves
+    ``step`` on."""
+
+    def __init__(self, size: int):
+        self.step = np.zeros(size, dtype=np.int64)
+        self.episode_return = np.zeros(size, dtype=np.float64)
+        self.episode_length = np.zeros(size, dtype=np.int64)
+        self.epsilon = np.ones(size, dtype=np.float64)
+        self.ended = np.zeros(size, dtype=bool)
+        self.quiet_until = np.zeros(size, dtype=np.int64)
+        self.beta = np.ones(size, dtype=np.float64)
+
+    _COLUMNS = ("step", "episode_return", "episode_length", "epsilon", "ended", "quiet_until", "beta")
+
+    @classmethod
+    def over(cls, states: Sequence[LoopState]) -> Counters:
+        """One counters for ``states`` (row k: the k-th's), holding their values; each state reads and writes
+        its row from now on."""
+        counters = cls(len(states))
+        for k, state in enumerate(states):
+            for name in cls._COLUMNS:
+                getattr(counters, name)[k] = getattr(state, name)
+            state._counters, state._row = counters, k
+        return counters
+
+
+class _Column:
+    """A LoopState attribute kept in its row of the loop's :class:`Counters` (as a Python number)."""
+
+    def __init__(self, cast):
+        self.cast = cast
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, state: LoopState, owner=None):
+        return self.cast(getattr(state._counters, self.name)[state._row])
+
+    def __set__(self, state: LoopState, value) -> None:
+        getattr(state._counters, self.name)[state._row] = value
+
+
 class LoopState:
-    step: int = 0  # env steps taken (the position of the ε and β schedules)
-    episode: int = 0  # episodes finished
-    episode_return: float = 0.0  # of the episode in progress
-    episode_length: int = 0
-    recent_returns: deque = field(default_factory=_window)
-    recent_successes: deque = field(default_factory=_window)  # goal envs (info["is_success"]) only
-    target_syncs: int = 0  # target-network copies (period and episode-end syncs alike)
+    step = _Column(int)  # env steps taken (the position of the ε and β schedules)
+    episode_return = _Column(float)  # of the episode in progress
+    episode_length = _Column(int)
+    epsilon = _Column(float)  # ε of this step (not checkpointed: each step draws its own)
+    ended = _Column(bool)  # an episode was counted at this step (not checkpointed: a step's own)
+    beta = _Column(float)  # β of this step's batches (not checkpointed: set where a step trains)
+    quiet_until = _Column(int)  # (not checkpointed: 0 after a load, and Trainer.end_step asks Periodic)
+
+    def __init__(self) -> None:
+        self._counters, self._row = Counters(1), 0
+        self.episode = 0  # episodes finished
+        self.recent_returns: deque = _window()
+        self.recent_successes: deque = _window()  # goal envs (info["is_success"]) only
+        self.target_syncs = 0  # target-network copies (period and episode-end syncs alike)
 
     def finish_episode(self, ep_return: float, success: float | None) -> None:
         """Count a finished episode and start the next one."""
@@ -61,3 +119,15 @@ class LoopState:
         self.recent_successes = _window()
         self.recent_successes.extend(state["recent_successes"])
         self.target_syncs = int(state["target_syncs"])
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A LoopState pickled by checkpoint format 2 (a dataclass then: its counters plain attributes), or
+        by this class (its counters' row)."""
+        if "_counters" not in state:
+            counters = {name: state.pop(name) for name in ("step", "episode_return", "episode_length") if name in state}
+            self.__dict__.update(state)
+            self._counters, self._row = Counters(1), 0
+            for name, value in counters.items():
+                setattr(self, name, value)
+            return
+        self.__dict__.update(state)

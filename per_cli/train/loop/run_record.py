@@ -5,7 +5,7 @@ interrupted, with how to resume), and the reporting that feeds them.
 A mixin of :class:`~per_cli.train.loop.trainer.Trainer`, kept apart so that the trainer's module holds the loop's
 phases, as :class:`~per_cli.train.loop.trainer_state.Checkpointed` holds its checkpoints: it uses the trainer's
 ``cfg``, ``agent``, ``env``, ``evaluator``, ``state``, ``progress``, ``device``, ``epsilon`` and the fields set in
-its ``__init__`` (``run_dir``, ``logger``, ``summary``, ``error``, ``_base``, ``_closed``, ``_obs``,
+its ``__init__`` (``run_dir``, ``logger``, ``summary``, ``error``, ``_base``, ``_closed``, ``obs``,
 ``_start_time``, ``_elapsed_before``, ``_resumed_from``).
 """
 
@@ -48,8 +48,8 @@ class RunRecord:
         # TensorBoard hides events a crashed run logged after the checkpoint (purge_step)
         purge = self._resumed_from + 1 if resumed else None
         self.logger = RunLogger(run_dir, tensorboard=self.cfg.log.tensorboard, append=resumed, purge_step=purge)
-        if self._obs is None:
-            self._obs = self.env.reset(seed=self.cfg.seed)[0]
+        if self.obs is None:
+            self.obs = self.env.reset(seed=self.cfg.seed)[0]
         self.done = self.state.step >= self.cfg.train.total_steps
 
     def finish(self) -> None:

@@ -4,12 +4,16 @@
 is given, as ONE call where the work is compiled, and member by member only where a member's own object does the
 work (its env, its window, its events):
 
+* the members' counters (step, the episode in progress's return and length, this step's ε and β) are the
+  columns of one :class:`~per_cli.train.loop.loop_state.Counters` over them (each member's ``state`` reads its
+  row): the phases move them for every member at once;
 * ``choose_actions``: ε and ε-greedy's draw of every member in one compiled call on each member's own generator
   (:mod:`per_cli.rl.explore`), then the greedy actions of those acting greedily (``updates.greedy``);
 * ``step_envs``: where every member has an EnvPool env and a plain ring memory of vector states, the pool steps in
   one call (:func:`~per_cli.envs.pool.step_arrays`) and the transitions are stored in one compiled call
   (:meth:`~per_cli.replay.cohort.CohortSampling.store`); else each member steps and stores its own
-  (``Trainer.step_env``, EnvPool envs still stepped in one call per pool);
+  (``Trainer.step_env``, EnvPool envs still stepped in one call per pool); what the envs returned is kept for
+  ``end_collects``;
 * ``sample``, ``insert_priorities``, ``update_priorities``: one compiled call over the members' memories
   (:class:`~per_cli.replay.cohort.CohortSampling`) where they are plain rings of vector states, else each memory's
   own (the same kind's function over a list of one);
@@ -18,8 +22,13 @@ work (its env, its window, its events):
 * ``measure``: a compiled update's measures in one pass over its stacked arrays
   (:func:`~per_cli.train.measures.update_measures.measure_rows`), else each window measures its own update with
   the same function;
-* ``due``, ``end_collects``, ``end_steps``, ``check_results``: the members' own phases (``learning``,
-  ``update_due``, ``end_collect``, ``end_step``, ``check_result``).
+* ``end_collects``: the counters of every member at once; a member whose episode ended logs it and resets
+  (``Trainer.end_episode``);
+* ``due``: which members train at this step, from the counters (β too, where it follows the step alone; else each
+  member's ``begin_updates``);
+* ``end_steps``: the counters move on; only a member with a periodic task at this step (``Periodic``) or an
+  episode's end runs its own ``end_step``;
+* ``check_results``: the update's losses and mean Q values checked as arrays.
 
 Each member's values do not depend on who else is in a call: each works on its own buffers and generators
 (tests/train/loop/test_cohort.py: one member's outputs alone, in a cohort of 7 and of 100 are identical). A member
@@ -40,6 +49,7 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
 from per_cli.train.loop.lockstep import fail, guard, interrupt_behind
+from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.updates import StackedResults, updates_for
 from per_cli.train.measures.update_measures import measure_rows
 
@@ -54,6 +64,7 @@ class Steps:
 
     def __init__(self, members: Sequence[Trainer], stacked: bool = True):
         self.index = {id(m): i for i, m in enumerate(members)}
+        self.counters = Counters.over([m.state for m in members])  # the members' counters, row k member k's
         self.updates = updates_for(members, stacked)
         memories = [m.memory for m in members]
         self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
@@ -65,39 +76,50 @@ class Steps:
         self._store = (
             self.sampling is not None and self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         )
-        self._cached: dict[tuple[int, ...], list[int]] = {}  # _which's last answers
+        # β by the step alone, on the members' one schedule (else each member's own: ``Trainer.begin_updates``)
+        self._beta = first.beta if all(m.beta_by_step and m.batch_beta is None for m in members) else None
+        self._burst = first.cfg.train.gradient_steps
+        self._train_freq = first.cfg.train.train_freq
+        settings = lambda w: (w.threshold, w.iid, w.loss)  # noqa: E731 - how a window measures
+        self._alike = all(settings(m.window) == settings(first.window) for m in members)  # (one config: True)
+        self._cached: dict[tuple[int, ...], tuple[list[int], np.ndarray]] = {}  # _positions' last answers
         self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
         self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
         self._ending: list[PooledEnv] = []  # the EnvPool envs whose episode the batched step ended (end_collects)
+        # what the envs returned this step, for end_collects: (members, next_obs, rewards, terminated, truncated,
+        # infos or None)
+        self._stepped: tuple | None = None
 
-    def _which(self, members: Sequence[Any]) -> list[int]:
-        """Members' positions. The loop asks for the same members (all of them, those training) several times a
-        step: the last few answers are remembered by the members' ids (members live as long as the loop, so an id
-        stays theirs)."""
+    def _positions(self, members: Sequence[Any]) -> tuple[list[int], np.ndarray]:
+        """Members' positions (their rows in ``counters``), as a list and as an int64 array. The loop asks for
+        the same members (all of them, those training) several times a step: the last few answers are
+        remembered by the members' ids (members live as long as the loop, so an id stays theirs)."""
         key, cached = tuple(map(id, members)), self._cached
-        which = cached.pop(key, None)  # (put back last: the least recently asked leaves first)
-        if which is None:
+        found = cached.pop(key, None)  # (put back last: the least recently asked leaves first)
+        if found is None:
             which = [self.index[k] for k in key]
+            found = (which, np.asarray(which, dtype=np.int64))
             if len(cached) >= 4:
                 cached.pop(next(iter(cached)))
-        cached[key] = which
-        return which
+        cached[key] = found
+        return found
+
+    def _which(self, members: Sequence[Any]) -> list[int]:
+        return self._positions(members)[0]
 
     # collecting: choose_actions, step_envs, [insertion_td, insert_priorities], end_collects
 
     def choose_actions(self, members: Sequence[Trainer]) -> list:
-        """Each member's action of this step: ε's draw for all of them in one compiled call (``Trainer.chose``
-        keeps a member's ε and random action), then the greedy actions of those acting greedily (None for a
-        member that failed)."""
+        """Each member's action of this step: ε's draw for all of them in one compiled call (their ε into
+        ``counters.epsilon``), then the greedy actions of those acting greedily (None for a member that
+        failed)."""
         n, s = len(members), self._schedule
-        steps = np.array([m.state.step for m in members], dtype=np.int64)
+        rows = self._positions(members)[1]
         epsilons, draws = np.empty(n), np.empty(n, dtype=np.int64)
-        which = np.asarray(self._which(members), dtype=np.int64)
-        explore.explore_kernel(self._generators, which, steps, s.start, s.end, s.duration, self._n_actions,
-                               epsilons, draws)  # fmt: skip
+        explore.explore_kernel(self._generators, rows, self.counters.step[rows], s.start, s.end, s.duration,
+                               self._n_actions, epsilons, draws)  # fmt: skip
+        self.counters.epsilon[rows] = epsilons
         actions = draws.tolist()
-        for member, epsilon, action in zip(members, epsilons.tolist(), actions, strict=True):
-            member.chose(epsilon, action if action >= 0 else None)
         greedy = [k for k, action in enumerate(actions) if action < 0]
         if greedy:
             for k, action in zip(greedy, self.greedy([members[k] for k in greedy]), strict=True):
@@ -109,11 +131,11 @@ class Steps:
         return self.updates.greedy(self._which(members), members)
 
     def step_envs(self, members: Sequence[Trainer], actions: Sequence[Any]) -> None:
-        """Each member steps its env with its action and stores the transition."""
+        """Each member steps its env with its action and stores the transition; what the envs returned is kept
+        for ``end_collects``."""
         if not self._store or not members:
             _step_pooled(members, actions)
-            for member, action in zip(members, actions, strict=True):
-                guard(member, member.step_env, action)
+            self._step_each(members, actions)
             return
         sent = np.asarray(actions, dtype=np.int64)
         try:
@@ -122,31 +144,36 @@ class Steps:
             interrupt = interrupt_behind(exc)
             if interrupt is not None:
                 raise interrupt from None
-            for member, action in zip(members, actions, strict=True):
-                guard(member, member.step_env, action)
+            self._step_each(members, actions)
             return
-        before = np.stack([m.observation for m in members])
+        before = np.stack([m.obs for m in members])
+        self._stepped = (members, obs, rewards, terminated, truncated, None)
         if before.shape != obs.shape or obs.ndim != 2:  # (not vector states: each stores its own)
             for k, member in enumerate(members):
                 action, reward, end, cut = actions[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
-                stored_reward, stored_end = member.stored(reward, end, cut)  # (before stepped: the return before)
-                member.stepped(action, obs[k], reward, end, cut)
+                stored_reward, stored_end = member.stored(reward, end, cut)
                 guard(member, member.memory.add, before[k], action, stored_reward, obs[k], stored_end, cut)
             return
         stored_rewards, stored_ends = rewards, terminated  # what the memories store (env.done_reward, ...)
         rule = members[0].store_rule  # (the members share their config)
         if not rule.identity:
-            returns = np.array([m.state.episode_return for m in members], dtype=np.float64)
+            returns = self.counters.episode_return[self._positions(members)[1]]
             stored_rewards, stored_ends = rule.many(rewards, terminated, truncated, returns)
         self.sampling.store(
-            np.asarray(self._which(members), dtype=np.int64), before.astype(np.float32, copy=False), sent,
+            self._positions(members)[1], before.astype(np.float32, copy=False), sent,
             stored_rewards.astype(np.float32, copy=False), obs.astype(np.float32, copy=False), stored_ends,
             truncated,
         )  # fmt: skip
-        rows = zip(members, actions, obs, rewards.tolist(), terminated.tolist(), truncated.tolist(), strict=True)
-        for member, action, next_obs, reward, end, cut in rows:
-            member.stepped(action, next_obs, reward, end, cut)
         self._ending = [members[k].env for k in np.flatnonzero(terminated | truncated).tolist()]
+
+    def _step_each(self, members: Sequence[Trainer], actions: Sequence[Any]) -> None:
+        """Each member steps its own env and stores the transition (``Trainer.step_env``)."""
+        stepped = [guard(m, m.step_env, a) for m, a in zip(members, actions, strict=True)]
+        ok = [k for k, result in enumerate(stepped) if result is not None]  # (None: the member failed)
+        results = [stepped[k] for k in ok]
+        next_obs, rewards, terminated, truncated, infos = zip(*results, strict=True) if results else [()] * 5
+        arrays = (np.array(rewards, dtype=np.float64), np.array(terminated, bool), np.array(truncated, bool))
+        self._stepped = ([members[k] for k in ok], next_obs, *arrays, infos)
 
     def insertion_td(self, members: Sequence[Trainer]) -> list | np.ndarray:
         """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
@@ -164,31 +191,69 @@ class Steps:
         self._priorities(members, ids, td_errors, lambda m, k: guard(m, m.set_insertion_priority, td_errors[k]))
 
     def end_collects(self, members: Sequence[Trainer]) -> None:
-        """Each member counts its step, logs an episode that ended and resets (``end_collect``); the EnvPool envs
-        whose episode the batched step ended are reset in one call per pool first (each env's ``reset`` takes its
-        observation)."""
+        """The members' counters count this step (return, length; ``ended`` cleared) and take the observations
+        in hand, all at once; then each member whose episode ended logs it and resets (``end_episode``). The
+        EnvPool envs whose episode the batched step ended are reset in one call per pool first (each env's
+        ``reset`` takes its observation)."""
         ending, self._ending = self._ending, []
+        stepped, next_obs, rewards, terminated, truncated, infos = self._stepped
+        self._stepped = None
         if len(ending) > 1:
             reset_together(ending)
-        for member in members:  # (as guard, without a call per member)
-            try:
-                member.end_collect()
+        if len(stepped) != len(members):  # (some failed after stepping: the others, in order)
+            kept = {id(m) for m in members}
+            keep = [k for k, m in enumerate(stepped) if id(m) in kept]
+            stepped, next_obs = [stepped[k] for k in keep], [next_obs[k] for k in keep]
+            rewards, terminated, truncated = rewards[keep], terminated[keep], truncated[keep]
+            infos = [infos[k] for k in keep] if infos is not None else None
+        if not stepped:
+            return
+        c, rows = self.counters, self._positions(stepped)[1]
+        c.episode_return[rows] += rewards.astype(np.float64, copy=False)
+        c.episode_length[rows] += 1
+        c.ended[rows] = False
+        for member, obs in zip(stepped, next_obs, strict=True):
+            member.obs = obs
+        for k in np.flatnonzero(np.logical_or(terminated, truncated)).tolist():
+            member = stepped[k]
+            try:  # (as guard, without a call per member)
+                member.end_episode(infos[k] if infos is not None else {})
             except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                 fail(member, exc)
 
     # learning: due, then per gradient step sample, weigh, learn, check_results, update_priorities, measure
 
     def due(self, members: Sequence[Trainer]) -> tuple[list, list]:
-        """(the members learning at this step, those of them that train now): ``learning()``, ``update_due()``.
+        """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
         A member's ``learning()`` is asked until it is True; then it stays True (its step and its memory only
-        grow), so it is not asked again."""
+        grow), so it is not asked again. Those training get this step's β (``counters.beta``, where it follows
+        the step alone; else each member's ``begin_updates``), and samplers that plan a burst of batches are
+        told of it (``begin_phase``)."""
         latched = self._learning
         if len(latched) < len(self.index):
             for member in members:
                 if id(member) not in latched and guard(member, member.learning):
                     latched.add(id(member))
         learning = [m for m in members if id(m) in latched]
-        return learning, [m for m in learning if guard(m, m.update_due)]
+        if not learning:
+            return learning, []
+        c, rows = self.counters, self._positions(learning)[1]
+        due = (c.step[rows] + 1) % self._train_freq == 0
+        training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
+        if self._beta is None:
+            for member in training:
+                guard(member, member.begin_updates)
+        elif training:
+            rows = self._positions(training)[1]
+            steps = c.step[rows]
+            if (steps == steps[0]).all():  # (in lockstep: one β for all)
+                c.beta[rows] = self._beta(int(steps[0]))
+            else:
+                c.beta[rows] = [self._beta(step) for step in steps.tolist()]
+            for member in training:
+                if member.memory.sampler.plans_phases():
+                    guard(member, member.memory.begin_phase, self._burst)
+        return learning, [m for m in training if m.error is None] if _failed(training) else training
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
         """Each member's next batch (None for a member whose draw raised: it failed): in one compiled call where
@@ -197,7 +262,8 @@ class Steps:
         if sampling is None:
             return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
-        drawn = sampling.sample(which, size, [m.beta_now for m in members])
+        betas = self.counters.beta[self._positions(members)[1]] if self._beta else [m.beta_now for m in members]
+        drawn = sampling.sample(which, size, betas)
         out: list[Batch | None] = list(drawn)
         for k, batch in enumerate(drawn):
             if batch is None:  # the draw raised: repeated alone to raise the member's error
@@ -261,18 +327,42 @@ class Steps:
         held = self.sampling.episodes_held(self._which(members)) if windows[0].iid else None
         try:
             arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            return measure_rows(windows, results.td, *arrays, held, results.loss, results.q_mean)
+            return measure_rows(windows, results.td, *arrays, held, results.loss, results.q_mean, self._alike)
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             return [None] * len(members)
+
+    def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured: list) -> None:
+        """Each member's update into its window, logged at its log points (``record_update``): with its row of
+        ``measure``, else its own result to measure (a member that failed on the way is skipped)."""
+        for k, member in enumerate(members):
+            if member.error is None:
+                row = measured[k]
+                try:  # (as guard, without a call per member)
+                    member.record_update(batches[k], results[k] if row is None else None, row)
+                except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+                    fail(member, exc)
 
     # the end of a step
 
     def end_steps(self, members: Sequence[Trainer], learning: Sequence[Trainer]) -> None:
-        """Each member's ``end_step`` (``learning``: those that were learning at this step)."""
+        """The members' steps move on (``learning``: those that were learning at this step); a member with a
+        periodic task at this step (before ``quiet_until``: none) or whose episode ended at it runs its own
+        ``end_step``, which moves its step itself. A member that failed on the way is skipped."""
+        if _failed(members):
+            members = [m for m in members if m.error is None]
+        if not members:
+            return
+        c, rows = self.counters, self._positions(members)[1]
+        after = c.step[rows] + 1
+        busy = (after >= c.quiet_until[rows]) | c.ended[rows]
+        if not busy.any():
+            c.step[rows] = after
+            return
+        c.step[rows[~busy]] += 1
         learning_ids = {id(m) for m in learning}
-        for member in members:  # (a member that failed on the way is skipped)
-            if member.error is None:
-                guard(member, member.end_step, id(member) in learning_ids)
+        for k in np.flatnonzero(busy).tolist():
+            member = members[k]
+            guard(member, member.end_step, id(member) in learning_ids)
 
 
 def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
@@ -290,6 +380,10 @@ def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
         interrupt = interrupt_behind(exc)
         if interrupt is not None:
             raise interrupt from None
+
+
+def _failed(members: Sequence[Any]) -> bool:
+    return any(m.error is not None for m in members)
 
 
 def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:

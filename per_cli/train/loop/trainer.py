@@ -68,7 +68,7 @@ class Trainer(Checkpointed, RunRecord):
             else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
         )
         self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
-        # β per sampled batch (replay.beta_increment), else None: β by step (update_due)
+        # β per sampled batch (replay.beta_increment), else None: β by step (begin_updates)
         self.batch_beta = (
             None if cfg.replay.beta_increment is None else BatchBeta(cfg.replay.beta0, cfg.replay.beta_increment)
         )
@@ -88,15 +88,9 @@ class Trainer(Checkpointed, RunRecord):
         self._episode_means = RunningMeans()
         self.logger: RunLogger | None = None
         self.run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
-        self._obs: Any = None  # the observation in hand: set by the loop at checkpoints, or by a resume
+        self.obs: Any = None  # the observation in hand (begin, end_collects, a resume)
         self._start_time = time.time()
         self._initial_td = cfg.replay.initial_priority == "td_error"
-        self._episode_ended = False
-        self._quiet_until = 0  # end_step: the step count before which no periodic task falls (0: ask Periodic)
-        self._epsilon = 1.0  # ε of this step (chose)
-        self.action: int | None = None  # this step's action (chose, step_env)
-        self._stepped: tuple = ()  # what the env returned this step (step_env)
-        self._beta_now = 1.0  # β of this step's batches (update_due)
         self.done = False  # the budget is spent (end_step)
         self.error: BaseException | None = None  # why the run failed (record_failure)
         self.summary: dict[str, Any] = {}
@@ -122,32 +116,22 @@ class Trainer(Checkpointed, RunRecord):
         return summary
 
     # collecting one env step at ``state.step``, in phases that the loop runs for all members at once
-    # (:class:`~per_cli.train.loop.steps.Steps`): [ε's draw: chose], [the greedy action], step_env,
-    # [set_insertion_priority], end_collect
-
-    def chose(self, epsilon: float, action: int | None) -> None:
-        """This step's ε and its random action (None: act greedily), from ε-greedy's draw on ``action_rng``
-        (:func:`per_cli.rl.explore.explore_kernel`, which draws every member of the loop in one call)."""
-        self._epsilon, self.action = epsilon, action
-
-    @property
-    def observation(self) -> Any:
-        """The observation in hand: this step's, until ``end_collect`` moves on."""
-        return self._obs
+    # (:class:`~per_cli.train.loop.steps.Steps`: ε's draw, the greedy actions, the env steps, the counters); a
+    # member's own calls: step_env where the loop does not step the envs itself, [set_insertion_priority], and
+    # end_episode where its episode ended
 
     def greedy_action(self) -> int:
         """The greedy action for the observation in hand (a member's own engine; a cohort batches these)."""
-        return self.agent.greedy_action(self._obs)
+        return self.agent.greedy_action(self.obs)
 
-    def step_env(self, action: int | None = None) -> None:
-        """Step the env with ``action`` (a greedy one) or the random ``self.action``, and store the transition."""
-        if action is not None:
-            self.action = action
-        obs = self._obs
-        next_obs, reward, terminated, truncated, info = self.env.step(self.action)
+    def step_env(self, action: int) -> tuple:
+        """Step the env with ``action`` and store the transition; returns what the env returned (``next_obs``,
+        ``reward``, ``terminated``, ``truncated``, ``info``)."""
+        stepped = self.env.step(action)
+        next_obs, reward, terminated, truncated, _ = stepped
         stored_reward, stored_end = self.stored(reward, terminated, truncated)
-        self.memory.add(obs, self.action, stored_reward, next_obs, stored_end, truncated)
-        self._stepped = (next_obs, reward, terminated, truncated, info)
+        self.memory.add(self.obs, action, stored_reward, next_obs, stored_end, truncated)
+        return stepped
 
     def stored(self, reward: float, terminated: bool, truncated: bool) -> tuple[float, bool]:
         """(reward, terminated) as the memory stores this step's (``env.done_reward``,
@@ -155,12 +139,6 @@ class Trainer(Checkpointed, RunRecord):
         if self.store_rule.identity:
             return reward, terminated
         return self.store_rule.one(reward, terminated, truncated, self.state.episode_return)
-
-    def stepped(self, action: int, next_obs: Any, reward: float, terminated: bool, truncated: bool) -> None:
-        """What ``step_env`` leaves when the loop stepped the env and stored the transition itself (a cohort's
-        batched step of EnvPool envs, whose info is always empty)."""
-        self.action = action
-        self._stepped = (next_obs, reward, terminated, truncated, {})
 
     @property
     def inserts_by_td(self) -> bool:
@@ -176,17 +154,11 @@ class Trainer(Checkpointed, RunRecord):
         extra forward pass per step."""
         self.memory.update_priorities(self.memory.latest_ids(), td_errors)
 
-    def end_collect(self) -> None:
-        """Count the step; an episode that ended is logged and its env reset."""
-        s = self.state
-        next_obs, reward, terminated, truncated, info = self._stepped
-        s.episode_return += float(reward)
-        s.episode_length += 1
-        self._obs = next_obs
-        self._episode_ended = False
-        if terminated or truncated:
-            self._episode_ended = self._end_episode(info, self._epsilon)
-            self._obs, _ = self.env.reset()
+    def end_episode(self, info: dict[str, Any]) -> None:
+        """The episode ended at this step (the loop counted the step in ``state`` already): logged, and the env
+        reset for the next one (``state.ended``: False for an Atari life lost, not a game over)."""
+        self.state.ended = self._end_episode(info, self.state.epsilon)
+        self.obs, _ = self.env.reset()
 
     def learning(self) -> bool:
         """Whether learning has begun at this step (hindsight stores transitions when their episode ends, so
@@ -195,27 +167,23 @@ class Trainer(Checkpointed, RunRecord):
         step = self.state.step
         return step + 1 >= self.learn_from and len(self.memory) >= self.min_fill
 
-    def update_due(self) -> bool:
-        """Whether this step trains (every ``train.train_freq`` steps once learning); if so, fixes β for its
-        ``train.gradient_steps`` batches."""
-        step = self.state.step
-        if (step + 1) % self.cfg.train.train_freq != 0:
-            return False
-        self._beta_now = self.beta(self.beta_step(step))
+    def begin_updates(self) -> None:
+        """This step trains (every ``train.train_freq`` steps once learning: the loop's ``due``): fixes β for its
+        ``train.gradient_steps`` batches, and lets a sampler that plans a burst of batches plan it."""
+        self.state.beta = self.beta(self.beta_step(self.state.step))
         self.memory.begin_phase(self.cfg.train.gradient_steps)
-        return True
 
     def sample(self) -> Batch:
         return self.memory.sample(self.cfg.replay.batch_size, self.beta_now)
 
     @property
     def beta_now(self) -> float:
-        """β of the next batch (a cohort draws them with it): this step's, which ``update_due`` sets; under
+        """β of the next batch (a cohort draws them with it): this step's, which ``begin_updates`` sets; under
         ``replay.beta_increment`` the next batch's own, from the batches sampled so far (one per update:
         ``agent.updates``, which a checkpoint carries)."""
         if self.batch_beta is not None:
             return self.batch_beta(self.agent.updates + 1)
-        return self._beta_now
+        return self.state.beta
 
     @property
     def min_fill(self) -> int:
@@ -245,31 +213,30 @@ class Trainer(Checkpointed, RunRecord):
         """The updates' measures since the last log or episode end."""
         return self._window
 
-    def record_update(self, batch: Batch, result: UpdateResult, measured: tuple | None = None) -> None:
-        """The update's measures into the window (``measured``: computed already, a cohort's
-        ``per_cli.train.measures.update_measures.measure_rows``); logged every ``log.every`` updates."""
+    def record_update(self, batch: Batch, result: UpdateResult | None, measured: tuple | None = None) -> None:
+        """The update's measures into the window (``measured``: computed already by the loop's
+        ``per_cli.train.measures.update_measures.measure_rows``, else measured here from ``result``); logged
+        every ``log.every`` updates."""
         if measured is None:
             self._window.add(batch, result, self.memory)
         else:
             self._window.add_measured(*measured, batch.obs)
         if self.agent.updates % self.cfg.log.every == 0:
-            beta = self._beta_now if self.batch_beta is None else self.batch_beta(self.agent.updates)  # (this batch's)
+            beta = self.state.beta if self.batch_beta is None else self.batch_beta(self.agent.updates)  # (this batch's)
             self._log_updates(self.state.step + 1, beta)
 
     def end_step(self, learning: bool) -> None:
         """The rest of a step: target syncs (by period once ``learning``, at an episode's end), the budget check
-        (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on."""
+        (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on. The loop calls
+        it where a task may fall (``state.quiet_until``, an episode's end) and moves the others' steps itself."""
         s = self.state
         step = s.step
         after = step + 1
-        if after < self._quiet_until and not self._episode_ended:  # no task falls on this step (Periodic)
-            s.step = after
-            return
         cfg, t, due = self.cfg, self.cfg.train, self.periodic
-        self._quiet_until = due.next_due(after + 1)  # (the steps before it carry no task)
+        s.quiet_until = due.next_due(after + 1)  # (the steps before it carry no task: the loop moves them on)
         if learning and due.syncs(after):
             self._sync_target()
-        if self._episode_ended and cfg.agent.target_update_on_episode_end:
+        if s.ended and cfg.agent.target_update_on_episode_end:
             self._sync_target()
         if due.ends(after) or (t.total_episodes is not None and s.episode >= t.total_episodes):
             s.step, self.done = after, True  # the final evaluation, progress line and checkpoint: finish()

@@ -49,7 +49,7 @@ class Checkpointed:
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             },
             "env": snapshot_env(self.env),
-            "obs": self._obs,
+            "obs": self.obs,
             "metrics": {
                 "window": self._window.state_dict(),
                 "log_means": self._log_means.state_dict(),
@@ -65,7 +65,7 @@ class Checkpointed:
         Metrics pickled as bytes (checkpoint format 2) are unpickled as they were written."""
         self.agent.load_state_dict(state["agent"])
         self.state.load_state_dict(state["loop"])
-        self._quiet_until = 0  # (the step moved: end_step asks Periodic again)
+        self.state.quiet_until = 0  # (the step moved: end_step asks Periodic again)
         self.evaluator.load_state_dict(state["evaluator"])
         rng = state["rng"]
         self.action_rng.bit_generator.state = rng["action"]
@@ -76,10 +76,10 @@ class Checkpointed:
         if state["env"] is not None:
             self.env.close()
             self.env = restore_env(state["env"])
-            self._obs = state["obs"]
+            self.obs = state["obs"]
         else:
             self.state.episode_return, self.state.episode_length = 0.0, 0
-            self._obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
+            self.obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
         metrics = state["metrics"]
         if isinstance(metrics, bytes):  # format 2: the window and means pickled
             self._window, self._log_means, self._episode_means = unpickle_bytes(metrics)

@@ -15,7 +15,7 @@ through one of these, chosen by the members' engine (``agent.engine``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,14 +33,23 @@ _TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the eng
 _FIELDS = (*_TRANSITION, "weights")  # an update's
 
 
-class StackedResults(list):
-    """The members' ``UpdateResult``-s of one compiled update (row k: the k-th member's), with the update's own
+class StackedResults(Sequence):
+    """The members' ``UpdateResult``-s of one compiled update (row k: the k-th member's), from the update's own
     arrays, which the phases after it read whole instead of member by member: ``loss`` and ``q_mean`` (S,),
-    ``td`` (S, B). The loop hands a plain list on instead once members have left (a slice of these rows)."""
+    ``td`` (S, B). A row is made when asked for (a cohort's phases read the arrays; the loop asks a member's row
+    only where that member measures its own update or fails). The loop hands a plain list on instead once
+    members have left (a slice of these rows)."""
 
-    def __init__(self, rows: Sequence[Any], loss: np.ndarray, q_mean: np.ndarray, td: np.ndarray):
-        super().__init__(rows)
+    def __init__(self, loss: np.ndarray, q_mean: np.ndarray, td: np.ndarray):
         self.loss, self.q_mean, self.td = loss, q_mean, td
+
+    def __len__(self) -> int:
+        return len(self.loss)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        return UpdateResult(self.td[k], float(self.loss[k]), float(self.q_mean[k]))
 
 
 def updates_for(members: Sequence[Trainer], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
@@ -58,7 +67,7 @@ class CompiledUpdates:
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
 
     def greedy(self, which: list[int], members: Sequence[Trainer]) -> list[int | None]:
-        return self.engine.greedy(which, [m.observation for m in members]).tolist()
+        return self.engine.greedy(which, [m.obs for m in members]).tolist()
 
     def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
         """(δ of each member's newest transition: row k member k's, a 1-row array; their ids where ``sampling``
@@ -79,9 +88,7 @@ class CompiledUpdates:
             td, loss, q_mean = self.engine.update(which, *([getattr(b, f) for b in batches] for f in _FIELDS))
         for member in members:
             member.agent.updates += 1
-        # (rows of td by iteration, the floats of loss and q_mean in one call each: cheaper per member)
-        rows = [UpdateResult(*row) for row in zip(td, loss.tolist(), q_mean.tolist(), strict=True)]
-        return StackedResults(rows, loss, q_mean, td)
+        return StackedResults(loss, q_mean, td)
 
 
 

@@ -50,7 +50,7 @@ def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
 def measure_rows(
     windows: Sequence[MeasuredBy], td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray | None,
     episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
-    q_means: Sequence[float],
+    q_means: Sequence[float], alike: bool = False,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:  # fmt: skip
     """Per update k (row k of the (S, B) arrays: TD errors ``td``, IS ``weights``, ``ages``, states ``obs``
     (S, B, ...), episode ids ``episodes``; ``held``: the episodes its memory held then; ``losses``, ``q_means``:
@@ -67,10 +67,10 @@ def measure_rows(
     the ages and ``iid.episode_diversity``, which ``tests/train/measures/test_update_measures.py`` compares).
     ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and ``held`` with iid
     (a ValueError without them). Windows that measure differently (threshold, iid or loss) are measured one
-    update at a time."""
+    update at a time; ``alike``: the caller knows that they measure alike (a loop's windows, of one config)."""
     first = windows[0]
     threshold, iid, loss = config = (first.threshold, first.iid, first.loss)
-    if len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
+    if not alike and len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
         return [_one(w, k, td, weights, ages, obs, episodes, held, losses, q_means) for k, w in enumerate(windows)]
     if (threshold is not None or iid) and obs is None:
         raise ValueError("measure_rows: the correlation count and the i.i.d. measures need the states (obs)")

@@ -28,14 +28,16 @@ class Crash(Exception):
 
 
 def _crash_at(monkeypatch, at_step: int) -> None:
-    original = Trainer.update_due
+    """A crash in the env step of ``at_step`` (a member's own phase at every step where the loop does not step
+    the envs itself: Gymnasium's envs)."""
+    original = Trainer.step_env
 
-    def crashing(self):
+    def crashing(self, action):
         if self.state.step == at_step:
             raise Crash(f"simulated crash at step {self.state.step}")
-        return original(self)
+        return original(self, action)
 
-    monkeypatch.setattr(Trainer, "update_due", crashing)
+    monkeypatch.setattr(Trainer, "step_env", crashing)
 
 
 def _rows(run_dir):

@@ -170,14 +170,14 @@ def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine
     assert whole.note is None  # one batched update per step, numba's or the stacked torch one
     whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
 
-    original = Trainer.end_collect  # (a phase every member runs itself at every step, batched or not)
+    original = Trainer.step_env  # (each member's own at every step: Gymnasium's envs)
 
-    def killed_at_380(self):
+    def killed_at_380(self, action):
         if self.state.step == 380:
             raise RunInterrupted(15)  # SIGTERM, as the signal handler raises it
-        return original(self)
+        return original(self, action)
 
-    monkeypatch.setattr(Trainer, "end_collect", killed_at_380)
+    monkeypatch.setattr(Trainer, "step_env", killed_at_380)
     split = [tmp_path / f"split{c.seed}" for c in cfgs]
     with pytest.raises(RunInterrupted):
         Cohort(cfgs).run(split)
@@ -224,24 +224,25 @@ def test_seed_lists_and_what_a_cohort_refuses():
 
 def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path):
     """With EnvPool envs and uniform memories the cohort takes every step's phases as vectors (ε's draws, the
-    env step and the stores, the due checks; per_cli/train/loop/steps.py). A member whose own phase raises in
-    the middle of them fails alone; the other is its solo run. (EnvPool is an optional extra: skipped without it.)"""
+    env step and the stores, the counters, the due checks; per_cli/train/loop/steps.py). A member whose own phase
+    raises in the middle of them fails alone; the other is its solo run. (EnvPool is an optional extra: skipped
+    without it.)"""
     pytest.importorskip("envpool")
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
     steps = cohort.steps()
     assert steps._store  # (the batched store)
     bad = cohort.members[0]
-    own_end_collect = bad.end_collect
+    own_record_update = bad.record_update
 
-    def end_collect():
-        if bad.state.step == 150:
-            raise ValueError("a broken episode counter")
-        own_end_collect()
+    def record_update(*args):
+        if bad.state.step == 151:  # (a training step: train_freq 4)
+            raise ValueError("a broken update window")
+        own_record_update(*args)
 
-    bad.end_collect = end_collect
+    bad.record_update = record_update
     first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
-    assert first["status"] == "failed" and "a broken episode counter" in first["error"]
-    assert first["total_steps"] == 150
+    assert first["status"] == "failed" and "a broken update window" in first["error"]
+    assert first["total_steps"] == 151
     Trainer(cfgs[1]).run(tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
