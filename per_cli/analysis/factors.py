@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from per_cli.analysis.groups import Group, format_value, kind_rank, short_key
+from per_cli.analysis.groups import Group, format_value, kind_rank
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import MIN_RELIABLE_SEEDS, UNRELIABLE
@@ -44,9 +44,6 @@ class Design:
     seeds: list[Any]
     y: np.ndarray
     dropped: int = 0  # completed runs left out to balance the design
-
-    def short(self, factor: str) -> str:
-        return short_key(factor, self.factors)
 
     def numeric(self, i: int) -> bool:
         """Whether factor i's levels are numbers (a trend may join them) rather than categories (the replay
