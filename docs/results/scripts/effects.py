@@ -62,9 +62,10 @@ NOTEBOOK_D1 = design1(64, 256, 10000, (
     "sample age ~equal, episode diversity 0.05 vs 0.7-0.9",
     "episode diversity ~0.05-0.06 in both, sample age ~127 vs ~4,000+",
 ))  # fmt: skip
-ZOO_D1 = design1(
-    128, 512, 10000, ("the measures: d1/mountaincar/measures.md", "the measures: d1/mountaincar/measures.md")
-)
+ZOO_D1 = design1(128, 512, 10000, (
+    "sample age ~4,850 in both, episode diversity 0.03 vs 0.87",
+    "episode diversity ~0.03 in both, sample age ~256 vs ~4,850",
+))  # fmt: skip
 
 EFFECTS = [
     ("TD-error focus at a fixed mean step size (α 1)", "d2/{env}",
