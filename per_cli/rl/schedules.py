@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class LinearSchedule:
@@ -17,6 +19,14 @@ class LinearSchedule:
         if self.duration <= 0 or step >= self.duration:
             return self.end
         return self.start + (self.end - self.start) * (step / self.duration)
+
+    def many(self, steps: np.ndarray) -> np.ndarray:
+        """The values at each of ``steps`` (int64), each the float ``self(step)`` gives (the same float64
+        operations, elementwise)."""
+        if self.duration <= 0:
+            return np.full(steps.shape, self.end)
+        moving = self.start + (self.end - self.start) * (steps / self.duration)
+        return np.where(steps >= self.duration, self.end, moving)
 
 
 def epsilon_schedule(eps_start: float, eps_end: float, eps_fraction: float, total_steps: int) -> LinearSchedule:

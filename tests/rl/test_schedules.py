@@ -5,16 +5,30 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from per_cli.config import load_config
 from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.memory import ReplayMemory
-from per_cli.rl.schedules import BatchBeta
+from per_cli.rl.schedules import BatchBeta, LinearSchedule
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.trainer import Trainer
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 from ..train.checkpoints.test_checkpoint import _scalars
+
+
+@given(
+    st.floats(0, 1), st.floats(0, 1), st.integers(-5, 10**6),
+    st.lists(st.integers(0, 2 * 10**6), min_size=1, max_size=20),
+)  # fmt: skip
+def test_a_schedule_over_many_steps_is_each_steps_own_value(start, end, duration, steps):
+    """The loop sets β for all members at once (``LinearSchedule.many``): each value is exactly the one a member's
+    own call gives, so a run's β does not depend on who else is in its loop."""
+    schedule = LinearSchedule(start, end, duration)
+    values = schedule.many(np.array(steps, dtype=np.int64))
+    assert values.dtype == np.float64 and values.tolist() == [schedule(step) for step in steps]
 
 
 def test_batch_n_has_beta0_plus_n_increments_up_to_one():

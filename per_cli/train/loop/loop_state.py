@@ -23,7 +23,8 @@ def _window() -> deque:
 
 class Counters:
     """The per-step counters of ``size`` members, one row each: ``step`` (env steps taken: the position of the ε
-    and β schedules), ``episode_return`` and ``episode_length`` (of the episode in progress); this step's
+    and β schedules), ``episode`` (episodes finished), ``episode_return`` and ``episode_length`` (of the episode in
+    progress); this step's
     ``epsilon``, ``beta`` (of its batches) and ``ended`` (an episode was counted at this step: ``Trainer.end_step``
     syncs the target); and ``quiet_until``, the step count before which no periodic task falls
     (``Periodic.next_due``; 0: not known yet), so that until then a step without an episode's end only moves
@@ -37,8 +38,9 @@ class Counters:
         self.ended = np.zeros(size, dtype=bool)
         self.quiet_until = np.zeros(size, dtype=np.int64)
         self.beta = np.ones(size, dtype=np.float64)
+        self.episode = np.zeros(size, dtype=np.int64)
 
-    _COLUMNS = ("step", "episode_return", "episode_length", "epsilon", "ended", "quiet_until", "beta")
+    _COLUMNS = ("step", "episode_return", "episode_length", "epsilon", "ended", "quiet_until", "beta", "episode")
 
     @classmethod
     def over(cls, states: Sequence[LoopState]) -> Counters:
@@ -70,6 +72,7 @@ class _Column:
 
 class LoopState:
     step = _Column(int)  # env steps taken (the position of the ε and β schedules)
+    episode = _Column(int)  # episodes finished
     episode_return = _Column(float)  # of the episode in progress
     episode_length = _Column(int)
     epsilon = _Column(float)  # ε of this step (not checkpointed: each step draws its own)
@@ -79,7 +82,6 @@ class LoopState:
 
     def __init__(self) -> None:
         self._counters, self._row = Counters(1), 0
-        self.episode = 0  # episodes finished
         self.recent_returns: deque = _window()
         self.recent_successes: deque = _window()  # goal envs (info["is_success"]) only
         self.target_syncs = 0  # target-network copies (period and episode-end syncs alike)
@@ -124,7 +126,8 @@ class LoopState:
         """A LoopState pickled by checkpoint format 2 (a dataclass then: its counters plain attributes), or
         by this class (its counters' row)."""
         if "_counters" not in state:
-            counters = {name: state.pop(name) for name in ("step", "episode_return", "episode_length") if name in state}
+            names = ("step", "episode", "episode_return", "episode_length")
+            counters = {name: state.pop(name) for name in names if name in state}
             self.__dict__.update(state)
             self._counters, self._row = Counters(1), 0
             for name, value in counters.items():

@@ -24,8 +24,8 @@ work (its env, its window, its events):
   the same function;
 * ``end_collects``: the counters of every member at once; a member whose episode ended logs it and resets
   (``Trainer.end_episode``);
-* ``due``: which members train at this step, from the counters (β too, where it follows the step alone; else each
-  member's ``begin_updates``);
+* ``due``: which members train at this step and their β, from the counters (each member's ``begin_updates``
+  only under ``replay.beta_increment``, β per batch);
 * ``end_steps``: the counters move on; only a member with a periodic task at this step (``Periodic``) or an
   episode's end runs its own ``end_step``;
 * ``check_results``: the update's losses and mean Q values checked as arrays.
@@ -76,8 +76,11 @@ class Steps:
         self._store = (
             self.sampling is not None and self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         )
-        # β by the step alone, on the members' one schedule (else each member's own: ``Trainer.begin_updates``)
-        self._beta = first.beta if all(m.beta_by_step and m.batch_beta is None for m in members) else None
+        # β on the members' one schedule, by the step (or the episode budget's position: Trainer.beta_step), for all
+        # at once; None under replay.beta_increment (β per batch: each member's own ``begin_updates``)
+        self._beta = first.beta if all(m.batch_beta is None for m in members) else None
+        t = first.cfg.train
+        self._episode_budget = None if first.beta_by_step else (t.total_steps, t.total_episodes)
         self._burst = first.cfg.train.gradient_steps
         self._train_freq = first.cfg.train.train_freq
         settings = lambda w: (w.threshold, w.iid, w.loss)  # noqa: E731 - how a window measures
@@ -226,9 +229,9 @@ class Steps:
     def due(self, members: Sequence[Trainer]) -> tuple[list, list]:
         """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
         A member's ``learning()`` is asked until it is True; then it stays True (its step and its memory only
-        grow), so it is not asked again. Those training get this step's β (``counters.beta``, where it follows
-        the step alone; else each member's ``begin_updates``), and samplers that plan a burst of batches are
-        told of it (``begin_phase``)."""
+        grow), so it is not asked again. Those training get this step's β (``counters.beta``, as
+        ``Trainer.begin_updates`` sets it, for all at once; each member's own under ``replay.beta_increment``),
+        and samplers that plan a burst of batches are told of it (``begin_phase``)."""
         latched = self._learning
         if len(latched) < len(self.index):
             for member in members:
@@ -245,11 +248,11 @@ class Steps:
                 guard(member, member.begin_updates)
         elif training:
             rows = self._positions(training)[1]
-            steps = c.step[rows]
-            if (steps == steps[0]).all():  # (in lockstep: one β for all)
-                c.beta[rows] = self._beta(int(steps[0]))
-            else:
-                c.beta[rows] = [self._beta(step) for step in steps.tolist()]
+            positions = c.step[rows]
+            if self._episode_budget is not None:  # (Trainer.beta_step: whichever budget is further along)
+                total_steps, total_episodes = self._episode_budget
+                positions = np.maximum(positions, c.episode[rows] * total_steps // total_episodes)
+            c.beta[rows] = self._beta.many(positions)
             for member in training:
                 if member.memory.sampler.plans_phases():
                     guard(member, member.memory.begin_phase, self._burst)
@@ -262,7 +265,8 @@ class Steps:
         if sampling is None:
             return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
-        betas = self.counters.beta[self._positions(members)[1]] if self._beta else [m.beta_now for m in members]
+        per_batch = self._beta is None  # (replay.beta_increment: each member's next batch's own)
+        betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[1]]
         drawn = sampling.sample(which, size, betas)
         out: list[Batch | None] = list(drawn)
         for k, batch in enumerate(drawn):
