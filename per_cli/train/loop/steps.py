@@ -85,7 +85,7 @@ class Steps:
         self._train_freq = first.cfg.train.train_freq
         settings = lambda w: (w.threshold, w.iid, w.loss)  # noqa: E731 - how a window measures
         self._alike = all(settings(m.window) == settings(first.window) for m in members)  # (one config: True)
-        self._cached: dict[tuple[int, ...], tuple[list[int], np.ndarray]] = {}  # _positions' last answers
+        self._cached: dict[tuple[int, ...], tuple] = {}  # _positions' last answers
         self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
         self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
         self._ending: list[PooledEnv] = []  # the EnvPool envs whose episode the batched step ended (end_collects)
@@ -93,15 +93,19 @@ class Steps:
         # infos or None)
         self._stepped: tuple | None = None
 
-    def _positions(self, members: Sequence[Any]) -> tuple[list[int], np.ndarray]:
-        """Members' positions (their rows in ``counters``), as a list and as an int64 array. The loop asks for
-        the same members (all of them, those training) several times a step: the last few answers are
-        remembered by the members' ids (members live as long as the loop, so an id stays theirs)."""
+    def _positions(self, members: Sequence[Any]) -> tuple[list[int], np.ndarray, slice | np.ndarray]:
+        """Members' positions (their rows in ``counters``): as a list, as an int64 array, and as the index that
+        selects their rows of a counters' column (the whole column, ``slice(None)``, where they are all the
+        members in order, as at most steps: a view, where an int64 array would copy; numpy's per-call cost is
+        what a small cohort's step pays). The loop asks for the same members (all of them, those training)
+        several times a step: the last few answers are remembered by the members' ids (members live as long as
+        the loop, so an id stays theirs)."""
         key, cached = tuple(map(id, members)), self._cached
         found = cached.pop(key, None)  # (put back last: the least recently asked leaves first)
         if found is None:
             which = [self.index[k] for k in key]
-            found = (which, np.asarray(which, dtype=np.int64))
+            rows = np.asarray(which, dtype=np.int64)
+            found = (which, rows, slice(None) if which == list(range(len(self.index))) else rows)
             if len(cached) >= 4:
                 cached.pop(next(iter(cached)))
         cached[key] = found
@@ -116,12 +120,14 @@ class Steps:
         """Each member's action of this step: ε's draw for all of them in one compiled call (their ε into
         ``counters.epsilon``), then the greedy actions of those acting greedily (None for a member that
         failed)."""
-        n, s = len(members), self._schedule
-        rows = self._positions(members)[1]
-        epsilons, draws = np.empty(n), np.empty(n, dtype=np.int64)
-        explore.explore_kernel(self._generators, rows, self.counters.step[rows], s.start, s.end, s.duration,
-                               self._n_actions, epsilons, draws)  # fmt: skip
-        self.counters.epsilon[rows] = epsilons
+        n, s, c = len(members), self._schedule, self.counters
+        _, rows, idx = self._positions(members)
+        whole = isinstance(idx, slice)  # (then the kernel writes the members' ε into their column itself)
+        epsilons, draws = c.epsilon if whole else np.empty(n), np.empty(n, dtype=np.int64)
+        explore.explore_kernel(self._generators, rows, c.step[idx], s.start, s.end, s.duration, self._n_actions,
+                               epsilons, draws)  # fmt: skip
+        if not whole:
+            c.epsilon[idx] = epsilons
         actions = draws.tolist()
         greedy = [k for k, action in enumerate(actions) if action < 0]
         if greedy:
@@ -150,7 +156,8 @@ class Steps:
             self._step_each(members, actions)
             return
         before = np.stack([m.obs for m in members])
-        self._stepped = (members, obs, rewards, terminated, truncated, None)
+        ended = np.flatnonzero(terminated | truncated).tolist()
+        self._stepped = (members, obs, rewards, terminated, truncated, None, ended)
         if before.shape != obs.shape or obs.ndim != 2:  # (not vector states: each stores its own)
             for k, member in enumerate(members):
                 action, reward, end, cut = actions[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
@@ -160,14 +167,14 @@ class Steps:
         stored_rewards, stored_ends = rewards, terminated  # what the memories store (env.done_reward, ...)
         rule = members[0].store_rule  # (the members share their config)
         if not rule.identity:
-            returns = self.counters.episode_return[self._positions(members)[1]]
+            returns = self.counters.episode_return[self._positions(members)[2]]
             stored_rewards, stored_ends = rule.many(rewards, terminated, truncated, returns)
         self.sampling.store(
             self._positions(members)[1], before.astype(np.float32, copy=False), sent,
             stored_rewards.astype(np.float32, copy=False), obs.astype(np.float32, copy=False), stored_ends,
             truncated,
         )  # fmt: skip
-        self._ending = [members[k].env for k in np.flatnonzero(terminated | truncated).tolist()]
+        self._ending = [members[k].env for k in ended]
 
     def _step_each(self, members: Sequence[Trainer], actions: Sequence[Any]) -> None:
         """Each member steps its own env and stores the transition (``Trainer.step_env``)."""
@@ -176,7 +183,8 @@ class Steps:
         results = [stepped[k] for k in ok]
         next_obs, rewards, terminated, truncated, infos = zip(*results, strict=True) if results else [()] * 5
         arrays = (np.array(rewards, dtype=np.float64), np.array(terminated, bool), np.array(truncated, bool))
-        self._stepped = ([members[k] for k in ok], next_obs, *arrays, infos)
+        ended = [k for k, result in enumerate(results) if result[2] or result[3]]
+        self._stepped = ([members[k] for k in ok], next_obs, *arrays, infos, ended)
 
     def insertion_td(self, members: Sequence[Trainer]) -> list | np.ndarray:
         """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
@@ -199,7 +207,7 @@ class Steps:
         EnvPool envs whose episode the batched step ended are reset in one call per pool first (each env's
         ``reset`` takes its observation)."""
         ending, self._ending = self._ending, []
-        stepped, next_obs, rewards, terminated, truncated, infos = self._stepped
+        stepped, next_obs, rewards, terminated, truncated, infos, ended = self._stepped
         self._stepped = None
         if len(ending) > 1:
             reset_together(ending)
@@ -209,15 +217,16 @@ class Steps:
             stepped, next_obs = [stepped[k] for k in keep], [next_obs[k] for k in keep]
             rewards, terminated, truncated = rewards[keep], terminated[keep], truncated[keep]
             infos = [infos[k] for k in keep] if infos is not None else None
+            ended = np.flatnonzero(np.logical_or(terminated, truncated)).tolist()
         if not stepped:
             return
-        c, rows = self.counters, self._positions(stepped)[1]
-        c.episode_return[rows] += rewards.astype(np.float64, copy=False)
-        c.episode_length[rows] += 1
-        c.ended[rows] = False
+        c, idx = self.counters, self._positions(stepped)[2]
+        c.episode_return[idx] += rewards  # (float64 += the env's float32: each reward's exact value added)
+        c.episode_length[idx] += 1
+        c.ended[idx] = False
         for member, obs in zip(stepped, next_obs, strict=True):
             member.obs = obs
-        for k in np.flatnonzero(np.logical_or(terminated, truncated)).tolist():
+        for k in ended:
             member = stepped[k]
             try:  # (as guard, without a call per member)
                 member.end_episode(infos[k] if infos is not None else {})
@@ -240,19 +249,24 @@ class Steps:
         learning = [m for m in members if id(m) in latched]
         if not learning:
             return learning, []
-        c, rows = self.counters, self._positions(learning)[1]
-        due = (c.step[rows] + 1) % self._train_freq == 0
-        training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
+        c, idx = self.counters, self._positions(learning)[2]
+        training = learning
+        if self._train_freq > 1:  # (every step trains at a frequency of 1)
+            due = (c.step[idx] + 1) % self._train_freq == 0
+            training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
         if self._beta is None:
             for member in training:
                 guard(member, member.begin_updates)
         elif training:
-            rows = self._positions(training)[1]
-            positions = c.step[rows]
+            idx = self._positions(training)[2]
+            positions = c.step[idx]
             if self._episode_budget is not None:  # (Trainer.beta_step: whichever budget is further along)
                 total_steps, total_episodes = self._episode_budget
-                positions = np.maximum(positions, c.episode[rows] * total_steps // total_episodes)
-            c.beta[rows] = self._beta.many(positions)
+                positions = np.maximum(positions, c.episode[idx] * total_steps // total_episodes)
+            if len(positions) == 1 or (positions == positions[0]).all():  # (in lockstep: mostly one position)
+                c.beta[idx] = self._beta(int(positions[0]))
+            else:
+                c.beta[idx] = self._beta.many(positions)
             for member in training:
                 if member.memory.sampler.plans_phases():
                     guard(member, member.memory.begin_phase, self._burst)
@@ -266,7 +280,7 @@ class Steps:
             return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
         per_batch = self._beta is None  # (replay.beta_increment: each member's next batch's own)
-        betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[1]]
+        betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[2]]
         drawn = sampling.sample(which, size, betas)
         out: list[Batch | None] = list(drawn)
         for k, batch in enumerate(drawn):
@@ -305,9 +319,10 @@ class Steps:
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         """Each member's batch gets its new priorities from the update's TD errors."""
-        ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
         if isinstance(results, StackedResults):  # the update's stacked TD errors; the draw's stacked ids
             ids, tds = lambda: _stacked_ids(batches), results.td  # noqa: E731
+        else:
+            ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
         self._priorities(members, ids, tds, lambda m, k: guard(m, m.update_priorities, batches[k], results[k]))
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
@@ -356,11 +371,11 @@ class Steps:
             members = [m for m in members if m.error is None]
         if not members:
             return
-        c, rows = self.counters, self._positions(members)[1]
-        after = c.step[rows] + 1
-        busy = (after >= c.quiet_until[rows]) | c.ended[rows]
+        c, (_, rows, idx) = self.counters, self._positions(members)
+        after = c.step[idx] + 1
+        busy = (after >= c.quiet_until[idx]) | c.ended[idx]
         if not busy.any():
-            c.step[rows] = after
+            c.step[idx] = after
             return
         c.step[rows[~busy]] += 1
         learning_ids = {id(m) for m in learning}
