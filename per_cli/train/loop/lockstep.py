@@ -112,7 +112,8 @@ def _settle(active: list) -> list:
     return [m for m in active if not m.done and m.error is None]
 
 
-def _any_failed(members: list) -> bool:
+def any_failed(members: Sequence[Any]) -> bool:
+    """Whether any of ``members`` failed (its ``error`` set by :func:`fail`)."""
     return any(m.error is not None for m in members)
 
 
@@ -141,7 +142,7 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
         learning, training = steps.due(active)
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
             batches = steps.sample(training)
-            if _any_failed(training):
+            if any_failed(training):
                 batches = [b for m, b in zip(training, batches, strict=True) if m.error is None]
                 training = _ok(training)
             if not training:
@@ -149,7 +150,7 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
             steps.weigh(training, batches)
             results = steps.learn(training, batches)
             steps.check_results(training, results)
-            if _any_failed(training):
+            if any_failed(training):
                 done = [k for k, m in enumerate(training) if m.error is None]
                 training = [training[k] for k in done]
                 batches, results = [batches[k] for k in done], [results[k] for k in done]

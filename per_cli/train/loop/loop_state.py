@@ -1,10 +1,10 @@
 """The training loop's counters: what a checkpoint carries so that a resumed run continues exactly, and
 the per-episode bookkeeping behind the progress line and the summary.
 
-The counters every step moves (the step, the episode in progress's return and length) and this step's ε and
-episode-end flag are columns of :class:`Counters`, arrays over the loop's members (the seed axis): the loop's
-phases move them for every member at once (:class:`~per_cli.train.loop.steps.Steps`), and a member's
-:class:`LoopState` reads and writes its own row. A LoopState outside a loop has a counters of one row."""
+The counters every step moves (the step, the episodes, the episode in progress's return and length) and this
+step's ε, β and episode-end flag are columns of :class:`Counters`, arrays over the loop's members (the seed
+axis): the loop's phases move them for every member at once (:class:`~per_cli.train.loop.steps.Steps`), and a
+member's :class:`LoopState` reads and writes its own row. A LoopState outside a loop has a counters of one row."""
 
 from __future__ import annotations
 
@@ -24,11 +24,10 @@ def _window() -> deque:
 class Counters:
     """The per-step counters of ``size`` members, one row each: ``step`` (env steps taken: the position of the ε
     and β schedules), ``episode`` (episodes finished), ``episode_return`` and ``episode_length`` (of the episode in
-    progress); this step's
-    ``epsilon``, ``beta`` (of its batches) and ``ended`` (an episode was counted at this step: ``Trainer.end_step``
-    syncs the target); and ``quiet_until``, the step count before which no periodic task falls
-    (``Periodic.next_due``; 0: not known yet), so that until then a step without an episode's end only moves
-    ``step`` on."""
+    progress); this step's ``epsilon``, ``beta`` (of its batches) and ``ended`` (an episode was counted at this
+    step: ``Trainer.end_step`` syncs the target); and ``quiet_until``, the step count before which no periodic
+    task falls (``Periodic.next_due``; 0: not known yet), so that until then a step without an episode's end only
+    moves ``step`` on."""
 
     def __init__(self, size: int):
         self.step = np.zeros(size, dtype=np.int64)

@@ -24,8 +24,7 @@ work (its env, its window, its events):
   the same function;
 * ``end_collects``: the counters of every member at once; a member whose episode ended logs it and resets
   (``Trainer.end_episode``);
-* ``due``: which members train at this step and their β, from the counters (each member's ``begin_updates``
-  only under ``replay.beta_increment``, β per batch);
+* ``due``: which members train at this step and their β, from the counters;
 * ``end_steps``: the counters move on; only a member with a periodic task at this step (``Periodic``) or an
   episode's end runs its own ``end_step``;
 * ``check_results``: the update's losses and mean Q values checked as arrays.
@@ -48,7 +47,7 @@ from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
-from per_cli.train.loop.lockstep import fail, guard, interrupt_behind
+from per_cli.train.loop.lockstep import any_failed, fail, guard, interrupt_behind
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.updates import StackedResults, updates_for
 from per_cli.train.measures.update_measures import measure_rows
@@ -76,11 +75,9 @@ class Steps:
         self._store = (
             self.sampling is not None and self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         )
-        # β on the members' one schedule, by the step (or the episode budget's position: Trainer.beta_step), for all
-        # at once; None under replay.beta_increment (β per batch: each member's own ``begin_updates``)
-        self._beta = first.beta if all(m.batch_beta is None for m in members) else None
-        t = first.cfg.train
-        self._episode_budget = None if first.beta_by_step else (t.total_steps, t.total_episodes)
+        # β by the step, on the members' one schedule and position rule (Trainer.beta, beta_step), for all at once;
+        # None under replay.beta_increment (β per batch: Trainer.beta_now)
+        self._beta_rule = first if first.batch_beta is None else None
         self._burst = first.cfg.train.gradient_steps
         self._train_freq = first.cfg.train.train_freq
         settings = lambda w: (w.threshold, w.iid, w.loss)  # noqa: E731 - how a window measures
@@ -238,9 +235,9 @@ class Steps:
     def due(self, members: Sequence[Trainer]) -> tuple[list, list]:
         """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
         A member's ``learning()`` is asked until it is True; then it stays True (its step and its memory only
-        grow), so it is not asked again. Those training get this step's β (``counters.beta``, as
-        ``Trainer.begin_updates`` sets it, for all at once; each member's own under ``replay.beta_increment``),
-        and samplers that plan a burst of batches are told of it (``begin_phase``)."""
+        grow), so it is not asked again. Those training get this step's β in ``counters.beta`` (``Trainer.beta``
+        at ``Trainer.beta_step``, for all at once; under ``replay.beta_increment`` each batch has its own:
+        ``Trainer.beta_now``), and samplers that plan a burst of batches are told of it (``begin_phase``)."""
         latched = self._learning
         if len(latched) < len(self.index):
             for member in members:
@@ -254,23 +251,18 @@ class Steps:
         if self._train_freq > 1:  # (every step trains at a frequency of 1)
             due = (c.step[idx] + 1) % self._train_freq == 0
             training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
-        if self._beta is None:
-            for member in training:
-                guard(member, member.begin_updates)
-        elif training:
+        rule = self._beta_rule
+        if rule is not None and training:
             idx = self._positions(training)[2]
-            positions = c.step[idx]
-            if self._episode_budget is not None:  # (Trainer.beta_step: whichever budget is further along)
-                total_steps, total_episodes = self._episode_budget
-                positions = np.maximum(positions, c.episode[idx] * total_steps // total_episodes)
+            positions = rule.beta_step(c.step[idx], c.episode[idx])
             if len(positions) == 1 or (positions == positions[0]).all():  # (in lockstep: mostly one position)
-                c.beta[idx] = self._beta(int(positions[0]))
+                c.beta[idx] = rule.beta(int(positions[0]))
             else:
-                c.beta[idx] = self._beta.many(positions)
-            for member in training:
-                if member.memory.sampler.plans_phases():
-                    guard(member, member.memory.begin_phase, self._burst)
-        return learning, [m for m in training if m.error is None] if _failed(training) else training
+                c.beta[idx] = rule.beta.many(positions)
+        for member in training:
+            if member.memory.sampler.plans_phases():
+                guard(member, member.memory.begin_phase, self._burst)
+        return learning, [m for m in training if m.error is None] if any_failed(training) else training
 
     def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
         """Each member's next batch (None for a member whose draw raised: it failed): in one compiled call where
@@ -279,7 +271,7 @@ class Steps:
         if sampling is None:
             return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
-        per_batch = self._beta is None  # (replay.beta_increment: each member's next batch's own)
+        per_batch = self._beta_rule is None  # (replay.beta_increment: each member's next batch's own)
         betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[2]]
         drawn = sampling.sample(which, size, betas)
         out: list[Batch | None] = list(drawn)
@@ -367,7 +359,7 @@ class Steps:
         """The members' steps move on (``learning``: those that were learning at this step); a member with a
         periodic task at this step (before ``quiet_until``: none) or whose episode ended at it runs its own
         ``end_step``, which moves its step itself. A member that failed on the way is skipped."""
-        if _failed(members):
+        if any_failed(members):
             members = [m for m in members if m.error is None]
         if not members:
             return
@@ -399,10 +391,6 @@ def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
         interrupt = interrupt_behind(exc)
         if interrupt is not None:
             raise interrupt from None
-
-
-def _failed(members: Sequence[Any]) -> bool:
-    return any(m.error is not None for m in members)
 
 
 def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:

@@ -68,7 +68,7 @@ class Trainer(Checkpointed, RunRecord):
             else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
         )
         self.beta = beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps)
-        # β per sampled batch (replay.beta_increment), else None: β by step (begin_updates)
+        # β per sampled batch (replay.beta_increment), else None: β by step (the loop's ``due``: beta_step)
         self.batch_beta = (
             None if cfg.replay.beta_increment is None else BatchBeta(cfg.replay.beta0, cfg.replay.beta_increment)
         )
@@ -167,18 +167,12 @@ class Trainer(Checkpointed, RunRecord):
         step = self.state.step
         return step + 1 >= self.learn_from and len(self.memory) >= self.min_fill
 
-    def begin_updates(self) -> None:
-        """This step trains (every ``train.train_freq`` steps once learning: the loop's ``due``): fixes β for its
-        ``train.gradient_steps`` batches, and lets a sampler that plans a burst of batches plan it."""
-        self.state.beta = self.beta(self.beta_step(self.state.step))
-        self.memory.begin_phase(self.cfg.train.gradient_steps)
-
     def sample(self) -> Batch:
         return self.memory.sample(self.cfg.replay.batch_size, self.beta_now)
 
     @property
     def beta_now(self) -> float:
-        """β of the next batch (a cohort draws them with it): this step's, which ``begin_updates`` sets; under
+        """β of the next batch (a cohort draws them with it): this step's, which the loop's ``due`` sets; under
         ``replay.beta_increment`` the next batch's own, from the batches sampled so far (one per update:
         ``agent.updates``, which a checkpoint carries)."""
         if self.batch_beta is not None:
@@ -256,13 +250,16 @@ class Trainer(Checkpointed, RunRecord):
         self.agent.sync_target()
         self.state.target_syncs += 1
 
-    def beta_step(self, step: int) -> int:
-        """The position on β's schedule. It is defined over total_steps; under an episode budget the run may
-        end sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
+    def beta_step(self, step, episode=None):
+        """The position on β's schedule at ``step`` with ``episode`` episodes finished (this run's count by
+        default; both may be int64 arrays: the loop's, for all members at once). It is defined over total_steps;
+        under an episode budget the run may end sooner, so the schedule follows whichever budget is further along
+        and β reaches 1 at the end."""
         t = self.cfg.train
         if self.beta_by_step:
             return step
-        return max(step, self.state.episode * t.total_steps // t.total_episodes)
+        episode = self.state.episode if episode is None else episode
+        return np.maximum(step, episode * t.total_steps // t.total_episodes)
 
     def _flush_window(self) -> None:
         values = self._window.pop(self.memory)
