@@ -16,6 +16,13 @@ seed-step of this short run). The Python part of a seed-step is ``measured - flo
 cost, the one the seed-axis issue's target (≤ 5 µs per seed-step at S = 100) is about. ``--size 1,10,100``
 measures each cohort size in turn (a cohort of one is a solo run: the same loop).
 
+That Python part is split in two. "events" is the Python of each member's own events, which the issue's design
+keeps per member: an episode's end (``Trainer.end_episode``: the window's measures flushed, the episode's
+metrics.csv row and TensorBoard scalars), a log point (``Trainer._log_updates``: the window's scalars logged) and
+a periodic task (``Trainer.end_step`` where one falls): their CPU time in the plain run, less the compiled calls
+made from the window's ``pop`` (``measures/update_window.py``, ``measures/reference.py``, counted in the floor).
+"steps" is the rest, the Python every step pays whatever happens: ``python = events + steps``.
+
 ``--solo`` times solo runs of each config as well (the median of five, before the cohorts; the floor's ratio to
 it bounds the cohort's speed-up); ``--grid`` weights each (env, replay) cell's floor by the env steps that
 cell's runs took in a finished grid (their summary.json ``total_steps``), which bounds that study's wall time on
@@ -66,16 +73,24 @@ def compiled_functions() -> set[tuple[str, str]]:
     return found
 
 
+_AT_EVENTS = ("update_window.py", "reference.py")  # compiled calls made from these run only at a window's pop
+# the members' own events (their CPU time in the plain run: "events")
+_EVENTS = ("end_episode", "_log_updates", "end_step")
+
+
 def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, float]]:
     """Seconds spent inside compiled calls in ``stats``: (by part: the update kernel, EnvPool, the other
-    kernels; by kernel: each numba kernel's)."""
+    kernels, and of those the ones called at a window's pop, "at events"; by kernel: each numba kernel's)."""
     compiled = compiled_functions()
     parts: dict[str, float] = defaultdict(float)
     kernels: dict[str, float] = defaultdict(float)
-    for (filename, _, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (filename, _, name), (_, _, tottime, _, callers) in stats.stats.items():  # type: ignore[attr-defined]
         if (filename, name) in compiled:
             parts["update" if (filename, name) == _UPDATE else "other kernels"] += tottime
             kernels[f"{Path(filename).stem}.{name}"] += tottime
+            for (caller_file, _, _), (_, _, caller_tottime, _) in callers.items():
+                if caller_file.endswith(_AT_EVENTS):
+                    parts["at events"] += caller_tottime
         elif filename == "~" and "envpool" in name and name.rstrip(">").endswith(_ENVPOOL_C):
             parts["envpool"] += tottime
     return parts, kernels
@@ -88,6 +103,8 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     clock = bench.PhaseClock()  # the members' run start and end (config.yaml, summaries, TensorBoard files)
     clock.wrap("start/end", bench.Trainer, "begin")
     clock.wrap("start/end", bench.Trainer, "finish")
+    for name in _EVENTS:  # the members' own events
+        clock.wrap("events", bench.Trainer, name)
     try:
         plain = bench.run(size, steps, as_cohort=True)  # (S = 1: a cohort of one, the same loop as the others)
     finally:
@@ -99,10 +116,12 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     per = 1e6 / (size * steps)
     parts, kernels = compiled_time(pstats.Stats(profile))
     parts = {k: v * per for k, v in parts.items()}
-    start_end = clock.totals["start/end"] * per
-    return {"measured": plain["cpu"] * per, **parts, "floor": sum(parts.values()), "start/end": start_end}, {
-        k: v * per for k, v in kernels.items()
-    }
+    at_events = parts.pop("at events", 0.0)  # (within "other kernels")
+    start_end, events = clock.totals["start/end"] * per, clock.totals["events"] * per - at_events
+    measured, floor_ = plain["cpu"] * per, sum(parts.values())
+    python = measured - floor_ - start_end
+    summary = {"measured": measured, **parts, "floor": floor_, "start/end": start_end, "python": python}
+    return {**summary, "events": events, "steps": python - events}, {k: v * per for k, v in kernels.items()}
 
 
 def grid_steps(grid: Path) -> dict[tuple[str, str], int]:
@@ -169,9 +188,10 @@ def main() -> None:
     cells = grid_steps(args.grid) if args.grid else {}
     cell_of = {config: _cell(config) for config in configs} if cells else {}
     print(f"cohorts of {args.size} seeds, {args.steps} env steps each, env.backend={args.backend}, each config in "
-          "a fresh process; CPU µs per env step per seed (python = measured - floor - start/end)")  # fmt: skip
+          "a fresh process; CPU µs per env step per seed")
+    print("(python = measured - floor - start/end = events + steps)")
     print(f"{'config':<33} {'S':>4} {'measured':>8} {'update':>7} {'kernels':>8} {'envpool':>8} {'floor':>6} "
-          f"{'start/end':>9} {'python':>7} {'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
+          f"{'start/end':>9} {'python':>7} {'events':>7} {'steps':>6} {'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
     totals = {"measured": 0.0, "floor": 0.0, "without update": 0.0}
     for config, size in ((c, s) for c in configs for s in sizes):
         started = time.perf_counter()
@@ -180,7 +200,7 @@ def main() -> None:
         solo = f"{r['solo']:,.0f}" if "solo" in r else ""
         print(f"{config:<33} {size:>4} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
               f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {r['start/end']:>9.1f} "
-              f"{r['measured'] - r['floor'] - r['start/end']:>7.1f} "
+              f"{r['python']:>7.1f} {r['events']:>7.1f} {r['steps']:>6.1f} "
               f"{1e6 / r['floor']:>10,.0f} {solo:>7}   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
         top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
         print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top), flush=True)

@@ -47,6 +47,7 @@ from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
 from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates  # noqa: E402
+from per_cli.train.measures.cohort_rows import CohortRows  # noqa: E402
 from per_cli.train.measures.update_window import UpdateWindow  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -61,7 +62,8 @@ PHASES = [
     ("logging", Trainer, "_end_episode"),
     ("logging", Trainer, "_log_updates"),
     ("logging", UpdateWindow, "add"),  # each update measured alone (measure_rows, S = 1) and kept for the next log
-    ("logging", UpdateWindow, "add_measured"),  # a cohort's: the update's measured floats kept
+    ("logging", CohortRows, "add"),  # a cohort's: its step's measured rows kept over the seed axis
+    ("logging", UpdateWindow, "add_block"),  # and taken by each member's window (at its pops)
     ("logging", Steps, "measure"),  # a compiled update's measures, all members at once
     ("env", steps, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
     # the loop's phases over the members (train/loop/steps.py): the pool's step, the batched store, ε's draws

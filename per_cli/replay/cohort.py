@@ -38,13 +38,13 @@ _FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch'
 
 class RowBatch(Batch):
     """Batch k of a cohort draw: each field is row k of the draw's stacked array, and ``rows`` = (the stacked
-    arrays in Batch's field order, k, the draw's batches), so that a cohort update can take the stacked arrays
-    whole instead of stacking the rows again. A field's views of every row are made together when one batch
-    first reads it (iterating the array: cheaper per view than indexing it) and kept in each batch's ``__dict__``
-    (later reads are plain attribute reads). Its fields cannot be rebound, so a RowBatch is always its rows
-    (writes into a field's values write the stacked array, which the update then reads as well)."""
+    arrays in Batch's field order, k, the draw's :class:`DrawnBatches`), so that a cohort update can take the
+    stacked arrays whole instead of stacking the rows again. A field's view is made when first read and kept in
+    the batch's ``__dict__`` (later reads are plain attribute reads). Its fields cannot be rebound, so a RowBatch
+    is always its rows (writes into a field's values write the stacked array, which the update then reads as
+    well)."""
 
-    def __init__(self, stacked: tuple[np.ndarray, ...], k: int, batches: list):
+    def __init__(self, stacked: tuple[np.ndarray, ...], k: int, batches: DrawnBatches):
         self.__dict__["rows"] = (stacked, k, batches)
 
     def __setattr__(self, name: str, value) -> None:
@@ -52,7 +52,7 @@ class RowBatch(Batch):
 
 
 class _RowField:
-    """Field ``j`` of a :class:`RowBatch` (a non-data descriptor: once set in the batches' ``__dict__``, it is
+    """Field ``j`` of a :class:`RowBatch` (a non-data descriptor: once set in the batch's ``__dict__``, it is
     not called again)."""
 
     def __init__(self, name: str, j: int):
@@ -61,28 +61,52 @@ class _RowField:
     def __get__(self, batch: RowBatch | None, owner: type) -> np.ndarray:
         if batch is None:
             return self  # type: ignore[return-value]
-        stacked, _, batches = batch.rows
-        name = self.name
-        for sibling, view in zip(batches, stacked[self.j], strict=True):
-            if sibling is not None:
-                sibling.__dict__[name] = view
-        return batch.__dict__[name]
+        stacked, k, _ = batch.rows
+        view = batch.__dict__[self.name] = stacked[self.j][k]
+        return view
 
 
 for _name, _j in _FIELDS.items():
     setattr(RowBatch, _name, _RowField(_name, _j))
 
 
+class DrawnBatches(Sequence):
+    """The batches of one cohort draw, in the members' order: ``arrays`` the draw's stacked arrays (Batch's field
+    order), item k member k's :class:`RowBatch`, made when first asked for (the loop's phases take the arrays
+    whole; a member's own batch is asked for only where that member does its own work), or None where its draw
+    raised (``drawn[k]`` False)."""
+
+    def __init__(self, arrays: tuple[np.ndarray, ...], drawn: np.ndarray):
+        self.arrays, self.drawn = arrays, drawn
+        self.complete = bool(drawn.all())
+        self._made: dict[int, RowBatch] = {}
+
+    def __len__(self) -> int:
+        return len(self.drawn)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        k = range(len(self))[k]  # (an index from the end, or an IndexError)
+        if not self.drawn[k]:
+            return None
+        batch = self._made.get(k)
+        if batch is None:
+            batch = self._made[k] = RowBatch(self.arrays, k, self)
+        return batch
+
+
 def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
     """The arrays of ``batches`` stacked with a member axis (Batch's field order), taken from the cohort draw
-    they are rows of: the draw's arrays themselves when the batches are all its rows in order, else those rows
-    (one gather per array). None where they are not all rows of one draw (then stack them)."""
+    they are rows of: the draw's arrays themselves when the batches are all its rows in order (a whole
+    :class:`DrawnBatches`, or its batches listed in order), else those rows (one gather per array). None where
+    they are not all rows of one draw (then stack them)."""
+    if type(batches) is DrawnBatches:
+        return batches.arrays if batches.complete else None
     first = batches[0] if batches else None
     if type(first) is not RowBatch:
         return None
     stacked = first.rows[0]
-    if list(map(id, batches)) == list(map(id, first.rows[2])):  # all the draw's batches, in order
-        return stacked
     rows = []
     for batch in batches:
         if type(batch) is not RowBatch or batch.rows[0] is not stacked:
@@ -148,7 +172,7 @@ class CohortSampling:
         """Each member's ``memory.episodes_held()`` (members ``which``), in one compiled call."""
         return episodes_held_members(self._columns[8], self._columns[7], np.asarray(which, dtype=np.int64))
 
-    def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> list[Batch | None]:
+    def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> DrawnBatches:
         """The batches of members ``which``, as their ``memory.sample(batch_size, beta)`` draws them; None where
         that raises (the member is in ``failed``: ``repeat_failed`` raises its error)."""
         n = len(which)
@@ -165,14 +189,9 @@ class CohortSampling:
             out[2][...], out[4][...] = rewards, terminated
         else:
             gather_members(members, slots, slots, *self._columns, *out)
-        batches: list = [None] * n
-        self.failed = {}
-        for k in range(n):
-            if status[k] == DRAWN:
-                batches[k] = RowBatch(out, k, batches)
-            else:
-                self.failed[which[k]] = (batch_size, float(betas[k]))
-        return list(batches)  # (a copy: the batches keep theirs, which a caller may not change)
+        drawn = status == DRAWN
+        self.failed = {which[k]: (batch_size, float(betas[k])) for k in np.flatnonzero(~drawn).tolist()}
+        return DrawnBatches(out, drawn)
 
     def repeat_failed(self, i: int) -> None:
         """Raise member ``i``'s error of the last ``sample``: its own draw, as its solo run's."""

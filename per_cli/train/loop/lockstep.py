@@ -10,8 +10,8 @@ only orders them, the same for every member, step by step, each phase ONE call o
    (count, log an episode that ended, reset);
 2. ``due``: which members learn at this step and which of them train now; then ``train.gradient_steps`` times:
    ``sample`` a batch each, ``weigh`` their IS weights by the loss's rule (``replay.is_weights``), ``learn`` (all
-   of them in one call), ``check_results``, ``update_priorities``, ``measure``, and each member's
-   ``record_update`` (measures, logs);
+   of them in one call), ``check_results``, ``update_priorities``, ``measure`` and ``record_updates`` (into
+   each member's window, logged at its log points);
 3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 

@@ -19,9 +19,10 @@ work (its env, its window, its events):
   own (the same kind's function over a list of one);
 * ``learn``, ``greedy``, ``insertion_td``: the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
   call under numba; one stacked torch update or each agent's own under torch);
-* ``measure``: a compiled update's measures in one pass over its stacked arrays
-  (:func:`~per_cli.train.measures.update_measures.measure_rows`), else each window measures its own update with
-  the same function;
+* ``measure``, ``record_updates``: a compiled update's measures in one pass over its stacked arrays
+  (:func:`~per_cli.train.measures.update_measures.measure_table`), kept over the seed axis until each member's
+  window takes its rows (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); only members at a log point
+  are called (``Trainer.log_point``). Else each window measures its own update with the same function;
 * ``end_collects``: the counters of every member at once; a member whose episode ended logs it and resets
   (``Trainer.end_episode``);
 * ``due``: which members train at this step and their β, from the counters;
@@ -50,7 +51,8 @@ from per_cli.rl.is_weights import apply_rule
 from per_cli.train.loop.lockstep import any_failed, fail, guard, interrupt_behind
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.updates import StackedResults, updates_for
-from per_cli.train.measures.update_measures import measure_rows
+from per_cli.train.measures.cohort_rows import CohortRows
+from per_cli.train.measures.update_measures import measure_table
 
 if TYPE_CHECKING:
     from per_cli.train.loop.trainer import Trainer
@@ -79,12 +81,19 @@ class Steps:
         # None under replay.beta_increment (β per batch: Trainer.beta_now)
         self._beta_rule = first if first.batch_beta is None else None
         self._burst = first.cfg.train.gradient_steps
+        self._plans = any(m.memory.sampler.plans_phases() for m in members)  # (a class's answer: one config, one)
         self._train_freq = first.cfg.train.train_freq
         settings = lambda w: (w.threshold, w.iid, w.loss)  # noqa: E731 - how a window measures
         self._alike = all(settings(m.window) == settings(first.window) for m in members)  # (one config: True)
-        self._cached: dict[tuple[int, ...], tuple] = {}  # _positions' last answers
+        self._log_every = first.cfg.log.every
+        # the members' measured updates over the seed axis, where one compiled draw and update serve them
+        self.rows = CohortRows([m.window for m in members], self._log_every) if self.sampling and self._alike else None
+        self._cached: dict[tuple[int, ...], tuple] = {}  # _positions' last answers, by the members' ids
+        self._recent: list[tuple[Sequence[Any], tuple]] = []  # and by the lists asked about
         self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
         self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
+        self._obs: np.ndarray | None = None  # the members' observations in hand (row k member k's): _held_obs
+        self._hold = self._store  # whether the loop may hold them (the batched env step's members: vector states)
         self._ending: list[PooledEnv] = []  # the EnvPool envs whose episode the batched step ended (end_collects)
         # what the envs returned this step, for end_collects: (members, next_obs, rewards, terminated, truncated,
         # infos or None)
@@ -96,7 +105,16 @@ class Steps:
         members in order, as at most steps: a view, where an int64 array would copy; numpy's per-call cost is
         what a small cohort's step pays). The loop asks for the same members (all of them, those training)
         several times a step: the last few answers are remembered by the members' ids (members live as long as
-        the loop, so an id stays theirs)."""
+        the loop, so an id stays theirs); and the last few lists asked about, by identity (the loop hands one
+        list to several phases and never changes a list it handed on; a list held here keeps its identity)."""
+        for known, answer in self._recent:
+            if known is members:
+                return answer
+        found = self._position_of(members)
+        self._recent = [(members, found), *self._recent[:2]]
+        return found
+
+    def _position_of(self, members: Sequence[Any]) -> tuple[list[int], np.ndarray, slice | np.ndarray]:
         key, cached = tuple(map(id, members)), self._cached
         found = cached.pop(key, None)  # (put back last: the least recently asked leaves first)
         if found is None:
@@ -134,7 +152,27 @@ class Steps:
 
     def greedy(self, members: Sequence[Trainer]) -> list:
         """Each member's greedy action for the observation in hand."""
-        return self.updates.greedy(self._which(members), members)
+        return self.updates.greedy(self._which(members), members, self._held_obs(members))
+
+    def _held_obs(self, members: Sequence[Trainer]) -> np.ndarray | None:
+        """The members' observations in hand as one array, where the loop holds them (None where not). The
+        loop holds them from the first batched env step on, where every member's is an array of one dtype and
+        shape (each member's ``obs`` its row: ``Trainer.hold_obs``)."""
+        if self._obs is None:
+            if not self._hold or len(members) != len(self.index):
+                return None
+            first = members[0].obs
+            self._hold = type(first) is np.ndarray and all(
+                type(m.obs) is np.ndarray and m.obs.dtype == first.dtype and m.obs.shape == first.shape
+                for m in members
+            )  # (else observations of several kinds: each member keeps its own)
+            if not self._hold:
+                return None
+            self._obs = np.empty((len(members), *first.shape), dtype=first.dtype)
+            for member in members:
+                member.hold_obs(self._obs, self.index[id(member)])
+        _, rows, idx = self._positions(members)
+        return self._obs[idx] if isinstance(idx, slice) else self._obs[rows]
 
     def step_envs(self, members: Sequence[Trainer], actions: Sequence[Any]) -> None:
         """Each member steps its env with its action and stores the transition; what the envs returned is kept
@@ -152,7 +190,9 @@ class Steps:
                 raise interrupt from None
             self._step_each(members, actions)
             return
-        before = np.stack([m.obs for m in members])
+        before = self._held_obs(members)
+        if before is None:
+            before = np.stack([m.obs for m in members])
         ended = np.flatnonzero(terminated | truncated).tolist()
         self._stepped = (members, obs, rewards, terminated, truncated, None, ended)
         if before.shape != obs.shape or obs.ndim != 2:  # (not vector states: each stores its own)
@@ -221,8 +261,11 @@ class Steps:
         c.episode_return[idx] += rewards  # (float64 += the env's float32: each reward's exact value added)
         c.episode_length[idx] += 1
         c.ended[idx] = False
-        for member, obs in zip(stepped, next_obs, strict=True):
-            member.obs = obs
+        if self._obs is not None and type(next_obs) is np.ndarray and next_obs.dtype == self._obs.dtype:
+            self._obs[idx] = next_obs  # (the members hold their rows: hold_obs)
+        else:
+            for member, obs in zip(stepped, next_obs, strict=True):
+                member.obs = obs
         for k in ended:
             member = stepped[k]
             try:  # (as guard, without a call per member)
@@ -259,14 +302,14 @@ class Steps:
                 c.beta[idx] = rule.beta(int(positions[0]))
             else:
                 c.beta[idx] = rule.beta.many(positions)
-        for member in training:
-            if member.memory.sampler.plans_phases():
+        if self._plans:
+            for member in training:
                 guard(member, member.memory.begin_phase, self._burst)
         return learning, [m for m in training if m.error is None] if any_failed(training) else training
 
-    def sample(self, members: Sequence[Trainer]) -> list[Batch | None]:
+    def sample(self, members: Sequence[Trainer]) -> Sequence[Batch | None]:
         """Each member's next batch (None for a member whose draw raised: it failed): in one compiled call where
-        the cohort sampling holds the memories, else each member's own."""
+        the cohort sampling holds the memories (its ``DrawnBatches``), else each member's own."""
         sampling = self.sampling
         if sampling is None:
             return [guard(m, m.sample) for m in members]
@@ -274,10 +317,11 @@ class Steps:
         per_batch = self._beta_rule is None  # (replay.beta_increment: each member's next batch's own)
         betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[2]]
         drawn = sampling.sample(which, size, betas)
+        if drawn.complete:
+            return drawn
         out: list[Batch | None] = list(drawn)
-        for k, batch in enumerate(drawn):
-            if batch is None:  # the draw raised: repeated alone to raise the member's error
-                out[k] = guard(members[k], sampling.repeat_failed, which[k])
+        for k in np.flatnonzero(~drawn.drawn).tolist():  # the draw raised: repeated alone to raise the member's error
+            out[k] = guard(members[k], sampling.repeat_failed, which[k])
         return out
 
     def weigh(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> None:
@@ -323,33 +367,52 @@ class Steps:
         finite = None
         if self.sampling is not None and members:
             finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
-        for k, member in enumerate(members):
-            if finite is None or not finite[k]:
-                own(member, k)
+        own_ones = range(len(members)) if finite is None else np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist()
+        for k in own_ones:
+            own(members[k], k)
 
-    def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> list:
-        """The members' update measures in one pass over a compiled update's stacked arrays (``measure_rows``),
-        where the batches are a cohort draw's; else (or should it raise) None each: each member's window measures
-        its own update with the same function (``UpdateWindow.add``)."""
+    def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> tuple | None:
+        """The members' update measures in one pass over a compiled update's stacked arrays (``measure_table``:
+        (table, variances)), where the batches are a cohort draw's; else (or should it raise) None: each member's
+        window measures its own update with the same function (``UpdateWindow.add``)."""
         stacked = stacked_rows(batches)
-        if stacked is None or not isinstance(results, StackedResults):
-            return [None] * len(members)
-        windows = [m.window for m in members]
-        held = self.sampling.episodes_held(self._which(members)) if windows[0].iid else None
+        if stacked is None or not isinstance(results, StackedResults) or self.rows is None:
+            return None
+        window = members[0].window
+        held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         try:
             arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            return measure_rows(windows, results.td, *arrays, held, results.loss, results.q_mean, self._alike)
+            return measure_table(window, results.td, *arrays, held, results.loss, results.q_mean)
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
-            return [None] * len(members)
+            return None
 
-    def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured: list) -> None:
-        """Each member's update into its window, logged at its log points (``record_update``): with its row of
-        ``measure``, else its own result to measure (a member that failed on the way is skipped)."""
-        for k, member in enumerate(members):
-            if member.error is None:
-                row = measured[k]
-                try:  # (as guard, without a call per member)
-                    member.record_update(batches[k], results[k] if row is None else None, row)
+    def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured) -> None:
+        """Each member's update into its window, logged at its log points: ``measure``'s (table, variances) kept
+        over the seed axis (``rows``), and only the members at a log point called (``log_point``); else each
+        member's own result measured by its window (``record_update``). A member that failed on the way is
+        skipped."""
+        if measured is None:
+            for k, member in enumerate(members):
+                if member.error is None:
+                    try:  # (as guard, without a call per member)
+                        member.record_update(batches[k], results[k])
+                    except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+                        fail(member, exc)
+            return
+        table, variances = measured
+        obs = stacked_rows(batches)[0] if members[0].window.iid else None
+        if any_failed(members):
+            ok = [k for k, m in enumerate(members) if m.error is None]
+            members, table = [members[k] for k in ok], table[ok]
+            variances, obs = (None if a is None else a[ok] for a in (variances, obs))
+            if not members:
+                return
+        self.rows.add(self._positions(members)[2], table, variances, obs)
+        every = self._log_every
+        for member in members:
+            if member.agent.updates % every == 0:
+                try:
+                    member.log_point()
                 except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                     fail(member, exc)
 

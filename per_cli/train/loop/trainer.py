@@ -88,7 +88,8 @@ class Trainer(Checkpointed, RunRecord):
         self._episode_means = RunningMeans()
         self.logger: RunLogger | None = None
         self.run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
-        self.obs: Any = None  # the observation in hand (begin, end_collects, a resume)
+        self._obs: Any = None  # the observation in hand (``obs``)
+        self._held: tuple[np.ndarray, int] | None = None  # (the loop's array of observations, this member's row)
         self._start_time = time.time()
         self._initial_td = cfg.replay.initial_priority == "td_error"
         self.done = False  # the budget is spent (end_step)
@@ -119,6 +120,29 @@ class Trainer(Checkpointed, RunRecord):
     # (:class:`~per_cli.train.loop.steps.Steps`: ε's draw, the greedy actions, the env steps, the counters); a
     # member's own calls: step_env where the loop does not step the envs itself, [set_insertion_priority], and
     # end_episode where its episode ended
+
+    @property
+    def obs(self) -> Any:
+        """The observation in hand (begin, end_collects, a resume): this member's row of the loop's array of
+        them where the loop holds one (``hold_obs``)."""
+        return self._obs if self._held is None else self._held[0][self._held[1]]
+
+    @obs.setter
+    def obs(self, value: Any) -> None:
+        if self._held is None:
+            self._obs = value
+            return
+        rows, k = self._held
+        if type(value) is not np.ndarray or value.dtype != rows.dtype or value.shape != rows.shape[1:]:
+            raise TypeError(f"an observation of {getattr(value, 'dtype', type(value))} {np.shape(value)} where the "
+                            f"loop holds {rows.dtype} {rows.shape[1:]}: one env's observations must keep their type")
+        rows[k] = value
+
+    def hold_obs(self, rows: np.ndarray, k: int) -> None:
+        """The observation in hand is row ``k`` of ``rows`` from now on (a cohort's observations, one array that
+        its phases read and write whole), starting from the one in hand."""
+        rows[k] = self._obs
+        self._held = (rows, k)
 
     def greedy_action(self) -> int:
         """The greedy action for the observation in hand (a member's own engine; a cohort batches these)."""
@@ -207,14 +231,14 @@ class Trainer(Checkpointed, RunRecord):
         """The updates' measures since the last log or episode end."""
         return self._window
 
-    def record_update(self, batch: Batch, result: UpdateResult | None, measured: tuple | None = None) -> None:
-        """The update's measures into the window (``measured``: computed already by the loop's
-        ``per_cli.train.measures.update_measures.measure_rows``, else measured here from ``result``); logged
-        every ``log.every`` updates."""
-        if measured is None:
-            self._window.add(batch, result, self.memory)
-        else:
-            self._window.add_measured(*measured, batch.obs)
+    def record_update(self, batch: Batch, result: UpdateResult) -> None:
+        """The update measured into the window (``UpdateWindow.add``); logged every ``log.every`` updates."""
+        self._window.add(batch, result, self.memory)
+        self.log_point()
+
+    def log_point(self) -> None:
+        """The window's measures logged where the update just made is a log point (every ``log.every``
+        updates). A cohort that keeps its members' measured updates itself calls it for those at a log point."""
         if self.agent.updates % self.cfg.log.every == 0:
             beta = self.state.beta if self.batch_beta is None else self.batch_beta(self.agent.updates)  # (this batch's)
             self._log_updates(self.state.step + 1, beta)

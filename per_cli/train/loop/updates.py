@@ -66,8 +66,10 @@ class CompiledUpdates:
     def __init__(self, members: Sequence[Trainer]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
 
-    def greedy(self, which: list[int], members: Sequence[Trainer]) -> list[int | None]:
-        return self.engine.greedy(which, [m.obs for m in members]).tolist()
+    def greedy(self, which: list[int], members: Sequence[Trainer], obs: np.ndarray | None = None) -> list[int | None]:
+        """The members' greedy actions for their observations in hand (``obs``: those, where the loop holds them
+        as one array)."""
+        return self.engine.greedy(which, [m.obs for m in members] if obs is None else obs).tolist()
 
     def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
         """(δ of each member's newest transition: row k member k's, a 1-row array; their ids where ``sampling``
@@ -99,7 +101,7 @@ class TorchUpdates:
     def __init__(self, members: Sequence[Trainer], stacked: bool):
         self.engine = StackedEngine([m.agent for m in members]) if stacked else None
 
-    def greedy(self, which: list[int], members: Sequence[Trainer]) -> list[int | None]:
+    def greedy(self, which: list[int], members: Sequence[Trainer], obs: np.ndarray | None = None) -> list[int | None]:
         return [guard(m, m.greedy_action) for m in members]
 
     def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:

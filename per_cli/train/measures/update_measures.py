@@ -52,11 +52,27 @@ def measure_rows(
     episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
     q_means: Sequence[float], alike: bool = False,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:  # fmt: skip
+    """Per update k: its row of :func:`row_layout` and its states' feature variances (or None), as
+    :func:`measure_table` measures them (each row a view of its table), or measured one update at a time where
+    the windows measure differently (threshold, iid or loss; ``alike``: the caller knows that they do not)."""
+    first = windows[0]
+    config = (first.threshold, first.iid, first.loss)
+    if not alike and len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
+        return [_one(w, k, td, weights, ages, obs, episodes, held, losses, q_means) for k, w in enumerate(windows)]
+    table, variances = measure_table(first, td, weights, ages, obs, episodes, held, losses, q_means)
+    return list(zip(table, variances if variances is not None else [None] * len(table), strict=True))
+
+
+def measure_table(
+    window: MeasuredBy, td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray | None,
+    episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
+    q_means: Sequence[float],
+) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """Per update k (row k of the (S, B) arrays: TD errors ``td``, IS ``weights``, ``ages``, states ``obs``
     (S, B, ...), episode ids ``episodes``; ``held``: the episodes its memory held then; ``losses``, ``q_means``:
-    its loss and mean Q) measured as ``windows[k]`` measures: its row of :func:`row_layout` (float64) and its
-    states' feature variances (float64, one per feature; None without iid, or where ``iid.variances_apply`` does
-    not serve its states), the rows views of one C table.
+    its loss and mean Q) measured as ``window`` measures (its settings: every update's): row k of the (U,
+    row_layout) float64 table, and row k of its states' feature variances (U, features), float64 (None without
+    iid, or where ``iid.variances_apply`` does not serve the states).
 
     Every array is served, each taken as a C array (``np.ascontiguousarray``: what a stacked copy of the
     updates would be) in its own dtype; each measure's own static rule (by dtype and shape) picks its compiled
@@ -66,12 +82,8 @@ def measure_rows(
     (:func:`_compiled_columns`, the same kernels: the values, bit for bit, of ``td_measures``, numpy's mean of
     the ages and ``iid.episode_diversity``, which ``tests/train/measures/test_update_measures.py`` compares).
     ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and ``held`` with iid
-    (a ValueError without them). Windows that measure differently (threshold, iid or loss) are measured one
-    update at a time; ``alike``: the caller knows that they measure alike (a loop's windows, of one config)."""
-    first = windows[0]
-    threshold, iid, loss = config = (first.threshold, first.iid, first.loss)
-    if not alike and len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
-        return [_one(w, k, td, weights, ages, obs, episodes, held, losses, q_means) for k, w in enumerate(windows)]
+    (a ValueError without them)."""
+    threshold, iid, loss = window.threshold, window.iid, window.loss
     if (threshold is not None or iid) and obs is None:
         raise ValueError("measure_rows: the correlation count and the i.i.d. measures need the states (obs)")
     if iid and (episodes is None or held is None):
@@ -108,9 +120,8 @@ def measure_rows(
     if iid:
         obs = np.ascontiguousarray(obs)
         if variances_apply(obs):
-            variances = list(feature_variances(obs))
-    rows = list(table)  # (views: iterating the array makes them cheaper than indexing it)
-    return list(zip(rows, variances if variances is not None else [None] * u, strict=True))
+            variances = feature_variances(obs)
+    return table, variances
 
 
 # td_measures' keys by their columns in row_layout

@@ -7,6 +7,7 @@ variances or its states (the measures themselves: :mod:`per_cli.train.measures.m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +69,7 @@ class UpdateWindow:
         self._ref_var: np.ndarray | None = None
         self._since_refresh = 0
         self._obs_ndim = 1
+        self._pull: Callable[[], None] | None = None  # hands this window the updates a cohort keeps for it
         self._clear()
 
     def _clear(self) -> None:
@@ -83,10 +85,21 @@ class UpdateWindow:
     _RAW = {"td": "_td", "ages": "_ages", "weights": "_weights", "episodes": "_episodes", "held": "_held",
             "losses": "_loss", "q_means": "_q"}  # fmt: skip
 
+    def attach(self, pull: Callable[[], None]) -> None:
+        """``pull()`` hands this window, through :meth:`add_block`, the updates a cohort measured for it and
+        keeps until then (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); the window calls it before it
+        reads or adds updates, so its updates stay in the order they came (attached again, it first takes what
+        the earlier one kept)."""
+        if self._pull is not None:
+            self._pull()
+        self._pull = pull
+
     def state_dict(self) -> dict:
         """The window as plain data (numpy arrays, lists of them, numbers, strings, None, and the generator's
         ``bit_generator.state``, a dict): what :meth:`from_state_dict` needs to continue it exactly. The lists are
         copies; the arrays in them are the window's own (it never writes into them)."""
+        if self._pull is not None:
+            self._pull()
         state = {
             "threshold": self.threshold,
             "iid": self.iid,
@@ -128,6 +141,7 @@ class UpdateWindow:
         for stale in ("_measured", "_with_vars", "_stacked"):  # (recomputed; the stacked states were transient)
             state.pop(stale, None)
         self.__dict__.update(state)
+        self._pull = None
         self.loss = TDLoss.of(self.loss)  # (format 2 pickled the loss's name)
         if saved["rows"] is None:  # pickled before measured updates existed: every update raw
             saved["rows"], saved["variances"] = [None] * len(saved["td"]), [None] * len(saved["td"])
@@ -174,6 +188,8 @@ class UpdateWindow:
         """An update measured already (``measure_rows``): ``row`` its values (float64) in ``row_layout(threshold
         is not None, iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states
         (kept with iid, for the state diversity ``pop`` computes from them where variances do not serve)."""
+        if self._pull is not None:
+            self._pull()
         self._rows.append(row)
         self._vars.append(variances)
         self._with_vars += variances is not None
@@ -181,10 +197,22 @@ class UpdateWindow:
             self._obs.append(obs)
             self._obs_ndim = obs.ndim - 1
 
+    def add_block(self, rows: np.ndarray, variances: np.ndarray | None, obs: np.ndarray | None) -> None:
+        """Updates measured already, in order: row k of each array one update's, as :meth:`add_measured` takes
+        it (``obs``: their states, (updates, batch, ...), needed with iid)."""
+        self._rows.extend(rows)
+        self._vars.extend(variances if variances is not None else [None] * len(rows))
+        self._with_vars += len(rows) if variances is not None else 0
+        if self.iid:
+            self._obs.extend(obs)
+            self._obs_ndim = obs.ndim - 2
+
     def pop(self, memory: ReplayMemory | None = None) -> dict[str, np.ndarray]:
         """Per-update values (one array entry per update, in the order they came) of every logged tag, in
         ``row_layout``'s order and dtypes, then ``iid/state_diversity`` with iid (left out while the memory holds
         one state value: undefined); empty if no updates. With ``iid``, ``memory`` is needed (the reference)."""
+        if self._pull is not None:
+            self._pull()
         n = len(self._rows)
         if not n:
             return {}

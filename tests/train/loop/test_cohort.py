@@ -233,16 +233,17 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     steps = cohort.steps()
     assert steps._store  # (the batched store)
     bad = cohort.members[0]
-    own_record_update = bad.record_update
+    own_log_point, failed_at = bad.log_point, []
 
-    def record_update(*args):
-        if bad.state.step == 151:  # (a training step: train_freq 4)
+    def log_point():  # (the loop calls a member's own only at its log points: every log.every updates)
+        if bad.state.step >= 151:
+            failed_at.append(bad.state.step)
             raise ValueError("a broken update window")
-        own_record_update(*args)
+        own_log_point()
 
-    bad.record_update = record_update
+    bad.log_point = log_point
     first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
     assert first["status"] == "failed" and "a broken update window" in first["error"]
-    assert first["total_steps"] == 151
+    assert failed_at and first["total_steps"] == failed_at[0]
     Trainer(cfgs[1]).run(tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")

@@ -1,0 +1,92 @@
+"""A cohort's measured updates kept as arrays over the seed axis until each member's window takes its own.
+
+A cohort step measures its S members' updates in one pass (``update_measures.measure_table``: a (S, columns)
+table, the states' feature variances (S, features), with iid the states themselves). Handing every member's row
+to its window at every update was S Python calls a step, the largest per-member cost left in the loop. Instead
+:class:`CohortRows` writes each step's arrays into one ring of (steps, S, ...) arrays, and a member's window
+takes its rows, in order, when it reads or adds updates (its ``pull``: at an episode's end, a log point, a
+checkpoint, the run's end): one strided gather per member per log window, not a call per update.
+
+Each window's updates stay exactly what they were and in the order they came (the values of ``pop`` do not
+change): a window pulls before it pops, saves its state or adds an update of its own, and before the ring
+overwrites a step whose rows a window has not taken, that window takes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import numpy as np
+
+from per_cli.train.measures.update_window import UpdateWindow
+
+RING_BYTES = 64 << 20  # the most the ring's states take: fewer steps where they would take more
+
+
+class CohortRows:
+    """The measured updates of ``windows`` (member k's window at position k), kept until each window pulls them
+    (each is attached to this, :meth:`UpdateWindow.attach`). ``steps``: how many steps the ring holds at most
+    (a window's log window, ``log.every``, holds every update a member makes between two pulls in lockstep);
+    fewer where the states would take over ``RING_BYTES``."""
+
+    def __init__(self, windows: Sequence[UpdateWindow], steps: int):
+        self._windows = list(windows)
+        self._steps = max(1, steps)
+        self._written = 0  # steps written so far: the next one goes to slot written % len(ring)
+        self._taken = np.zeros(len(self._windows), dtype=np.int64)  # per member: the steps it has taken
+        self._shapes: tuple | None = None  # the arrays' shapes and presence (what the ring was made for)
+        for k, window in enumerate(self._windows):
+            window.attach(partial(self.pull, k))
+
+    def add(self, members: np.ndarray | slice, table: np.ndarray, variances: np.ndarray | None,
+            obs: np.ndarray | None) -> None:  # fmt: skip
+        """One step's updates: row j of ``table`` (its ``measure_table`` rows), ``variances`` (or None) and
+        ``obs`` (the states; None without iid) is the update of member ``members[j]`` (positions, int64, or
+        ``slice(None)``: every member in order)."""
+        shapes = (table.shape[1:], None if variances is None else variances.shape[1:], None if obs is None else
+                  (obs.shape[1:], obs.dtype))  # fmt: skip
+        if shapes != self._shapes:
+            self._make(shapes, obs)
+        ring = len(self._has)
+        if self._written - int(self._taken.min()) >= ring:  # the oldest slot still has rows someone has not taken
+            for k in np.flatnonzero(self._taken <= self._written - ring).tolist():
+                self.pull(k)
+        slot = self._written % ring
+        has = self._has[slot]
+        has[:] = False
+        has[members] = True
+        self._table[slot, members] = table
+        if variances is not None:
+            self._vars[slot, members] = variances
+        if obs is not None:
+            self._obs[slot, members] = obs
+        self._written += 1
+
+    def pull(self, k: int) -> None:
+        """Member ``k``'s window takes its updates of the steps since it last did, in order (``add_block``)."""
+        start, end = int(self._taken[k]), self._written
+        if start == end:
+            return
+        self._taken[k] = end
+        slots = np.arange(start, end) % len(self._has)
+        slots = slots[self._has[slots, k]]
+        if len(slots):
+            variances = self._vars[slots, k] if self._vars is not None else None
+            self._windows[k].add_block(self._table[slots, k], variances,
+                                       self._obs[slots, k] if self._obs is not None else None)  # fmt: skip
+
+    def _make(self, shapes: tuple, obs: np.ndarray | None) -> None:
+        """A ring for arrays of these shapes (every window first takes what an older ring held)."""
+        for k in range(len(self._windows)):
+            self.pull(k)
+        (columns,), variances, states = shapes
+        size, steps = len(self._windows), self._steps
+        if obs is not None:
+            per_step = size * obs[0].nbytes
+            steps = max(1, min(steps, RING_BYTES // max(per_step, 1)))
+        self._has = np.zeros((steps, size), dtype=bool)
+        self._table = np.empty((steps, size, columns), dtype=np.float64)
+        self._vars = None if variances is None else np.empty((steps, size, *variances), dtype=np.float64)
+        self._obs = None if states is None else np.empty((steps, size, *states[0]), dtype=states[1])
+        self._shapes = shapes
