@@ -5,7 +5,8 @@ C step and reset) ordered by Python (the lockstep loop, each member's counters, 
 cohorts of S seeds (``--size``) of each config for ``--steps`` env steps per seed, as
 ``benchmarks/cohort_throughput.py`` runs them, each config in a fresh process: once plainly (the measured CPU µs
 per env step per seed), then once under cProfile, which times each call into compiled code as a whole (numba
-dispatchers, matched by their Python function's file and name; EnvPool's C entry points). Their sum per
+dispatchers, matched by their Python function's file and name; EnvPool's C entry points; the BLAS product of the
+correlation count, ``metrics.gram``). Their sum per
 seed-step is the floor: ``1e6 / floor`` env steps/s is the most the cohort could reach on this core with the
 same kernels if the Python around them cost nothing. The update kernel's share is printed apart, since it is
 the one part whose rate could still change much (by changing its float summation order, and so the results).
@@ -54,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cohort_throughput as bench  # noqa: E402
 
 from per_cli.rl.engines import cohort as engine  # noqa: E402
+from per_cli.train.measures import metrics  # noqa: E402
 
 _ENVPOOL_C = ("_recv", "_send", "_reset")  # EnvPool's C entry points (its Python wrapper around them is loop)
 _CODE = engine.cohort_update_kernel.py_func.__code__
@@ -73,6 +75,8 @@ def compiled_functions() -> set[tuple[str, str]]:
     return found
 
 
+# numpy calls that are BLAS work, not the loop's Python: the correlation count's Gram matrices (a matmul per step)
+_BLAS = {(metrics.gram.__code__.co_filename, "gram")}
 _AT_EVENTS = ("update_window.py", "reference.py")  # compiled calls made from these run only at a window's pop
 # the members' own events (their CPU time in the plain run: "events")
 _EVENTS = ("end_episode", "_log_updates", "end_step")
@@ -85,7 +89,7 @@ def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, floa
     parts: dict[str, float] = defaultdict(float)
     kernels: dict[str, float] = defaultdict(float)
     for (filename, _, name), (_, _, tottime, _, callers) in stats.stats.items():  # type: ignore[attr-defined]
-        if (filename, name) in compiled:
+        if (filename, name) in compiled or (filename, name) in _BLAS:
             parts["update" if (filename, name) == _UPDATE else "other kernels"] += tottime
             kernels[f"{Path(filename).stem}.{name}"] += tottime
             for (caller_file, _, _), (_, _, caller_tottime, _) in callers.items():

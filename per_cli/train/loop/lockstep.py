@@ -88,8 +88,14 @@ def fail(member: Any, exc: Exception) -> None:
     interrupt = interrupt_behind(exc)
     if interrupt is not None:
         raise interrupt from None
+    _failures[0] += 1
     member.record_failure(exc)
     member.close()
+
+
+# members failed in the loop (by ``fail``, the one way a member fails there) in this process so far: while it is
+# 0, no list of members needs looking through for failures (a step asks ~5 times; S members each)
+_failures = [0]
 
 
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
@@ -104,9 +110,16 @@ def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-def _settle(active: list) -> list:
-    """Finish the members whose budget is spent; keep those still training."""
-    for member in active:
+def _settle(active: list, steps: Steps | None = None) -> list:
+    """Finish the members whose budget is spent; keep those still training (``active`` itself where none
+    finished or failed). Only a member's ``end_step`` ends its budget, so after the first step only those that
+    ``steps`` saw finish there (``steps.finished``) are looked at."""
+    finished = active if steps is None else steps.finished
+    if steps is not None:
+        steps.finished = []
+    if not finished and not any_failed(active):
+        return active
+    for member in finished:
         if member.done and member.error is None:
             guard(member, member.finish)
     return [m for m in active if not m.done and m.error is None]
@@ -114,19 +127,23 @@ def _settle(active: list) -> list:
 
 def any_failed(members: Sequence[Any]) -> bool:
     """Whether any of ``members`` failed (its ``error`` set by :func:`fail`)."""
-    return any(m.error is not None for m in members)
+    return _failures[0] > 0 and any(m.error is not None for m in members)
 
 
 def _ok(members: list) -> list:
-    return [m for m in members if m.error is None]
+    """Those of ``members`` that have not failed (``members`` itself where none has)."""
+    return [m for m in members if m.error is None] if any_failed(members) else members
 
 
 def _collect(active: list, steps: Steps) -> list:
     """One env step of every member (see the module docstring); returns those still running."""
     actions = steps.choose_actions(active)
-    stepping = [(m, a) for m, a in zip(active, actions, strict=True) if m.error is None]
-    steps.step_envs([m for m, _ in stepping], [a for _, a in stepping])
-    inserting = [m for m in active if m.error is None and m.inserts_by_td]
+    stepping = active
+    if any_failed(active):
+        kept = [(m, a) for m, a in zip(active, actions, strict=True) if m.error is None]
+        stepping, actions = [m for m, _ in kept], [a for _, a in kept]
+    steps.step_envs(stepping, actions)
+    inserting = _ok(active) if active[0].inserts_by_td else []  # (one config: all members or none)
     if inserting:
         tds = steps.insertion_td(inserting)
         ok = [k for k, m in enumerate(inserting) if m.error is None]
@@ -136,7 +153,8 @@ def _collect(active: list, steps: Steps) -> list:
 
 
 def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
-    while active := _settle(active):
+    active = _settle(active)
+    while active:
         stop.check()
         active = _collect(active, steps)
         learning, training = steps.due(active)
@@ -158,3 +176,4 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
             steps.record_updates(training, batches, results, steps.measure(training, batches, results))
             training = _ok(training)
         steps.end_steps(active, learning)
+        active = _settle(active, steps)

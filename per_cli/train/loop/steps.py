@@ -98,6 +98,7 @@ class Steps:
         # what the envs returned this step, for end_collects: (members, next_obs, rewards, terminated, truncated,
         # infos or None)
         self._stepped: tuple | None = None
+        self.finished: list = []  # the members whose budget end_steps saw end (the loop finishes them)
 
     def _positions(self, members: Sequence[Any]) -> tuple[list[int], np.ndarray, slice | np.ndarray]:
         """Members' positions (their rows in ``counters``): as a list, as an int64 array, and as the index that
@@ -144,7 +145,7 @@ class Steps:
         if not whole:
             c.epsilon[idx] = epsilons
         actions = draws.tolist()
-        greedy = [k for k, action in enumerate(actions) if action < 0]
+        greedy = np.flatnonzero(draws < 0).tolist()
         if greedy:
             for k, action in zip(greedy, self.greedy([members[k] for k in greedy]), strict=True):
                 actions[k] = action
@@ -286,7 +287,7 @@ class Steps:
             for member in members:
                 if id(member) not in latched and guard(member, member.learning):
                     latched.add(id(member))
-        learning = [m for m in members if id(m) in latched]
+        learning = members if len(latched) == len(self.index) else [m for m in members if id(m) in latched]
         if not learning:
             return learning, []
         c, idx = self.counters, self._positions(learning)[2]
@@ -421,7 +422,9 @@ class Steps:
     def end_steps(self, members: Sequence[Trainer], learning: Sequence[Trainer]) -> None:
         """The members' steps move on (``learning``: those that were learning at this step); a member with a
         periodic task at this step (before ``quiet_until``: none) or whose episode ended at it runs its own
-        ``end_step``, which moves its step itself. A member that failed on the way is skipped."""
+        ``end_step``, which moves its step itself; one whose budget that ends joins ``finished`` (the loop
+        finishes it). A member that failed on the way is skipped."""
+        everyone = len(learning) == len(members)  # (learning: those of members that learn, before any left)
         if any_failed(members):
             members = [m for m in members if m.error is None]
         if not members:
@@ -433,10 +436,12 @@ class Steps:
             c.step[idx] = after
             return
         c.step[rows[~busy]] += 1
-        learning_ids = {id(m) for m in learning}
+        learning_ids = set() if everyone else {id(m) for m in learning}
         for k in np.flatnonzero(busy).tolist():
             member = members[k]
-            guard(member, member.end_step, id(member) in learning_ids)
+            guard(member, member.end_step, everyone or id(member) in learning_ids)
+            if member.done:
+                self.finished.append(member)
 
 
 def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
