@@ -374,8 +374,9 @@ class Steps:
 
     def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> tuple | None:
         """The members' update measures in one pass over a compiled update's stacked arrays (``measure_table``:
-        (table, variances)), where the batches are a cohort draw's; else (or should it raise) None: each member's
-        window measures its own update with the same function (``UpdateWindow.add``)."""
+        (table, variances), and the batches' states where the windows keep them: iid), where the batches are a
+        cohort draw's; else (or should it raise) None: each member's window measures its own update with the
+        same function (``UpdateWindow.add``)."""
         stacked = stacked_rows(batches)
         if stacked is None or not isinstance(results, StackedResults) or self.rows is None:
             return None
@@ -383,15 +384,16 @@ class Steps:
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         try:
             arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            return measure_table(window, results.td, *arrays, held, results.loss, results.q_mean)
+            table, variances = measure_table(window, results.td, *arrays, held, results.loss, results.q_mean)
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             return None
+        return table, variances, stacked[0] if window.iid else None
 
     def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured) -> None:
-        """Each member's update into its window, logged at its log points: ``measure``'s (table, variances) kept
-        over the seed axis (``rows``), and only the members at a log point called (``log_point``); else each
-        member's own result measured by its window (``record_update``). A member that failed on the way is
-        skipped."""
+        """Each member's update into its window, logged at its log points: ``measure``'s (table, variances,
+        states) kept over the seed axis (``rows``), and only the members at a log point called (``log_point``);
+        else each member's own result measured by its window (``record_update``). A member that failed on the way
+        is skipped."""
         if measured is None:
             for k, member in enumerate(members):
                 if member.error is None:
@@ -400,8 +402,7 @@ class Steps:
                     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                         fail(member, exc)
             return
-        table, variances = measured
-        obs = stacked_rows(batches)[0] if members[0].window.iid else None
+        table, variances, obs = measured
         if any_failed(members):
             ok = [k for k, m in enumerate(members) if m.error is None]
             members, table = [members[k] for k in ok], table[ok]

@@ -274,7 +274,7 @@ class Trainer(Checkpointed, RunRecord):
         self.agent.sync_target()
         self.state.target_syncs += 1
 
-    def beta_step(self, step, episode=None):
+    def beta_step(self, step: int | np.ndarray, episode: int | np.ndarray | None = None) -> int | np.ndarray:
         """The position on β's schedule at ``step`` with ``episode`` episodes finished (this run's count by
         default; both may be int64 arrays: the loop's, for all members at once). It is defined over total_steps;
         under an episode budget the run may end sooner, so the schedule follows whichever budget is further along

@@ -47,7 +47,7 @@ class CohortRows:
         shapes = (table.shape[1:], None if variances is None else variances.shape[1:], None if obs is None else
                   (obs.shape[1:], obs.dtype))  # fmt: skip
         if shapes != self._shapes:
-            self._make(shapes, obs)
+            self._make(shapes)
         ring = len(self._has)
         if self._written - int(self._taken.min()) >= ring:  # the oldest slot still has rows someone has not taken
             for k in np.flatnonzero(self._taken <= self._written - ring).tolist():
@@ -76,14 +76,14 @@ class CohortRows:
             self._windows[k].add_block(self._table[slots, k], variances,
                                        self._obs[slots, k] if self._obs is not None else None)  # fmt: skip
 
-    def _make(self, shapes: tuple, obs: np.ndarray | None) -> None:
+    def _make(self, shapes: tuple) -> None:
         """A ring for arrays of these shapes (every window first takes what an older ring held)."""
         for k in range(len(self._windows)):
             self.pull(k)
         (columns,), variances, states = shapes
         size, steps = len(self._windows), self._steps
-        if obs is not None:
-            per_step = size * obs[0].nbytes
+        if states is not None:
+            per_step = size * int(np.prod(states[0])) * np.dtype(states[1]).itemsize
             steps = max(1, min(steps, RING_BYTES // max(per_step, 1)))
         self._has = np.zeros((steps, size), dtype=bool)
         self._table = np.empty((steps, size, columns), dtype=np.float64)

@@ -50,14 +50,14 @@ def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
 def measure_rows(
     windows: Sequence[MeasuredBy], td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray | None,
     episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
-    q_means: Sequence[float], alike: bool = False,
+    q_means: Sequence[float],
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:  # fmt: skip
     """Per update k: its row of :func:`row_layout` and its states' feature variances (or None), as
     :func:`measure_table` measures them (each row a view of its table), or measured one update at a time where
-    the windows measure differently (threshold, iid or loss; ``alike``: the caller knows that they do not)."""
+    the windows measure differently (threshold, iid or loss)."""
     first = windows[0]
     config = (first.threshold, first.iid, first.loss)
-    if not alike and len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
+    if len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
         return [_one(w, k, td, weights, ages, obs, episodes, held, losses, q_means) for k, w in enumerate(windows)]
     table, variances = measure_table(first, td, weights, ages, obs, episodes, held, losses, q_means)
     return list(zip(table, variances if variances is not None else [None] * len(table), strict=True))

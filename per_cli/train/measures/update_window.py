@@ -69,7 +69,7 @@ class UpdateWindow:
         self._ref_var: np.ndarray | None = None
         self._since_refresh = 0
         self._obs_ndim = 1
-        self._pull: Callable[[], None] | None = None  # hands this window the updates a cohort keeps for it
+        self._pull: Callable[[], None] = _nothing_kept  # hands this window the updates a cohort keeps for it
         self._clear()
 
     def _clear(self) -> None:
@@ -90,16 +90,14 @@ class UpdateWindow:
         keeps until then (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); the window calls it before it
         reads or adds updates, so its updates stay in the order they came (attached again, it first takes what
         the earlier one kept)."""
-        if self._pull is not None:
-            self._pull()
+        self._pull()
         self._pull = pull
 
     def state_dict(self) -> dict:
         """The window as plain data (numpy arrays, lists of them, numbers, strings, None, and the generator's
         ``bit_generator.state``, a dict): what :meth:`from_state_dict` needs to continue it exactly. The lists are
         copies; the arrays in them are the window's own (it never writes into them)."""
-        if self._pull is not None:
-            self._pull()
+        self._pull()
         state = {
             "threshold": self.threshold,
             "iid": self.iid,
@@ -133,6 +131,12 @@ class UpdateWindow:
         window._restore({key: state.get(key) for key in (*cls._LISTS, *cls._RAW)})
         return window
 
+    def __getstate__(self) -> dict:
+        """The window's attributes but its ``pull`` (a cohort's, which lives as long as the loop)."""
+        state = dict(self.__dict__)
+        state.pop("_pull", None)
+        return state
+
     def __setstate__(self, state: dict) -> None:
         """A window pickled by checkpoint format 2 (all its updates raw if pickled before measured updates
         existed, else some): its settings and reference as they were, its raw updates measured now."""
@@ -141,7 +145,7 @@ class UpdateWindow:
         for stale in ("_measured", "_with_vars", "_stacked"):  # (recomputed; the stacked states were transient)
             state.pop(stale, None)
         self.__dict__.update(state)
-        self._pull = None
+        self._pull = _nothing_kept
         self.loss = TDLoss.of(self.loss)  # (format 2 pickled the loss's name)
         if saved["rows"] is None:  # pickled before measured updates existed: every update raw
             saved["rows"], saved["variances"] = [None] * len(saved["td"]), [None] * len(saved["td"])
@@ -188,8 +192,7 @@ class UpdateWindow:
         """An update measured already (``measure_rows``): ``row`` its values (float64) in ``row_layout(threshold
         is not None, iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states
         (kept with iid, for the state diversity ``pop`` computes from them where variances do not serve)."""
-        if self._pull is not None:
-            self._pull()
+        self._pull()
         self._rows.append(row)
         self._vars.append(variances)
         self._with_vars += variances is not None
@@ -211,8 +214,7 @@ class UpdateWindow:
         """Per-update values (one array entry per update, in the order they came) of every logged tag, in
         ``row_layout``'s order and dtypes, then ``iid/state_diversity`` with iid (left out while the memory holds
         one state value: undefined); empty if no updates. With ``iid``, ``memory`` is needed (the reference)."""
-        if self._pull is not None:
-            self._pull()
+        self._pull()
         n = len(self._rows)
         if not n:
             return {}
@@ -241,3 +243,7 @@ class UpdateWindow:
         if self._obs_ndim == 1 and obs.shape[2] <= MAX_RAW_FEATURES:  # states measured as they are
             return raw_state_diversity(obs, self._ref_var)
         return state_diversity(state_view(obs, self._obs_ndim), self._ref_var)
+
+
+def _nothing_kept() -> None:
+    """A window's ``pull`` while no cohort keeps updates for it."""
