@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from per_cli.train.loop.stopping import SignalStop, as_interrupt
+from per_cli.train.loop.stopping import SignalStop, as_interrupt, pending_interrupt
 
 if TYPE_CHECKING:
     from per_cli.train.loop.steps import Steps
@@ -51,17 +51,16 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     with SignalStop().installed() as stop, np.errstate(over="ignore", invalid="ignore"):
         try:
             _loop(list(members), steps, stop)
-        except KeyboardInterrupt as exc:
-            interrupt = as_interrupt(exc)
-            for member in members:
-                if not member.summary:
-                    member.record_interrupt(interrupt)
-            raise interrupt from None
         except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
-            for member in members:
-                if not member.summary:
+            interrupt = interrupt_behind(exc)
+            unfinished = [member for member in members if not member.summary]
+            if interrupt is None:
+                for member in unfinished:
                     member.record_failure(exc)
-            raise
+                raise
+            for member in unfinished:
+                member.record_interrupt(interrupt)
+            raise interrupt from None
         finally:
             torch.set_flush_denormal(False)
             for member in members:
@@ -99,7 +98,9 @@ _failures = [0]
 
 
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, if any."""
+    """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
+    signal received and not yet raised through (an error then may stand in for it with no chain: see
+    :class:`SignalStop`), if any."""
     seen: set[int] = set()
     link: BaseException | None = exc
     while link is not None and id(link) not in seen:
@@ -107,7 +108,7 @@ def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
             return as_interrupt(link)
         seen.add(id(link))
         link = link.__cause__ or link.__context__
-    return None
+    return pending_interrupt()
 
 
 def _settle(active: list, steps: Steps | None = None) -> list:

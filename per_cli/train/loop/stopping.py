@@ -49,14 +49,16 @@ class SignalStop:
 
     A signal handler's exception can be swallowed where Python cannot propagate it (inside a ctypes or
     numba callback), so the signal is also remembered and :meth:`check` raises it again; the loop calls it
-    once per step.
+    once per step. It can also be replaced, with no chain back to it: numba, unboxing a typed list while the
+    handler's exception is set, raises ``TypeError: can't unbox ... as a <NULL>``. So while a received signal
+    is pending, :func:`pending_interrupt` names it, and the loop counts any error then as the interrupt.
     """
 
     def __init__(self) -> None:
         self.signum: int | None = None
 
     def _handle(self, signum: int, frame) -> None:  # noqa: ARG002 - signal handler signature
-        self.signum = signum
+        self.signum = _pending[0] = signum
         raise RunInterrupted(signum)
 
     def check(self) -> None:
@@ -69,14 +71,26 @@ class SignalStop:
             yield self
             return
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        _pending[0] = None
         signal.signal(signal.SIGTERM, self._handle)
         if previous[signal.SIGINT] is signal.default_int_handler:  # SIG_IGN (a grid worker): leave it
             signal.signal(signal.SIGINT, self._handle)
         try:
             yield self
         finally:
+            _pending[0] = None
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+# the signal an installed SignalStop received, until it is uninstalled (one per process: only the main thread
+# gets signals)
+_pending: list[int | None] = [None]
+
+
+def pending_interrupt() -> RunInterrupted | None:
+    """The interrupt of a signal received while a :class:`SignalStop` is installed, or None."""
+    return None if _pending[0] is None else RunInterrupted(_pending[0])
 
 
 def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from per_cli.train.loop.lockstep import guard
-from per_cli.train.loop.stopping import RunInterrupted
+from per_cli.train.loop.stopping import RunInterrupted, SignalStop
 
 
 class Member:
@@ -52,3 +52,26 @@ def test_an_error_caused_by_a_signal_is_the_interrupt_not_a_failure():
         guard(member, _numba_style_interrupt)
     assert caught.value.signum == signal.SIGTERM
     assert member.failures == [] and not member.closed  # recorded interrupted by the loop, resumable
+
+
+def _numba_unbox_interrupt():
+    """A real Ctrl-C whose handler's exception a compiled call swallowed and replaced, with no chain back to it:
+    numba unboxing a typed list while the exception is set raises ``TypeError: can't unbox ... as a <NULL>``."""
+    swallowed = False
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except RunInterrupted:
+        swallowed = True
+    if swallowed:
+        raise TypeError("can't unbox a <class 'numba.typed.typedlist.List'> as a <NULL>")
+
+
+def test_an_unchained_error_after_a_received_signal_is_the_interrupt_not_a_failure():
+    member = Member()
+    with SignalStop().installed(), pytest.raises(RunInterrupted) as caught:
+        guard(member, _numba_unbox_interrupt)
+    assert caught.value.signum == signal.SIGINT
+    assert member.failures == [] and not member.closed
+    with SignalStop().installed():  # a new run starts with no signal pending: its errors are its own
+        assert guard(member, _raise(TypeError("bad batch"))) is None
+    assert [str(e) for e in member.failures] == ["bad batch"]
