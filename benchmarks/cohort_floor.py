@@ -125,7 +125,11 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     measured, floor_ = plain["cpu"] * per, sum(parts.values())
     python = measured - floor_ - start_end
     summary = {"measured": measured, **parts, "floor": floor_, "start/end": start_end, "python": python}
-    return {**summary, "events": events, "steps": python - events}, {k: v * per for k, v in kernels.items()}
+    count = clock.calls["end_episode"] + clock.calls["_log_updates"]  # episode ends and log points
+    per_event = events * size * steps / count if count else 0.0  # Python µs of one member's event
+    summary |= {"events": events, "steps": python - events, "per event": per_event}
+    summary["event rate"] = count / (size * steps)
+    return summary, {k: v * per for k, v in kernels.items()}
 
 
 def grid_steps(grid: Path) -> dict[tuple[str, str], int]:
@@ -207,7 +211,9 @@ def main() -> None:
               f"{r['python']:>7.1f} {r['events']:>7.1f} {r['steps']:>6.1f} "
               f"{1e6 / r['floor']:>10,.0f} {solo:>7}   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
         top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
-        print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top), flush=True)
+        print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top))
+        print(f"    events: {1000 * r['event rate']:.1f} per 1,000 seed-steps (episode ends and log points), "
+              f"{r['per event']:.0f} µs of Python each", flush=True)  # fmt: skip
         steps = cells.get(cell_of.get(config), 0)
         totals["measured"] += steps * r["measured"]
         totals["floor"] += steps * r["floor"]

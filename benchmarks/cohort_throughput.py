@@ -96,14 +96,16 @@ class PhaseClock:
 
     def __init__(self):
         self.totals: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)  # wrapped calls by (owner's) method name
         self._saved = []
         self._inner: list[float] = []  # per wrapped call in progress: the time of the wrapped calls inside it
 
     def wrap(self, category: str, owner, name: str) -> None:
         original = getattr(owner, name)
-        totals, inner = self.totals, self._inner
+        totals, inner, calls = self.totals, self._inner, self.calls
 
         def timed(*args, **kwargs):
+            calls[name] += 1
             t = time.process_time()
             inner.append(0.0)
             try:
