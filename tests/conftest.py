@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A child's ``preexec_fn``: SIGINT at its default, so that Python in the child turns Ctrl-C into
+    KeyboardInterrupt as in a terminal, even where the test runner itself was started with SIGINT ignored (a
+    background job of a non-interactive shell), which children inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 # A CartPole run of a few hundred steps that exercises learning, evaluation and logging.
 TINY_CARTPOLE = [

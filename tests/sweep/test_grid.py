@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from per_cli.cli import app
 
-from ..conftest import CONFIGS
+from ..conftest import CONFIGS, ctrl_c_as_in_a_terminal
 
 try:
     import per_cli.train.checkpoints.checkpoint  # noqa: F401
@@ -149,7 +149,8 @@ def test_resume_after_sigkill_of_the_grid_loses_only_the_run_in_flight(configs, 
             return False
         return not CHECKPOINTS or (second / "checkpoints" / "latest").is_file()
 
-    proc = subprocess.Popen(_cmd(configs, runs, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_cmd(configs, runs, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_as_in_a_terminal)  # fmt: skip
     try:
         _wait_for(second_in_flight, 90, proc)
         proc.send_signal(signal.SIGKILL)
@@ -183,7 +184,8 @@ def test_dead_worker_fails_only_its_run_and_ctrl_c_stops_cleanly(configs, tmp_pa
     args += _sets([*TINY, "train.total_steps=100000"])
     grid_dir = runs / "g"
     one, two = grid_dir / "cartpole__uniform__s1", grid_dir / "cartpole__uniform__s2"
-    proc = subprocess.Popen(_cmd(configs, runs, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_cmd(configs, runs, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_as_in_a_terminal)  # fmt: skip
     try:
         _wait_for(lambda: _status(one) == _status(two) == "running", 90, proc)
         pids = [int((grid_dir / ".locks" / f"{run.name}.lock").read_text()) for run in (one, two)]

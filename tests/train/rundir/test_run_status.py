@@ -20,7 +20,7 @@ from per_cli.train.checkpoints.checkpoint import latest_checkpoint
 from per_cli.train.loop.stopping import RunDiverged, RunInterrupted, check_logged, check_update
 from per_cli.train.rundir.logger import FAILED, INTERRUPTED, UNREADABLE, read_summary, write_summary
 
-from ...conftest import CONFIGS, REPO, TINY_CARTPOLE
+from ...conftest import CONFIGS, REPO, TINY_CARTPOLE, ctrl_c_as_in_a_terminal
 
 LONG_RUN = [*TINY_CARTPOLE, "train.total_steps=1000000", "train.checkpoint_every=100", "train.eval_episodes=0"]
 
@@ -30,7 +30,8 @@ def _per_train(runs_dir, name: str) -> subprocess.Popen:
             "--runs-dir", str(runs_dir), "--name", name, "--device", "cpu"]  # fmt: skip
     for item in LONG_RUN:
         args += ["--set", item]
-    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_as_in_a_terminal)  # fmt: skip
 
 
 def _checkpoint_step(run_dir) -> int:
