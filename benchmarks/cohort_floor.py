@@ -168,6 +168,7 @@ def in_subprocess(config: str, size: int, args: argparse.Namespace) -> dict:
     """:func:`measure_one` in a fresh process, so that no config runs after another one's memory churn."""
     command = [sys.executable, __file__, "--configs", config, "--size", str(size), "--steps", str(args.steps),
                "--backend", args.backend, "--json"] + (["--solo"] if args.solo else [])  # fmt: skip
+    command += [arg for kv in getattr(args, "set", ()) for arg in ("--set", kv)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{config}: the measurement failed:\n{done.stderr[-2000:]}")
@@ -183,8 +184,10 @@ def main() -> None:
     parser.add_argument("--solo", action="store_true", help="time a solo run of each config too")
     parser.add_argument("--grid", type=Path, help="a finished grid: weight each cell's floor by its env steps")
     parser.add_argument("--cores", type=int, default=2, help="cores the grid's study runs on")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one config, here: its JSON
     args = parser.parse_args()
+    bench.EXTRA_SETS.extend(args.set)
     bench.COHORT_SETS.append(f"env.backend={args.backend}")
     sizes = [int(v) for v in str(args.size).split(",")]
     if args.json:

@@ -11,10 +11,13 @@ Ratios are aggregated env steps/s over the solo run's, in CPU time.
 Where the time goes: every phase method is wrapped with a timer (env step, acting, replay add/sample/priority
 update, the batched update, episode and update logging incl. the measures, and each run's start and end, which
 a short benchmark run overweights), as CPU µs per env step per seed.
+The Python part of a seed-step at S = 1, 10 and 100 (``--python-sizes``): the total less the time inside compiled
+calls and the runs' start and end, as ``benchmarks/cohort_floor.py`` measures it (each size in a fresh process).
 The update's FLOP rate: the batched update alone on fixed batches, against a single-thread large sgemm (torch)
 as the ceiling.
 
     python benchmarks/cohort_throughput.py [--steps 2000] [--sizes 10,100,1000] [--config seed001/cartpole_per.yaml]
+    python benchmarks/cohort_throughput.py --sizes 100 --python-sizes 1,10,100   # the Python part at S = 1, 10, 100
     python benchmarks/cohort_throughput.py --device cuda --sizes 100,1000   # the torch engine's stacked update on a GPU
     python benchmarks/cohort_throughput.py --cohort-backend envpool   # cohorts on EnvPool, the solo run on Gymnasium
     python benchmarks/cohort_throughput.py --equivalence 20 [--episodes 300]   # 20 seeds: one cohort vs 20 solo runs
@@ -254,6 +257,21 @@ def equivalence(n_seeds: int, episodes: int, against: str = "solo") -> None:
     print(f"  CIs overlap: {overlap}; KS p = {ks_2samp(a, b).pvalue:.3f}; identical per seed: {np.array_equal(a, b)}")
 
 
+def python_part(args: argparse.Namespace, sizes: list[int]) -> None:
+    """The Python part of a seed-step (measured - inside compiled calls - run start/end) at each cohort size, as
+    ``benchmarks/cohort_floor.py`` measures it (each size in a fresh process, on the cohorts' env backend)."""
+    import cohort_floor  # (here: it imports this module)
+
+    backend = args.cohort_backend or load_config(CONFIG, list(args.set), device="cpu").env.backend
+    floor_args = argparse.Namespace(steps=args.steps, backend=backend, solo=False, set=list(args.set))
+    print(f"\nthe Python part (CPU µs per env step per seed: measured - floor - start/end = events + steps; "
+          f"benchmarks/cohort_floor.py, env.backend={backend}):")  # fmt: skip
+    for size in sizes:
+        r = cohort_floor.in_subprocess(str(CONFIG.relative_to(CONFIGS)), size, floor_args)["parts"]
+        print(f"  S={size}: python {r['python']:.1f} (events {r['events']:.1f}, steps {r['steps']:.1f}); "
+              f"measured {r['measured']:.1f}, floor {r['floor']:.1f}, start/end {r['start/end']:.1f}")  # fmt: skip
+
+
 def main() -> None:
     global CONFIG  # --config: what _configs and equivalence load (with --set's overrides)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -268,6 +286,8 @@ def main() -> None:
                         help="the equivalence check's reference: solo runs, or a cohort on EnvPool's envs")  # fmt: skip
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key in the throughput runs, e.g. env.backend=envpool")  # fmt: skip
+    parser.add_argument("--python-sizes", default="1,10,100",
+                        help="cohort sizes whose Python part is measured (cohort_floor.py); empty: none")  # fmt: skip
     parser.add_argument("--cohort-backend", choices=("gymnasium", "envpool"), default=None,
                         help="env.backend of the cohorts only; the solo baseline keeps the config's")  # fmt: skip
     args = parser.parse_args()
@@ -299,7 +319,9 @@ def main() -> None:
         split = phases(size, args.steps)
         print(f"  S={size}: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])))
     if any("agent.engine=torch" in kv for kv in EXTRA_SETS):
-        return  # the FLOP rate below is the numba engine's
+        return  # the Python part and the FLOP rate below are the numba engine's
+    if args.python_sizes:
+        python_part(args, [int(s) for s in args.python_sizes.split(",")])
     us, rate = update_flops(100)
     ceiling = sgemm_rate()
     print(f"\nbatched update (S=100, 4-128-2, batch 64): {us:.1f} µs per member update, {rate:.2f} GFLOP/s "
