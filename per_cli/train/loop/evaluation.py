@@ -11,6 +11,7 @@ import numpy as np
 from per_cli.config import Config
 from per_cli.envs import make_env
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
+from per_cli.train.loop.stopping import check_pending
 
 EVAL_SEED_OFFSET = 1_000_003
 
@@ -37,6 +38,7 @@ class Evaluator:
             obs, _ = self.env.reset()
             total, done, info = 0.0, False, {}
             while not done:
+                check_pending()  # a signal the run deferred (an Atari evaluation can take minutes)
                 action = agent.act(obs, cfg.train.eval_eps, rng)
                 obs, reward, terminated, truncated, info = self.env.step(action)
                 total += float(reward)

@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
 def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
     """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
-    member's says ``failed`` and keeps its exception in ``member.error``). Interrupts are re-raised as
-    RunInterrupted after every unfinished member recorded one; numpy's overflow warnings stay quiet
-    (divergence is checked).
+    member's says ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop
+    between steps (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted after every unfinished member
+    recorded one; numpy's overflow warnings stay quiet (divergence is checked).
 
     Denormal floats are flushed to zero on this thread while training (torch, numpy and the numba engine
     alike): Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
@@ -48,7 +48,7 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     for member, run_dir in zip(members, run_dirs, strict=True):
         member.begin(run_dir)
     torch.set_flush_denormal(True)
-    with SignalStop().installed() as stop, np.errstate(over="ignore", invalid="ignore"):
+    with SignalStop(deferred=True).installed() as stop, np.errstate(over="ignore", invalid="ignore"):
         try:
             _loop(list(members), steps, stop)
         except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised

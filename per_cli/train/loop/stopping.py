@@ -45,21 +45,30 @@ class RunDiverged(FloatingPointError):
 
 
 class SignalStop:
-    """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`.
+    """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`: at once, or
+    with ``deferred`` at the next :meth:`check` (a second signal still raises at once).
 
-    A signal handler's exception can be swallowed where Python cannot propagate it (inside a ctypes or
-    numba callback), so the signal is also remembered and :meth:`check` raises it again; the loop calls it
-    once per step. It can also be replaced, with no chain back to it: numba, unboxing a typed list while the
-    handler's exception is set, raises ``TypeError: can't unbox ... as a <NULL>``. So while a received signal
-    is pending, :func:`pending_interrupt` names it, and the loop counts any error then as the interrupt.
+    A training run defers: an exception raised by a handler at an arbitrary point lands wherever Python happens to
+    be, and inside compiled code's callbacks that breaks things. Inside llvmlite's object-cache callback (a numba
+    compile in flight) the process crashed with SIGSEGV; numba unboxing a typed list while the exception was
+    set replaced it with ``TypeError: can't unbox ... as a <NULL>``, no chain back to it, and the run was
+    recorded failed. Deferred, the loop raises it between steps (it calls :meth:`check` once per step, the
+    evaluation once per step of its episodes: :func:`check_pending`), where nothing is half done; a second
+    Ctrl-C is there for a step that takes too long. Where an error still comes while a received signal is
+    pending (the second signal's), :func:`pending_interrupt` names it, and the loop counts the error as the
+    interrupt. A grid's driver and its workers between runs do not defer: they wait on pipes and processes,
+    which the exception must break.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, deferred: bool = False) -> None:
         self.signum: int | None = None
+        self.deferred = deferred
 
     def _handle(self, signum: int, frame) -> None:  # noqa: ARG002 - signal handler signature
+        again = self.signum is not None
         self.signum = _pending[0] = signum
-        raise RunInterrupted(signum)
+        if again or not self.deferred:
+            raise RunInterrupted(signum)
 
     def check(self) -> None:
         if self.signum is not None:
@@ -91,6 +100,12 @@ _pending: list[int | None] = [None]
 def pending_interrupt() -> RunInterrupted | None:
     """The interrupt of a signal received while a :class:`SignalStop` is installed, or None."""
     return None if _pending[0] is None else RunInterrupted(_pending[0])
+
+
+def check_pending() -> None:
+    """Raise the interrupt of a signal received while a :class:`SignalStop` is installed (deferred: here)."""
+    if _pending[0] is not None:
+        raise RunInterrupted(_pending[0])
 
 
 def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:

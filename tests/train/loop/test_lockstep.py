@@ -6,8 +6,12 @@ import signal
 
 import pytest
 
+from per_cli.config import load_config
 from per_cli.train.loop.lockstep import guard
 from per_cli.train.loop.stopping import RunInterrupted, SignalStop
+from per_cli.train.loop.trainer import Trainer
+
+from ...conftest import CONFIGS, TINY_CARTPOLE
 
 
 class Member:
@@ -76,3 +80,32 @@ def test_an_unchained_error_after_a_received_signal_is_the_interrupt_not_a_failu
     with SignalStop().installed():  # a new run starts with no signal pending: its errors are its own
         assert guard(member, _raise(TypeError("bad batch"))) is None
     assert [str(e) for e in member.failures] == ["bad batch"]
+
+
+def test_a_training_runs_stop_defers_the_first_signal_to_its_check_and_takes_a_second_at_once():
+    # raised at once, a handler's exception lands inside whatever compiled code is running (llvmlite's object-cache
+    # callback of a numba compile crashed the process with SIGSEGV): a training run raises it between steps
+    with SignalStop(deferred=True).installed() as stop:
+        signal.raise_signal(signal.SIGTERM)  # nothing raised here
+        with pytest.raises(RunInterrupted) as caught:
+            stop.check()
+        assert caught.value.signum == signal.SIGTERM
+        with pytest.raises(RunInterrupted):  # a second signal: at once (a step that takes too long)
+            signal.raise_signal(signal.SIGTERM)
+    with SignalStop().installed(), pytest.raises(RunInterrupted):  # a grid's driver: at once
+        signal.raise_signal(signal.SIGTERM)
+
+
+def test_an_evaluation_stops_at_its_next_step_on_a_deferred_signal():
+    trainer = Trainer(load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.eval_episodes=3"]))
+    acted = []
+    real_act = trainer.agent.act
+    trainer.agent.act = lambda *args: acted.append(1) or real_act(*args)
+    with SignalStop(deferred=True).installed():
+        signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(RunInterrupted):
+            trainer.evaluator.run(trainer.agent, seed_step=0)
+    assert acted == []  # not a single action
+    assert trainer.evaluator.run(trainer.agent, seed_step=0)["eval/return"] > 0  # (no signal: it evaluates)
+    trainer.env.close()
+    trainer.evaluator.close()
