@@ -168,7 +168,7 @@ def in_subprocess(config: str, size: int, args: argparse.Namespace) -> dict:
     """:func:`measure_one` in a fresh process, so that no config runs after another one's memory churn."""
     command = [sys.executable, __file__, "--configs", config, "--size", str(size), "--steps", str(args.steps),
                "--backend", args.backend, "--json"] + (["--solo"] if args.solo else [])  # fmt: skip
-    command += [arg for kv in getattr(args, "set", ()) for arg in ("--set", kv)]
+    command += [arg for kv in args.set for arg in ("--set", kv)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{config}: the measurement failed:\n{done.stderr[-2000:]}")

@@ -61,18 +61,17 @@ class SignalStop:
     """
 
     def __init__(self, deferred: bool = False) -> None:
-        self.signum: int | None = None
         self.deferred = deferred
 
     def _handle(self, signum: int, frame) -> None:  # noqa: ARG002 - signal handler signature
-        again = self.signum is not None
-        self.signum = _pending[0] = signum
+        again = _pending[0] is not None
+        _pending[0] = signum
         if again or not self.deferred:
             raise RunInterrupted(signum)
 
     def check(self) -> None:
-        if self.signum is not None:
-            raise RunInterrupted(self.signum)
+        """Raise the interrupt of a signal received since ``installed()`` (:func:`check_pending`)."""
+        check_pending()
 
     @contextmanager
     def installed(self) -> Iterator[SignalStop]:
@@ -92,8 +91,8 @@ class SignalStop:
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-# the signal an installed SignalStop received, until it is uninstalled (one per process: only the main thread
-# gets signals)
+# the signal an installed SignalStop received, until it is uninstalled: the one record of it (one per process:
+# only the main thread gets signals)
 _pending: list[int | None] = [None]
 
 
@@ -104,8 +103,9 @@ def pending_interrupt() -> RunInterrupted | None:
 
 def check_pending() -> None:
     """Raise the interrupt of a signal received while a :class:`SignalStop` is installed (deferred: here)."""
-    if _pending[0] is not None:
-        raise RunInterrupted(_pending[0])
+    interrupt = pending_interrupt()
+    if interrupt is not None:
+        raise interrupt
 
 
 def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:
