@@ -76,8 +76,8 @@ def test_an_update_from_stacked_batches_equals_the_update_from_each_members_arra
 
 @pytest.mark.parametrize("td_loss", [TDLoss("lap", 0.5, 0.6), TDLoss("pal", 0.5, 0.6)], ids=str)
 def test_a_cohort_update_with_lap_or_pal_is_each_members_solo_update(td_loss):
-    """κ and α travel in the cohort's ``hyper`` as in a solo engine's: a member's cohort update is its solo update
-    bit for bit (PAL's λ its own batch's); members whose κ differ are refused."""
+    """κ and α travel in the cohort's ``UpdateSettings`` as in a solo engine's: a member's cohort update is its
+    solo update bit for bit (PAL's λ its own batch's); members whose κ differ are refused."""
     agents, solos = _agents(3, td_loss), _agents(3, td_loss)
     engine = CohortEngine([a.numba_engine for a in agents])
     rng = np.random.default_rng(4)

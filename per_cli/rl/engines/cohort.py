@@ -99,9 +99,9 @@ def _c(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
 class CohortEngine:
     """One compiled update call over the members of a cohort, each with its own :class:`MLPEngine`.
 
-    The engines must share the network shape and the update's settings (γ, the loss with its κ and α, double DQN,
-    clipping, Adam's lr, betas and eps: the kernels' ``hyper``): they differ only in their parameters, moments and
-    step counts. Build it after any checkpoint was loaded (it keeps the hyperparameters it sees then).
+    The engines must share the network shape and the update's settings (the kernels' ``UpdateSettings``): they
+    differ only in their parameters, moments and step counts.
+    Build it after any checkpoint was loaded (it keeps the settings it sees then).
     """
 
     def __init__(self, engines: Sequence[MLPEngine]):
@@ -109,11 +109,11 @@ class CohortEngine:
             raise ValueError("a cohort engine needs at least one member")
         first = engines[0]
         for i, engine in enumerate(engines):
-            if not np.array_equal(engine.dims, first.dims) or not np.array_equal(engine._hyper(), first._hyper()):
+            if not np.array_equal(engine.dims, first.dims) or engine.settings() != first.settings():
                 raise ValueError(f"cohort member {i}'s network or update settings differ from member 0's")
         self.engines = list(engines)
         self.dims = first.dims
-        self.hyper = first._hyper().copy()
+        self.hyper = first.settings()
         self._params = List([e.params for e in engines])
         self._tparams = List([e.target_params for e in engines])
         self._m = List([e.optimizer.m for e in engines])

@@ -6,6 +6,8 @@ and that :func:`carve` cuts into the scratch buffers of a call, so a call alloca
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -13,6 +15,39 @@ from per_cli.rl.engines.dense import JIT, aligned, aligned_empty, max_width, off
 from per_cli.rl.engines.optim import adam_step, clip_grad_norm
 from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
 from per_cli.rl.engines.td import loss_and_dq, next_values, targets
+
+
+class UpdateSettings(NamedTuple):
+    """The settings one DQN update reads, the same for every update of a run (numba passes them as a tuple)."""
+
+    gamma: float
+    double_dqn: bool
+    loss_code: int  # ``td.LOSS_CODES``
+    max_grad_norm: float  # <= 0: no clipping
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    kappa: float  # LAP's and PAL's κ (see :func:`~per_cli.rl.engines.td.loss_and_dq`)
+    alpha: float  # LAP's and PAL's α
+
+
+class Buffers(NamedTuple):
+    """A call's scratch buffers, views of one workspace (:func:`carve`), in :func:`_sizes`' order."""
+
+    scratch: np.ndarray
+    w_t: np.ndarray
+    buf_a: np.ndarray
+    buf_b: np.ndarray
+    q_copy: np.ndarray
+    dz: np.ndarray
+    dx: np.ndarray
+    dz_t: np.ndarray
+    x_t: np.ndarray
+    next_q: np.ndarray
+    target: np.ndarray
+    acts: np.ndarray
+    grad: np.ndarray
 
 
 @numba.njit(**JIT)
@@ -55,9 +90,9 @@ class Workspace:
 
 @numba.njit(**JIT)
 def carve(ws, dims, batch, act_off):
-    """The workspace's buffers for a call on ``batch`` samples, as views in :func:`_sizes`' order."""
+    """The workspace's buffers for a call on ``batch`` samples."""
     e = np.cumsum(_sizes(dims, batch, act_off))
-    return (
+    return Buffers(
         ws[0 : e[0]], ws[e[0] : e[1]], ws[e[1] : e[2]], ws[e[2] : e[3]], ws[e[3] : e[4]], ws[e[4] : e[5]],
         ws[e[5] : e[6]], ws[e[6] : e[7]], ws[e[7] : e[8]], ws[e[8] : e[9]], ws[e[9] : e[10]],
         ws[e[10] : e[11]], ws[e[11] : e[12]],
@@ -70,10 +105,9 @@ def update_kernel(
 ):
     """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out``.
 
-    ``hyper`` = [gamma, double_dqn, loss code (``td.LOSS_CODES``), max_grad_norm (<= 0: no clipping), lr, beta1,
-    beta2, eps, κ, α] (κ and α: LAP's and PAL's, see :func:`~per_cli.rl.engines.td.loss_and_dq`);
-    ``step`` is Adam's step count after this update (1 on the first); ``ws`` a workspace of at least
-    ``workspace_size(dims, batch)`` floats. Returns (loss, mean Q(s, a)), from the weights before the update.
+    ``hyper`` is the run's :class:`UpdateSettings`; ``step`` is Adam's step count after this update (1 on the
+    first); ``ws`` a workspace of at least ``workspace_size(dims, batch)`` floats.
+    Returns (loss, mean Q(s, a)), from the weights before the update.
     """
     batch = obs.shape[0]
     act_off = np.empty(dims.shape[0], dtype=np.int64)
@@ -91,20 +125,22 @@ def update_member(
 ):  # fmt: skip
     """:func:`update_kernel` on buffers already carved (``bufs``, ``act_off``: :func:`carve` for this batch size;
     ``offs``: :func:`offsets`), so that a cohort carves once per call, not once per member."""
-    gamma, double_dqn, loss_code, max_norm = hyper[0], hyper[1] != 0.0, int(hyper[2]), hyper[3]
     batch = obs.shape[0]
     n_actions = dims[dims.shape[0] - 1]
-    scratch, w_t, buf_a, buf_b, q_copy, dz_buf, dx, dz_t, x_t, next_q, target, acts, grad = bufs
-    q_all = forward_keep(params, dims, offs, obs, acts, act_off, scratch)
+    b = bufs
+    q_all = forward_keep(params, dims, offs, obs, b.acts, act_off, b.scratch)
     # TD targets from the target net (and the online net for double DQN), before any change
-    next_values(params, tparams, dims, offs, next_obs, double_dqn, buf_a, buf_b, q_copy, scratch, next_q)
-    targets(rewards, terminated, next_q, gamma, target)
-    dz_buf[: batch * n_actions] = 0.0
-    dq = dz_buf[: batch * n_actions].reshape(batch, n_actions)
-    loss_sum, q_sum = loss_and_dq(q_all, target, actions, weights, loss_code, hyper[8], hyper[9], td_out, dq)
-    backward(params, grad, dims, offs, obs, actions, acts, act_off, dz_buf, dx, dz_t, x_t, w_t, scratch)
-    clip_grad_norm(grad, max_norm)
-    adam_step(params, grad, m, v, hyper[4], hyper[5], hyper[6], hyper[7], step)
+    next_values(params, tparams, dims, offs, next_obs, hyper.double_dqn, b.buf_a, b.buf_b, b.q_copy, b.scratch,
+                b.next_q)  # fmt: skip
+    targets(rewards, terminated, b.next_q, hyper.gamma, b.target)
+    b.dz[: batch * n_actions] = 0.0
+    dq = b.dz[: batch * n_actions].reshape(batch, n_actions)
+    loss_sum, q_sum = loss_and_dq(
+        q_all, b.target, actions, weights, hyper.loss_code, hyper.kappa, hyper.alpha, td_out, dq
+    )
+    backward(params, b.grad, dims, offs, obs, actions, b.acts, act_off, b.dz, b.dx, b.dz_t, b.x_t, b.w_t, b.scratch)
+    clip_grad_norm(b.grad, hyper.max_grad_norm)
+    adam_step(params, b.grad, m, v, hyper.lr, hyper.beta1, hyper.beta2, hyper.eps, step)
     return loss_sum / batch, q_sum / batch
 
 
@@ -122,12 +158,12 @@ def td_errors_kernel(params, tparams, dims, obs, actions, rewards, next_obs, ter
 @numba.njit(**JIT)
 def td_member(params, tparams, dims, offs, bufs, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, td):
     """:func:`td_errors_kernel` into ``td`` on buffers already carved (see :func:`update_member`)."""
-    scratch, _, buf_a, buf_b, q_copy, _, _, _, _, next_q, target, _, _ = bufs
-    next_values(params, tparams, dims, offs, next_obs, double_dqn, buf_a, buf_b, q_copy, scratch, next_q)
-    targets(rewards, terminated, next_q, gamma, target)
-    q = forward_out(params, dims, offs, obs, buf_a, buf_b, scratch)
-    for b in range(obs.shape[0]):
-        td[b] = target[b] - q[b, actions[b]]
+    b = bufs
+    next_values(params, tparams, dims, offs, next_obs, double_dqn, b.buf_a, b.buf_b, b.q_copy, b.scratch, b.next_q)
+    targets(rewards, terminated, b.next_q, gamma, b.target)
+    q = forward_out(params, dims, offs, obs, b.buf_a, b.buf_b, b.scratch)
+    for j in range(obs.shape[0]):
+        td[j] = b.target[j] - q[j, actions[j]]
 
 
 @numba.njit(**JIT)
@@ -140,8 +176,7 @@ def greedy_kernel(params, dims, obs, ws):
 @numba.njit(**JIT)
 def greedy_member(params, dims, offs, bufs, obs):
     """:func:`greedy_kernel` on buffers already carved for one sample (see :func:`update_member`)."""
-    scratch, _, buf_a, buf_b, _, _, _, _, _, _, _, _, _ = bufs
-    q = forward_out(params, dims, offs, obs.reshape(1, obs.shape[0]), buf_a, buf_b, scratch)
+    q = forward_out(params, dims, offs, obs.reshape(1, obs.shape[0]), bufs.buf_a, bufs.buf_b, bufs.scratch)
     best = 0
     for a in range(1, q.shape[1]):
         if q[0, a] > q[0, best]:

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from per_cli.rl.engines.dense import aligned_empty
-from per_cli.rl.engines.kernels import Workspace, greedy_kernel, td_errors_kernel, update_kernel
+from per_cli.rl.engines.kernels import UpdateSettings, Workspace, greedy_kernel, td_errors_kernel, update_kernel
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
 from per_cli.rl.losses import TDLoss
@@ -154,22 +154,23 @@ class MLPEngine:
         self.loss_code = LOSS_CODES[loss.name]
         self.max_grad_norm = max_grad_norm
         self._hyper_key: tuple | None = None
-        self._hyper_array = np.empty(0)
+        self._settings: UpdateSettings | None = None
         self._ws = Workspace(self.dims)
 
-    def _hyper(self) -> np.ndarray:
-        """The kernel's hyperparameter vector, rebuilt only when the optimizer settings change (a load)."""
+    def settings(self) -> UpdateSettings:
+        """The update kernel's settings, rebuilt only when the optimizer's change (a load)."""
         opt = self.optimizer
         key = (opt.lr, opt.betas, opt.eps)
-        if key != self._hyper_key:
+        if key != self._hyper_key or self._settings is None:
             self._hyper_key = key
             clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
-            self._hyper_array = np.array(
-                [self.gamma, float(self.double_dqn), float(self.loss_code), clip, opt.lr, *opt.betas, opt.eps]
-                + [self.loss.kappa, self.loss.alpha],
-                dtype=np.float64,
-            )
-        return self._hyper_array
+            beta1, beta2 = opt.betas
+            self._settings = UpdateSettings(
+                gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
+                max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
+                kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
+            )  # fmt: skip
+        return self._settings
 
     def update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[np.ndarray, float, float]:
         """One gradient step; returns (δ per sample, loss, mean Q(s, a)), all from the pre-update weights."""
@@ -186,7 +187,7 @@ class MLPEngine:
             *_transitions(obs, actions, rewards, next_obs, terminated, batch),
             _vector(weights, _F32),
             td,
-            self._hyper(),
+            self.settings(),
             opt.step,
             self._ws.for_batch(batch),
         )

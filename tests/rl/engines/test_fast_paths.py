@@ -145,7 +145,7 @@ def test_workspace_and_its_parts_start_on_cache_lines():
     parts = kernels.carve(ws, dims, 3, act_off)
     assert all(p.ctypes.data % 64 == 0 for p in parts)
     assert all(off % dense.ALIGN == 0 for off in act_off)
-    assert parts[-1].shape[0] == dense.offsets(dims)[-1]  # the gradient buffer: exactly one float per parameter
+    assert parts.grad.shape[0] == dense.offsets(dims)[-1]  # the gradient buffer: exactly one float per parameter
     assert dense.aligned_empty(5).ctypes.data % 64 == 0
 
 
@@ -161,7 +161,10 @@ def test_an_update_never_reads_workspace_it_did_not_write(dims, batch, loss):
         _f32(rng, batch, dims[0]), (rng.random(batch) < 0.3).astype(np.float32), np.ones(batch, np.float32),
     )  # fmt: skip
     # double DQN, clipping on, the loss (PAL: λ's pass over the batch first), κ 0.5, α 0.6
-    hyper = np.array([0.9, 1, LOSS_CODES[loss], 0.5, 1e-3, 0.9, 0.999, 1e-8, 0.5, 0.6])
+    hyper = kernels.UpdateSettings(
+        gamma=0.9, double_dqn=True, loss_code=LOSS_CODES[loss], max_grad_norm=0.5, lr=1e-3, beta1=0.9, beta2=0.999,
+        eps=1e-8, kappa=0.5, alpha=0.6,
+    )
     results = []
     for fill in (0.0, np.nan):
         params, target = _f32(np.random.default_rng(0), n), _f32(np.random.default_rng(1), n)
