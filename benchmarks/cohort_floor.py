@@ -32,6 +32,11 @@ cell's runs took in a finished grid (their summary.json ``total_steps``), which 
     python benchmarks/cohort_floor.py --configs seed001/cartpole_uniform.yaml --size 100 --solo
     python benchmarks/cohort_floor.py --configs seed001/cartpole_uniform.yaml --size 1,10,100   # the Python part
     python benchmarks/cohort_floor.py --configs 'seed001/*.yaml' --size 50 --grid runs/notebook100 --cores 2
+    python benchmarks/cohort_floor.py --size 1,10,100 --steps 10000 --base /tmp/base   # against another commit
+
+``--base DIR`` names a checkout of another commit (``git worktree add --detach /tmp/base COMMIT``): each
+measurement runs there too, with that tree's own copy of this script and its package first on ``PYTHONPATH``,
+alternating with this tree's, and a ratio line follows each pair (this tree over the base: above 1 is slower).
 
 The floor is a lower bound: profiling slows the Python, not the compiled calls, and the first ``--steps`` of a
 run gather from memories still filling, which is cheaper than from full ones later.
@@ -42,6 +47,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import subprocess
 import sys
@@ -164,15 +170,28 @@ def measure_one(config: str, size: int, steps: int, solo: bool) -> dict:
     return {"parts": r, "kernels": kernels}
 
 
-def in_subprocess(config: str, size: int, args: argparse.Namespace) -> dict:
-    """:func:`measure_one` in a fresh process, so that no config runs after another one's memory churn."""
-    command = [sys.executable, __file__, "--configs", config, "--size", str(size), "--steps", str(args.steps),
+def in_subprocess(config: str, size: int, args: argparse.Namespace, tree: Path | None = None) -> dict:
+    """:func:`measure_one` in a fresh process, so that no config runs after another one's memory churn; with
+    ``tree``, that checkout's own script and package (``--base``)."""
+    script = Path(__file__) if tree is None else tree / "benchmarks" / Path(__file__).name
+    command = [sys.executable, str(script), "--configs", config, "--size", str(size), "--steps", str(args.steps),
                "--backend", args.backend, "--json"] + (["--solo"] if args.solo else [])  # fmt: skip
     command += [arg for kv in args.set for arg in ("--set", kv)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = None
+    if tree is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{config}: the measurement failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _row(label: str, size: int, r: dict, seconds: float) -> str:
+    solo = f"{r['solo']:,.0f}" if "solo" in r else ""
+    return (f"{label:<33} {size:>4} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
+            f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {r['start/end']:>9.1f} "
+            f"{r['python']:>7.1f} {r['events']:>7.1f} {r['steps']:>6.1f} "
+            f"{1e6 / r['floor']:>10,.0f} {solo:>7}   ({seconds:.0f} s)")  # fmt: skip
 
 
 def main() -> None:
@@ -185,8 +204,11 @@ def main() -> None:
     parser.add_argument("--grid", type=Path, help="a finished grid: weight each cell's floor by its env steps")
     parser.add_argument("--cores", type=int, default=2, help="cores the grid's study runs on")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    parser.add_argument("--base", type=Path, help="a checkout of another commit, measured alternately with this one")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one config, here: its JSON
     args = parser.parse_args()
+    if args.base is not None and not (args.base / "benchmarks" / Path(__file__).name).is_file():
+        raise SystemExit(f"--base {args.base}: no benchmarks/{Path(__file__).name} there; give a checkout of per")
     bench.EXTRA_SETS.extend(args.set)
     bench.COHORT_SETS.append(f"env.backend={args.backend}")
     sizes = [int(v) for v in str(args.size).split(",")]
@@ -205,14 +227,17 @@ def main() -> None:
           f"{'start/end':>9} {'python':>7} {'events':>7} {'steps':>6} {'ceiling/s':>10} {'solo/s':>7}")  # fmt: skip
     totals = {"measured": 0.0, "floor": 0.0, "without update": 0.0}
     for config, size in ((c, s) for c in configs for s in sizes):
+        if args.base is not None:  # the base first, then this tree: a pair per row, read as a ratio
+            started = time.perf_counter()
+            base = in_subprocess(config, size, args, args.base)["parts"]
+            print(_row(f"{config} (base)", size, base, time.perf_counter() - started), flush=True)
         started = time.perf_counter()
         measured = in_subprocess(config, size, args)
         r = measured["parts"]
-        solo = f"{r['solo']:,.0f}" if "solo" in r else ""
-        print(f"{config:<33} {size:>4} {r['measured']:>8.1f} {r['update']:>7.1f} {r.get('other kernels', 0):>8.1f} "
-              f"{r.get('envpool', 0):>8.1f} {r['floor']:>6.1f} {r['start/end']:>9.1f} "
-              f"{r['python']:>7.1f} {r['events']:>7.1f} {r['steps']:>6.1f} "
-              f"{1e6 / r['floor']:>10,.0f} {solo:>7}   ({time.perf_counter() - started:.0f} s)")  # fmt: skip
+        print(_row(config, size, r, time.perf_counter() - started))
+        if args.base is not None:
+            print(f"    this / base: measured {r['measured'] / base['measured']:.3f}, "
+                  f"python {r['python'] / base['python']:.3f}, floor {r['floor'] / base['floor']:.3f}")
         top = sorted(measured["kernels"].items(), key=lambda kv: -kv[1])[:6]
         print("    kernels: " + ", ".join(f"{name} {us:.1f}" for name, us in top))
         print(f"    events: {1000 * r['event rate']:.1f} per 1,000 seed-steps (episode ends and log points), "
