@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from per_cli.config import ReplayConfig, build_section
+from per_cli.config.loading import MAX_STR
 from per_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,9 +49,10 @@ class KindSpec:
         for key in given:
             if key not in known:
                 keys = f"its keys: {', '.join(known)}" if known else "it has no parameters of its own"
-                close = difflib.get_close_matches(str(key), known, n=1)
+                name = str(key) if len(str(key)) <= MAX_STR else f"{str(key)[:50]}...({len(str(key)):,} characters)"
+                close = difflib.get_close_matches(name, known, n=1)
                 hint = f"did you mean replay.params.{close[0]}? " if close else ""
-                raise ConfigError(f"replay.params.{key}: not a parameter of replay.kind {self.name}; {hint}{keys}")
+                raise ConfigError(f"replay.params.{name}: not a parameter of replay.kind {self.name}; {hint}{keys}")
         if self.params is None:
             return None
         return build_section(self.params, dict(given), "replay.params.")

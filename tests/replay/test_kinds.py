@@ -72,5 +72,8 @@ def test_a_kind_with_params_gets_them_checked_and_defaulted():
         assert cfg.replay.params == {"width": 7} and to_dict(cfg)["replay"]["params"] == {"width": 7}
         with pytest.raises(ConfigError, match=r"replay.params.width: 11 is out of range; must be in \[1, 10\]"):
             resolve_config(load_config(None, ["replay.kind=with_width_test", "replay.params.width=11"]))
+        with pytest.raises(ConfigError, match=r"replay.params.xxxx\S*\.\.\.\(5,000 characters\): not a param") as err:
+            KINDS["with_width_test"].parse_params({"x" * 5000: 1})  # (a hostile key: a short line, not 5 kB)
+        assert len(str(err.value)) < 200
     finally:
         del KINDS["with_width_test"]
