@@ -52,9 +52,12 @@ def loss_name(cfg: Any) -> str:
 
 
 def loss_params(cfg: Any) -> tuple[float, float]:
-    """(κ, α) of a run of ``cfg``: ``replay.min_priority`` and ``replay.alpha`` (only LAP and PAL use them)."""
-    alpha = cfg.replay.alpha
-    return float(cfg.replay.min_priority), float(DEFAULT_ALPHA if alpha is None else alpha)
+    """(κ, α) of a run of ``cfg``: ``replay.min_priority`` and ``replay.alpha`` (only LAP and PAL use them; α left
+    out is the kind's default, as its sampler's)."""
+    alpha, spec = cfg.replay.alpha, KINDS.get(cfg.replay.kind)
+    if alpha is None:
+        alpha = spec.priority_defaults[0] if spec is not None and spec.priority_defaults else DEFAULT_ALPHA
+    return float(cfg.replay.min_priority), float(alpha)
 
 
 @dataclass(frozen=True)
