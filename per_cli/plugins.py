@@ -2,7 +2,7 @@
 
 A plugin is an importable module name (``mylab.samplers``) or a path to a ``.py`` file
 (``examples/samplers/stratified.py``, relative to the working directory). Importing it runs its registrations
-(``per_cli.replay.register_sampler``), so a kind it adds is a ``replay.kind`` like the built-in ones. The list is
+(``per_cli.replay.register_kind``), so a kind it adds is a ``replay.kind`` like the built-in ones. The list is
 part of the config, so it is written into every run's config.yaml and imported again wherever the run is built:
 ``per train``, each ``per grid`` worker, each Ray task (docs/extending.md).
 

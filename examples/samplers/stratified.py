@@ -13,7 +13,7 @@ Use it with ``plugins: [examples/samplers/stratified.py]`` and ``replay.kind: st
 import numba
 import numpy as np
 
-from per_cli.replay import register_sampler
+from per_cli.replay import KindSpec, register_kind
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
 from per_cli.replay.samplers.uniform import candidate_ids
 from per_cli.replay.storage.ring import CAPACITY
@@ -43,7 +43,6 @@ class StratifiedSampler(Sampler):
     """One uniform draw per slice of the candidates (the ``window`` newest, if set); IS weights are ones."""
 
     draw_members = staticmethod(draw_stratified)
-    takes_chunks = True  # (candidate_ids leaves out the newest ids no run may start at)
 
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng)
@@ -59,4 +58,5 @@ class StratifiedSampler(Sampler):
         return counts
 
 
-register_sampler("stratified", StratifiedSampler)
+# takes_chunks: candidate_ids leaves out the newest ids no run may start at
+register_kind(KindSpec("stratified", StratifiedSampler, takes_chunks=True))

@@ -101,10 +101,10 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
 
 def kind_rank(replay: str) -> tuple:
     """Replay labels in registry order (none, uniform, combined, prioritized, rank), each before its +her."""
-    from per_cli.replay import REPLAY_KINDS
+    from per_cli.replay import KINDS
 
     kind, _, her = replay.partition("+")
-    order = list(REPLAY_KINDS)
+    order = list(KINDS)
     return (order.index(kind) if kind in order else len(order), kind, her)
 
 

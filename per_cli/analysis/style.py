@@ -16,15 +16,9 @@ import numpy as np
 SINGLE, DOUBLE = 3.5, 7.0  # figure widths in inches: one column, two columns of a paper
 FORMATS = ("png", "svg", "pdf")
 DPI = 200
-# one colour per replay kind, everywhere (matplotlib's tab10 values); kind+her: the kind's colour, dashed
-KIND_COLORS = {
-    "none": "#7f7f7f",
-    "uniform": "#1f77b4",
-    "combined": "#2ca02c",
-    "prioritized": "#d62728",
-    "rank": "#ff7f0e",
-    "oracle": "#9467bd",  # the Blind Cliffwalk's oracle
-}
+# one colour per replay kind, everywhere: its KindSpec's colour (per_cli/replay/kinds.py; matplotlib's tab10
+# values); kind+her: the kind's colour, dashed. Lines that are no replay kind:
+OTHER_COLORS = {"oracle": "#9467bd"}  # the Blind Cliffwalk's oracle
 SPARE_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939")  # other kinds, by name
 HER_DASHES = (0, (4, 1.5))
 STYLE = {
@@ -48,9 +42,14 @@ STYLE = {
 
 def kind_color(replay: str) -> str:
     """The fixed colour of a replay label's sampler kind (``prioritized+her`` -> prioritized's red)."""
+    from per_cli.replay import KINDS
+
     kind = replay.partition("+")[0]
-    if kind in KIND_COLORS:
-        return KIND_COLORS[kind]
+    spec = KINDS.get(kind)
+    if spec is not None and spec.colour is not None:
+        return spec.colour
+    if kind in OTHER_COLORS:
+        return OTHER_COLORS[kind]
     return SPARE_COLORS[zlib.crc32(kind.encode()) % len(SPARE_COLORS)]
 
 

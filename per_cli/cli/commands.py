@@ -109,7 +109,9 @@ def configs(
             )
             return
         resolved = resolve_config(name, option="per configs")
-        cfg = load_config(resolved.path)
+        from per_cli.replay import resolve_config as with_kind_defaults
+
+        cfg = with_kind_defaults(load_config(resolved.path))  # (the kind's own defaults: α, β0, params)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
     if resolved.note:

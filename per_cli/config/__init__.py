@@ -2,6 +2,7 @@
 
 from per_cli.config.loading import (
     apply_override,
+    build_section,
     dump_config,
     from_dict,
     load_config,
@@ -10,7 +11,6 @@ from per_cli.config.loading import (
     to_dict,
 )
 from per_cli.config.schema import (
-    PRIORITY_DEFAULTS,
     AgentConfig,
     AtariConfig,
     Config,
@@ -23,7 +23,6 @@ from per_cli.config.schema import (
 from per_cli.errors import ConfigError
 
 __all__ = [
-    "PRIORITY_DEFAULTS",
     "AgentConfig",
     "AtariConfig",
     "Config",
@@ -34,6 +33,7 @@ __all__ = [
     "ReplayConfig",
     "TrainConfig",
     "apply_override",
+    "build_section",
     "dump_config",
     "from_dict",
     "load_config",

@@ -165,6 +165,13 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
+def build_section(cls: type, data: Any, prefix: str) -> Any:
+    """The dataclass ``cls`` from the mapping ``data``, checked as every config section is (types, ``metadata``
+    bounds, unknown keys), errors naming ``prefix`` + key: for sections whose class a registry knows (a replay
+    kind's ``replay.params``)."""
+    return _build(cls, data, prefix)
+
+
 def _check_relations(cfg: Config) -> None:
     """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay
     kinds) and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither
@@ -283,7 +290,12 @@ def load_config(path: str | Path | None, overrides: typing.Iterable[str] = (), *
 
 
 def to_dict(cfg: Config) -> dict:
-    return dataclasses.asdict(cfg)
+    """``cfg`` as plain data; ``replay.params`` only where the kind has parameters (a config.yaml without them
+    reads the same as before the key existed)."""
+    data = dataclasses.asdict(cfg)
+    if not data["replay"]["params"]:
+        del data["replay"]["params"]
+    return data
 
 
 def dump_config(cfg: Config) -> str:

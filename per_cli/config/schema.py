@@ -86,19 +86,13 @@ class AgentConfig:
     cuda_graph: bool = True
 
 
-# (alpha, beta0) of each prioritized kind when the config leaves them out: the paper's Atari values
-# (Schaul et al. 2016, Table 3); other kinds ignore them (their IS weights are ones)
-PRIORITY_DEFAULTS: dict[str, tuple[float, float]] = {
-    "prioritized": (0.6, 0.4), "rank": (0.7, 0.5), "lap": (0.6, 0.4), "pal": (0.6, 0.4),
-}  # fmt: skip  (lap, pal: the authors' discrete α; β unused: no IS weights)
-
-
 @dataclass(frozen=True)
 class ReplayConfig:
     kind: str = "uniform"
     capacity: int = field(default=100_000, metadata=_bounds(1))
     batch_size: int = field(default=64, metadata=_bounds(1))
-    # null: the kind's default from PRIORITY_DEFAULTS (resolved at construction, so dumps show the value)
+    # null: the kind's default (its KindSpec's priority_defaults, per_cli/replay/kinds.py), filled in where a run
+    # is built (so a run's config.yaml shows the value)
     alpha: float | None = field(default=None, metadata=_bounds(0.0))
     beta0: float | None = field(default=None, metadata=_bounds(0.0, 1.0))
     beta_end_step: int | None = field(default=None, metadata=_bounds(1))
@@ -132,18 +126,16 @@ class ReplayConfig:
     # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
     her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
     her_k: int = field(default=4, metadata=_bounds(1))
+    # the kind's own parameters (a registered kind's params dataclass: per_cli/replay/kinds.py), checked against it
+    # by per_cli.train.preflight and filled in with its defaults where a run is built; {} for a kind without any
+    params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._check()
-        alpha, beta0 = PRIORITY_DEFAULTS.get(self.kind, PRIORITY_DEFAULTS["prioritized"])
-        if self.alpha is None:
-            object.__setattr__(self, "alpha", alpha)
-        if self.beta0 is None:
-            object.__setattr__(self, "beta0", beta0)
 
     def _check(self) -> None:
-        """Constraints among replay keys (kind names themselves are checked against the registry in
-        per_cli.train.preflight)."""
+        """Constraints among replay keys (kind names, which kinds draw runs and a kind's ``params`` are checked
+        against the registry in per_cli.train.preflight)."""
         from per_cli.errors import ConfigError
 
         if self.kind == "hindsight":
@@ -161,15 +153,11 @@ class ReplayConfig:
                     f"replay.window: {self.window} must lie between replay.batch_size ({self.batch_size}) and "
                     f"replay.capacity ({self.capacity}); null samples the whole memory"
                 )
-        if self.chunk > 1:
-            if self.kind in ("none", "combined"):
-                why = "its batch is already one run" if self.kind == "none" else "it places each new transition once"
-                raise ConfigError(f"replay.chunk: kind {self.kind} draws no run starts ({why}); set replay.chunk: 1")
-            if self.batch_size % self.chunk:
-                raise ConfigError(
-                    f"replay.chunk: {self.chunk} must divide replay.batch_size ({self.batch_size}): a batch is "
-                    "batch_size / chunk runs"
-                )
+        if self.chunk > 1 and self.batch_size % self.chunk:
+            raise ConfigError(
+                f"replay.chunk: {self.chunk} must divide replay.batch_size ({self.batch_size}): a batch is "
+                "batch_size / chunk runs"
+            )
         if self.beta_increment is not None and self.beta_end_step is not None:
             raise ConfigError(
                 "replay.beta_increment: β rises per sampled batch, so replay.beta_end_step (the linear anneal's end) "

@@ -24,7 +24,7 @@ from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
 from per_cli.rl.engines import choose_engine
 from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.explore import OneMember
-from per_cli.rl.losses import KIND_LOSSES, TDLoss, batch_loss
+from per_cli.rl.losses import KAPPA_LOSSES, TDLoss, batch_loss
 from per_cli.rl.networks import MLPQNetwork, MLPSpec, check_network, make_q_network
 
 # The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
@@ -89,7 +89,7 @@ class DQNAgent:
         ``agent.loss``. A huber or mse ``td_loss`` must be ``agent.loss`` (one source of truth)."""
         if td_loss is None:
             td_loss = TDLoss(cfg.loss)
-        elif td_loss.name not in KIND_LOSSES and td_loss.name != cfg.loss:
+        elif td_loss.name not in KAPPA_LOSSES and td_loss.name != cfg.loss:
             raise ValueError(f"the loss {td_loss.name!r} is not agent.loss ({cfg.loss!r}) nor a replay kind's own")
         self.cfg = cfg
         self.td_loss = td_loss

@@ -1,14 +1,15 @@
 """The TD loss a run trains with: which one (a rule on the whole config) and, for the torch engines, its value.
 
-Contract. :func:`loss_name` is the one rule: ``lap`` when ``replay.kind`` is ``lap``, ``pal`` when it is ``pal``,
-else ``agent.loss`` (``huber`` or ``mse``); :func:`loss_params` gives LAP's and PAL's (κ, α): κ is
-``replay.min_priority``, α ``replay.alpha`` (the exponent the LAP sampler draws with, so the sampler and the
-loss cannot disagree). :class:`TDLoss` carries the three; the trainer builds it once (:meth:`TDLoss.from_config`)
-and hands it to the agent and to the update measures. :func:`batch_loss` is the loss of one batch for BOTH torch
-paths (the agent's own ``learn`` and the stacked cohort update, per member under ``vmap``), so the two cannot
-differ; the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) computes the same loss and gradient by hand,
-and the tests compare them. Why: LAP and PAL (Fujimoto, Meger & Precup 2020) change the loss together with the
-sampling, and a loss chosen in several places would let one path train with another loss than the others.
+Contract. :func:`loss_name` is the one rule: the replay kind's own loss where its ``KindSpec`` names one (``lap``
+for kind ``lap``, ``pal`` for ``pal``), else ``agent.loss`` (``huber`` or ``mse``); :func:`loss_params` gives LAP's
+and PAL's (κ, α): κ is ``replay.min_priority``, α ``replay.alpha`` (the exponent the LAP sampler draws with, so the
+sampler and the loss cannot disagree). :class:`TDLoss` carries the three; the trainer builds it once
+(:meth:`TDLoss.from_config`) and hands it to the agent and to the update measures. :func:`batch_loss` is the loss of
+one batch for BOTH torch paths (the agent's own ``learn`` and the stacked cohort update, per member under ``vmap``),
+so the two cannot differ; the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) computes the same loss and
+gradient by hand, and the tests compare them. Why: LAP and PAL (Fujimoto, Meger & Precup 2020) change the loss
+together with the sampling, and a loss chosen in several places would let one path train with another loss than the
+others.
 
 With d = Q(s, a) − target per sample (the negative of the δ that updates priorities):
 
@@ -34,25 +35,29 @@ import torch
 import torch.nn.functional as F
 
 from per_cli.errors import ConfigError
+from per_cli.replay import KINDS
 
 LOSS_NAMES = ("huber", "mse", "lap", "pal")
-# the replay kinds that bring their own loss; any other kind trains with agent.loss
-KIND_LOSSES = ("lap", "pal")
+# the losses a replay kind brings (its KindSpec's ``loss``), shaped by κ and α; any other kind trains with agent.loss
+KAPPA_LOSSES = ("lap", "pal")
 # the authors' discrete defaults (LAP_DDQN.py, PAL_DDQN.py): min_priority 1e-2, alpha 0.6
 DEFAULT_KAPPA, DEFAULT_ALPHA = 0.01, 0.6
 
 
 def loss_name(cfg: Any) -> str:
-    """The loss a run of the whole config ``cfg`` trains with: ``lap`` or ``pal`` for those replay kinds, else
-    ``agent.loss``."""
-    kind = cfg.replay.kind
-    return kind if kind in KIND_LOSSES else cfg.agent.loss
+    """The loss a run of the whole config ``cfg`` trains with: its replay kind's own (``lap`` and ``pal``: the
+    kind's ``KindSpec.loss``), else ``agent.loss``."""
+    spec = KINDS.get(cfg.replay.kind)
+    return spec.loss if spec is not None and spec.loss is not None else cfg.agent.loss
 
 
 def loss_params(cfg: Any) -> tuple[float, float]:
-    """(κ, α) of a run of ``cfg``: ``replay.min_priority`` and ``replay.alpha`` (only LAP and PAL use them)."""
-    alpha = cfg.replay.alpha
-    return float(cfg.replay.min_priority), float(DEFAULT_ALPHA if alpha is None else alpha)
+    """(κ, α) of a run of ``cfg``: ``replay.min_priority`` and ``replay.alpha`` (only LAP and PAL use them; α left
+    out is the kind's default, as its sampler's)."""
+    alpha, spec = cfg.replay.alpha, KINDS.get(cfg.replay.kind)
+    if alpha is None:
+        alpha = spec.priority_defaults[0] if spec is not None and spec.priority_defaults else DEFAULT_ALPHA
+    return float(cfg.replay.min_priority), float(alpha)
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,9 @@ class TDLoss:
     def __post_init__(self) -> None:
         if self.name not in LOSS_NAMES:
             raise ValueError(f"unknown loss {self.name!r}: expected one of {', '.join(LOSS_NAMES)}")
-        if self.name in KIND_LOSSES and not self.kappa > 0.0:  # (NaN too) LAP's gradient outside is ±κ
+        if self.name in KAPPA_LOSSES and not self.kappa > 0.0:  # (NaN too) LAP's gradient outside is ±κ
             raise ConfigError(f"replay.min_priority: the {self.name} loss needs κ > 0, got {self.kappa}")
-        if self.name in KIND_LOSSES and not self.alpha >= 0.0:
+        if self.name in KAPPA_LOSSES and not self.alpha >= 0.0:
             raise ConfigError(f"replay.alpha: the {self.name} loss needs α >= 0, got {self.alpha}")
         object.__setattr__(self, "kappa", float(self.kappa))
         object.__setattr__(self, "alpha", float(self.alpha))

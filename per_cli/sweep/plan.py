@@ -81,15 +81,15 @@ def replay_label_of(cfg) -> str:
 def default_labels(configs_dir: Path, env_label: str) -> list[str]:
     """Every sampler kind, plus ``<kind>+her`` where the env has a hindsight config: ``<env>_her.yaml`` (under
     the sampler its file names) or ``<env>_<kind>_her.yaml``."""
-    from per_cli.replay import REPLAY_KINDS
+    from per_cli.replay import KINDS
 
-    labels = list(REPLAY_KINDS)
+    labels = list(KINDS)
     her_file = configs_dir / f"{env_label}_{HER_FILE}.yaml"
     if her_file.is_file():
         data = yaml.safe_load(her_file.read_text())
         replay = data.get("replay") if isinstance(data, dict) else None
         labels.append(f"{(replay or {}).get('kind', 'uniform')}{HER_SUFFIX}")
-    for kind in REPLAY_KINDS:
+    for kind in KINDS:
         label = f"{kind}{HER_SUFFIX}"
         if label not in labels and any(p.is_file() for p in config_candidates(configs_dir, env_label, label)[:-1]):
             labels.append(label)
@@ -98,11 +98,11 @@ def default_labels(configs_dir: Path, env_label: str) -> list[str]:
 
 def base_labels(config: Path) -> list[str]:
     """Every sampler kind as a base config runs it: ``kind+her`` where its ``replay.her_strategy`` is on."""
-    from per_cli.replay import REPLAY_KINDS
+    from per_cli.replay import KINDS
 
     data = read_yaml(config)
     her = ((data.get("replay") or {}).get("her_strategy") or "off") != "off" if isinstance(data, dict) else False
-    return [f"{kind}{HER_SUFFIX}" if her else kind for kind in REPLAY_KINDS]
+    return [f"{kind}{HER_SUFFIX}" if her else kind for kind in KINDS]
 
 
 def env_file_label(env: str) -> str:
@@ -182,8 +182,10 @@ def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int,
         apply_override(data, sw.key, value)
         sweep[sw.key] = raw
     apply_override(data, "seed", seed)
-    try:
-        cfg = from_dict(data)
+    from per_cli.replay import resolve_config
+
+    try:  # (resolved: the config.yaml its run writes, which a grid resumed later compares)
+        cfg = resolve_config(from_dict(data))
     except ConfigError as exc:
         raise ConfigError(f"{display(path)} ({where}): {exc}") from None
     got = replay_label_of(cfg)

@@ -125,7 +125,7 @@ def split_label(label: str) -> tuple[str, bool]:
 
 def check_replay_label(label: str) -> None:
     """A ``--replays`` item: a registered sampler kind, optionally with ``+her`` (goal relabelling)."""
-    from per_cli.replay import REPLAY_KINDS
+    from per_cli.replay import KINDS
 
     kind, _ = split_label(label)
     if kind == "per":
@@ -134,8 +134,8 @@ def check_replay_label(label: str) -> None:
         raise ConfigError(
             f"--replays {label}: hindsight relabelling goes over a sampler; name it as KIND+her, e.g. uniform+her"
         )
-    if kind not in REPLAY_KINDS:
-        raise ConfigError(f"--replays: unknown replay kind {kind!r}; choose from {', '.join(REPLAY_KINDS)}")
+    if kind not in KINDS:
+        raise ConfigError(f"--replays: unknown replay kind {kind!r}; choose from {', '.join(KINDS)}")
 
 
 def config_axes(config: Path) -> tuple[str, str]:

@@ -10,7 +10,6 @@ run starts, so a mistake is one line and exit 2 with nothing written, never a fa
 
 from __future__ import annotations
 
-import difflib
 import functools
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from per_cli.config import Config, EnvConfig, from_dict, to_dict
 from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
-from per_cli.replay import REPLAY_KINDS, SAMPLER_CLASSES, memory_bytes
+from per_cli.replay import KINDS, kind_spec, memory_bytes
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.writers.hindsight import goal_layout_of
 from per_cli.rl.networks import check_network
@@ -46,7 +45,8 @@ def notes(cfg: Config) -> list[str]:
     found = []
     if cfg.replay.batch_size < 2 and cfg.metrics.iid:
         found.append("replay.batch_size is 1: a batch of one has no diversity, so state_diversity stays blank")
-    if cfg.replay.kind in ("lap", "pal") and cfg.agent.loss != "huber":
+    spec = KINDS.get(cfg.replay.kind)
+    if spec is not None and spec.loss is not None and cfg.agent.loss != "huber":
         found.append(
             f"replay.kind {cfg.replay.kind} trains with its own loss (Fujimoto et al. 2020, at replay.min_priority "
             f"{cfg.replay.min_priority}); agent.loss {cfg.agent.loss} is not used"
@@ -57,26 +57,19 @@ def notes(cfg: Config) -> list[str]:
 
 
 def check_names(cfg: Config) -> None:
-    """Names that live in registries: the env id and the replay kind."""
+    """Names that live in registries: the env id and the replay kind (whether it draws runs, its ``params``)."""
     check_env_id(cfg.env.id)
     check_backend(cfg.env)
     if cfg.env.n_bits is not None and not accepts_n_bits(cfg.env.id):
         raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
     load_plugins(cfg.plugins)  # (the kinds they register)
-    kinds = list(REPLAY_KINDS)
-    kind = cfg.replay.kind
-    if kind not in kinds:
+    spec = kind_spec(cfg.replay.kind)
+    if cfg.replay.chunk > 1 and not spec.takes_chunks:
+        chunked = ", ".join(k for k, s in KINDS.items() if s.takes_chunks)
         raise ConfigError(
-            f"replay.kind: unknown replay kind {kind!r}; {_hint(kind, kinds)}choose one of {', '.join(kinds)}"
+            f"replay.chunk: kind {spec.name} draws no run starts; use one of {chunked}, or replay.chunk: 1"
         )
-    if cfg.replay.chunk > 1 and not SAMPLER_CLASSES[kind].takes_chunks:
-        chunked = ", ".join(k for k, c in SAMPLER_CLASSES.items() if c.takes_chunks)
-        raise ConfigError(f"replay.chunk: kind {kind} draws no run starts; use one of {chunked}, or replay.chunk: 1")
-
-
-def _hint(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1)
-    return f"did you mean '{close[0]}'? " if close else ""
+    spec.parse_params(cfg.replay.params)  # (its own keys, types and bounds)
 
 
 def check_schedule(cfg: Config) -> None:

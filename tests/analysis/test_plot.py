@@ -15,7 +15,7 @@ from per_cli.analysis.groups import group_runs
 from per_cli.analysis.plot import make_plots, parse_thresholds
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import load_runs
-from per_cli.analysis.style import KIND_COLORS, line_styles
+from per_cli.analysis.style import kind_color, line_styles
 from per_cli.cli import app
 from per_cli.errors import ConfigError
 
@@ -222,10 +222,10 @@ def test_one_colour_per_replay_kind_in_every_figure_and_folder():
 
     alone = line_styles([("prioritized", "prioritized")])
     mixed = line_styles([("none", "none"), ("uniform", "uniform"), ("prioritized", "prioritized")])
-    assert alone["prioritized"]["color"] == mixed["prioritized"]["color"] == to_rgb(KIND_COLORS["prioritized"])
-    assert mixed["uniform"]["color"] == to_rgb(KIND_COLORS["uniform"])
+    assert alone["prioritized"]["color"] == mixed["prioritized"]["color"] == to_rgb(kind_color("prioritized"))
+    assert mixed["uniform"]["color"] == to_rgb(kind_color("uniform"))
     her = line_styles([("uniform+her", "uniform+her")])["uniform+her"]
-    assert her["color"] == to_rgb(KIND_COLORS["uniform"]) and "linestyle" in her  # the kind's colour, dashed
+    assert her["color"] == to_rgb(kind_color("uniform")) and "linestyle" in her  # the kind's colour, dashed
     swept = line_styles([(f"prioritized, capacity={c}", "prioritized") for c in ("1k", "10k", "100k")])
     hues = [matplotlib.colors.rgb_to_hsv(s["color"])[0] for s in swept.values()]
     assert len({round(h, 2) for h in hues}) == 1 and len({s["color"] for s in swept.values()}) == 3  # shades

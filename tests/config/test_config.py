@@ -2,7 +2,16 @@ import dataclasses
 
 import pytest
 
-from per_cli.config import Config, ConfigError, dump_config, from_dict, load_config, parse_override, read_yaml
+from per_cli.config import (
+    Config,
+    ConfigError,
+    dump_config,
+    from_dict,
+    load_config,
+    parse_override,
+    read_yaml,
+    to_dict,
+)
 
 from ..conftest import CONFIGS
 
@@ -54,7 +63,7 @@ def test_dump_is_the_safe_dumpers_text(path):
     SafeDumper's, so a run directory's config.yaml does not depend on how PyYAML was built."""
     import yaml
 
-    data = dataclasses.asdict(load_config(path))
+    data = to_dict(load_config(path))
     assert dump_config(load_config(path)) == yaml.dump(data, Dumper=yaml.SafeDumper, sort_keys=False)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from per_cli.errors import ConfigError
-from per_cli.replay import REPLAY_KINDS, ReplayMemory
+from per_cli.replay import KINDS, ReplayMemory
 from per_cli.replay.storage.frames import FrameStackStorage, ensure_memory_fits
 
 SIZE = 6  # frames are SIZE x SIZE
@@ -190,14 +190,14 @@ def _cfg(**replay):
     return load_config(None, ["replay.rank_resort_period=50", *(f"replay.{k}={v}" for k, v in replay.items())]).replay
 
 
-SAMPLER_KINDS = sorted(REPLAY_KINDS)
+SAMPLER_KINDS = sorted(KINDS)
 
 
 @pytest.mark.parametrize("kind", SAMPLER_KINDS)
 def test_every_replay_kind_samples_exact_stacks_across_wraparound(kind):
     storage = FrameStackStorage(64, (4, SIZE, SIZE), extra_frames=6, check_memory=False)
     rng = np.random.default_rng(0)
-    memory = ReplayMemory(storage, REPLAY_KINDS[kind](_cfg(), storage, rng))
+    memory = ReplayMemory(storage, KINDS[kind].build(_cfg(), storage, rng))
     sampled = 0
 
     def after(i, given):
@@ -218,10 +218,10 @@ def test_every_replay_kind_samples_exact_stacks_across_wraparound(kind):
 
 
 def test_prioritized_gives_unsampleable_slots_zero_mass():
-    if "prioritized" not in REPLAY_KINDS:
+    if "prioritized" not in KINDS:
         pytest.skip("no prioritized sampler")
     storage = FrameStackStorage(64, (4, SIZE, SIZE), extra_frames=6, check_memory=False)
-    sampler = REPLAY_KINDS["prioritized"](_cfg(), storage, np.random.default_rng(1))
+    sampler = KINDS["prioritized"].build(_cfg(), storage, np.random.default_rng(1))
     memory = ReplayMemory(storage, sampler)
     fill(memory, 500, max_len=3)
     slots = np.arange(storage.capacity)

@@ -178,8 +178,11 @@ def test_relabelling_state_round_trips_with_the_memory():
 
 
 def test_priority_defaults_follow_the_sampler():
-    rank = load_config(None, ["env.id=bitflip", "replay.kind=rank", "replay.her_strategy=final"]).replay
-    prop = load_config(None, ["env.id=bitflip", "replay.kind=prioritized", "replay.her_strategy=final"]).replay
+    from per_cli.replay import resolve_config
+
+    rank = resolve_config(load_config(None, ["env.id=bitflip", "replay.kind=rank", "replay.her_strategy=final"])).replay
+    prop = resolve_config(load_config(None, ["env.id=bitflip", "replay.kind=prioritized", "replay.her_strategy=final"]))
+    prop = prop.replay
     assert (rank.alpha, rank.beta0) == (0.7, 0.5) and (prop.alpha, prop.beta0) == (0.6, 0.4)
 
 

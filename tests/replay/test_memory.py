@@ -89,12 +89,16 @@ def test_every_kind_builds_from_a_config_and_keeps_one_face(kind):
 
 
 def test_priority_defaults_follow_the_kind():
-    per = load_config(None, ["replay.kind=prioritized"]).replay
-    rank = load_config(None, ["replay.kind=rank"]).replay
+    """α and β0 left out are the kind's (its KindSpec's), filled in where a run is built; given ones stay."""
+    from per_cli.replay import resolve_config
+
+    per = resolve_config(load_config(None, ["replay.kind=prioritized"])).replay
+    rank = resolve_config(load_config(None, ["replay.kind=rank"])).replay
     assert (per.alpha, per.beta0) == (0.6, 0.4)
     assert (rank.alpha, rank.beta0) == (0.7, 0.5)
-    explicit = load_config(None, ["replay.kind=rank", "replay.alpha=0.5", "replay.beta0=0.3"]).replay
+    explicit = resolve_config(load_config(None, ["replay.kind=rank", "replay.alpha=0.5", "replay.beta0=0.3"])).replay
     assert (explicit.alpha, explicit.beta0) == (0.5, 0.3)
+    assert make_replay(load_config(None, ["replay.kind=rank"]), (4,), np.float32, seed=0).sampler.alpha == 0.7
 
 
 @pytest.mark.parametrize("sampler_cls", [PrioritizedSampler, RankSampler])

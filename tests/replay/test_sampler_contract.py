@@ -1,7 +1,8 @@
-"""The sampler contract, checked for every registered kind (the built-in ones and docs/extending.md's example,
-examples/samplers/stratified.py): draws follow the kind's stated distribution (χ²), stay inside the window and the
-sampleable ids, stale ids and non-finite TD errors are handled, a checkpoint continues the same batches, and a
-member's batches are the same alone and in a cohort. A new kind is checked by registering it."""
+"""The sampler contract, checked for every registered kind (the built-in ones and docs/extending.md's examples,
+examples/samplers/stratified.py and floored.py, a kind with its own replay.params): draws follow the kind's stated
+distribution (χ²), stay inside the window and the sampleable ids, stale ids and non-finite TD errors are handled,
+a checkpoint continues the same batches, and a member's batches are the same alone and in a cohort. A new kind is
+checked by registering it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from scipy.stats import chisquare
 
 from per_cli.config import Config, apply_override, from_dict, to_dict
 from per_cli.plugins import load_plugins
-from per_cli.replay import REPLAY_KINDS, SAMPLER_CLASSES, ReplayMemory
+from per_cli.replay import KINDS as REGISTRY
+from per_cli.replay import ReplayMemory
 from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.storage.ring import TransitionStorage
 
@@ -25,11 +27,12 @@ from ..conftest import REPO
 load_plugins(
     [
         str(REPO / "examples" / "samplers" / "stratified.py"),
+        str(REPO / "examples" / "samplers" / "floored.py"),
         *filter(None, os.environ.get("PER_TEST_PLUGINS", "").split(":")),
     ]
 )
-KINDS = list(REPLAY_KINDS)
-CHUNKED = [k for k, cls in SAMPLER_CLASSES.items() if cls.takes_chunks]
+KINDS = list(REGISTRY)
+CHUNKED = [k for k, spec in REGISTRY.items() if spec.takes_chunks]
 WINDOWED = [k for k in KINDS if k != "none"]  # (none has no window: it is W = B already)
 
 
@@ -50,7 +53,7 @@ def _memory(
         apply_override(data, key, value)
     cfg = from_dict(data)
     store = storage(capacity, (3,), np.float32)
-    memory = ReplayMemory(store, REPLAY_KINDS[kind](cfg.replay, store, np.random.default_rng(seed)))
+    memory = ReplayMemory(store, REGISTRY[kind].build(cfg.replay, store, np.random.default_rng(seed)))
     memory.sampler.chunk = cfg.replay.chunk  # (as make_replay sets it)
     rng = np.random.default_rng(100 + seed)
     for i in range(added):  # wraps; episodes of 9

@@ -130,8 +130,6 @@ def test_nothing_outside_the_window_is_ever_drawn(sampler_idx, capacity, extra, 
         (["replay.batch_size=64", "replay.window=32"], "replay.window: 32 must lie between"),
         (["replay.capacity=1000", "replay.window=2000"], "replay.window: 2000 must lie between"),
         (["replay.kind=none", "replay.window=128"], "replay.window: kind none"),
-        (["replay.kind=none", "replay.chunk=8"], "replay.chunk: kind none draws no run starts"),
-        (["replay.kind=combined", "replay.chunk=8"], "replay.chunk: kind combined draws no run starts"),
         (["replay.batch_size=64", "replay.chunk=6"], "replay.chunk: 6 must divide replay.batch_size"),
     ],
 )
@@ -140,8 +138,17 @@ def test_bad_windows_are_config_errors(overrides, match):
         load_config(None, overrides)
 
 
+@pytest.mark.parametrize("kind", ["none", "combined"])
+def test_a_built_in_kind_without_run_starts_refuses_chunks_at_preflight(kind):
+    """Which kinds draw runs is the registry's (their KindSpec's takes_chunks), so preflight judges it, by name."""
+    from per_cli.train.preflight import check_names
+
+    with pytest.raises(ConfigError, match=f"replay.chunk: kind {kind} draws no run starts; use one of uniform, "):
+        check_names(load_config(None, [f"replay.kind={kind}", "replay.chunk=8"]))
+
+
 def test_chunk_reaches_the_sampler_and_a_kind_without_run_starts_is_refused_by_name():
-    from per_cli.replay import SAMPLER_CLASSES, make_replay, register_sampler
+    from per_cli.replay import KINDS, make_replay, register_sampler
     from per_cli.replay.samplers import UniformSampler
     from per_cli.train.preflight import check_names
 
@@ -153,9 +160,7 @@ def test_chunk_reaches_the_sampler_and_a_kind_without_run_starts_is_refused_by_n
         with pytest.raises(ConfigError, match="replay.chunk: kind no_runs_test draws no run starts; use one of"):
             check_names(load_config(None, ["replay.kind=no_runs_test", "replay.chunk=8"]))
     finally:
-        from per_cli.replay import REPLAY_KINDS
-
-        del REPLAY_KINDS["no_runs_test"], SAMPLER_CLASSES["no_runs_test"]
+        del KINDS["no_runs_test"]
 
 
 def test_window_reaches_the_sampler():

@@ -19,11 +19,11 @@ UNIFORM_CHUNK_MAX = 256
 def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
     """Fill the project's TransitionStorage with the memory and build the project's sampler for ``method``
     through the replay registry (new transitions enter it exactly as in a DQN run)."""
-    from per_cli.replay import REPLAY_KINDS, ReplayMemory
+    from per_cli.replay import KINDS, ReplayMemory
     from per_cli.replay.storage.ring import TransitionStorage
 
-    if method not in REPLAY_KINDS:
-        raise ConfigError(f"--methods: replay kind {method!r} is not available; registered: {', '.join(REPLAY_KINDS)}")
+    if method not in KINDS:
+        raise ConfigError(f"--methods: replay kind {method!r} is not available; registered: {', '.join(KINDS)}")
     size = len(transitions)
     extra = {} if settings.rank_resort_period is None else {"rank_resort_period": settings.rank_resort_period}
     cfg = ReplayConfig(
@@ -36,7 +36,7 @@ def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
         **extra,
     )
     storage = TransitionStorage(size, (), np.int64)
-    memory = ReplayMemory(storage, REPLAY_KINDS[method](cfg, storage, rng))
+    memory = ReplayMemory(storage, KINDS[method].build(cfg, storage, rng))
     order = rng.permutation(size)  # insertion order: no systematic tie-breaking in favour of any transition
     t = transitions
     for i in order:

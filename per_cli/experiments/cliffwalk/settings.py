@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from per_cli.config import PRIORITY_DEFAULTS
+from per_cli.replay import KINDS
 
 METHODS = ("uniform", "prioritized", "rank", "oracle")
 LEARNERS = ("tabular", "linear")
@@ -25,7 +25,7 @@ class CliffwalkSettings:
     min_cap: int = 100_000
     tolerance: float = TOLERANCE
     step_size: float = STEP_SIZE
-    alpha: float | None = None  # None: the paper's Atari value of each kind (config's PRIORITY_DEFAULTS)
+    alpha: float | None = None  # None: the paper's Atari value of each kind (its KindSpec's priority_defaults)
     beta: float = 0.0  # importance-sampling exponent; 0 leaves every weight at 1
     priority_eps: float = 1e-6
     rank_resort_period: int | None = None  # None: the ReplayConfig default
@@ -38,7 +38,8 @@ class CliffwalkSettings:
     def alpha_for(self, method: str) -> float:
         if self.alpha is not None:
             return self.alpha
-        return PRIORITY_DEFAULTS[method][0] if method in PRIORITY_DEFAULTS else 0.0
+        spec = KINDS.get(method)
+        return spec.priority_defaults[0] if spec is not None and spec.priority_defaults else 0.0
 
 
 @dataclass

@@ -7,7 +7,7 @@ rewarded). Each update replays one transition: ``Q(s, a) += η w δ`` with ``η 
 error of all ``2n`` Q-values against the exact ones falls below the tolerance (10^-3), or at the cap.
 
 Methods:
-- ``uniform``, ``prioritized``, ``rank``: the project's own samplers (``per_cli.replay.REPLAY_KINDS``, the code
+- ``uniform``, ``prioritized``, ``rank``: the project's own samplers (``per_cli.replay.KINDS``, the code
   that trains DQNs) over the project's ``TransitionStorage``; each update samples one transition and hands its
   |δ| back as the new priority;
 - ``oracle``: at each step, the transition whose update lowers the global loss (the MSE) the most.

@@ -46,7 +46,8 @@ Priorities and IS weights (Schaul et al. 2016)
   the tree itself at small batches).
 
 Modules: ``base.py`` (the ``Sampler`` base class with no-op hooks, the ``Storage`` protocol), ``recent.py``,
-``uniform.py``, ``combined.py``, ``prioritized.py``, ``rank.py``, ``lap.py``.
+``uniform.py``, ``combined.py``, ``prioritized.py``, ``rank.py``, ``lap.py``: each kind's file also states its
+``KindSpec`` (``per_cli/replay/kinds.py``: the registry), ``lap.py`` that of ``pal`` too.
 """
 
 from __future__ import annotations

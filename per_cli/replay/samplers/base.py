@@ -140,7 +140,6 @@ class Sampler(Stateless):
 
     window: int | None = None  # replay.window, for the samplers that honour it
     chunk: int = 1  # replay.chunk: a batch is B / chunk runs of chunk consecutive transitions (make_replay sets it)
-    takes_chunks = False  # whether the kind draws run starts (honours the reserve in ``windows``)
 
     def __init__(self, storage: Storage, rng: np.random.Generator):
         self.storage = storage

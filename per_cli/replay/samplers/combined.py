@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, draw_distinct
 from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
 from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis
@@ -74,7 +75,6 @@ class CombinedSampler(UniformSampler):
     """
 
     draw_members = staticmethod(draw_combined)
-    takes_chunks = False  # (each new transition enters one batch: runs would repeat them)
 
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng, window)
@@ -109,3 +109,7 @@ class CombinedSampler(UniformSampler):
         if state:
             self.placed = int(state["placed"])
             self.phase[:] = state["phase"]
+
+
+# (no runs: each new transition enters one batch, and runs would repeat them)
+COMBINED = KindSpec("combined", CombinedSampler, colour="#2ca02c")

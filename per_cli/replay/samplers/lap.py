@@ -18,8 +18,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN
 from per_cli.replay.samplers.prioritized import PrioritizedSampler, draw_prioritized
+from per_cli.replay.samplers.uniform import UniformSampler
 
 
 @numba.njit(cache=True, nogil=True)
@@ -43,3 +45,11 @@ class LAPSampler(PrioritizedSampler):
             raise ValueError(f"replay.min_priority must be > 0, got {min_priority}")
         super().__init__(storage, rng, alpha=alpha, eps=0.0, window=window)
         self.floor = float(min_priority)
+
+
+# each with its own loss (per_cli/rl/losses.py); α: the authors' discrete value (β unused: no IS weights)
+LAP = KindSpec(
+    "lap", LAPSampler, loss="lap", takes_chunks=True, priority_defaults=(0.6, 0.4),
+    factory=lambda cfg, storage, rng, params: LAPSampler(storage, rng, cfg.alpha, cfg.min_priority, cfg.window),
+)  # fmt: skip
+PAL = KindSpec("pal", UniformSampler, loss="pal", takes_chunks=True, priority_defaults=(0.6, 0.4))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import CAPACITY, member_axis
 from per_cli.replay.structures.sum_tree import (
@@ -86,7 +87,6 @@ class PrioritizedSampler(Sampler):
     those of the whole memory.
     """
 
-    takes_chunks = True
     draw_members = staticmethod(draw_prioritized)
     floor = 0.0  # priorities are (max(|δ|, floor) + eps) ** alpha: PER's floor is 0 (LAP's: κ)
 
@@ -190,3 +190,10 @@ class PrioritizedSampler(Sampler):
 
     def load_state_dict(self, state: dict) -> None:
         self.tree.load_state_dict(state["tree"])
+
+
+# (α, β0): the paper's Atari values (Schaul et al. 2016, Table 3)
+PRIORITIZED = KindSpec(
+    "prioritized", PrioritizedSampler, takes_chunks=True, colour="#d62728", priority_defaults=(0.6, 0.4),
+    factory=lambda cfg, storage, rng, params: PrioritizedSampler(storage, rng, cfg.alpha, cfg.priority_eps, cfg.window),
+)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
 from per_cli.replay.structures.rank_heap import (
@@ -122,7 +123,6 @@ class RankSampler(Sampler):
     them costs one pass over the heap array per batch (O(capacity)).
     """
 
-    takes_chunks = True
     draw_members = staticmethod(draw_rank)
 
     def __init__(
@@ -293,3 +293,10 @@ def _shared(arrays: list[np.ndarray]) -> list[np.ndarray]:
             kept.append(array)
         out.append(array if same is None else same)
     return out
+
+
+# (α, β0): the paper's Atari values (Schaul et al. 2016, Table 3)
+RANK = KindSpec(
+    "rank", RankSampler, takes_chunks=True, colour="#ff7f0e", priority_defaults=(0.7, 0.5),
+    factory=lambda cfg, storage, rng, params: RankSampler(storage, rng, cfg.alpha, cfg.rank_resort_period, cfg.window),
+)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
 from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis, oldest_id
 
@@ -61,3 +62,8 @@ class RecentSampler(Sampler):
 
     def begin_phase(self, n_batches: int) -> None:
         self.phase[:] = (n_batches, 0)
+
+
+# (no window, no runs: its batch is already the newest run of B)
+NONE = KindSpec("none", RecentSampler, factory=lambda cfg, storage, rng, params: RecentSampler(storage, rng),
+                colour="#7f7f7f")  # fmt: skip

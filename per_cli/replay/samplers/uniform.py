@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, Storage, draw_distinct
 from per_cli.replay.storage.ring import ADDED, CAPACITY, oldest_id
 
@@ -50,7 +51,6 @@ class UniformSampler(Sampler):
     then refused."""
 
     draw_members = staticmethod(draw_uniform)
-    takes_chunks = True
 
     def __init__(self, storage: Storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng)
@@ -64,3 +64,6 @@ class UniformSampler(Sampler):
         counts = np.zeros(self.storage.capacity)
         counts[(lo + np.arange(n)) % self.storage.capacity] = batch_size / n
         return counts
+
+
+UNIFORM = KindSpec("uniform", UniformSampler, takes_chunks=True, colour="#1f77b4")

@@ -14,7 +14,7 @@ import torch
 
 from per_cli.config import Config, ConfigError
 from per_cli.envs import make_env
-from per_cli.replay import Batch, ReplayMemory, make_replay
+from per_cli.replay import Batch, ReplayMemory, make_replay, resolve_config
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
@@ -41,7 +41,7 @@ class Trainer(Checkpointed, RunRecord):
 
     def __init__(self, cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None):
         """``env``: the training env, when a cohort made it (its seed's EnvPool env); else ``make_env``'s."""
-        self.cfg = cfg
+        self.cfg = cfg = resolve_config(cfg)  # (the kind's α, β0 and params filled in: what config.yaml shows)
         self.device = resolve_device(device or cfg.device)
         self.progress = progress or NoProgress()
         self.periodic = Periodic(cfg)

@@ -1,0 +1,78 @@
+"""A replay kind's description, :class:`KindSpec`: everything the project knows of a kind, in the kind's own file
+(the registry of them is :mod:`per_cli.replay.kinds`). Imports no sampler, so every sampler's file can state its
+kind's spec."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from per_cli.config import ReplayConfig, build_section
+from per_cli.config.loading import MAX_STR
+from per_cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from per_cli.replay.samplers.base import Sampler, Storage
+
+# factory(replay_cfg, storage, rng, params): the kind's sampler; params is its params dataclass's instance, or None
+SamplerFactory = Callable[[ReplayConfig, "Storage", np.random.Generator, Any], "Sampler"]
+# (α, β0) of a kind that states none (its IS weights are ones, or it ignores them): the prioritized kind's
+NO_PRIORITY_DEFAULTS = (0.6, 0.4)
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A replay kind. ``factory`` None: ``sampler(storage, rng, window=cfg.window)``, plus ``params=`` the
+    parameters' dataclass where the kind has one. ``loss``: the name of the TD loss the kind trains with
+    (``per_cli.rl.losses``), None for ``agent.loss``. ``colour``: its line colour in figures, None for one picked
+    by name. ``priority_defaults``: (α, β0) where the config leaves them out."""
+
+    name: str
+    sampler: type[Sampler]
+    factory: SamplerFactory | None = None
+    params: type | None = None
+    loss: str | None = None
+    takes_chunks: bool = False
+    colour: str | None = None
+    priority_defaults: tuple[float, float] | None = None
+
+    def parse_params(self, given: dict) -> Any:
+        """``replay.params`` as the kind's params dataclass (its defaults for keys left out), or None for a kind
+        without one. ConfigError, one line naming ``replay.params.<key>``, for an unknown key, a wrong type or a
+        value out of its bounds."""
+        known = [f.name for f in dataclasses.fields(self.params)] if self.params is not None else []
+        for key in given:
+            if key not in known:
+                keys = f"its keys: {', '.join(known)}" if known else "it has no parameters of its own"
+                name = str(key) if len(str(key)) <= MAX_STR else f"{str(key)[:50]}...({len(str(key)):,} characters)"
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean replay.params.{close[0]}? " if close else ""
+                raise ConfigError(f"replay.params.{name}: not a parameter of replay.kind {self.name}; {hint}{keys}")
+        if self.params is None:
+            return None
+        return build_section(self.params, dict(given), "replay.params.")
+
+    def resolve(self, replay: ReplayConfig) -> ReplayConfig:
+        """``replay`` with its kind's defaults filled in: α and β0 where null, every key of ``replay.params``."""
+        alpha, beta0 = self.priority_defaults or NO_PRIORITY_DEFAULTS
+        params = self.parse_params(replay.params)
+        return dataclasses.replace(
+            replay,
+            alpha=alpha if replay.alpha is None else replay.alpha,
+            beta0=beta0 if replay.beta0 is None else replay.beta0,
+            params=dataclasses.asdict(params) if params is not None else {},
+        )
+
+    def build(self, replay: ReplayConfig, storage: Storage, rng: np.random.Generator) -> Sampler:
+        """The kind's sampler for ``replay`` (resolved here: a config straight from the loader works too)."""
+        replay = self.resolve(replay)
+        params = self.parse_params(replay.params)
+        if self.factory is not None:
+            return self.factory(replay, storage, rng, params)
+        extra = {"params": params} if params is not None else {}
+        return self.sampler(storage, rng, window=replay.window, **extra)

@@ -1,0 +1,81 @@
+"""The one registry of replay kinds: a :class:`KindSpec` per ``replay.kind``, everything the project knows of it.
+
+A kind is its sampler class and how to build it, the dataclass of its own parameters (``replay.params``), the
+loss it trains with where it brings one, whether it draws runs (``replay.chunk``), its colour in figures and its
+default (α, β0). Each built-in kind's spec lives in its sampler's file; a user's kind is one file that calls
+:func:`register_kind` (docs/extending.md). Every layer that needs kind knowledge asks :data:`KINDS` (the losses,
+the figures' colours, preflight, ``per grid``); the config layer below it cannot, so a config's kind-dependent
+values (α and β0 left out, ``replay.params``' defaults) are filled in by :func:`resolve_config` where a run is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from per_cli.config import Config
+from per_cli.errors import ConfigError
+from per_cli.plugins import load_plugins
+from per_cli.replay.kind_spec import KindSpec
+from per_cli.replay.samplers.base import Sampler
+
+KINDS: dict[str, KindSpec] = {}
+
+
+def register_kind(spec: KindSpec) -> None:
+    """Make ``spec.name`` a ``replay.kind``. A known name with the same sampler class again is a no-op (a plugin
+    imported twice); with another class, a name that is not an identifier, a class that is not a ``Sampler`` with
+    its own ``draw_members``, or ``params`` that is not a dataclass is an error."""
+    kind, cls = spec.name, spec.sampler
+    if not kind.isidentifier():
+        raise ValueError(f"a replay kind is a name of letters, digits and underscores, got {kind!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Sampler)):
+        raise TypeError(f"replay kind {kind!r}: {cls!r} is not a Sampler subclass")
+    if cls.draw_members is Sampler.draw_members:
+        raise TypeError(f"replay kind {kind!r}: {cls.__name__} defines no draw_members")
+    if spec.params is not None and not dataclasses.is_dataclass(spec.params):
+        raise TypeError(f"replay kind {kind!r}: params {spec.params!r} is not a dataclass")
+    known = KINDS.get(kind)
+    if known is not None:
+        if _same_class(known.sampler, cls):
+            return
+        raise ValueError(f"replay kind {kind!r} is already registered (by {_qualified(known.sampler)})")
+    KINDS[kind] = spec
+
+
+def register_sampler(kind: str, sampler_class: type[Sampler], factory: Callable | None = None, **spec: Any) -> None:
+    """:func:`register_kind` of ``KindSpec(kind, sampler_class, ...)``: ``factory(replay_cfg, storage, rng)`` as
+    before ``replay.params``; ``takes_chunks`` is the class's attribute of that name unless given; any other
+    :class:`KindSpec` field by keyword."""
+    spec.setdefault("takes_chunks", bool(getattr(sampler_class, "takes_chunks", False)))
+    if factory is not None:
+        spec["factory"] = lambda cfg, storage, rng, params: factory(cfg, storage, rng)
+    register_kind(KindSpec(kind, sampler_class, **spec))
+
+
+def kind_spec(kind: str) -> KindSpec:
+    """The spec of ``kind``; ConfigError naming ``replay.kind`` and the registered kinds where it is not one."""
+    spec = KINDS.get(kind)
+    if spec is None:
+        kinds = list(KINDS)
+        close = difflib.get_close_matches(kind, kinds, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise ConfigError(f"replay.kind: unknown replay kind {kind!r}; {hint}choose one of {', '.join(kinds)}")
+    return spec
+
+
+def resolve_config(cfg: Config) -> Config:
+    """``cfg`` with its replay kind's defaults filled in (:meth:`KindSpec.resolve`), after importing its
+    ``plugins``: what a run is built from and what its config.yaml shows. Idempotent."""
+    load_plugins(cfg.plugins)
+    return dataclasses.replace(cfg, replay=kind_spec(cfg.replay.kind).resolve(cfg.replay))
+
+
+def _same_class(a: type, b: type) -> bool:
+    return a.__qualname__ == b.__qualname__ and a.__module__ == b.__module__
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
