@@ -79,16 +79,16 @@ def load_plain(path: Path, map_location: Any = "cpu") -> Any:
     except FileNotFoundError:
         raise ConfigError(f"--resume: {path} is missing; the checkpoint is incomplete") from None
     except Exception as exc:  # noqa: BLE001 - a refused global, or a damaged file: bad input either way
-        refused = refusal(path) if isinstance(exc, pickle.UnpicklingError) else None  # (how torch refuses one)
-        if refused is not None:
-            raise refused from None
-        raise ConfigError(f"--resume: cannot read {path}: {type(exc).__name__}: {exc}") from None
+        if isinstance(exc, pickle.UnpicklingError):  # (how torch's weights-only reader refuses what it will not run)
+            raise refusal(path) from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ConfigError(f"--resume: cannot read {path}: {type(exc).__name__}: {first}") from None
     return decode(tree)
 
 
-def refusal(path: Path) -> CheckpointRefused | None:
-    """Why ``path`` (a file a weights-only load refused) is not loaded, found without running it: the checkpoint
-    format it names, else the globals it would have loaded; None when it names none (a damaged file)."""
+def refusal(path: Path) -> CheckpointRefused:
+    """Why ``path``, a file a weights-only load refused, is not loaded, found without running it: the checkpoint
+    format it names, else the globals it would have loaded."""
     written = written_format(path)
     if written is not None and written < FORMAT_VERSION:
         return CheckpointRefused(
@@ -98,13 +98,14 @@ def refusal(path: Path) -> CheckpointRefused | None:
         )
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except Exception:  # noqa: BLE001 - not even a torch file: damaged
-        return None
-    if not names:
-        return None
+    except Exception:  # noqa: BLE001 - not torch's zip format (a bare pickle, ...)
+        names = []
+    what = f"names {', '.join(names[:4])}, which per never writes into a checkpoint" if names else (
+        "is not a checkpoint per wrote (a weights-only load refused it)"
+    )
     return CheckpointRefused(
-        f"--resume: {path} names {', '.join(names[:4])}, which per never writes into a checkpoint (the file was not "
-        "written by per, or was altered); it was not loaded, and nothing in it ran"
+        f"--resume: {path} {what} (the file was not written by per, or was altered); it was not loaded, and "
+        "nothing in it ran"
     )
 
 

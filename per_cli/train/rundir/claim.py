@@ -31,6 +31,7 @@ class Claim:
         self._fd = fd
         self._made_dir = made_dir
         self._made_lock = made_lock
+        self.made_parents: list[Path] = []  # the missing folders above a new run directory, made for it
 
     def release(self) -> None:
         if self._fd is not None:
@@ -44,8 +45,9 @@ class Claim:
         if self._made_lock or self._made_dir:
             (self.path / LOCK_FILE).unlink(missing_ok=True)
         if self._made_dir:
-            with contextlib.suppress(OSError):  # (not empty: something was written after all; keep it)
-                self.path.rmdir()
+            for folder in (self.path, *self.made_parents):  # the deepest first
+                with contextlib.suppress(OSError):  # (not empty: something was written after all; keep it)
+                    folder.rmdir()
 
 
 def _lock(path: Path, made_dir: bool) -> Claim:
@@ -72,12 +74,16 @@ def _lock(path: Path, made_dir: bool) -> Claim:
 
 def claim_new(path: Path) -> Claim:
     """Make ``path`` (exclusively) and hold it. ConfigError, nothing written, when it exists already (another
-    run has it, or had it)."""
+    run has it, or had it). Missing folders above it are made (and taken back by :meth:`Claim.abandon`)."""
+    parents = [p for p in path.parents if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(path)
     except FileExistsError:
         raise ConfigError(f"--name: run directory {path} already exists; choose another --name") from None
-    return _lock(path, made_dir=True)
+    claim = _lock(path, made_dir=True)
+    claim.made_parents = parents
+    return claim
 
 
 def claim_free_name(runs_dir: Path, name: str) -> Claim:
