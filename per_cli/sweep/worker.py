@@ -101,8 +101,9 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         if mode == "resume":
             try:
                 note = f"resumed from step {trainer.resume(run_dir)}"
-            except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot continue: start over
-                note = f"checkpoint not usable ({type(exc).__name__}: {exc}); started again"
+            except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
+                where = set_aside(run_dir)
+                note = f"checkpoint not usable ({type(exc).__name__}: {exc}); its files moved to {where}; started again"
                 trainer, mode = Trainer(cfg, progress=progress), "fresh"
         if mode == "fresh" and run_dir.exists():
             shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)

@@ -94,13 +94,14 @@ def _load_tree(folder: Path) -> Any:
     for name, keys in saved["npy"].items():
         if not isinstance(name, str) or not _NPY_NAME.fullmatch(name):
             raise ConfigError(f"--resume: {folder / _TREE_FILE} names {name!r}, not a replay array file")
-        node = tree
-        for key in keys[:-1]:
-            node = node[key]
-        try:  # memory-mapped: copied straight into the memory
+        try:
+            node = tree
+            for key in keys[:-1]:
+                node = node[key]
+            # memory-mapped: copied straight into the memory
             node[keys[-1]] = np.load(inside(folder, name), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--resume: cannot read {folder / name}: {exc}") from None
+        except (OSError, ValueError, LookupError, TypeError) as exc:
+            raise ConfigError(f"--resume: cannot read {folder / name} into the replay tree: {exc}") from None
     return tree
 
 
@@ -218,7 +219,7 @@ def refusal_of(run_dir: Path) -> CheckpointRefused | None:
         load_replay(path)
     except CheckpointRefused as exc:
         return exc
-    except (ConfigError, AttributeError, TypeError):  # damaged, or not a checkpoint's layout: not a refusal
+    except Exception:  # noqa: BLE001 - damaged, or not a checkpoint's layout: not a refusal (the resume says so)
         return None
     return None
 

@@ -68,7 +68,10 @@ def decode(node: Any) -> Any:
 
 
 def save_plain(tree: Any, path: Path) -> None:
-    torch.save(encode(tree), path)
+    """Write ``tree`` for :func:`load_plain`. The file is ours to close: torch's writer, given a path, keeps it
+    open when a write fails (a full disk), and the checkpoint's cleanup could not free its space."""
+    with open(path, "wb") as f:
+        torch.save(encode(tree), f)
 
 
 def load_plain(path: Path, map_location: Any = "cpu") -> Any:
