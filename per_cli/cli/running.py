@@ -52,6 +52,21 @@ def check_runs_dir(runs_dir: Path) -> None:
         ) from None
 
 
+def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a sweep.locks.Lock, or None
+    """A run of a ``per grid`` is trained under the grid's lock for it (``<grid>/.locks/<run>.lock``), not its own
+    ``.lock``: ``--resume`` of such a run takes that lock too, refused while the grid trains the run."""
+    from per_cli.sweep.locks import GridLockedError, hold_lock
+    from per_cli.sweep.status import LOCKS_DIR
+
+    path = run_dir.parent / LOCKS_DIR / f"{run_dir.name}.lock"
+    if not path.is_file():
+        return None
+    try:
+        return hold_lock(path, wait_s=0)
+    except GridLockedError:
+        raise ConfigError(f"--resume: {shown(run_dir)} is being trained by per grid; wait for it or stop it") from None
+
+
 def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
     """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before
     anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one.
@@ -62,7 +77,7 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
     same ``--name``, or resuming a run in progress, is refused in one line."""
     from per_cli.config import load_config
 
-    claim = None
+    claim = grid_lock = None
     try:
         if resume is not None:
             if config is not None or seed is not None or name is not None:
@@ -85,6 +100,7 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
         loaded = None
         if resume is not None:  # the checkpoint and the resume rules before preflight imports any plugin
             claim = claim_existing(resume)
+            grid_lock = hold_grid_run(resume)
             loaded = load_checkpoint(resume)
             check_resume(loaded.state["config"], loaded.state["loop"]["step"], loaded.state["loop"]["episode"], cfg)
         preflight(cfg)  # before the name: env ids and kinds become part of it
@@ -99,13 +115,13 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
         trainer = Trainer(cfg, progress=progress)
         if resume is not None:
             trainer.resume(run_dir, loaded)
-    except ConfigError as exc:
+    except BaseException as exc:
         if claim is not None:
             claim.abandon()
-        raise fail_input(str(exc)) from None
-    except BaseException:
-        if claim is not None:
-            claim.abandon()
+        if grid_lock is not None:
+            grid_lock.release()
+        if isinstance(exc, ConfigError):
+            raise fail_input(str(exc)) from None
         raise
     if not quiet:
         for note in [*notes(cfg), cold_cache_note()]:
@@ -127,6 +143,8 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
         raise typer.Exit(EXIT_RUN_FAILED) from None
     finally:
         claim.release()
+        if grid_lock is not None:
+            grid_lock.release()
     if not quiet:
         print_summary(run_dir, summary)
 

@@ -79,3 +79,27 @@ def test_a_default_name_taken_in_the_same_second_gets_the_next_free_one(tmp_path
     again.release()
     second.abandon()  # a run that failed before writing anything: its claim leaves no directory behind
     assert not second.path.exists() and (first.path / LOCK_FILE).exists()
+
+
+def test_a_resume_of_a_grid_run_in_progress_is_refused(tmp_path):
+    """A grid trains its runs under its own lock for each (<grid>/.locks/<run>.lock): --resume takes it too."""
+    from typer.testing import CliRunner
+
+    from per_cli.cli import app
+    from per_cli.sweep.locks import hold_lock
+
+    grid_dir = tmp_path / "g"
+    run = CliRunner().invoke(app, ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), "--runs-dir",
+                                   str(grid_dir), "--name", "run", "--quiet", "--device", "cpu",
+                                   *[a for s in [*TINY_CARTPOLE, "train.total_steps=200", "train.checkpoint_every=100"]
+                                     for a in ("--set", s)]])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    (grid_dir / ".locks").mkdir()
+    lock = hold_lock(grid_dir / ".locks" / "run.lock", wait_s=0)  # (the grid's worker, training the run)
+    args = ["train", "--resume", str(grid_dir / "run"), "--set", "train.total_steps=400", "--quiet"]
+    try:
+        refused = CliRunner().invoke(app, args)
+        assert refused.exit_code == 2 and "is being trained by per grid" in refused.output, refused.output
+    finally:
+        lock.release()
+    assert CliRunner().invoke(app, args).exit_code == 0  # released: it resumes
