@@ -191,6 +191,9 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     except KeyboardInterrupt as exc:  # each unfinished run recorded `interrupted` in its summary.json
         typer.echo(f"{exc or 'interrupted'}; recorded in each run's summary.json under {shown(runs_dir)}", err=True)
         raise typer.Exit(getattr(exc, "exit_code", 130)) from None
+    finally:
+        for claim in claims:
+            claim.release()
     failed = [(d, s) for d, s in zip(run_dirs, summaries, strict=True) if s.get("status") != "completed"]
     for run_dir, summary in failed:
         typer.echo(f"error: run failed: {summary.get('error')} (see {shown(run_dir / 'summary.json')})", err=True)
