@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pickle
 import pickletools
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,9 @@ def load_plain(path: Path, map_location: Any = "cpu") -> Any:
     """The tree :func:`save_plain` wrote, read with ``weights_only=True``. CheckpointRefused when the file
     names anything a weights-only load refuses (older formats, crafted pickles); ConfigError when it is damaged."""
     try:
-        tree = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # (torch warns about a crafted file's protocol before refusing it)
+            warnings.simplefilter("ignore")
+            tree = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise ConfigError(f"--resume: {path} is missing; the checkpoint is incomplete") from None
     except Exception as exc:  # noqa: BLE001 - a refused global, or a damaged file: bad input either way
