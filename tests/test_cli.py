@@ -40,8 +40,9 @@ def test_train_writes_the_run_directory_contract(tmp_path):
 
 def check_run_contract(run, *, seed: int, total_steps: int, env: str = "cartpole", replay: str = "uniform") -> None:
     """The run directory contract (config.yaml, summary.json, metrics.csv, TensorBoard events) of a completed
-    run; shared with the cohort tests, whose every run directory must pass it too."""
-    assert sorted(p.name for p in run.iterdir() if not p.name.startswith("events.")) == [
+    run; shared with the cohort tests, whose every run directory must pass it too. (``.lock``: the claim of a run
+    started by ``per train``, rundir/claim.py.)"""
+    assert sorted(p.name for p in run.iterdir() if not p.name.startswith("events.") and p.name != ".lock") == [
         "config.yaml",
         "metrics.csv",
         "summary.json",

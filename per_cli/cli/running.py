@@ -52,11 +52,32 @@ def check_runs_dir(runs_dir: Path) -> None:
         ) from None
 
 
+def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a sweep.locks.Lock, or None
+    """A run of a ``per grid`` is trained under the grid's lock for it (``<grid>/.locks/<run>.lock``), not its own
+    ``.lock``: ``--resume`` of such a run takes that lock too, refused while the grid trains the run."""
+    from per_cli.sweep.locks import GridLockedError, hold_lock
+    from per_cli.sweep.status import LOCKS_DIR
+
+    path = run_dir.parent / LOCKS_DIR / f"{run_dir.name}.lock"
+    if not path.is_file():
+        return None
+    try:
+        return hold_lock(path, wait_s=0)
+    except GridLockedError:
+        raise ConfigError(f"--resume: {shown(run_dir)} is being trained by per grid; wait for it or stop it") from None
+
+
 def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
-    """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's name, before
-    anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one."""
+    """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before
+    anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one.
+
+    A resume reads its checkpoint (which runs nothing: checkpoints are data) and checks what may change against
+    it before the config's plugins are imported, so a plugin edited into a run's config.yaml never runs. The run
+    directory is claimed (:mod:`per_cli.train.rundir.claim`) for the run's life: a second process asking for the
+    same ``--name``, or resuming a run in progress, is refused in one line."""
     from per_cli.config import load_config
 
+    claim = grid_lock = None
     try:
         if resume is not None:
             if config is not None or seed is not None or name is not None:
@@ -68,25 +89,40 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
             check_run_name(name)
             cfg = load_config(resolve_config_option(config), overrides, seed=seed, device=device)
         # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        from per_cli.train.checkpoints.checkpoint import load_checkpoint
+        from per_cli.train.checkpoints.resume import check_resume
         from per_cli.train.loop.setup import default_run_name
         from per_cli.train.loop.trainer import Trainer
         from per_cli.train.preflight import notes, preflight
+        from per_cli.train.rundir.claim import claim_existing, claim_free_name, claim_new
         from per_cli.train.rundir.progress import train_progress
 
+        loaded = None
+        if resume is not None:  # the checkpoint and the resume rules before preflight imports any plugin
+            claim = claim_existing(resume)
+            grid_lock = hold_grid_run(resume)
+            loaded = load_checkpoint(resume)
+            check_resume(loaded.state["config"], loaded.state["loop"]["step"], loaded.state["loop"]["episode"], cfg)
         preflight(cfg)  # before the name: env ids and kinds become part of it
         if resume is not None:
             run_dir = resume
         else:
             check_runs_dir(runs_dir)
-            run_dir = runs_dir / (name or default_run_name(cfg))
-            if run_dir.exists():
-                raise ConfigError(f"--name: run directory {shown(run_dir)} already exists; choose another --name")
+            # (an exclusive mkdir: of two processes asking for one --name, the second is refused here)
+            claim = claim_new(runs_dir / name) if name is not None else claim_free_name(runs_dir, default_run_name(cfg))
+            run_dir = claim.path
         progress = train_progress(cfg.train.total_steps, run_dir.name, quiet, cfg.train.total_episodes)
         trainer = Trainer(cfg, progress=progress)
         if resume is not None:
-            trainer.resume(run_dir)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+            trainer.resume(run_dir, loaded)
+    except BaseException as exc:
+        if claim is not None:
+            claim.abandon()
+        if grid_lock is not None:
+            grid_lock.release()
+        if isinstance(exc, ConfigError):
+            raise fail_input(str(exc)) from None
+        raise
     if not quiet:
         for note in [*notes(cfg), cold_cache_note()]:
             if note:
@@ -105,6 +141,10 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
         line = describe_failure(exc, run_dir)
         typer.echo(f"error: run failed: {line} (see {shown(run_dir / 'summary.json')})", err=True)
         raise typer.Exit(EXIT_RUN_FAILED) from None
+    finally:
+        claim.release()
+        if grid_lock is not None:
+            grid_lock.release()
     if not quiet:
         print_summary(run_dir, summary)
 
@@ -114,6 +154,7 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
     from per_cli.config import load_config
 
+    claims = []
     try:
         if any(value is not None for value in clash):
             raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
@@ -122,22 +163,24 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
         from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
         from per_cli.train.loop.setup import default_run_name
         from per_cli.train.preflight import notes, preflight
+        from per_cli.train.rundir.claim import claim_free_name
         from per_cli.train.rundir.progress import train_progress
 
         cfgs = cohort_configs(cfg, parse_seeds(seeds))
         preflight(cfgs[0], members=len(cfgs))  # before the names: env ids and kinds become part of them
         check_runs_dir(runs_dir)
-        run_dirs = [runs_dir / default_run_name(cfg) for cfg in cfgs]
-        for run_dir in run_dirs:
-            if run_dir.exists():
-                raise ConfigError(
-                    f"--seeds: run directory {shown(run_dir)} already exists; wait a second and run again"
-                )
+        for cfg in cfgs:  # each seed's directory claimed as a solo run's (a taken default name: the next free one)
+            claims.append(claim_free_name(runs_dir, default_run_name(cfg)))
+        run_dirs = [claim.path for claim in claims]
         t = cfgs[0].train
         progress = train_progress(t.total_steps, f"cohort of {len(cfgs)} seeds", quiet, t.total_episodes)
         cohort = Cohort(cfgs, progress=progress)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+    except BaseException as exc:
+        for claim in claims:
+            claim.abandon()
+        if isinstance(exc, ConfigError):
+            raise fail_input(str(exc)) from None
+        raise
     if not quiet:
         for note in [*notes(cfgs[0]), cohort.note, cold_cache_note()]:
             if note:
@@ -148,6 +191,9 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
     except KeyboardInterrupt as exc:  # each unfinished run recorded `interrupted` in its summary.json
         typer.echo(f"{exc or 'interrupted'}; recorded in each run's summary.json under {shown(runs_dir)}", err=True)
         raise typer.Exit(getattr(exc, "exit_code", 130)) from None
+    finally:
+        for claim in claims:
+            claim.release()
     failed = [(d, s) for d, s in zip(run_dirs, summaries, strict=True) if s.get("status") != "completed"]
     for run_dir, summary in failed:
         typer.echo(f"error: run failed: {summary.get('error')} (see {shown(run_dir / 'summary.json')})", err=True)

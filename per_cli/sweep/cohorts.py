@@ -20,7 +20,7 @@ from typing import Any
 
 from per_cli.sweep.locks import GridLockedError, hold_lock
 from per_cli.sweep.plan import RunSpec
-from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED
+from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, set_aside
 from per_cli.sweep.worker import RESULT_KEYS, decide, record_failure
 
 
@@ -91,8 +91,10 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
                 try:
                     notes[i] = f"resumed from step {cohort.members[i].resume(run_dir)}"
                     continue
-                except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot continue: start over
-                    notes[i] = f"checkpoint not usable ({type(exc).__name__}: {exc}); started again"
+                except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
+                    where = set_aside(run_dir)
+                    error = f"{type(exc).__name__}: {exc}"
+                    notes[i] = f"checkpoint not usable ({error}); its files moved to {where}; started again"
                     cohort.members[i] = Trainer(cohort.members[i].cfg)
             if run_dir.exists():
                 shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)

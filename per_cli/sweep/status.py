@@ -41,7 +41,10 @@ def has_checkpoint(run_dir: Path) -> bool:
         return False
     from per_cli.train.checkpoints.checkpoint import latest_checkpoint
 
-    return latest_checkpoint(run_dir) is not None
+    try:
+        return latest_checkpoint(run_dir) is not None
+    except ConfigError:  # a ``latest`` that is refused or unreadable: the resume says so (worker.refuse_checkpoint)
+        return True
 
 
 def action_for(state: str, retry_failed: bool, run_dir: Path | None = None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.sweep.locks import GridLockedError, hold_lock
-from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, skip_note
+from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, set_aside, skip_note
 from per_cli.train.rundir.logger import read_summary, write_summary
 
 RESULT_KEYS = ("total_steps", "episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean")
@@ -62,12 +62,34 @@ def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
     action = action_for(state, payload["retry_failed"], run_dir)
     if action == "skip":
         return {"status": "skipped", "note": skip_note(state)}
+    if action == "resume":
+        refused = refuse_checkpoint(payload, run_dir)
+        if refused is not None:
+            return refused
     return "resume" if action == "resume" else "fresh"
+
+
+def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
+    """A failed result when the run's checkpoint is refused (crafted, altered or of an older format: loading it
+    could run code, or this version cannot read it), else None. Nothing in it runs; its files are moved aside,
+    untouched (``.set-aside/``, never deleted), and the run is recorded failed with why and where they went, so
+    the grid ends with a failed run (``--retry-failed`` starts it again) rather than quietly starting it over."""
+    from per_cli.train.checkpoints.checkpoint import refusal_of
+
+    refused = refusal_of(run_dir)
+    if refused is None:
+        return None
+    where = set_aside(run_dir)
+    why = str(refused).removeprefix("--resume: ")
+    error = f"checkpoint refused: {why}; its files were moved to {where}; --retry-failed starts the run again"
+    record_failure(payload, run_dir, error)
+    return {"status": FAILED, "error": error}
 
 
 def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", progress=None) -> dict[str, Any]:
     """Train one run into ``run_dir``: ``fresh`` clears any older attempt first; ``resume`` continues from the
-    run's latest checkpoint (falling back to fresh when the checkpoint cannot be used). Always returns a small
+    run's latest checkpoint (falling back to fresh when the checkpoint is damaged or does not fit; one that is
+    refused never gets here: :func:`refuse_checkpoint`). Always returns a small
     result dict and leaves a summary.json that says completed, failed, or interrupted."""
     note = ""
     try:
@@ -79,8 +101,9 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         if mode == "resume":
             try:
                 note = f"resumed from step {trainer.resume(run_dir)}"
-            except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot continue: start over
-                note = f"checkpoint not usable ({type(exc).__name__}: {exc}); started again"
+            except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
+                where = set_aside(run_dir)
+                note = f"checkpoint not usable ({type(exc).__name__}: {exc}); its files moved to {where}; started again"
                 trainer, mode = Trainer(cfg, progress=progress), "fresh"
         if mode == "fresh" and run_dir.exists():
             shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)

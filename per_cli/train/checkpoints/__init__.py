@@ -1,1 +1,2 @@
-"""Checkpoint files (written atomically, the latest kept), env snapshots, and what a resume may change."""
+"""Checkpoint files (written atomically, the latest kept, read without running code), env snapshots, and what a
+resume may change."""

@@ -2,16 +2,23 @@
 
 This module only reads and writes files. What goes into a checkpoint is each component's ``state_dict()``
 (``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), plain
-data apart from the envs' pickled snapshots; what a resume may change is checked in
-:mod:`per_cli.train.checkpoints.resume`.
+data apart from the envs' snapshots (bytes, read by :mod:`per_cli.train.checkpoints.env_state`'s allow-list);
+what a resume may change is checked in :mod:`per_cli.train.checkpoints.resume`.
 
-Layout inside the run directory::
+Layout inside the run directory (format 4)::
 
     checkpoints/
       latest                  the name of the newest complete checkpoint (written last, atomically)
       step_000000500000/
-        trainer.pt            torch.save of Trainer.state_dict()
-        replay/               only with train.save_replay: one .npy per large array + tree.pkl
+        trainer.pt            Trainer.state_dict(), read with torch.load(weights_only=True)
+        replay/               only with train.save_replay: one .npy per large array (allow_pickle=False)
+          tree.pt             the rest of the replay tree and each .npy's key path, weights_only too
+
+Loading a checkpoint never runs code from it (:mod:`per_cli.train.checkpoints.safe_read`): numpy values are
+stored as marked tensors, ``latest`` must name a step folder inside ``checkpoints/``, and a file a weights-only
+load refuses (a crafted pickle, or a checkpoint of format 2 or 3, which held pickled objects) is refused in one
+line naming why. There is no reader for older formats: a run checkpointed by them is started again, or
+finished by the per version that wrote it.
 
 A checkpoint is written into ``.tmp-...``, renamed, and only then named in ``latest``; older ones are
 deleted afterwards. A crash at any moment leaves ``latest`` pointing at a complete checkpoint.
@@ -29,28 +36,33 @@ import csv
 import errno
 import io
 import os
-import pickle
+import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-import torch
 
 from per_cli.errors import ConfigError
-from per_cli.train.checkpoints.unpickling import MovedModulesPickle, unpickle
+from per_cli.train.checkpoints.env_state import check_snapshot
+from per_cli.train.checkpoints.safe_read import FORMAT_VERSION, CheckpointRefused, inside, load_plain, save_plain
 from per_cli.train.rundir.logger import atomic_write_text
 
 CHECKPOINT_DIR = "checkpoints"
 TMP_PREFIX = ".tmp-"  # a checkpoint being written (renamed when complete)
-# 2: the state is grouped by component (Trainer.state_dict); 3: plain data only (the metrics windows and the
-# replay tree no longer pickle per_cli classes; env snapshots stay pickled bytes). Format 2 is still read.
-FORMAT_VERSION = 3
-READ_FORMATS = (2, 3)
-_TREE_FILE = "tree.pkl"  # the replay tree's small values (format 3; format 2 wrote replay.pkl)
+STEP_NAME = re.compile(r"step_\d{12}")  # a checkpoint folder's name: the only names ``latest`` may hold
+_TREE_FILE = "tree.pt"  # the replay tree's small values
+_NPY_NAME = re.compile(r"a\d+\.npy")  # a replay array's file
 # a checkpoint write that failed with less than this free on its disk failed because the disk is full
 _FULL_BELOW_BYTES = 1 << 20
 _LARGE_ARRAY_BYTES = 1 << 20  # replay arrays above this go to their own .npy (written and read without copies)
+
+
+class Loaded(NamedTuple):
+    """A checkpoint read from disk: the trainer's state and the folder it came from (for its replay memory)."""
+
+    state: dict
+    path: Path
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -58,8 +70,8 @@ _LARGE_ARRAY_BYTES = 1 << 20  # replay arrays above this go to their own .npy (w
 
 
 def _save_tree(tree: Any, folder: Path) -> None:
-    """Write a tree of dicts into ``folder``: each large array to its own ``.npy``, the rest pickled in
-    ``tree.pkl`` as plain data (the tree with None where such an array was, and each ``.npy``'s key path)."""
+    """Write a tree of dicts into ``folder``: each large array to its own ``.npy``, the rest in ``tree.pt``
+    (the tree with None where such an array was, and each ``.npy``'s key path)."""
     folder.mkdir(parents=True)
     arrays: dict[str, list] = {}  # a .npy file's name: the keys leading to its array
 
@@ -73,45 +85,24 @@ def _save_tree(tree: Any, folder: Path) -> None:
             return None
         return node
 
-    skeleton = strip(tree, ())
-    with open(folder / _TREE_FILE, "wb") as f:
-        pickle.dump({"tree": skeleton, "npy": arrays}, f)
+    save_plain({"tree": strip(tree, ()), "npy": arrays}, folder / _TREE_FILE)
 
 
 def _load_tree(folder: Path) -> Any:
-    if not (folder / _TREE_FILE).is_file():
-        return _load_format2_tree(folder)
-    with open(folder / _TREE_FILE, "rb") as f:
-        saved = unpickle(f)
+    saved = load_plain(inside(folder, _TREE_FILE))
     tree = saved["tree"]
     for name, keys in saved["npy"].items():
-        node = tree
-        for key in keys[:-1]:
-            node = node[key]
-        node[keys[-1]] = np.load(folder / name, mmap_mode="r")  # memory-mapped: copied straight into the memory
+        if not isinstance(name, str) or not _NPY_NAME.fullmatch(name):
+            raise ConfigError(f"--resume: {folder / _TREE_FILE} names {name!r}, not a replay array file")
+        try:
+            node = tree
+            for key in keys[:-1]:
+                node = node[key]
+            # memory-mapped: copied straight into the memory
+            node[keys[-1]] = np.load(inside(folder, name), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, LookupError, TypeError) as exc:
+            raise ConfigError(f"--resume: cannot read {folder / name} into the replay tree: {exc}") from None
     return tree
-
-
-class _NpyRef:
-    """Where a format-2 tree (``replay.pkl``) had a large array: the name of its ``.npy``. Read only."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def _load_format2_tree(folder: Path) -> Any:
-    """A tree written by format 2: pickled with an :class:`_NpyRef` in place of each large array."""
-    with open(folder / "replay.pkl", "rb") as f:
-        skeleton = unpickle(f)
-
-    def fill(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: fill(v) for k, v in node.items()}
-        if isinstance(node, _NpyRef):
-            return np.load(folder / node.name, mmap_mode="r")
-        return node
-
-    return fill(skeleton)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -141,13 +132,24 @@ def checkpoints_dir(run_dir: Path) -> Path:
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    pointer = checkpoints_dir(run_dir) / "latest"
+    """The folder ``checkpoints/latest`` names, if it holds a ``trainer.pt``; None when there is none.
+    CheckpointRefused when ``latest`` holds anything but a step folder's name, or that folder or its file is a
+    symlink leading out of ``checkpoints/``: a run directory's paths resolve inside it."""
+    root = checkpoints_dir(run_dir)
     try:
-        name = pointer.read_text().strip()
-    except FileNotFoundError:
+        name = (root / "latest").read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    path = checkpoints_dir(run_dir) / name
-    return path if (path / "trainer.pt").is_file() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--resume: cannot read {root / 'latest'}: {exc}") from None
+    if not STEP_NAME.fullmatch(name):
+        raise CheckpointRefused(
+            f"--resume: {root / 'latest'} names {name!r}, not a checkpoint folder (step_ and 12 digits) of "
+            f"{root}; it was not followed"
+        )
+    path = inside(inside(run_dir, CHECKPOINT_DIR), name)
+    trainer = inside(path, "trainer.pt")
+    return path if trainer.is_file() else None
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -167,7 +169,7 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        torch.save({**state, "format": FORMAT_VERSION}, tmp / "trainer.pt")
+        save_plain({**state, "format": FORMAT_VERSION}, tmp / "trainer.pt")
         if replay_state is not None:
             _save_tree(replay_state, tmp / "replay")
         _fsync_tree(tmp)
@@ -188,30 +190,43 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | 
     return final
 
 
-def load_checkpoint(run_dir: Path, map_location: Any) -> tuple[dict, Path]:
-    """The state saved in ``run_dir``'s latest checkpoint, and that checkpoint's folder. ConfigError when
-    there is none, it cannot be read, or it has another format."""
+def load_checkpoint(run_dir: Path, map_location: Any = "cpu") -> Loaded:
+    """The state saved in ``run_dir``'s latest checkpoint, and that checkpoint's folder. Nothing in the files
+    runs: CheckpointRefused for one this version will not load (older format, crafted, leading outside
+    ``run_dir``), ConfigError when there is none or it is damaged."""
     path = latest_checkpoint(run_dir)
     if path is None:
         raise ConfigError(
             f"--resume: {run_dir} has no checkpoint (runs write one every train.checkpoint_every steps; "
             "that key was 0 for this run)"
         )
+    state = load_plain(inside(path, "trainer.pt"), map_location)
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+        found = state.get("format") if isinstance(state, dict) else None
+        raise ConfigError(f"--resume: {path} has checkpoint format {found}; this version reads format {FORMAT_VERSION}")
+    return Loaded(state, path)
+
+
+def refusal_of(run_dir: Path) -> CheckpointRefused | None:
+    """Why a resume of ``run_dir`` would refuse its latest checkpoint (its paths, the globals its files name, its
+    env snapshots'), found without running or building anything from it; None when nothing is refused (it may
+    still be damaged, or not fit the config: the resume says so). A grid asks this before it resumes a run."""
     try:
-        state = torch.load(
-            path / "trainer.pt", map_location=map_location, weights_only=False, pickle_module=MovedModulesPickle
-        )
-    except Exception as exc:  # noqa: BLE001 - a damaged file is bad input, not a crash
-        raise ConfigError(f"--resume: cannot read {path / 'trainer.pt'}: {type(exc).__name__}: {exc}") from None
-    if state.get("format") not in READ_FORMATS:
-        formats = " or ".join(map(str, READ_FORMATS))
-        raise ConfigError(f"--resume: {path} has checkpoint format {state.get('format')}, expected {formats}")
-    return state, path
+        state, path = load_checkpoint(run_dir)
+        for blob in (state.get("env"), (state.get("evaluator") or {}).get("env")):
+            if isinstance(blob, bytes):
+                check_snapshot(blob)
+        load_replay(path)
+    except CheckpointRefused as exc:
+        return exc
+    except Exception:  # noqa: BLE001 - damaged, or not a checkpoint's layout: not a refusal (the resume says so)
+        return None
+    return None
 
 
 def load_replay(path: Path) -> dict | None:
     """The replay memory's state saved in checkpoint folder ``path``, or None if it was not saved."""
-    folder = path / "replay"
+    folder = inside(path, "replay")
     return _load_tree(folder) if folder.is_dir() else None
 
 

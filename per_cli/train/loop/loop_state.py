@@ -120,16 +120,3 @@ class LoopState:
         self.recent_successes = _window()
         self.recent_successes.extend(state["recent_successes"])
         self.target_syncs = int(state["target_syncs"])
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """A LoopState pickled by checkpoint format 2 (a dataclass then: its counters plain attributes), or
-        by this class (its counters' row)."""
-        if "_counters" not in state:
-            names = ("step", "episode", "episode_return", "episode_length")
-            counters = {name: state.pop(name) for name in names if name in state}
-            self.__dict__.update(state)
-            self._counters, self._row = Counters(1), 0
-            for name, value in counters.items():
-                setattr(self, name, value)
-            return
-        self.__dict__.update(state)

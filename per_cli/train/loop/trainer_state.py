@@ -1,11 +1,10 @@
 """A Trainer's checkpoints: what it saves, and how a run continues from them (``per train --resume``).
 
 Each component saves itself (agent, loop counters, evaluator, RNG streams, env, metric windows) as plain data:
-dicts, lists, numbers, strings, numpy arrays and torch tensors, no per_cli object, so a checkpoint does not
-depend on where per_cli's classes live. The one exception is the envs' snapshots
-(:func:`~per_cli.train.checkpoints.env_state.snapshot_env`): an env's internal state is the env library's object
-(with its wrappers), pickled into bytes under its own key. Checkpoints of format 2 held the metric windows
-pickled too; :meth:`Checkpointed.load_state_dict` still reads them.
+dicts, lists, numbers, strings, numpy arrays and torch tensors, no per_cli object, so a checkpoint is read with
+``torch.load(weights_only=True)`` and does not depend on where per_cli's classes live. The one exception is the
+envs' snapshots (:func:`~per_cli.train.checkpoints.env_state.snapshot_env`): an env's internal state is the env
+library's object (with its wrappers), pickled into bytes under its own key and read back through an allow-list.
 :mod:`per_cli.train.checkpoints.checkpoint` only writes and reads the files. A mixin of
 :class:`~per_cli.train.loop.trainer.Trainer`, kept apart so that the trainer's module holds the loop's phases: it
 uses the trainer's ``cfg``, ``agent``, ``memory``, ``state``, ``evaluator``, ``action_rng``, ``env``, ``device``,
@@ -24,7 +23,6 @@ from per_cli.config import to_dict
 from per_cli.train.checkpoints import checkpoint
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
 from per_cli.train.checkpoints.resume import check_resume
-from per_cli.train.checkpoints.unpickling import unpickle_bytes
 from per_cli.train.measures.metrics import RunningMeans
 from per_cli.train.measures.update_window import UpdateWindow
 
@@ -61,8 +59,7 @@ class Checkpointed:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The inverse of :meth:`state_dict`. An env that could not be pickled starts a new episode, seeded
-        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit).
-        Metrics pickled as bytes (checkpoint format 2) are unpickled as they were written."""
+        by the step (the episode in progress is dropped from the logs; the run goes on, not bit-for-bit)."""
         self.agent.load_state_dict(state["agent"])
         self.state.load_state_dict(state["loop"])
         self.state.quiet_until = 0  # (the step moved: end_step asks Periodic again)
@@ -81,18 +78,17 @@ class Checkpointed:
             self.state.episode_return, self.state.episode_length = 0.0, 0
             self.obs, _ = self.env.reset(seed=self.cfg.seed + self.state.step)
         metrics = state["metrics"]
-        if isinstance(metrics, bytes):  # format 2: the window and means pickled
-            self._window, self._log_means, self._episode_means = unpickle_bytes(metrics)
-        else:
-            self._window = UpdateWindow.from_state_dict(metrics["window"])
-            self._log_means = RunningMeans.from_state_dict(metrics["log_means"])
-            self._episode_means = RunningMeans.from_state_dict(metrics["episode_means"])
+        self._window = UpdateWindow.from_state_dict(metrics["window"])
+        self._log_means = RunningMeans.from_state_dict(metrics["log_means"])
+        self._episode_means = RunningMeans.from_state_dict(metrics["episode_means"])
         self._elapsed_before = float(state["elapsed_s"])
 
-    def resume(self, run_dir: Path) -> int:
-        """Load ``run_dir``'s latest checkpoint; ``run(run_dir)`` then continues it. Returns its step.
-        ConfigError (nothing changed on disk) when it cannot be continued with this config."""
-        state, path = checkpoint.load_checkpoint(run_dir, self.device)
+    def resume(self, run_dir: Path, loaded: checkpoint.Loaded | None = None) -> int:
+        """Load ``run_dir``'s latest checkpoint (or ``loaded``, read from it already: ``per train --resume``
+        reads and checks it before the config's plugins are imported); ``run(run_dir)`` then continues it.
+        Returns its step. ConfigError (nothing changed on disk) when it cannot be continued with this config;
+        CheckpointRefused when it is not loaded at all (nothing in it runs)."""
+        state, path = loaded if loaded is not None else checkpoint.load_checkpoint(run_dir)
         loop = state["loop"]
         check_resume(state["config"], loop["step"], loop["episode"], self.cfg)
         self.load_state_dict(state)

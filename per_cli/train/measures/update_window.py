@@ -47,9 +47,7 @@ class UpdateWindow:
 
     ``state_dict`` gives the window as plain data (its settings, the updates held, the reference's variance and
     counters, its generator's ``bit_generator.state``) and ``from_state_dict`` rebuilds a window that pops what
-    this one would have; checkpoints hold that, not the pickled object. A window saved (or pickled, checkpoint
-    format 2) while updates were still kept raw gets those updates measured when it is loaded, by the same
-    ``measure_rows``, from their saved arrays: it pops what the saved window would have.
+    this one would have; checkpoints hold that (read with a weights-only load), never the pickled object.
     """
 
     def __init__(
@@ -80,10 +78,6 @@ class UpdateWindow:
 
     # the per-update lists, by their state_dict keys
     _LISTS = {"obs": "_obs", "rows": "_rows", "variances": "_vars"}
-    # the raw updates' arrays of a window saved before every update was measured when it came (a row None marks
-    # such an update; the lists hold the raw ones in order), by state_dict key and by the pickled window's attribute
-    _RAW = {"td": "_td", "ages": "_ages", "weights": "_weights", "episodes": "_episodes", "held": "_held",
-            "losses": "_loss", "q_means": "_q"}  # fmt: skip
 
     def attach(self, pull: Callable[[], None]) -> None:
         """``pull()`` hands this window, through :meth:`add_block`, the updates a cohort measured for it and
@@ -116,11 +110,8 @@ class UpdateWindow:
     @classmethod
     def from_state_dict(cls, state: dict) -> UpdateWindow:
         """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
-        held and the reference and generator as they were, so its pops are the saved window's. A state saved
-        with raw updates (rows None, their arrays under ``td``, ``ages``, ``weights``, ``episodes``, ``held``,
-        ``losses``, ``q_means``, every update's states under ``obs``) has them measured now (``measure_rows``)."""
-        # (a state saved before LAP and PAL has no loss_params: its huber or mse loss does not use them)
-        loss = TDLoss(state["loss"], *state.get("loss_params", ()))
+        held and the reference and generator as they were, so its pops are the saved window's."""
+        loss = TDLoss(state["loss"], *state["loss_params"])
         window = cls(state["threshold"], iid=state["iid"], loss=loss, refresh_every=state["refresh_every"])
         rng = state["rng"]
         window._rng = np.random.Generator(getattr(np.random, rng["bit_generator"])())
@@ -128,48 +119,10 @@ class UpdateWindow:
         window._ref_var = state["ref_var"]
         window._since_refresh = int(state["since_refresh"])
         window._obs_ndim = int(state["obs_ndim"])
-        window._restore({key: state.get(key) for key in (*cls._LISTS, *cls._RAW)})
+        window._rows, window._vars = list(state["rows"]), list(state["variances"])
+        window._obs = list(state["obs"]) if window.iid else []
+        window._with_vars = sum(v is not None for v in window._vars)
         return window
-
-    def __getstate__(self) -> dict:
-        """The window's attributes but its ``pull`` (a cohort's, which lives as long as the loop)."""
-        state = dict(self.__dict__)
-        state.pop("_pull", None)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        """A window pickled by checkpoint format 2 (all its updates raw if pickled before measured updates
-        existed, else some): its settings and reference as they were, its raw updates measured now."""
-        state = dict(state)
-        saved = {key: state.pop(attribute, None) for key, attribute in {**self._LISTS, **self._RAW}.items()}
-        for stale in ("_measured", "_with_vars", "_stacked"):  # (recomputed; the stacked states were transient)
-            state.pop(stale, None)
-        self.__dict__.update(state)
-        self._pull = _nothing_kept
-        self.loss = TDLoss.of(self.loss)  # (format 2 pickled the loss's name)
-        if saved["rows"] is None:  # pickled before measured updates existed: every update raw
-            saved["rows"], saved["variances"] = [None] * len(saved["td"]), [None] * len(saved["td"])
-        self._restore(saved)
-
-    def _restore(self, saved: dict) -> None:
-        """The saved updates (``saved``: by state_dict key; None where a list was not saved): the rows and
-        variances as they were, the raw ones (row None) measured by ``measure_rows`` from their saved arrays, as
-        ``add`` would have measured them (each row's values its own, so all of them at once)."""
-        rows, variances, obs = list(saved["rows"]), list(saved["variances"]), list(saved["obs"] or ())
-        raw = [k for k, row in enumerate(rows) if row is None]
-        if raw:
-            measured = measure_rows(
-                [self] * len(raw), stack(saved["td"]), stack(saved["weights"]), stack(saved["ages"]),
-                stack([obs[k] for k in raw]) if self.threshold is not None or self.iid else None,
-                stack(saved["episodes"]) if self.iid else None, saved["held"] if self.iid else None,
-                saved["losses"], saved["q_means"],
-            )  # fmt: skip
-            for k, (row, row_variances) in zip(raw, measured, strict=True):
-                rows[k], variances[k] = row, row_variances
-        self._clear()
-        self._rows, self._vars = rows, variances
-        self._obs = obs if self.iid else []
-        self._with_vars = sum(v is not None for v in variances)
 
     def add(self, batch: Batch, result: UpdateResult, memory: ReplayMemory | None = None) -> None:
         """One update (``batch``: its states, IS weights, ages and episode ids; ``result``: its TD errors, loss

@@ -207,7 +207,7 @@ def test_truncate_metrics_keeps_rows_up_to_the_step(tmp_path):
 def test_checkpoint_holds_rng_and_schedule_state(tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
     Trainer(cfg).run(tmp_path / "r")
-    state = torch.load(latest_checkpoint(tmp_path / "r") / "trainer.pt", weights_only=False)
+    state = torch.load(latest_checkpoint(tmp_path / "r") / "trainer.pt", weights_only=True)  # (no added globals)
     assert state["loop"]["step"] == 600
     assert {"action", "sampler", "torch"} <= set(state["rng"])
     assert {"q_net", "target_net", "optimizer", "updates"} <= set(state["agent"])

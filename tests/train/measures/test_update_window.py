@@ -7,8 +7,6 @@ Every test here runs with warnings as errors: a constant state must not raise a 
 from __future__ import annotations
 
 import dataclasses
-import io
-import pickle
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,8 +17,8 @@ from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.losses import TDLoss
-from per_cli.train.checkpoints.unpickling import unpickle_bytes
-from per_cli.train.measures import metrics, update_window
+from per_cli.train.checkpoints.safe_read import load_plain, save_plain
+from per_cli.train.measures import update_window
 from per_cli.train.measures.iid import (
     REFERENCE_CHUNK,
     REFERENCE_SIZE,
@@ -221,19 +219,6 @@ def test_uniform_batches_read_one_when_rare_far_states_carry_the_variance():
     assert abs(np.concatenate(values).mean() - 1) < 0.12
 
 
-def test_a_window_pickled_under_its_old_module_name_loads():
-    """Checkpoints written before the window moved out of per_cli.train.metrics (and before train/ was split into
-    sub-packages) name it there; the checkpoint reader still loads them."""
-    window = UpdateWindow(correlation_threshold=0.8, seed=2)
-    old = pickle.dumps(window, protocol=0).replace(  # (protocol 0 names classes as text lines)
-        b"per_cli.train.measures.update_window", b"per_cli.train.metrics"
-    )
-    assert b"per_cli.train.metrics\n" in old
-    loaded = unpickle_bytes(old)
-    assert type(loaded) is UpdateWindow and loaded.threshold == 0.8
-    assert not hasattr(metrics, "UpdateWindow")  # the old shim (and its import cycle) is gone
-
-
 # ------------------------------------------------------------------------------------------------------------
 # state_dict: what checkpoints hold
 
@@ -254,7 +239,7 @@ def _add_both_ways(windows, memory, updates) -> None:
 
 
 @pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
-def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
+def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape, tmp_path):
     """A window holding updates and a reference, saved and rebuilt through a file as a checkpoint holds it, pops
     the original's values bit for bit, now and in later windows whose reference is redrawn with its restored
     generator."""
@@ -268,10 +253,8 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
     assert state["ref_var"] is not None and state["since_refresh"] == 2 and len(state["rows"]) == 2
     assert all(row is not None for row in state["rows"]) and "td" not in state  # every update kept measured
     assert len(state["obs"]) == 2 and state["obs_ndim"] == len(obs_shape)
-    saved = io.BytesIO()
-    torch.save(state, saved)
-    saved.seek(0)
-    rebuilt = UpdateWindow.from_state_dict(torch.load(saved, weights_only=False))
+    save_plain(state, tmp_path / "window.pt")  # as a checkpoint holds it: read back with a weights-only load
+    rebuilt = UpdateWindow.from_state_dict(load_plain(tmp_path / "window.pt"))
     # the same window with another generator: its redrawn references differ (what the generator's state is for)
     other = UpdateWindow.from_state_dict({**state, "rng": np.random.default_rng(99).bit_generator.state})
     differs = []
@@ -285,96 +268,6 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape):
                 differs.append((n, key))
     assert differs == [(3, "iid/state_diversity"), (5, "iid/state_diversity"), (2, "iid/state_diversity")]
     assert len(state["rows"]) == 2  # the state's lists are copies: popping the windows left them
-
-
-# the raw updates' lists of a window saved before every update was measured when it came, by state_dict key and
-# by the attribute a pickled (checkpoint format 2) window held them in
-_OLD_RAW = {"td": "_td", "ages": "_ages", "weights": "_weights", "episodes": "_episodes", "held": "_held",
-            "losses": "_loss", "q_means": "_q"}  # fmt: skip
-
-
-def _old_lists(window, memory, updates, measured: set[int]) -> dict:
-    """The updates as a window kept them before they were all measured when added, by the old state_dict's keys:
-    the raw ones' arrays (``td`` ... ``q_means``; ``episodes`` and ``held`` with iid) and a None row each, the
-    others a cohort's row and variances, every update's states under ``obs`` where the window counted
-    correlations or measured iid."""
-    lists: dict = {key: [] for key in (*_OLD_RAW, "obs", "rows", "variances")}
-    for k, (b, r) in enumerate(updates):
-        if window.threshold is not None or window.iid:
-            lists["obs"].append(b.obs)
-        if k in measured:
-            arrays = (r.td_errors, b.weights, b.ages, b.obs, b.episodes)
-            row, variances = measure_rows([window], *(a[None] for a in arrays), [memory.episodes_held()], [r.loss],
-                                          [r.q_mean])[0]  # fmt: skip
-            lists["rows"].append(row)
-            lists["variances"].append(variances)
-            continue
-        for key, value in (("td", r.td_errors), ("ages", b.ages), ("weights", b.weights), ("losses", r.loss),
-                           ("q_means", r.q_mean)):  # fmt: skip
-            lists[key].append(value)
-        if window.iid:
-            lists["episodes"].append(b.episodes)
-            lists["held"].append(memory.episodes_held())
-        lists["rows"].append(None)
-        lists["variances"].append(None)
-    return lists
-
-
-def _assert_same_pops(want: dict, got: dict) -> None:
-    assert list(got) == list(want)
-    for key in want:
-        assert got[key].dtype == want[key].dtype and got[key].tobytes() == want[key].tobytes(), key
-
-
-@pytest.mark.parametrize(
-    "obs_shape, threshold, iid, loss",
-    [((4,), 0.8, True, "huber"), ((2, 9, 9), 0.8, True, "mse"), ((4,), 0.5, False, TDLoss("pal", 0.3, 0.4)),
-     ((6,), None, True, "huber"), ((4,), None, False, "huber")],
-)  # fmt: skip
-def test_a_window_saved_with_raw_updates_pops_as_one_that_measured_them(obs_shape, threshold, iid, loss):
-    """A state written before every update was measured when added (its raw updates' arrays under ``td`` ...
-    ``q_means``, a None row for each, some rows measured; format 3) and a window pickled then (format 2, with and
-    without measured rows): each loads with its raw updates measured by the one path, and pops what a window
-    that got the same updates measured pops, bit for bit, then and after more updates (its reference redrawn)."""
-    memory = _memory(obs_shape, episode_length=7)
-    updates = list(_updates(memory, 9, 16, seed=5))
-    live = UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=12, seed=3)
-    fresh = UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=12, seed=3).state_dict()
-    for b, r in updates:
-        live.add(b, r, memory)
-    loaded = []
-    for measured in (set(), {1, 2, 6}):
-        lists = _old_lists(live, memory, updates, measured)
-        with_vars = sum(v is not None for v in lists["variances"])
-        old = {**fresh, **lists, "measured": len(measured), "with_vars": with_vars, "obs_ndim": len(obs_shape)}
-        loaded.append(UpdateWindow.from_state_dict(old))
-        pickled = object.__new__(UpdateWindow)  # the window's attributes as format 2 pickled them
-        rng = np.random.default_rng(np.random.SeedSequence([3, 0x11D]))
-        pickled.__dict__.update({"threshold": threshold, "iid": iid, "loss": TDLoss.of(loss).name, "refresh_every": 12,
-                                 "_rng": rng, "_ref_var": None, "_since_refresh": 0, "_obs_ndim": len(obs_shape),
-                                 "_obs": lists["obs"]})  # fmt: skip
-        pickled.__dict__.update({attribute: lists[key] for key, attribute in _OLD_RAW.items()})
-        if measured:  # (a window pickled after measured updates existed: its rows, counters and stacked states)
-            pickled.__dict__.update({"_rows": lists["rows"], "_vars": lists["variances"], "_measured": len(measured),
-                                     "_with_vars": with_vars, "_stacked": None})  # fmt: skip
-        else:
-            assert "_rows" not in pickled.__dict__
-        if isinstance(loss, str):  # (format 2 had no κ, α: huber and mse only)
-            loaded.append(pickle.loads(pickle.dumps(pickled)))
-    assert len(loaded) == 4 - 2 * (not isinstance(loss, str))
-    for window in loaded:
-        assert all(row is not None for row in window.state_dict()["rows"])
-    want = live.pop(memory)
-    assert len(want["td_error/mean"]) == 9 and ("iid/state_diversity" in want) == iid
-    assert ("replay/correlation_count" in want) == (threshold is not None)
-    for window in loaded:
-        _assert_same_pops(want, window.pop(memory))
-    for b, r in _updates(memory, 4, 16, seed=6):  # 13 updates since the first pop: the reference is redrawn
-        for window in (live, *loaded):
-            window.add(b, r, memory)
-    want = live.pop(memory)
-    for window in loaded:
-        _assert_same_pops(want, window.pop(memory))
 
 
 def test_a_window_state_dict_is_plain_data():
@@ -391,8 +284,7 @@ def test_a_window_state_dict_is_plain_data():
 
 
 def test_a_window_keeps_its_losss_kappa_and_alpha_through_its_state_dict():
-    """PAL's κ and α are part of the window's state (its unweighted loss depends on them); a state saved before
-    they existed (a huber or mse window) rebuilds with the defaults, which those losses do not use."""
+    """PAL's κ and α are part of the window's state (its unweighted loss depends on them)."""
     memory = _memory((4,))
     updates = list(_updates(memory, 3, 8))
     window = UpdateWindow(None, iid=False, loss=TDLoss("pal", 0.3, 0.4), seed=1)
@@ -408,6 +300,3 @@ def test_a_window_keeps_its_losss_kappa_and_alpha_through_its_state_dict():
     for b, r in updates:
         other.add(b, r)
     assert not np.array_equal(other.pop()["losses/td_loss_unweighted"], want)
-    old = UpdateWindow(None, iid=False, loss="mse").state_dict()
-    del old["loss_params"]
-    assert UpdateWindow.from_state_dict(old).loss == TDLoss("mse")

@@ -1,0 +1,157 @@
+"""A run directory is input: loading one never runs code (issue 45). Each test crafts a payload whose unpickling
+runs a shell command that creates a marker file, puts it where a resume reads, and checks that the resume refuses
+in one line (exit 2) and the marker never appears. On the code before checkpoint format 4 each payload ran."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shlex
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from per_cli.cli import app
+from per_cli.config import load_config
+from per_cli.train.checkpoints.checkpoint import latest_checkpoint, load_checkpoint
+from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
+from per_cli.train.checkpoints.safe_read import CheckpointRefused, load_plain, save_plain
+from per_cli.train.loop.trainer import Trainer
+
+from ...conftest import CONFIGS, TINY_CARTPOLE
+
+CHECKPOINTED = [*TINY_CARTPOLE, "train.total_steps=200", "train.checkpoint_every=100", "train.save_replay=true",
+                "log.tensorboard=false"]  # fmt: skip
+
+
+class RunsAShellCommand:
+    """Unpickled, it runs ``touch marker`` (what a crafted file in a shared run directory would do)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {shlex.quote(str(self.marker))}",))
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
+    Trainer(cfg).run(tmp_path / "run")
+    return tmp_path / "run"
+
+
+def _resume(run_dir):
+    return CliRunner().invoke(app, ["train", "--resume", str(run_dir), "--set", "train.total_steps=400", "--quiet"])
+
+
+def _refused(result, *words: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    for word in words:
+        assert word in result.output
+
+
+def test_the_payload_runs_when_unpickled_as_the_old_reader_did(tmp_path):
+    """(The payload is real: plain pickle runs it.)"""
+    marker = tmp_path / "pwned"
+    pickle.loads(pickle.dumps(RunsAShellCommand(marker)))
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("as_zip", [True, False])
+def test_a_crafted_trainer_pt_is_refused_and_never_runs(run_dir, tmp_path, as_zip):
+    marker = tmp_path / "pwned"
+    path = latest_checkpoint(run_dir) / "trainer.pt"
+    if as_zip:  # torch.save's own format, a format-4 dict with the payload inside
+        torch.save({"format": 4, "loop": RunsAShellCommand(marker)}, path)
+    else:  # a bare pickle
+        path.write_bytes(pickle.dumps(RunsAShellCommand(marker)))
+    result = _resume(run_dir)
+    _refused(result, "trainer.pt", "nothing in it ran")
+    if as_zip:
+        assert "system" in result.output
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["tree.pt", "tree.pkl"])
+def test_a_crafted_replay_file_is_refused_and_never_runs(run_dir, tmp_path, name):
+    """tree.pkl is where format 3 kept the replay tree (plain pickle): it is never read now."""
+    marker = tmp_path / "pwned"
+    folder = latest_checkpoint(run_dir) / "replay"
+    if name == "tree.pt":
+        torch.save({"tree": RunsAShellCommand(marker), "npy": {}}, folder / name)
+    else:
+        (folder / name).write_bytes(pickle.dumps({"tree": RunsAShellCommand(marker), "npy": {}}))
+        (folder / "tree.pt").unlink()
+    _refused(_resume(run_dir), "tree.pt")
+    assert not marker.exists()
+
+
+def test_a_crafted_env_snapshot_is_refused_before_anything_in_it_is_built(run_dir, tmp_path):
+    marker = tmp_path / "pwned"
+    blob = pickle.dumps((RunsAShellCommand(marker), {}))
+    with pytest.raises(CheckpointRefused, match="posix.system, which is not on the allow-list"):
+        restore_env(blob)
+    path = latest_checkpoint(run_dir) / "trainer.pt"
+    state = load_plain(path)
+    save_plain({**state, "env": blob}, path)
+    _refused(_resume(run_dir), "env snapshot", "nothing in it ran")
+    assert not marker.exists()
+
+
+def test_an_allowed_env_snapshot_still_continues_exactly():
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    env.reset(seed=3)
+    env.step(0)
+    copy = restore_env(snapshot_env(env))
+    assert [env.step(1)[0].tolist() for _ in range(5)] == [copy.step(1)[0].tolist() for _ in range(5)]
+
+
+def test_an_env_whose_pickle_names_other_classes_gets_no_snapshot():
+    """The writer keeps no snapshot the reader would refuse (a resume then starts a new episode)."""
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    env.unwrapped.extra = RunsAShellCommand("never-written")  # (an object of a class not on the list)
+    assert snapshot_env(env) is None
+
+
+def test_latest_naming_a_folder_outside_the_run_is_refused(run_dir, tmp_path):
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
+    Trainer(cfg).run(tmp_path / "elsewhere" / "other")
+    step = latest_checkpoint(run_dir).name
+    (run_dir / "checkpoints" / "latest").write_text(f"../../elsewhere/other/checkpoints/{step}\n")
+    _refused(_resume(run_dir), "it was not followed")
+
+
+def test_a_checkpoint_folder_linked_outside_the_run_is_refused(run_dir, tmp_path):
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
+    Trainer(cfg).run(tmp_path / "other")
+    folder = latest_checkpoint(run_dir)
+    os.rename(folder, tmp_path / "moved")
+    folder.symlink_to(latest_checkpoint(tmp_path / "other"))
+    with pytest.raises(CheckpointRefused, match="leads outside it"):
+        load_checkpoint(run_dir)
+    _refused(_resume(run_dir), "leads outside")
+
+
+def test_a_plugin_edited_into_config_yaml_is_refused_before_it_is_imported(run_dir, tmp_path):
+    marker = tmp_path / "pwned"
+    plugin = tmp_path / "evil_plugin.py"
+    plugin.write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["plugins"] = [str(plugin)]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    command = ["train", "--resume", str(run_dir), "--set", "train.total_steps=400", "--quiet"]
+    result = subprocess.run([sys.executable, "-m", "per_cli", *command], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "plugins: cannot change it when resuming" in result.stderr
+    assert not marker.exists()
