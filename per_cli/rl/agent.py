@@ -182,8 +182,12 @@ class DQNAgent:
             next_q = next_q_all.max(dim=1).values
         return td_targets(rewards, terminated, next_q, self.cfg.gamma)
 
-    def _batch_arrays(self, batch: Batch) -> list[np.ndarray]:
-        """The batch's arrays in ``_update``'s argument order (the IS weights last)."""
+    def _batch_arrays(self, batch: Batch) -> list[np.ndarray | torch.Tensor]:
+        """The batch's arrays in ``_update``'s argument order (the IS weights last); its stacks gathered on the
+        device already where the memory keeps its frames there (``batch.device_stacks``)."""
+        stacks = batch.device_stacks
+        if stacks is not None and stacks.obs.device.type == self.device.type:
+            return [stacks.obs, batch.actions, batch.rewards, stacks.next_obs, batch.terminated, batch.weights]
         return [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.weights]
 
     def td_errors(self, batch: Batch) -> np.ndarray:
