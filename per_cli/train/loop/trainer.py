@@ -270,6 +270,11 @@ class Trainer(Checkpointed, RunRecord):
         if due.checkpoints(after):
             self._checkpoint(self.logger.run_dir)
 
+    def checkpoints_now(self) -> bool:
+        """Whether this step's ``end_step`` writes a checkpoint (under ``train.priority_lag`` the loop reads the
+        last update's results first)."""
+        return self.periodic.checkpoints(self.state.step + 1)
+
     # ------------------------------------------------------------------------------------------------------
     # phases
 
