@@ -13,7 +13,8 @@ only orders them, the same for every member, step by step, each phase ONE call o
    of them in one call), ``check_results``, ``update_priorities``, ``measure`` and ``record_updates`` (into
    each member's window, logged at its log points);
    Under ``train.priority_lag: 1`` what follows ``learn`` (``check_results`` to ``record_updates``) runs for the
-   previous update, after this one is queued (before a checkpoint or a member's end: for the last one too);
+   previous update, after this one is queued (before a checkpoint or a member's end: for the last one too; a
+   run stopped by a signal drops it, and resumes from a checkpoint that had none pending);
 3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 
@@ -173,7 +174,8 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
             steps.weigh(training, batches)
             results = steps.learn(training, batches)
             if lag:  # this update's results are read after the next one is queued
-                (previous, pending), training = (pending, (training, batches, results)), _ok(training)
+                previous, pending = pending, (training, batches, results)
+                training = _ok(training)
                 if previous is not None:
                     _after_update(steps, *previous)
             else:
