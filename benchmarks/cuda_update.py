@@ -57,7 +57,7 @@ def ms_per_update(variant: str, data: list[Batch], updates: int, optimizer: str,
     agent = DQNAgent(cfg, (4, 84, 84), 6, device)
     feed = device_feed(data, device) if variant.startswith("device") else (lambda i: data[i % len(data)])
     wait = variant != "device+lag"
-    for i in range(10):  # warm-up (and the capture)
+    for i in range(6):  # warm-up (and the capture, after the graph's 3 eager calls)
         agent.learn(feed(i))
     sync(device)
     start = time.perf_counter()
