@@ -4,7 +4,8 @@
 #     1. the GPU tests: the CUDA graph equals the eager update, the device frame ring equals the host's on the same
 #        draws, the graph fed from device stacks with its results read one update late (tests.txt);
 #     2. the loop benchmark (benchmarks/atari_throughput.py: pong_fast_per at one update per agent step as before,
-#        with replay.device_frames, and with it and train.priority_lag) and the update one (benchmarks/cuda_update.py);
+#        with replay.device_frames, with it and train.priority_lag, and that without the i.i.d. measures, whose host
+#        gather is left on the host's path) and the update one (benchmarks/cuda_update.py);
 #        each phase starts only where it leaves the runs RUN_MIN_S (120) seconds;
 #     3. pong_fast_uniform and pong_fast_per (seed 1) side by side until MARGIN_S (120) before DEADLINE_S (seconds
 #        from this script's start), then SIGTERM (`interrupted`, resumable: a checkpoint every CKPT_EVERY steps);
@@ -82,7 +83,8 @@ if [ "$RESUME" = 0 ]; then
             --capacity 10000 --steps "$BENCH_STEPS" --learning-starts 1000 --repeats 1 --kinds prioritized \
             --set replay.device_frames=false --set train.priority_lag=0 \
             --variant frames:replay.device_frames=true --variant fast:replay.device_frames=true,train.priority_lag=1 \
-            --runs-dir /tmp/per-atari-throughput 2>&1 | tee "$RUNS/bench_loop.txt" | tail -9
+            --variant fast-noiid:replay.device_frames=true,train.priority_lag=1,metrics.iid=false \
+            --runs-dir /tmp/per-atari-throughput 2>&1 | tee "$RUNS/bench_loop.txt" | tail -11
     fi
     if [ "$UPDATES" != 0 ] && time_for 60; then
         log "benchmark: one Pong update: eager, graphed, from device frames, read an update late (bench_update.txt)"
