@@ -41,6 +41,7 @@ RUNS=runs/gpu
 SEED=1
 mkdir -p "$OUT" "$RUNS"
 exec > >(tee -a "$OUT/gpu.log") 2>&1
+TEE_PID=$!
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         >/dev/null 2>&1 || echo "wheels in .whl/ did not install"
@@ -125,7 +126,10 @@ if running; then
     log "SIGTERM to the runs (they record \`interrupted\`, resumable from their latest checkpoint)"
     for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; done
     for _ in $(seq 30); do running || break; sleep 1; done
-    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+    if running; then
+        echo "a run did not stop in 30 s: SIGKILL"
+        for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+    fi
 fi
 progress
 for f in "$RUNS"/*/summary.json; do
@@ -150,3 +154,5 @@ if [ ${#latest[@]} -gt 0 ]; then
 fi
 ls -la "$OUT"
 log "done, $(left)s before the deadline"
+exec 1>&- 2>&-
+wait "$TEE_PID"  # (gpu.log complete before the call returns)
