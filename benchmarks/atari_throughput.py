@@ -2,13 +2,18 @@
 
     python benchmarks/atari_throughput.py [--steps 3000] [--learning-starts 1000] [--device cpu]
                                           [--kinds prioritized,uniform] [--threads N] [--repeats 3]
+                                          [--config pong_per] [--set KEY=VALUE ...]
+                                          [--variant NAME:KEY=VALUE,KEY=VALUE ...]
 
-Runs ``per``'s own ``Trainer`` on ``configs/pong_per.yaml`` (and the same with ``replay.kind=uniform``):
-the real ALE pipeline, the frame storage, the Nature CNN, double DQN, one update of batch 32 per 4 agent
-steps, no evaluation. It prints, per kind, the steps/s of the learning phase (after ``learning_starts``,
-which is what a long run spends its time in), of the collection phase before it (env + acting only), and
-the run's overall steps/s (medians over ``--repeats`` runs, the kinds interleaved so that a change of
-the machine's load hits both alike); then the ratio prioritized / uniform. One agent step = 4 ALE frames.
+Runs ``per``'s own ``Trainer`` on ``configs/pong_per.yaml`` (``--config``: another shipped config, e.g.
+``pong_fast_per``: one update per agent step; ``--set``: overrides) and the same with ``replay.kind=uniform``:
+the real ALE pipeline, the frame storage, the Nature CNN, double DQN, no evaluation. It prints, per kind, the
+steps/s of the learning phase (after ``learning_starts``, which is what a long run spends its time in), of the
+collection phase before it (env + acting only), and the run's overall steps/s (medians over ``--repeats`` runs,
+the kinds interleaved so that a change of the machine's load hits both alike); then the ratio prioritized /
+uniform. One agent step = 4 ALE frames. Each ``--variant`` (e.g. ``fast:replay.device_frames=true,
+train.priority_lag=1``) runs too, interleaved with the config as given (``base``): a change against its baseline
+in one invocation.
 """
 
 from __future__ import annotations
@@ -38,19 +43,22 @@ class Marks:
         return (s1 - s0) / (t1 - t0)
 
 
-def measure(kind: str, args, run_dir: Path) -> dict:
+def measure(kind: str, variant: tuple[str, list[str]], args, run_dir: Path) -> dict:
     from per_cli.config import load_config
+    from per_cli.config.shipped import resolve_config
     from per_cli.train.loop.trainer import Trainer
 
     overrides = [
+        *args.set,
+        *variant[1],
         f"replay.kind={kind}",
         f"train.total_steps={args.steps}",
         f"train.learning_starts={args.learning_starts}",
         "train.eval_episodes=0",
         "train.checkpoint_every=0",
-        "replay.capacity=100000",
+        f"replay.capacity={args.capacity}",
     ]
-    cfg = load_config(REPO / "configs" / "pong_per.yaml", overrides, device=args.device, seed=1)
+    cfg = load_config(resolve_config(args.config).path, overrides, device=args.device, seed=1)
     marks = Marks()
     trainer = Trainer(cfg, progress=marks)
     if args.threads:
@@ -59,6 +67,7 @@ def measure(kind: str, args, run_dir: Path) -> dict:
     summary = trainer.run(run_dir)
     return {
         "kind": kind,
+        "variant": variant[0],
         "collect": marks.rate(0, args.learning_starts),
         "learn": marks.rate(args.learning_starts, args.steps),
         "overall": summary["steps_per_second"],
@@ -75,7 +84,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runs-dir", type=Path, default=Path("/tmp/per-atari-throughput"))
+    parser.add_argument("--config", default="pong_per", help="a shipped config (or a path)")
+    parser.add_argument("--capacity", type=int, default=100_000, help="replay.capacity")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override of every run")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
+                        help="also runs with these overrides, interleaved with the config as given")  # fmt: skip
     args = parser.parse_args()
+    variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in args.variant]
 
     import os
     import shutil
@@ -83,24 +98,34 @@ def main() -> None:
     shutil.rmtree(args.runs_dir, ignore_errors=True)
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     kinds = args.kinds.split(",")
-    runs = [measure(kind, args, args.runs_dir / f"{kind}-{r}") for r in range(args.repeats) for kind in kinds]
+    runs = [
+        measure(kind, variant, args, args.runs_dir / f"{kind}-{variant[0]}-{r}")
+        for r in range(args.repeats)
+        for variant in variants
+        for kind in kinds
+    ]
     results = []
-    for kind in kinds:
-        mine = [r for r in runs if r["kind"] == kind]
-        results.append(
-            {"kind": kind, "updates": mine[0]["updates"]}
-            | {key: float(np.median([r[key] for r in mine])) for key in ("collect", "learn", "overall")}
-        )
-    print(f"Pong, {args.device}, torch threads {args.threads or torch.get_num_threads()}, {args.steps} agent steps, "
-          f"learning from step {args.learning_starts} (1 update of batch 32 per 4 steps), "
-          f"median of {args.repeats}; load average before: {load_before}")  # fmt: skip
-    print(f"{'replay':<12} {'collect steps/s':>16} {'learn steps/s':>14} {'overall':>9} {'updates':>8}")
+    for name, _ in variants:
+        for kind in kinds:
+            mine = [r for r in runs if r["kind"] == kind and r["variant"] == name]
+            results.append(
+                {"kind": kind, "variant": name, "updates": mine[0]["updates"]}
+                | {key: float(np.median([r[key] for r in mine])) for key in ("collect", "learn", "overall")}
+            )
+    print(f"Pong ({args.config}{' ' + ' '.join(args.set) if args.set else ''}), {args.device}, torch threads "
+          f"{args.threads or torch.get_num_threads()}, {args.steps} agent steps, learning from step "
+          f"{args.learning_starts}, median of {args.repeats}; load average before: {load_before}")  # fmt: skip
+    for name, overrides in variants[1:]:
+        print(f"variant {name}: {' '.join(overrides)}")
+    print(f"{'variant':<10} {'replay':<12} {'collect steps/s':>16} {'learn steps/s':>14} {'overall':>9} {'updates':>8}")
     for r in results:
-        print(f"{r['kind']:<12} {r['collect']:>16.1f} {r['learn']:>14.1f} {r['overall']:>9.1f} {r['updates']:>8}")
-    by_kind = {r["kind"]: r for r in results}
-    if {"prioritized", "uniform"} <= set(by_kind):
-        ratio = by_kind["prioritized"]["learn"] / by_kind["uniform"]["learn"]
-        print(f"prioritized / uniform (learning phase): {ratio:.2f}")
+        print(f"{r['variant']:<10} {r['kind']:<12} {r['collect']:>16.1f} {r['learn']:>14.1f} {r['overall']:>9.1f} "
+              f"{r['updates']:>8}")  # fmt: skip
+    for name, _ in variants:
+        by_kind = {r["kind"]: r for r in results if r["variant"] == name}
+        if {"prioritized", "uniform"} <= set(by_kind):
+            ratio = by_kind["prioritized"]["learn"] / by_kind["uniform"]["learn"]
+            print(f"{name}: prioritized / uniform (learning phase): {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
-"""One Pong update on a GPU, eager against the captured CUDA graph (agent.cuda_graph), in one invocation.
+"""One Pong update on a GPU: eager, the captured CUDA graph (agent.cuda_graph), and the graph fed from frames kept
+on the device (replay.device_frames) with its results read one update late (train.priority_lag), in one invocation.
 
-    python benchmarks/cuda_update.py [--updates 500] [--rounds 3] [--batch 32] [--kind adam|rmsprop]
+    python benchmarks/cuda_update.py [--updates 500] [--rounds 3] [--batch 32] [--kind adam|rmsprop] [--device cpu]
 
 The agent is ``configs/pong_fast_per.yaml``'s (Nature CNN, double DQN, Huber, grad-norm clip, Adam); batches are
 uint8 frame stacks (32 × 4 × 84 × 84, as the frame storage gathers them) drawn once on the host, so what is timed is
 ``DQNAgent.learn``: the host-to-device copy, the update, and the TD errors back (what the training loop waits for).
-Rounds alternate eager and graphed; it prints each one's median ms per update and the ratio eager / graphed, and
-how long the host-to-device copy of one batch takes alone.
+The variants:
+
+* ``eager``, ``graphed``: host batches, results waited for (the loop before this change);
+* ``device``: the graph; each batch's 32 × 5 frames gathered on the device from a ring of frames there
+  (``DeviceFrames.stacks`` from ring positions, as the memory does), results waited for;
+* ``device+lag``: the same, the results of each update read after the next is queued (``learn(wait=False)``).
+
+Rounds alternate the variants; it prints each one's median ms per update and how long the host-to-device copy of
+one batch takes alone. ``--device cpu`` (no graph: the graphed variants run eagerly) rehearses it without a GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
+from per_cli.replay.storage.device_frames import DeviceFrames
+
+VARIANTS = ("eager", "graphed", "device", "device+lag")
 
 
 def batches(n: int, size: int, rng: np.random.Generator) -> list[Batch]:
@@ -38,19 +49,49 @@ def batches(n: int, size: int, rng: np.random.Generator) -> list[Batch]:
     return out
 
 
-def ms_per_update(graphed: bool, data: list[Batch], updates: int, optimizer: str) -> float:
+def ms_per_update(variant: str, data: list[Batch], updates: int, optimizer: str, device: torch.device) -> float:
     from per_cli.rl.agent import DQNAgent
 
+    graphed = variant != "eager"
     cfg = AgentConfig(network="cnn", double_dqn=True, lr=1e-4, adam_eps=1.5e-4, optimizer=optimizer, cuda_graph=graphed)
-    agent = DQNAgent(cfg, (4, 84, 84), 6, torch.device("cuda"))
-    for batch in data[:10]:  # warm-up (and the capture)
-        agent.learn(batch)
-    torch.cuda.synchronize()
+    agent = DQNAgent(cfg, (4, 84, 84), 6, device)
+    feed = device_feed(data, device) if variant.startswith("device") else (lambda i: data[i % len(data)])
+    wait = variant != "device+lag"
+    for i in range(6):  # warm-up (and the capture, after the graph's 3 eager calls)
+        agent.learn(feed(i))
+    sync(device)
     start = time.perf_counter()
+    held = None
     for i in range(updates):
-        agent.learn(data[i % len(data)])
-    torch.cuda.synchronize()
+        result = agent.learn(feed(i), wait)
+        if held is not None:
+            held.td_errors  # noqa: B018 - the previous update's results, read now (what the lagged loop does)
+        held = None if wait else result
+    if held is not None:
+        held.td_errors  # noqa: B018
+    sync(device)
     return (time.perf_counter() - start) / updates * 1e3
+
+
+def device_feed(data: list[Batch], device: torch.device):
+    """Batch i with its stacks gathered on the device from a ring of frames there (random positions of 5
+    consecutive frames, as the frame storage's gather)."""
+    rng = np.random.default_rng(1)
+    ring = DeviceFrames(rng.integers(0, 256, (10_000, 84, 84), dtype=np.uint8), device)
+    size = len(data[0].actions)
+
+    def feed(i: int) -> Batch:
+        batch = data[i % len(data)]
+        starts = rng.integers(0, 10_000 - 5, size)
+        batch.device_stacks = ring.stacks(starts[:, None] + np.arange(5), None)
+        return batch
+
+    return feed
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def copy_ms(data: list[Batch], repeats: int = 200) -> float:
@@ -70,20 +111,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--kind", default="adam", choices=["adam", "rmsprop"])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("cuda_update: needs a CUDA device (the graph is CUDA's)")
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("cuda_update: no CUDA device here (--device cpu rehearses it without the graph)")
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu (no graph: graphed variants run eagerly)"
+    print(f"device: {name}, torch {torch.__version__}")
     data = batches(64, args.batch, np.random.default_rng(0))
-    times: dict[bool, list[float]] = {False: [], True: []}
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for _ in range(args.rounds):
-        for graphed in (False, True):
-            times[graphed].append(ms_per_update(graphed, data, args.updates, args.kind))
-    eager, graphed = statistics.median(times[False]), statistics.median(times[True])
-    print(f"eager   {eager:.3f} ms/update   rounds {[round(t, 3) for t in times[False]]}")
-    print(f"graphed {graphed:.3f} ms/update   rounds {[round(t, 3) for t in times[True]]}")
-    print(f"eager / graphed: {eager / graphed:.2f}x")
-    print(f"host-to-device copy of obs + next_obs alone: {copy_ms(data):.3f} ms")
+        for variant in VARIANTS:
+            times[variant].append(ms_per_update(variant, data, args.updates, args.kind, device))
+    for variant in VARIANTS:
+        median = statistics.median(times[variant])
+        print(f"{variant:<11} {median:7.3f} ms/update   rounds {[round(t, 3) for t in times[variant]]}")
+    eager, graphed = statistics.median(times["eager"]), statistics.median(times["graphed"])
+    print(f"eager / graphed: {eager / graphed:.2f}x; graphed / device+lag: "
+          f"{graphed / statistics.median(times['device+lag']):.2f}x")  # fmt: skip
+    if device.type == "cuda":
+        print(f"host-to-device copy of obs + next_obs alone: {copy_ms(data):.3f} ms")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ ADDED_LATER: dict[str, Any] = {
     "replay.min_priority": 0.01,
     "replay.n_step": 1,
     "train.replay_ratio": None,
+    "replay.device_frames": False,
+    "train.priority_lag": 0,
     "plugins": (),  # (flattened: lists are tuples)
 }
 PARALLEL_FROM = 4  # runs; fewer load faster in this process than a pool starts

@@ -122,6 +122,9 @@ class ReplayConfig:
     # n-step returns: each sampled transition's target sums up to n discounted rewards of its episode before
     # bootstrapping with γ^k (computed at sampling from the stored one-step transitions: every storage, every kind)
     n_step: int = field(default=1, metadata=_bounds(1, 1000))
+    # Atari frame stacks: the frame ring kept on the training device as well, each batch's stacks gathered there
+    # (per_cli/replay/storage/device_frames.py: byte for byte the host's; no host-to-device copy of a batch)
+    device_frames: bool = False
     # goal relabelling (Hindsight Experience Replay, per_cli/replay/writers/hindsight.py) over the sampler of
     # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
     her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
@@ -198,6 +201,10 @@ class TrainConfig:
     eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
     checkpoint_every: int = field(default=0, metadata=_bounds(0))
     save_replay: bool = False
+    # 1: an update's TD errors reach the host one update late: its priority update, result check and measures
+    # run after the next update is queued (so a GPU update runs while the host works); the next batch is drawn
+    # before this one's priorities are set. An algorithm change, off by default (docs/atari.md)
+    priority_lag: int = field(default=0, metadata=_bounds(0, 1))
 
     def __post_init__(self) -> None:
         if self.replay_ratio is not None:  # (it wins over a base config's train_freq: a sweep names the ratio)

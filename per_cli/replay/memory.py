@@ -22,6 +22,9 @@ class Batch:
     weights: np.ndarray  # importance-sampling weights; ones where not prioritized
     ages: np.ndarray  # transitions added since each sampled one (0 = the latest)
     episodes: np.ndarray  # int64 episode id of each (episodes that ended before it, in this memory)
+    # (not a field) obs and next_obs gathered on the training device as well, where the storage mirrors its
+    # frames there (replay.device_frames: storage/device_frames.py); None otherwise
+    device_stacks = None
 
 
 class ReplayMemory:
@@ -95,13 +98,16 @@ class ReplayMemory:
             fields = {**self.storage.gather(slots, last), "rewards": rewards, "terminated": terminated}
         else:
             fields = self.storage.gather(slots)
-        return Batch(
+        batch = Batch(
             **fields,
             indices=ids,
             weights=weights,
             ages=self.storage.added - 1 - ids,
             episodes=self.storage.episode_ids[slots],
         )
+        if getattr(self.storage, "mirror", None) is not None:
+            batch.device_stacks = self.storage.device_stacks(slots, last if self.n_step > 1 else None)
+        return batch
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped

@@ -39,6 +39,47 @@ class UpdateResult:
     q_mean: float
 
 
+class DeferredResult:
+    """An update's :class:`UpdateResult` still on its way from the device (``learn(batch, wait=False)``): the TD
+    errors, loss and mean Q are copied to the host without blocking (into pinned memory, behind the update on
+    its stream) and waited for when first read. On a CPU they are there at once. A graphed update's outputs are
+    its static tensors, which the next replay overwrites: the copy is queued before that replay, so it holds
+    this update's values."""
+
+    def __init__(self, td: torch.Tensor, loss: torch.Tensor, q_mean: torch.Tensor):
+        self._event: torch.cuda.Event | None = None
+        if td.device.type == "cuda":
+            td, scalars = td.to("cpu", non_blocking=True), torch.stack([loss, q_mean]).to("cpu", non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            scalars = torch.stack([loss.detach(), q_mean.detach()])
+        self._host = (td, scalars)
+        self._result: UpdateResult | None = None
+
+    def wait(self) -> UpdateResult:
+        """The update's values on the host (blocks until the copy is done, once)."""
+        if self._result is None:
+            if self._event is not None:
+                self._event.synchronize()
+            td, scalars = self._host
+            loss, q_mean = scalars.tolist()
+            self._result = UpdateResult(td_errors=td.numpy(), loss=loss, q_mean=q_mean)
+        return self._result
+
+    @property
+    def td_errors(self) -> np.ndarray:
+        return self.wait().td_errors
+
+    @property
+    def loss(self) -> float:
+        return self.wait().loss
+
+    @property
+    def q_mean(self) -> float:
+        return self.wait().q_mean
+
+
 def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float) -> torch.Tensor:
     """r + γ (1 − terminated) max_a' Q'(s', a').
 
@@ -182,8 +223,12 @@ class DQNAgent:
             next_q = next_q_all.max(dim=1).values
         return td_targets(rewards, terminated, next_q, self.cfg.gamma)
 
-    def _batch_arrays(self, batch: Batch) -> list[np.ndarray]:
-        """The batch's arrays in ``_update``'s argument order (the IS weights last)."""
+    def _batch_arrays(self, batch: Batch) -> list[np.ndarray | torch.Tensor]:
+        """The batch's arrays in ``_update``'s argument order (the IS weights last); its stacks gathered on the
+        device already where the memory keeps its frames there (``batch.device_stacks``)."""
+        stacks = batch.device_stacks
+        if stacks is not None and stacks.obs.device.type == self.device.type:
+            return [stacks.obs, batch.actions, batch.rewards, stacks.next_obs, batch.terminated, batch.weights]
         return [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.weights]
 
     def td_errors(self, batch: Batch) -> np.ndarray:
@@ -196,9 +241,10 @@ class DQNAgent:
             q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
             return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
 
-    def learn(self, batch: Batch) -> UpdateResult:
+    def learn(self, batch: Batch, wait: bool = True) -> UpdateResult | DeferredResult:
         """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean (and
-        the mean divided by PAL's λ: :func:`~per_cli.rl.losses.batch_loss`)."""
+        the mean divided by PAL's λ: :func:`~per_cli.rl.losses.batch_loss`). ``wait=False`` (the torch engine):
+        return at once, the values on their way to the host (:class:`DeferredResult`: ``train.priority_lag``)."""
         if self._fast is not None:
             b = batch
             td, loss, q_mean = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
@@ -210,6 +256,8 @@ class DQNAgent:
         else:
             td, loss, q_mean = self._update(*(self._to_device(a) for a in arrays))
         self.updates += 1
+        if not wait:
+            return DeferredResult(td, loss, q_mean)
         return UpdateResult(td_errors=td.cpu().numpy(), loss=float(loss), q_mean=float(q_mean))
 
     def _update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[torch.Tensor, ...]:

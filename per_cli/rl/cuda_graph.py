@@ -45,7 +45,7 @@ class GraphedUpdate:
         """Forget the graph (its captured tensors were replaced): warm up and capture again."""
         self._graph, self._outputs, self._eager_left = None, (), WARMUP_UPDATES
 
-    def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[torch.Tensor, ...]:
+    def __call__(self, arrays: Sequence[np.ndarray | torch.Tensor]) -> tuple[torch.Tensor, ...]:
         self._load(arrays)
         if self._graph is not None:
             self._graph.replay()
@@ -69,9 +69,10 @@ class GraphedUpdate:
         main.wait_stream(side)
         return outputs
 
-    def _load(self, arrays: Sequence[np.ndarray]) -> None:
-        """Copy the batch into the static device buffers (made on the first call, from its shapes and dtypes)."""
-        hosts = [torch.from_numpy(np.ascontiguousarray(array)) for array in arrays]
+    def _load(self, arrays: Sequence[np.ndarray | torch.Tensor]) -> None:
+        """Copy the batch into the static device buffers (made on the first call, from its shapes and dtypes);
+        an array may be a tensor on the device already (frames gathered there: a device-to-device copy)."""
+        hosts = [a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
         if self._inputs is None:
             self._inputs = [torch.empty(h.shape, dtype=h.dtype, device=self._device) for h in hosts]
         for static, host in zip(self._inputs, hosts, strict=True):

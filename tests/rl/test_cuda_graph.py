@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from per_cli.config import AgentConfig
+from per_cli.replay.storage.device_frames import DeviceStacks
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.cuda_graph import match_capturable
 from tests.rl.batches import batch as make_batch
@@ -75,6 +76,26 @@ def test_graphed_update_refuses_a_batch_of_another_shape():
         agent.learn(batch)
     with pytest.raises(ValueError, match="agent.cuda_graph: false"):
         agent.learn(next(iter(_batches(1, size=16))))
+
+
+@cuda
+def test_graphed_update_from_device_stacks_read_one_update_late_equals_eager():
+    """The fast Pong path (``replay.device_frames``, ``train.priority_lag: 1``): the batch's stacks already on the
+    device, the results read after the next update was queued (the graph's static outputs are overwritten by
+    then: the deferred copy must hold this update's values), equal the eager update from host batches."""
+    eager, graphed = _agent(False, "cuda"), _agent(True, "cuda")
+    held = None
+    for batch in _batches(12):
+        expected = eager.learn(batch)
+        on_device = make_batch(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated)
+        on_device.device_stacks = DeviceStacks(*(torch.from_numpy(a).cuda() for a in (batch.obs, batch.next_obs)))
+        deferred = graphed.learn(on_device, wait=False)
+        if held is not None:  # the previous update's, read now
+            np.testing.assert_allclose(held[0].td_errors, held[1].td_errors, rtol=1e-2, atol=1e-3)
+            assert held[0].loss == pytest.approx(held[1].loss, rel=1e-2, abs=1e-4)
+        held = (deferred, expected)
+    assert graphed._graph.captured
+    np.testing.assert_allclose(_params(graphed), _params(eager), rtol=1e-2, atol=1e-4)
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])

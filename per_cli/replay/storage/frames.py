@@ -33,6 +33,10 @@ same order, the unsampleable transitions are always the oldest ones: exactly the
 ``id < first_sampleable_id``. Samplers ask ``sampleable(slots)``; after each ``add``,
 ``newly_unsampleable`` holds the slots it made unsampleable, which ``ReplayMemory.add`` hands to
 ``sampler.on_invalidate`` (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
+
+``mirror_to(device)`` keeps a copy of the frame ring on the training device (``replay.device_frames``:
+:mod:`per_cli.replay.storage.device_frames`): every frame written here is written there too, and
+``device_stacks`` gathers a batch's stacks there, equal byte for byte to ``stacks``'.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
+from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
 from per_cli.replay.storage.ring import COUNTER_BYTES, RingBookkeeping, TransitionStorage
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong
@@ -97,6 +102,12 @@ class FrameStackStorage(RingBookkeeping):
         self._episode_open = False  # the last transition did not end its episode
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # its next_obs
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
+        self.mirror: DeviceFrames | None = None  # the frame ring on the training device (mirror_to)
+
+    def mirror_to(self, device) -> DeviceFrames:
+        """Keep a copy of the frame ring on ``device`` from now on (its frames so far copied); returns it."""
+        self.mirror = DeviceFrames(self.frames, device)
+        return self.mirror
 
     @staticmethod
     def bytes_needed(
@@ -112,7 +123,10 @@ class FrameStackStorage(RingBookkeeping):
     # writing
 
     def _write_frame(self, frame: np.ndarray) -> None:
-        self.frames[self.frames_written % self.n_frames] = frame
+        position = self.frames_written % self.n_frames
+        self.frames[position] = frame
+        if self.mirror is not None:
+            self.mirror.write(position, frame)
         self.frames_written += 1
 
     def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
@@ -170,18 +184,33 @@ class FrameStackStorage(RingBookkeeping):
         """Which slots hold a transition whose frames are all still in the ring."""
         return self.ids[slots] >= self.first_sampleable_id  # empty slots hold id -1
 
-    def stacks(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(obs, next_obs) stacks of the transitions in ``slots``, rebuilt from the frame ring."""
+    def _positions(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(ring positions (B, S + 1) of the frames of the transitions in ``slots``: obs = [:, :S], next_obs =
+        [:, 1:]; where those are padding (zero frames), or None where none is)."""
         slots = np.asarray(slots, dtype=np.int64)
-        base = self.frame_gid[slots]
-        gids = base[:, None] + self._offsets  # (B, S + 1): obs = [:, :S], next_obs = [:, 1:]
-        frames = self.frames[gids % self.n_frames]
+        gids = self.frame_gid[slots][:, None] + self._offsets
         # position j of the union is padding when j < S - 1 - hist (the same cut holds for next_obs,
         # whose history is one frame longer, up to S - 1)
         padding = np.arange(self.stack + 1) < (self.stack - 1 - self.hist[slots].astype(np.int64))[:, None]
-        if padding.any():
+        return gids % self.n_frames, padding if padding.any() else None
+
+    def stacks(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(obs, next_obs) stacks of the transitions in ``slots``, rebuilt from the frame ring."""
+        positions, padding = self._positions(slots)
+        frames = self.frames[positions]
+        if padding is not None:
             frames[padding] = 0
         return frames[:, :-1], frames[:, 1:]
+
+    def device_stacks(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> DeviceStacks:
+        """``gather``'s ``obs`` and ``next_obs`` (``next_slots``: n-step returns' look-ahead) gathered on the
+        mirror's device (``mirror_to`` first), byte for byte those of the host ring."""
+        if self.mirror is None:
+            raise RuntimeError("device_stacks needs mirror_to(device) first")
+        stacks = self.mirror.stacks(*self._positions(slots))
+        if next_slots is None:
+            return stacks
+        return DeviceStacks(stacks.obs, self.mirror.stacks(*self._positions(next_slots)).next_obs)
 
     def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
         obs, next_obs = self.stacks(slots)
@@ -220,6 +249,8 @@ class FrameStackStorage(RingBookkeeping):
             getattr(self, key)[...] = state[key]
         for key in self._SCALARS:
             setattr(self, key, type(getattr(self, key))(state[key]))
+        if self.mirror is not None:
+            self.mirror.load(self.frames)
 
 
 def uses_frame_storage(cfg, obs_shape: tuple[int, ...]) -> bool:
@@ -251,3 +282,16 @@ def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
         return PackedTransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)
 
     return TransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)
+
+
+def mirror_frames(storage, device) -> None:
+    """``replay.device_frames``: the storage's frame ring kept on the training device as well (ConfigError where
+    the storage keeps no frame ring)."""
+    if not isinstance(storage, FrameStackStorage):
+        from per_cli.errors import ConfigError
+
+        raise ConfigError(
+            "replay.device_frames: true needs Atari frame stacks (an ALE env.id, whose observations the frame "
+            "storage keeps); set replay.device_frames: false"
+        )
+    storage.mirror_to(device)

@@ -12,6 +12,9 @@ only orders them, the same for every member, step by step, each phase ONE call o
    ``sample`` a batch each, ``weigh`` their IS weights by the loss's rule (``replay.is_weights``), ``learn`` (all
    of them in one call), ``check_results``, ``update_priorities``, ``measure`` and ``record_updates`` (into
    each member's window, logged at its log points);
+   Under ``train.priority_lag: 1`` what follows ``learn`` (``check_results`` to ``record_updates``) runs for the
+   previous update, after this one is queued (before a checkpoint or a member's end: for the last one too; a
+   run stopped by a signal drops it, and resumes from a checkpoint that had none pending);
 3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 
@@ -155,6 +158,8 @@ def _collect(active: list, steps: Steps) -> list:
 
 def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
     active = _settle(active)
+    lag = bool(active) and active[0].cfg.train.priority_lag > 0  # (one config: all members or none)
+    pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), not yet read
     while active:
         stop.check()
         active = _collect(active, steps)
@@ -168,13 +173,35 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
                 break
             steps.weigh(training, batches)
             results = steps.learn(training, batches)
-            steps.check_results(training, results)
-            if any_failed(training):
-                done = [k for k, m in enumerate(training) if m.error is None]
-                training = [training[k] for k in done]
-                batches, results = [batches[k] for k in done], [results[k] for k in done]
-            steps.update_priorities(training, batches, results)
-            steps.record_updates(training, batches, results, steps.measure(training, batches, results))
-            training = _ok(training)
+            if lag:  # this update's results are read after the next one is queued
+                previous, pending = pending, (training, batches, results)
+                training = _ok(training)
+                if previous is not None:
+                    _after_update(steps, *previous)
+            else:
+                training = _after_update(steps, training, batches, results)
+        if pending is not None and any(m.checkpoints_now() for m in active):  # (a checkpoint holds every update)
+            _after_update(steps, *pending)
+            pending = None
         steps.end_steps(active, learning)
+        if pending is not None and steps.finished:  # (a finished member's summary counts every update)
+            _after_update(steps, *pending)
+            pending = None
         active = _settle(active, steps)
+
+
+def _after_update(steps: Steps, training: list, batches: Sequence[Any], results: Any) -> list:
+    """What follows an update of ``training``: its results checked, the priorities updated from its TD errors,
+    its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag`` it runs for
+    the previous update after the next one is queued (members that failed since are left out)."""
+    if any_failed(training):
+        kept = [k for k, m in enumerate(training) if m.error is None]
+        training, batches, results = [training[k] for k in kept], [batches[k] for k in kept], [results[k] for k in kept]
+    steps.check_results(training, results)
+    if any_failed(training):
+        done = [k for k, m in enumerate(training) if m.error is None]
+        training = [training[k] for k in done]
+        batches, results = [batches[k] for k in done], [results[k] for k in done]
+    steps.update_priorities(training, batches, results)
+    steps.record_updates(training, batches, results, steps.measure(training, batches, results))
+    return _ok(training)

@@ -15,6 +15,7 @@ import torch
 from per_cli.config import Config, ConfigError
 from per_cli.envs import make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay, resolve_config
+from per_cli.replay.storage.frames import mirror_frames
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
@@ -60,6 +61,8 @@ class Trainer(Checkpointed, RunRecord):
         self.td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds
         self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device, self.td_loss)
         self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
+        if cfg.replay.device_frames:  # the frames on the training device too: batches gathered there
+            mirror_frames(self.memory.storage, self.device)
         self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
         t = cfg.train
         self.epsilon = (
@@ -266,6 +269,11 @@ class Trainer(Checkpointed, RunRecord):
         s.step = after  # the step to run next
         if due.checkpoints(after):
             self._checkpoint(self.logger.run_dir)
+
+    def checkpoints_now(self) -> bool:
+        """Whether this step's ``end_step`` writes a checkpoint (under ``train.priority_lag`` the loop reads the
+        last update's results first)."""
+        return self.periodic.checkpoints(self.state.step + 1)
 
     # ------------------------------------------------------------------------------------------------------
     # phases

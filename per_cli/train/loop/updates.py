@@ -100,6 +100,7 @@ class TorchUpdates:
 
     def __init__(self, members: Sequence[Trainer], stacked: bool):
         self.engine = StackedEngine([m.agent for m in members]) if stacked else None
+        self._wait = members[0].cfg.train.priority_lag == 0  # (lagged: each result read an update later)
 
     def greedy(self, which: list[int], members: Sequence[Trainer], obs: np.ndarray | None = None) -> list[int | None]:
         return [guard(m, m.greedy_action) for m in members]
@@ -110,4 +111,4 @@ class TorchUpdates:
     def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
         if self.engine is not None:
             return self.engine.learn(which, batches)
-        return [m.agent.learn(b) for m, b in zip(members, batches, strict=True)]
+        return [m.agent.learn(b, self._wait) for m, b in zip(members, batches, strict=True)]

@@ -1,0 +1,59 @@
+"""A copy of the Atari frame ring on the training device, so that a batch's stacks are gathered there.
+
+Why: on a GPU the update of a Pong batch copied 2 x 32 x 4 x 84 x 84 bytes of ``obs`` and ``next_obs`` from the
+host every update. With the frames on the device, an update moves only the sampled stacks' frame positions
+(``B x (S + 1)`` int64) and the gather runs on the device; a new transition moves one frame (two at an episode's
+start: its first stack's).
+
+Contract: :class:`DeviceFrames` holds the same bytes as the host ring it mirrors (``FrameStackStorage.frames``,
+which stays the source of truth: checkpoints, the i.i.d. measures' states and insertion-time TD errors read it).
+``stacks(positions, padding)`` returns exactly the host ``stacks``' ``(obs, next_obs)`` as device tensors, byte
+for byte. Nothing here synchronises the host with the device: host-to-device copies are ``non_blocking`` (from
+pageable memory the driver stages the bytes before the call returns, so the numpy source may be reused at once).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+
+class DeviceStacks(NamedTuple):
+    """A batch's ``obs`` and ``next_obs`` stacks on the device: views of one ``(B, S + 1, H, W)`` gather."""
+
+    obs: torch.Tensor
+    next_obs: torch.Tensor
+
+
+class DeviceFrames:
+    """``n_frames`` frames of ``frame_shape`` as one uint8 (or the storage's dtype) tensor on ``device``."""
+
+    def __init__(self, host_frames: np.ndarray, device: torch.device | str):
+        self.device = torch.device(device)
+        self.frames = torch.from_numpy(np.ascontiguousarray(host_frames)).to(self.device, copy=True)
+
+    @property
+    def nbytes(self) -> int:
+        return self.frames.numel() * self.frames.element_size()
+
+    def write(self, position: int, frame: np.ndarray) -> None:
+        """Frame ``position`` of the ring becomes ``frame`` (as the host ring's ``frames[position] = frame``)."""
+        self.frames[position].copy_(torch.from_numpy(np.ascontiguousarray(frame)), non_blocking=True)
+
+    def load(self, host_frames: np.ndarray) -> None:
+        """The whole ring from the host's (after a checkpoint load)."""
+        self.frames.copy_(torch.from_numpy(np.ascontiguousarray(host_frames)))
+
+    def stacks(self, positions: np.ndarray, padding: np.ndarray | None) -> DeviceStacks:
+        """The stacks of ring ``positions`` ``(B, S + 1)`` (int64; obs = ``[:, :S]``, next_obs = ``[:, 1:]``), the
+        frames where ``padding`` ``(B, S + 1)`` is True zeroed (None: none are)."""
+        batch, width = positions.shape
+        index = torch.from_numpy(np.ascontiguousarray(positions, dtype=np.int64).reshape(-1))
+        out = self.frames.index_select(0, index.to(self.device, non_blocking=True))
+        out = out.view(batch, width, *self.frames.shape[1:])
+        if padding is not None:
+            mask = torch.from_numpy(np.ascontiguousarray(padding)).to(self.device, non_blocking=True)
+            out.masked_fill_(mask.view(batch, width, *([1] * (self.frames.dim() - 1))), 0)
+        return DeviceStacks(out[:, :-1], out[:, 1:])

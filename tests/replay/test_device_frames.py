@@ -1,0 +1,116 @@
+"""The frame ring mirrored on the training device (``replay.device_frames``) gives the host ring's batches byte for
+byte: every slot at every step (episode starts' zero padding, episodes cut short, the ring's wrap-around), n-step
+look-aheads, a checkpoint load, and a real Pong run, whose learning is unchanged. Run with ``device: cpu``
+everywhere (the same code as on a GPU: a torch tensor of frames, gathered by ``index_select``) and on CUDA where
+there is a GPU (docs/results/pong/gpu.sh runs this file there)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from per_cli.config import load_config
+from per_cli.config.shipped import shipped_root
+from per_cli.errors import ConfigError
+from per_cli.replay import make_replay
+from per_cli.replay.storage.frames import FrameStackStorage
+from per_cli.train.loop.trainer import Trainer
+from tests.replay.test_frames import SIZE, fill
+
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+def assert_device_equals_host(storage: FrameStackStorage, slots: np.ndarray) -> None:
+    obs, next_obs = storage.stacks(slots)
+    stacks = storage.device_stacks(slots)
+    assert stacks.obs.dtype == torch.uint8
+    assert stacks.obs.device.type == storage.mirror.device.type
+    np.testing.assert_array_equal(stacks.obs.cpu().numpy(), obs)
+    np.testing.assert_array_equal(stacks.next_obs.cpu().numpy(), next_obs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("stack", [1, 2, 4])
+@pytest.mark.parametrize(("capacity", "extra"), [(40, None), (7, 5)])
+def test_every_sampleable_slot_is_the_hosts_at_every_step(stack, capacity, extra, device):
+    storage = FrameStackStorage(capacity, (stack, SIZE, SIZE), extra_frames=extra, check_memory=False)
+    storage.mirror_to(device)
+    padded = []
+
+    def after(i, given):
+        slots = np.arange(storage.size)
+        slots = slots[storage.sampleable(slots)]
+        if slots.size:
+            assert_device_equals_host(storage, slots)
+            padded.append(storage._positions(slots)[1] is not None)
+
+    fill(storage, 300, stack=stack, on_step=after)
+    assert storage.added == 300 and storage.size == capacity  # wrapped around
+    assert np.array_equal(storage.mirror.frames.cpu().numpy(), storage.frames)
+    assert any(padded) == (stack > 1)  # episode starts' padding was gathered and zeroed on the device too
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_mirror_made_late_and_a_loaded_checkpoint_hold_the_hosts_frames(device):
+    source = FrameStackStorage(30, (4, SIZE, SIZE), check_memory=False)
+    fill(source, 100, max_len=9, seed=4)
+    source.mirror_to(device)  # made after the frames were written: copies them
+    assert_device_equals_host(source, np.arange(source.size)[source.sampleable(np.arange(source.size))])
+    fill(source, 37, max_len=9, seed=5)
+    target = FrameStackStorage(30, (4, SIZE, SIZE), check_memory=False)
+    target.mirror_to(device)
+    target.load_state_dict(source.state_dict())
+    slots = np.arange(target.size)[target.sampleable(np.arange(target.size))]
+    assert_device_equals_host(target, slots)
+    assert torch.equal(target.device_stacks(slots).obs, source.device_stacks(slots).obs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["uniform", "prioritized"])
+def test_sampled_batches_carry_the_same_stacks_on_the_device(kind, device):
+    cfg = load_config(None, [f"replay.kind={kind}", "replay.capacity=64", "replay.n_step=3", "env.id=pong"])
+    memory = make_replay(cfg, (4, SIZE, SIZE), np.uint8, seed=3)
+    assert isinstance(memory.storage, FrameStackStorage)
+    memory.storage.mirror_to(device)
+    fill(memory, 200, max_len=7, seed=2)
+    for _ in range(20):
+        batch = memory.sample(16)
+        assert batch.device_stacks is not None
+        np.testing.assert_array_equal(batch.device_stacks.obs.cpu().numpy(), batch.obs)
+        np.testing.assert_array_equal(batch.device_stacks.next_obs.cpu().numpy(), batch.next_obs)  # n-step look-ahead's
+
+
+def test_a_memory_without_a_mirror_gathers_nothing_on_a_device():
+    storage = FrameStackStorage(16, (4, SIZE, SIZE), check_memory=False)
+    fill(storage, 20)
+    with pytest.raises(RuntimeError, match="mirror_to"):
+        storage.device_stacks(np.arange(4))
+
+
+def test_device_frames_need_atari_frame_stacks():
+    cfg = load_config(None, ["env.id=CartPole-v1", "replay.device_frames=true"], device="cpu")
+    with pytest.raises(ConfigError, match=r"replay.device_frames: true needs Atari frame stacks"):
+        Trainer(cfg)
+
+
+def test_a_pong_run_learns_the_same_from_device_frames(tmp_path):
+    """A few real Pong updates (prioritized, n-step off) with the frames gathered from the mirror equal those from
+    the host's batches: the same parameters, bit for bit."""
+    pytest.importorskip("ale_py")
+    params = {}
+    for on in (False, True):
+        cfg = load_config(
+            shipped_root() / "pong_fast_per.yaml",
+            [f"replay.device_frames={str(on).lower()}", "train.total_steps=90", "train.learning_starts=60",
+             "replay.capacity=200", "replay.batch_size=8", "train.eval_episodes=0", "train.checkpoint_every=0",
+             "metrics.iid=false", "log.tensorboard=false"],
+            device="cpu", seed=2,
+        )  # fmt: skip
+        trainer = Trainer(cfg)
+        assert (trainer.memory.storage.mirror is not None) == on
+        summary = trainer.run(tmp_path / str(on))
+        assert summary["updates"] == 31
+        params[on] = {k: v.clone() for k, v in trainer.agent.q_net.state_dict().items()}
+    for name, value in params[True].items():
+        assert torch.equal(value, params[False][name]), name
