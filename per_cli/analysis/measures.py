@@ -66,11 +66,13 @@ def measures_csv(rows: Sequence[MeasureRow]) -> str:
     return out.getvalue()
 
 
-def measures_markdown(rows: Sequence[MeasureRow]) -> str:
-    """Per env, a table with a row per group and a column per measure: mean [95% CI] over its runs."""
+def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
+    """Per env, a table with a row per group and a column per measure: mean [95% CI] over its runs; ``made``:
+    the commit and command."""
     lines = [
         "# What the batches looked like",
         "",
+        *([made, ""] if made else []),
         "Per group: the mean over its completed runs of each run's mean of the batch measure (every logged value "
         "of the run); in brackets a 95% bootstrap CI over the runs. Definitions: docs/metrics.md.",
     ]

@@ -17,6 +17,22 @@ import numpy as np
 FINAL_RETURN_WINDOW = 20  # the summary's final_return_mean: the mean over this many last training episodes
 
 
+def return_measures(returns: Sequence[float], window: int = FINAL_RETURN_WINDOW) -> dict[str, float | None]:
+    """summary.json's measures of a whole run's training returns (one per episode, in order), beside
+    ``final_return_mean`` (the mean of the last ``window``): ``return_auc``, the mean return of every episode
+    (each episode counts once: the area under the return-per-episode curve over the episodes); ``return_peak``,
+    the best mean of ``window`` consecutive episodes (with fewer episodes, the mean of all of them: the one
+    window there is); ``return_drop``, peak minus final (0: the run ended at its best). None without episodes."""
+    x = np.asarray(returns, dtype=np.float64)
+    if not len(x):
+        return {"return_auc": None, "return_peak": None, "return_drop": None}
+    width = min(window, len(x))
+    csum = np.cumsum(np.insert(x, 0, 0.0))
+    peak = float(np.max(csum[width:] - csum[:-width]) / width)
+    final = float(np.mean(x[-width:]))
+    return {"return_auc": float(x.mean()), "return_peak": peak, "return_drop": peak - final}
+
+
 def _window() -> deque:
     return deque(maxlen=FINAL_RETURN_WINDOW)
 
@@ -70,6 +86,8 @@ class _Column:
 
 
 class LoopState:
+    return_sum: float | None = None  # (for a LoopState unpickled from checkpoint format 2: unknown)
+    return_peak: float | None = None
     step = _Column(int)  # env steps taken (the position of the ε and β schedules)
     episode = _Column(int)  # episodes finished
     episode_return = _Column(float)  # of the episode in progress
@@ -84,11 +102,18 @@ class LoopState:
         self.recent_returns: deque = _window()
         self.recent_successes: deque = _window()  # goal envs (info["is_success"]) only
         self.target_syncs = 0  # target-network copies (period and episode-end syncs alike)
+        self.return_sum: float | None = 0.0  # of every episode's return (None: resumed from a checkpoint without it)
+        self.return_peak: float | None = None  # best mean of FINAL_RETURN_WINDOW consecutive episodes so far
 
     def finish_episode(self, ep_return: float, success: float | None) -> None:
         """Count a finished episode and start the next one."""
         self.episode += 1
         self.recent_returns.append(ep_return)
+        if self.return_sum is not None:
+            self.return_sum += ep_return
+        if len(self.recent_returns) == FINAL_RETURN_WINDOW and self.return_sum is not None:
+            mean = float(np.mean(self.recent_returns))
+            self.return_peak = mean if self.return_peak is None else max(self.return_peak, mean)
         if success is not None:
             self.recent_successes.append(float(success))
         self.episode_return, self.episode_length = 0.0, 0
@@ -96,6 +121,15 @@ class LoopState:
     @property
     def recent_return_mean(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def return_measures(self) -> dict[str, float | None]:
+        """:func:`return_measures` of every episode so far, from the running sum and peak (None each for a run
+        resumed from a checkpoint written before they were kept: its earlier episodes are not in them)."""
+        if self.return_sum is None or not self.episode:
+            return {"return_auc": None, "return_peak": None, "return_drop": None}
+        final = float(np.mean(self.recent_returns))
+        peak = self.return_peak if self.episode >= FINAL_RETURN_WINDOW else final
+        return {"return_auc": self.return_sum / self.episode, "return_peak": peak, "return_drop": peak - final}
 
     @property
     def recent_success_rate(self) -> float | None:
@@ -110,6 +144,8 @@ class LoopState:
             "recent_returns": list(self.recent_returns),
             "recent_successes": list(self.recent_successes),
             "target_syncs": self.target_syncs,
+            "return_sum": self.return_sum,
+            "return_peak": self.return_peak,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -120,6 +156,9 @@ class LoopState:
         self.recent_successes = _window()
         self.recent_successes.extend(state["recent_successes"])
         self.target_syncs = int(state["target_syncs"])
+        # a checkpoint written before these were kept: its run's earlier returns are unknown here
+        self.return_sum = state.get("return_sum")
+        self.return_peak = state.get("return_peak")
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A LoopState pickled by checkpoint format 2 (a dataclass then: its counters plain attributes), or
