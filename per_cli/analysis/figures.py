@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from per_cli.analysis.curves import curve_on_grid
+from per_cli.analysis.curves import curve_on_grid, enough_runs
+from per_cli.analysis.envname import env_as_run
 from per_cli.analysis.groups import Group
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
@@ -56,6 +57,12 @@ def legend_label(group: Group, counts: bool = True) -> str:
     return f"{group.label} (n={len(runs)}" + "".join(f", {e}" for e in extra) + ")"
 
 
+def env_title(env: str, groups: Sequence[Group]) -> str:
+    """The env as its runs ran it (:func:`~per_cli.analysis.envname.env_as_run`: the id, and the episode limit
+    where it is not the registered one)."""
+    return env_as_run(env, [r.config.get("env.max_episode_steps") for g in groups for r in g.runs])
+
+
 def _steps_axis(ax) -> None:
     from matplotlib.ticker import EngFormatter
 
@@ -78,8 +85,9 @@ def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
 def plot_curves(
     ax, groups: Sequence[Group], tag: str, smooth: int, styles: dict[str, dict], counts: bool = True
 ) -> bool:
-    """Mean over seeds and 95% bootstrap band of ``tag`` for each group on ``ax``; False if none logged it.
-    Legend labels carry the seed counts unless ``counts`` is false (figures that span envs)."""
+    """Mean over seeds and 95% bootstrap band of ``tag`` for each group on ``ax``, stopped where fewer than half
+    the group's runs remain (:func:`~per_cli.analysis.curves.enough_runs`); False if none logged it. Legend labels
+    carry the seed counts unless ``counts`` is false (figures that span envs)."""
     grid = _grid([r for g in groups for r in g.curve_runs], tag)
     if grid is None:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
@@ -90,6 +98,8 @@ def plot_curves(
             continue
         curves = np.stack([curve_on_grid(*r.scalars[tag], grid, smooth, r.end_step) for r in runs])
         mean, lo, hi = mean_band(curves)
+        few = ~enough_runs(curves)
+        mean[few], lo[few], hi[few] = np.nan, np.nan, np.nan
         style = styles[g.label]
         marker = "o" if len(grid) == 1 else None
         ax.plot(grid, mean, label=legend_label(g, counts), marker=marker, markersize=3, **style)
@@ -120,24 +130,27 @@ def _legend_height(n: int, cols: int = 2) -> float:
 
 
 def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: str, smooth: int,
-                  styles: dict[str, dict], out: Output, threshold: float | None = None) -> bool:  # fmt: skip
-    """One panel per tag (a row); False, and nothing written, when no run logged any of them."""
+                  styles: dict[str, dict], out: Output, threshold: float | None = None):  # fmt: skip
+    """One panel per tag (a row). Returns the figure (saved and closed, so that what is drawn can be checked);
+    None, and nothing written, when no run logged any of the tags."""
     if not any(tag in r.scalars for g in groups for r in g.curve_runs for tag in tags):
-        return False
+        return None
     width = SINGLE if len(tags) == 1 else DOUBLE
     fig, axes = _subplots(1, len(tags), width, 2.0 + _legend_height(len(groups), 2 if len(tags) == 1 else 3))
     for ax, tag in zip(axes[0], tags, strict=True):
         plot_curves(ax, groups, tag, smooth, styles)
         if tag == RETURN_TAG:
             _threshold_line(ax, threshold)
+    title = env_title(env, groups)
     if len(tags) == 1:
-        axes[0, 0].set_title(env)
+        axes[0, 0].set_title(title)
     else:
-        fig.suptitle(env, fontsize=8)
+        fig.suptitle(title, fontsize=8)
     caption = band_caption(smooth)
     legend_inside(fig, axes, list(styles), title=caption, ncol_max=2 if len(tags) == 1 else 3)
-    out.save(fig, f"{stem}_{slug(env)}", f"{env}: {', '.join(label_of(t) for t in tags)} against env steps; {caption}")
-    return True
+    what = ", ".join(label_of(t) for t in tags)
+    out.save(fig, f"{stem}_{slug(env)}", f"{title}: {what} against env steps; {caption}")
+    return fig
 
 
 def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict[str, dict],
@@ -150,7 +163,7 @@ def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict
     for ax, env in zip(axes.ravel(), envs, strict=False):
         plot_curves(ax, by_env[env], RETURN_TAG, smooth, styles, counts=False)
         _threshold_line(ax, thresholds.get(env))
-        ax.set_title(env)
+        ax.set_title(env_title(env, by_env[env]))
     for ax in axes.ravel()[len(envs) :]:
         ax.remove()
     caption = band_caption(smooth)
@@ -179,7 +192,7 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
         ys += list(y)
     rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan
     stats = f"ρ = {rho:.2f}, {len(xs)} runs" if math.isfinite(rho) else f"{len(xs)} runs"
-    ax.set_title(f"{env}: {stats}" if first else stats, loc="left")
+    ax.set_title(f"{env_title(env, groups)}: {stats}" if first else stats, loc="left")
     if not xs:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
     ax.set_xlabel(f"{SHORT_LABELS.get(tag, tag)} (run mean)")

@@ -31,6 +31,7 @@ from per_cli.analysis.figures import (
     HYPOTHESIS_TAGS,
     IID_TAGS,
     TD_TAGS,
+    env_title,
     figure_all_returns,
     figure_curves,
     figure_hypothesis,
@@ -212,8 +213,8 @@ def make_plots(
         if not figure_hypothesis(by_env, styles, output, final=final_return_meaning(final_episodes)):
             report.notes.append("hypothesis figure: no completed run with a final return and batch measures yet")
         for design in factors.designs:
-            figure_heatmap(design, output)
-            figure_marginals(design, output)
+            figure_heatmap(design, output, env_title(design.env, by_env[design.env]))
+            figure_marginals(design, output, env_title(design.env, by_env[design.env]))
     rows = summarize(groups, limits, smooth)
     made = made_by(plot_command(runs_dir, out, fmt, smooth, metrics, thresholds, final_episodes, envs))
     report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir, final_episodes, made)

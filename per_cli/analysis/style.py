@@ -26,7 +26,6 @@ KIND_COLORS = {
     "oracle": "#9467bd",  # the Blind Cliffwalk's oracle
 }
 SPARE_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939")  # other kinds, by name
-HER_DASHES = (0, (4, 1.5))
 STYLE = {
     "font.size": 8,
     "axes.titlesize": 8,
@@ -65,9 +64,17 @@ def shade(color: str, i: int, n: int) -> tuple[float, float, float]:
     return colorsys.hls_to_rgb(h, lo + (hi - lo) * i / (n - 1), s)
 
 
+# line patterns that tell apart up to nine settings of one replay kind (its colour shaded besides), in order:
+# solid, dashed, dotted, dash-dot, long dash, dash-dot-dot, loose dots, dense dashes, long dash-dot
+LINE_PATTERNS = ("-", (0, (4, 1.5)), (0, (1, 1)), (0, (4, 1.5, 1, 1.5)), (0, (8, 2)), (0, (4, 1.5, 1, 1.5, 1, 1.5)),
+                 (0, (1, 3)), (0, (2, 1)), (0, (8, 2, 1, 2)))  # fmt: skip
+
+
 def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
     """Matplotlib line properties per group label, from ``(group label, replay label)`` pairs in plotting
-    order: the kind's colour, shaded across the settings of one replay label; dashed for ``+her``."""
+    order: the kind's colour (the same in every figure), and across the settings of one replay label both a
+    shade of it and a line pattern of :data:`LINE_PATTERNS`, so that up to nine cells of a sweep are told
+    apart by more than shades of one colour. ``+her`` starts one pattern on (dashed beside the kind's solid)."""
     by_replay: dict[str, list[str]] = {}
     for label, replay in labels:
         members = by_replay.setdefault(replay, [])
@@ -75,18 +82,18 @@ def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
             members.append(label)
     styles = {}
     for replay, members in by_replay.items():
+        first = 1 if replay.endswith("+her") else 0
         for i, label in enumerate(members):
-            style = {"color": shade(kind_color(replay), i, len(members))}
-            if replay.endswith("+her"):
-                style["linestyle"] = HER_DASHES
-            styles[label] = style
+            pattern = LINE_PATTERNS[(first + i) % len(LINE_PATTERNS)]
+            styles[label] = {"color": shade(kind_color(replay), i, len(members)), "linestyle": pattern}
     return styles
 
 
 def band_caption(smooth: int, what: str = "mean over seeds") -> str:
     """What a curve figure shows, in one line (the legend's title and the caption file)."""
     smoothing = "no smoothing" if smooth <= 1 else f"trailing mean of {smooth} logged points"
-    return f"line: {what}; band: 95% bootstrap CI over seeds (none for 1 seed); {smoothing}"
+    return (f"line: {what}, stopped where fewer than half a group's runs remain; band: 95% bootstrap CI over "
+            f"seeds (none for 1 seed); {smoothing}")  # fmt: skip
 
 
 def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None, ncol_max: int = 3) -> None:

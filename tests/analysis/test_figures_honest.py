@@ -1,0 +1,83 @@
+"""Figures that do not mislead (issue 47): a group's curve stops where fewer than half its runs remain, the title
+names the env as run (its episode limit), nine cells of a sweep are told apart by line patterns, and the legend
+sits outside every panel."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+
+from per_cli.analysis.figures import env_title, figure_curves, plot_curves
+from per_cli.analysis.groups import group_runs
+from per_cli.analysis.plot import make_plots
+from per_cli.analysis.readers import RETURN_TAG
+from per_cli.analysis.runs import load_runs
+from per_cli.analysis.style import STYLE, Output, line_styles
+
+from ..runfactory import linear_returns, write_run
+
+matplotlib.use("Agg")
+
+
+def test_a_groups_curve_stops_where_fewer_than_half_its_runs_remain(tmp_path):
+    """Four completed runs end at 1k, 2k, 3k and 4k steps (episode budgets): past 3k only one of four is left,
+    whose tail would stand for all four under "n=4"."""
+    import matplotlib.pyplot as plt
+
+    for seed, end in enumerate((1000, 2000, 3000, 4000), start=1):
+        write_run(tmp_path / f"s{seed}", seed=seed, returns=linear_returns(20, end, lambda s: s / 10),
+                  total_steps=end, tensorboard=False)  # fmt: skip
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    fig, ax = plt.subplots()
+    assert plot_curves(ax, groups, RETURN_TAG, 1, line_styles([(g.label, g.replay) for g in groups]))
+    x, y = ax.get_lines()[0].get_data()
+    drawn = x[np.isfinite(y)]
+    assert 2900 < drawn.max() <= 3000  # two of four remain up to 3k; none of the last 1k is drawn
+    plt.close(fig)
+    report = make_plots(tmp_path, workers=1)
+    assert "stopped where fewer than half a group's runs remain" in (report.out / "captions.md").read_text()
+
+
+def _runs(root, limit=None, values=(None,)):
+    for i, value in enumerate(values):
+        for seed in (1, 2):
+            overrides = {"env.max_episode_steps": limit} if limit else {}
+            if value is not None:
+                overrides["replay.capacity"] = value
+            write_run(root / f"v{i}_s{seed}", seed=seed, overrides=overrides, tensorboard=False, total_steps=1000,
+                      returns=linear_returns(20, 1000, lambda s, k=i: s / 10 + 20 * k))  # fmt: skip
+    return group_runs(load_runs(root, workers=1))
+
+
+def test_the_title_names_the_episode_limit_the_runs_had(tmp_path):
+    cut = _runs(tmp_path / "cut", limit=200)
+    assert env_title("CartPole-v1", cut) == "CartPole-v1 (200-step limit)"
+    fig = figure_curves("CartPole-v1", cut, [RETURN_TAG], "return", 1, {g.label: {"color": "C0"} for g in cut},
+                        Output(tmp_path, "png"))  # fmt: skip
+    assert fig.axes[0].get_title() == "CartPole-v1 (200-step limit)"
+    assert env_title("CartPole-v1", _runs(tmp_path / "registered", limit=500)) == "CartPole-v1"
+    assert env_title("CartPole-v1", _runs(tmp_path / "unset")) == "CartPole-v1"
+    report = make_plots(tmp_path / "cut", workers=1)
+    assert "CartPole-v1 (200-step limit): episodic return" in (report.out / "captions.md").read_text()
+
+
+def test_nine_cells_of_a_sweep_have_nine_line_patterns_and_the_legend_covers_no_data(tmp_path):
+    import matplotlib.pyplot as plt
+
+    capacities = [1000 * 2**k for k in range(9)]
+    groups = _runs(tmp_path, values=capacities)
+    assert len(groups) == 9
+    styles = line_styles([(g.label, g.replay) for g in groups])
+    patterns = {repr(s["linestyle"]) for s in styles.values()}
+    assert len(patterns) == 9  # not nine shades of one colour alone
+    with plt.rc_context(STYLE):
+        fig = figure_curves("CartPole-v1", groups, [RETURN_TAG], "return", 1, styles, Output(tmp_path, "png"))
+        fig.canvas.draw()
+        legend = fig.legends[0].get_window_extent()
+        for ax in fig.axes:
+            assert not legend.overlaps(ax.get_window_extent())  # below the panel, never over its data
+        frame = fig.bbox
+        assert frame.x0 <= legend.x0 and legend.x1 <= frame.x1 and frame.y0 <= legend.y0
+        drawn = {repr(line.get_linestyle()) + repr(line._dash_pattern) for line in fig.axes[0].get_lines()}
+        assert len(drawn) == 9
+        plt.close(fig)
