@@ -5,10 +5,11 @@ of the baseline, by how much, and whether that is more than seed noise.
   2021, rliable's ``probability_of_improvement``; it is the Mann–Whitney U statistic over n_x·n_y), with a 95%
   percentile bootstrap CI that resamples each group's seeds on their own. 0.5: no difference.
 * **IQM difference** IQM(X) − IQM(Y), in return units, with the same bootstrap samples.
-* **Mann–Whitney p**: two-sided, ``scipy.stats.mannwhitneyu`` (exact for small groups without ties, else the
-  tie-corrected normal approximation), beside it the **Holm-adjusted p** over the table's family (every row
-  with a p: one table, one family) and the smallest p the test can reach at the groups' sizes; the mark of a
-  difference (bold) follows the adjusted p.
+* **Mann–Whitney p**: two-sided, ``scipy.stats.mannwhitneyu``: exact (every split of the pooled scores, ties
+  included) where there are at most :data:`EXACT_SPLITS` splits, so that small groups with ties never get a
+  normal approximation below the smallest p the test can reach; else scipy's default. Beside it the
+  **Holm-adjusted p** over the table's family (every row with a p: one table, one family) and the smallest p
+  the test can reach at the groups' sizes; the mark of a difference (bold) follows the adjusted p.
 * Below 5 seeds in either group there is no bootstrap interval (``no interval (n = 3)``): a percentile
   bootstrap of 3 runs is degenerate (a CI of P(X > Y) reads [0.00, 0.00]).
 
@@ -53,6 +54,7 @@ class Comparison:
 
 
 ALPHA = 0.05  # the level at which an adjusted p is marked
+EXACT_SPLITS = 20_000  # C(n_x + n_y, n_x) up to which the p is the exact permutation p (8 vs 8: 12,870)
 COLUMNS = list(Comparison.__dataclass_fields__)
 
 
@@ -86,7 +88,9 @@ def compare_pair(
     }
     if len(x) < 2 or len(y) < 2:
         return out
-    out["mann_whitney_p"] = float(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    exact = math.comb(len(x) + len(y), len(x)) <= EXACT_SPLITS
+    method = sps.PermutationMethod(n_resamples=np.inf) if exact else "auto"
+    out["mann_whitney_p"] = float(sps.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
     if len(x) < MIN_INTERVAL_SEEDS or len(y) < MIN_INTERVAL_SEEDS:
         return out
     rng = np.random.default_rng(seed)
@@ -131,9 +135,12 @@ def comparisons_csv(rows: Sequence[Comparison]) -> str:
     return rows_csv(rows, COLUMNS)
 
 
-def p_text(p: float) -> str:
+def p_text(p: float, exact: bool = False) -> str:
+    """``0.032``, ``< 0.001``; ``exact``: three significant digits however small (``2.37e-06``)."""
     if math.isnan(p):
         return "–"
+    if exact:
+        return f"{p:.3g}"
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -142,13 +149,13 @@ def marked(text: str, adjusted_p: float, alpha: float = ALPHA) -> str:
     return f"**{text}**" if adjusted_p < alpha else text
 
 
-def p_cells(p: float, adjusted: float, n_x: int, n_y: int) -> tuple[str, str]:
+def p_cells(p: float, adjusted: float, n_x: int, n_y: int, exact: bool = False) -> tuple[str, str]:
     """The raw p (with the smallest reachable p below MIN_INTERVAL_SEEDS seeds: a test that cannot reach 0.05
-    says so) and the adjusted p, bold below :data:`ALPHA`."""
-    raw = p_text(p)
+    says so) and the adjusted p, bold below :data:`ALPHA` (``exact``: as :func:`p_text`)."""
+    raw = p_text(p, exact)
     if min(n_x, n_y) < MIN_INTERVAL_SEEDS and n_x and n_y:
         raw += f" (smallest reachable p at {n_x} vs {n_y}: {smallest_p(n_x, n_y):.3g})"
-    return raw, marked(p_text(adjusted), adjusted)
+    return raw, marked(p_text(adjusted, exact), adjusted)
 
 
 def comparisons_markdown(rows: Sequence[Comparison], final: str, made: str = "") -> str:

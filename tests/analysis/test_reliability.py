@@ -47,3 +47,10 @@ def test_tables_of_three_seeds_print_no_interval_and_the_smallest_p(tmp_path):
     shares = list(csv.DictReader(io.StringIO((report.out / "factors.csv").read_text())))
     assert shares and all(s["ci_low"] == "" for s in shares)
     assert "no interval (n = 3)" in (report.out / "factors.md").read_text()
+
+
+def test_small_groups_with_ties_get_the_exact_p_never_below_the_smallest_reachable():
+    """3 vs 3 with a tie: scipy's default (the normal approximation) says 0.076, below the 0.1 that no split of
+    six scores can go under; the exact permutation p is 0.1."""
+    m = compare_pair([30.0, 31.0, 31.0], [1.0, 2.0, 3.0], reps=100)
+    assert m["mann_whitney_p"] >= m["mann_whitney_p_min"] == 0.1
