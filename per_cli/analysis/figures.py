@@ -12,6 +12,7 @@ import numpy as np
 from per_cli.analysis.curves import curve_on_grid, enough_runs
 from per_cli.analysis.envname import env_as_run
 from per_cli.analysis.groups import Group
+from per_cli.analysis.measures import run_mean
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import mean_band, spearman
@@ -182,7 +183,7 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
     """One env × measure panel: the env's name on the row's first panel, ρ over its runs on every panel."""
     xs, ys = [], []
     for g in groups:
-        pts = [(r.mean_of(tag), r.final_return) for r in g.completed]
+        pts = [(run_mean(r, tag), r.final_return) for r in g.completed]
         pts = [(x, y) for x, y in pts if x is not None and y is not None]
         if not pts:
             continue

@@ -37,7 +37,7 @@ from per_cli.analysis.figures import (
     figure_hypothesis,
 )
 from per_cli.analysis.groups import Group, group_runs
-from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
+from per_cli.analysis.measures import LENGTH_TAG, MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
 from per_cli.analysis.provenance import made_by
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run, checked_env_id, load_runs
@@ -177,7 +177,7 @@ def make_plots(
     if final_episodes is not None and final_episodes < 1:
         raise ConfigError(f"--final-episodes {final_episodes}: must be >= 1 (leave it out for the summaries' last 20)")
     out = out if out is not None else runs_dir / "plots"
-    needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
+    needed = {RETURN_TAG, LENGTH_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
     runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed, envs=envs)
     _check_metrics(runs, metrics)
     for run in runs:
