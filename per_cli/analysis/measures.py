@@ -105,7 +105,8 @@ def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
     for env in dict.fromkeys(r.env for r in rows):
         env_rows = [r for r in rows if r.env == env]
         tags = [t for t in MEASURE_TAGS if any(r.tag == t for r in env_rows)]
-        lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(MEASURE_TAGS[t] for t in tags) + " |",
+        names = [MEASURE_TAGS[t].replace("|", "\\|") for t in tags]  # (a bare | would split the column)
+        lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(names) + " |",
                   "|---|---|" + "---:|" * len(tags)]  # fmt: skip
         for key in dict.fromkeys((r.replay, r.settings) for r in env_rows):
             cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == key}

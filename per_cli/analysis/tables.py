@@ -208,20 +208,17 @@ CURVE_MEANING = (
 
 
 def _curve_note(rows: Sequence[Row]) -> str:
-    """How many runs' curve measures came from their logged returns, or had none (old summaries)."""
-    parts = []
-    for r in rows:
-        missing = r.seeds - r.curve_runs
-        if r.curve_from_logs:
-            parts.append(f"{r.env} {r.replay}{' ' + r.settings if r.settings else ''}: {r.curve_from_logs} from "
-                         "the logged returns")  # fmt: skip
-        if missing > 0:
-            parts.append(f"{r.env} {r.replay}{' ' + r.settings if r.settings else ''}: {missing} without (—)")
-    if not parts:
+    """How many runs' curve measures came from their logged returns, or are missing (old summaries)."""
+    runs = sum(r.seeds for r in rows)
+    logged = sum(r.curve_from_logs for r in rows)
+    missing = sum(max(r.seeds - r.curve_runs, 0) for r in rows)
+    if not logged and not missing:
         return ""
-    return ("AUC, peak and drop of runs whose summary.json predates them are computed from their logged episode "
-            "returns (metrics.csv or event files), by the same definition; a run with neither shows —. "
-            + "; ".join(parts) + ".")  # fmt: skip
+    parts = [f"{logged} of {runs} runs' summary.json predate AUC, peak and drop: theirs come from the logged episode "
+             "returns (metrics.csv or event files), by the same definition"] if logged else []  # fmt: skip
+    if missing:
+        parts.append(f"{missing} runs have neither, and are left out of those columns (— where a group has none)")
+    return "; ".join(parts) + "."
 
 
 def table_markdown(

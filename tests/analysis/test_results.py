@@ -309,7 +309,7 @@ def test_summary_table_values(tmp_path):
     assert uniform.return_auc_iqm == pytest.approx(500 / 7) == pytest.approx(uniform.return_peak_iqm)
     assert uniform.return_drop_iqm == 0 and (uniform.curve_runs, uniform.curve_from_logs) == (5, 5)
     assert "| 30.0 | 71.4 [" in md and "| 0.0 [0.0, 0.0] | 31.0 [" in md
-    assert "uniform: 5 from the logged returns" in md
+    assert "6 of 6 runs' summary.json predate AUC, peak and drop" in md
     assert "300 (≥ 100: 5/5)" in md
     assert "## Failed or unreadable runs" in md and "`u7` (failed): RuntimeError: boom" in md
     assert "| CartPole-v1 | combined | 1 | 7.0, no interval (n = 1) | 7.0 |" in md  # not 7.0 [7.0, 7.0]
