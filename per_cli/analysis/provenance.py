@@ -14,15 +14,22 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 @cache
 def commit() -> str:
-    """The short commit of the per_cli checkout that runs (``-dirty``: with uncommitted changes); ``an unknown
-    commit`` outside a git checkout (an installed wheel)."""
-    try:
-        done = subprocess.run(["git", "-C", str(PACKAGE_DIR), "describe", "--always", "--dirty", "--abbrev=7"],
-                              capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
+    """The short commit of the per_cli checkout that runs (``-dirty``: per_cli itself has uncommitted changes;
+    other files, such as the tables being written, do not count); ``an unknown commit`` outside a git checkout
+    (an installed wheel)."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(PACKAGE_DIR), *args], capture_output=True, text=True, timeout=10,
+                                  check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    head = git("rev-parse", "--short=7", "HEAD")
+    if not head:
         return "an unknown commit"
-    text = done.stdout.strip()
-    return f"commit {text}" if done.returncode == 0 and text else "an unknown commit"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    return f"commit {head}{'-dirty' if changed else ''}"
 
 
 def made_by(argv: Sequence[str]) -> str:

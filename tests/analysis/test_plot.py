@@ -294,3 +294,15 @@ def test_cli_env_option_bad_input_exits_2(tmp_path, env, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / "plots").exists()
+
+
+def test_every_table_names_its_commit_and_the_command_that_remakes_it(tmp_path):
+    import shlex
+
+    _study(tmp_path / "runs", seeds=(1, 2))
+    report = make_plots(tmp_path / "runs", tmp_path / "out", workers=1, smooth=3, final_episodes=5)
+    expected = shlex.join(["per", "plot", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--smooth", "3",
+                           "--final-episodes", "5"])  # fmt: skip
+    for name in ("summary.md", "comparisons.md", "factors.md", "measures.md"):
+        text = (report.out / name).read_text()
+        assert "Made at commit " in text and f"by `{expected}`." in text, name
