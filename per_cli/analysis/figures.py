@@ -16,7 +16,7 @@ from per_cli.analysis.measures import run_mean
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import mean_band, spearman
-from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_inside
+from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_height, legend_inside
 from per_cli.analysis.text import slug
 
 GRID_POINTS = 200
@@ -126,10 +126,6 @@ def _subplots(rows: int, cols: int, width: float, height: float):
     return fig, axes
 
 
-def _legend_height(n: int, cols: int = 2) -> float:
-    return 0.35 + 0.14 * math.ceil(n / cols)
-
-
 def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: str, smooth: int,
                   styles: dict[str, dict], out: Output, threshold: float | None = None):  # fmt: skip
     """One panel per tag (a row). Returns the figure (saved and closed, so that what is drawn can be checked);
@@ -137,7 +133,9 @@ def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: 
     if not any(tag in r.scalars for g in groups for r in g.curve_runs for tag in tags):
         return None
     width = SINGLE if len(tags) == 1 else DOUBLE
-    fig, axes = _subplots(1, len(tags), width, 2.0 + _legend_height(len(groups), 2 if len(tags) == 1 else 3))
+    ncol_max, caption = 2 if len(tags) == 1 else 3, band_caption(smooth)
+    labels = [legend_label(g) for g in groups]
+    fig, axes = _subplots(1, len(tags), width, 2.0 + legend_height(width, labels, ncol_max, caption))
     for ax, tag in zip(axes[0], tags, strict=True):
         plot_curves(ax, groups, tag, smooth, styles)
         if tag == RETURN_TAG:
@@ -147,8 +145,7 @@ def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: 
         axes[0, 0].set_title(title)
     else:
         fig.suptitle(title, fontsize=8)
-    caption = band_caption(smooth)
-    legend_inside(fig, axes, list(styles), title=caption, ncol_max=2 if len(tags) == 1 else 3)
+    legend_inside(fig, axes, list(styles), title=caption, ncol_max=ncol_max)
     what = ", ".join(label_of(t) for t in tags)
     out.save(fig, f"{stem}_{slug(env)}", f"{title}: {what} against env steps; {caption}")
     return fig
@@ -159,19 +156,20 @@ def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict
     envs = list(by_env)
     cols = min(len(envs), 3)
     rows = math.ceil(len(envs) / cols)
-    labels = {g.label for gs in by_env.values() for g in gs}
-    fig, axes = _subplots(rows, cols, DOUBLE, 2.0 * rows + _legend_height(len(labels), 3))
+    labels = list(dict.fromkeys(g.label for gs in by_env.values() for g in gs))
+    caption = band_caption(smooth)
+    fig, axes = _subplots(rows, cols, DOUBLE, 2.0 * rows + legend_height(DOUBLE, labels, 3, caption))
     for ax, env in zip(axes.ravel(), envs, strict=False):
         plot_curves(ax, by_env[env], RETURN_TAG, smooth, styles, counts=False)
         _threshold_line(ax, thresholds.get(env))
         ax.set_title(env_title(env, by_env[env]))
     for ax in axes.ravel()[len(envs) :]:
         ax.remove()
-    caption = band_caption(smooth)
     legend_inside(fig, axes.ravel()[: len(envs)], list(styles), title=caption)
     out.save(fig, "returns", f"episodic return against env steps, every env; {caption}")
 
 
+SCATTER_TITLE = "one point per completed run; ρ: Spearman rank correlation"
 SHORT_LABELS = {
     "iid/state_diversity": "state diversity",
     "iid/episode_diversity": "episode diversity",
@@ -211,8 +209,9 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
     envs = [env for env, gs in by_env.items() if any(r.final_return is not None for g in gs for r in g.completed)]
     if not envs:
         return False
-    labels = {g.label for env in envs for g in by_env[env]}
-    fig, axes = _subplots(len(envs), len(tags), DOUBLE, 2.1 * len(envs) + _legend_height(len(labels), 3))
+    labels = list(dict.fromkeys(g.label for env in envs for g in by_env[env]))
+    height = 2.1 * len(envs) + legend_height(DOUBLE, labels, 3, SCATTER_TITLE)
+    fig, axes = _subplots(len(envs), len(tags), DOUBLE, height)
     anything = False
     for row, env in enumerate(envs):
         for col, tag in enumerate(tags):
@@ -222,7 +221,7 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
 
         plt.close(fig)
         return False
-    legend_inside(fig, axes, list(styles), title="one point per completed run; ρ: Spearman rank correlation")
+    legend_inside(fig, axes, list(styles), title=SCATTER_TITLE)
     caption = (
         f"per completed run: the run's mean of each batch measure against its final return ({final}); "
         "ρ: Spearman rank correlation over the env's runs"

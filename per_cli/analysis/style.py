@@ -96,6 +96,31 @@ def band_caption(smooth: int, what: str = "mean over seeds") -> str:
             f"seeds (none for 1 seed); {smoothing}")  # fmt: skip
 
 
+_CHAR_PT = 0.55 * 7  # legend font 7 pt
+_HANDLE_PT = 40  # the line sample, its padding and the column gap
+
+
+def legend_layout(width_in: float, labels: Sequence[str], ncol_max: int = 3) -> tuple[list[str], int]:
+    """The legend's labels wrapped to the figure's width, and how many columns fit (at most ``ncol_max``)."""
+    width_pt = width_in * 72
+    wrap = max(12, int((width_pt - _HANDLE_PT) / _CHAR_PT))
+    wrapped = [textwrap.fill(label, wrap) for label in labels]
+    longest = max((max(len(line) for line in lab.splitlines()) for lab in wrapped), default=1)
+    ncol = max(1, min(len(wrapped), ncol_max, int(width_pt // (longest * _CHAR_PT + _HANDLE_PT))))
+    return wrapped, ncol
+
+
+def legend_height(width_in: float, labels: Sequence[str], ncol_max: int = 3, title: str = "") -> float:
+    """Inches the legend of :func:`legend_inside` takes below the panels: its rows of (wrapped) labels and its
+    title's lines, so that a figure grows with its legend instead of squeezing its panels."""
+    wrapped, ncol = legend_layout(width_in, labels, ncol_max)
+    per_column = [0] * ncol
+    for i, label in enumerate(wrapped):
+        per_column[i % ncol] += label.count("\n") + 1
+    title_lines = len(textwrap.wrap(title, int(width_in * 72 / (0.55 * 6)))) if title else 0
+    return 0.15 + 0.14 * max(per_column, default=0) + 0.11 * title_lines
+
+
 def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None, ncol_max: int = 3) -> None:
     """One legend for every panel, below the panels (constrained layout makes room for it), with as many
     columns as fit the figure's width and long labels wrapped, so that no entry is cut off."""
@@ -107,13 +132,8 @@ def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None
         return
     rank = {label: i for i, label in enumerate(order)}
     items = sorted(handles.items(), key=lambda item: rank.get(item[0], len(rank)))
+    labels, ncol = legend_layout(fig.get_figwidth(), [label for label, _ in items], ncol_max)
     width_pt = fig.get_figwidth() * 72
-    char_pt = 0.55 * 7  # legend font 7 pt
-    handle_pt = 40  # the line sample, its padding and the column gap
-    wrap = max(12, int((width_pt - handle_pt) / char_pt))
-    labels = [textwrap.fill(label, wrap) for label, _ in items]
-    longest = max((max(len(line) for line in lab.splitlines()) for lab in labels), default=1)
-    ncol = max(1, min(len(labels), ncol_max, int(width_pt // (longest * char_pt + handle_pt))))
     fig.legend([h for _, h in items], labels, loc="outside lower center", ncol=ncol, frameon=False,
                title=textwrap.fill(title, int(width_pt / (0.55 * 6))) if title else None)  # fmt: skip
 

@@ -81,3 +81,21 @@ def test_nine_cells_of_a_sweep_have_nine_line_patterns_and_the_legend_covers_no_
         drawn = {repr(line.get_linestyle()) + repr(line._dash_pattern) for line in fig.axes[0].get_lines()}
         assert len(drawn) == 9
         plt.close(fig)
+
+
+def test_a_long_legend_makes_the_figure_taller_not_the_panel_shorter(tmp_path):
+    """Twelve one-column entries below a single-column panel: the axes keep their height (at least 1.2 in of the
+    2 in given to the panel with its title and tick labels; the legend used to squeeze them to about half an inch),
+    and the y label stays inside the figure."""
+    import matplotlib.pyplot as plt
+
+    groups = _runs(tmp_path, values=[1000 * 2**k for k in range(12)])
+    styles = line_styles([(g.label, g.replay) for g in groups])
+    with plt.rc_context(STYLE):
+        fig = figure_curves("CartPole-v1", groups, [RETURN_TAG], "return", 1, styles, Output(tmp_path, "png"))
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        assert ax.get_window_extent().height / fig.dpi >= 1.2
+        label = ax.yaxis.label.get_window_extent()
+        assert fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1
+        plt.close(fig)
