@@ -16,7 +16,7 @@ from per_cli.analysis.measures import run_mean
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import mean_band, spearman
-from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_height, legend_inside
+from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_height, legend_inside, marker_of
 from per_cli.analysis.text import slug
 
 GRID_POINTS = 200
@@ -186,7 +186,8 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
         if not pts:
             continue
         x, y = np.array(pts).T
-        ax.scatter(x, y, s=14, color=styles[g.label]["color"], label=g.label, alpha=0.85, edgecolors="none")
+        ax.scatter(x, y, s=14, color=styles[g.label]["color"], marker=marker_of(styles[g.label]), label=g.label,
+                   alpha=0.85, edgecolors="none")  # fmt: skip
         xs += list(x)
         ys += list(y)
     rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan

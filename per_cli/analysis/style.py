@@ -68,6 +68,13 @@ def shade(color: str, i: int, n: int) -> tuple[float, float, float]:
 # solid, dashed, dotted, dash-dot, long dash, dash-dot-dot, loose dots, dense dashes, long dash-dot
 LINE_PATTERNS = ("-", (0, (4, 1.5)), (0, (1, 1)), (0, (4, 1.5, 1, 1.5)), (0, (8, 2)), (0, (4, 1.5, 1, 1.5, 1, 1.5)),
                  (0, (1, 3)), (0, (2, 1)), (0, (8, 2, 1, 2)))  # fmt: skip
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", "*")  # the same settings' points in scatter plots, in step
+
+
+def marker_of(style: dict) -> str:
+    """The scatter marker that goes with a line style of :func:`line_styles` (its pattern's place in the list)."""
+    pattern = style.get("linestyle", "-")
+    return MARKERS[LINE_PATTERNS.index(pattern) % len(MARKERS)] if pattern in LINE_PATTERNS else "o"
 
 
 def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:

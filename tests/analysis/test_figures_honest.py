@@ -99,3 +99,10 @@ def test_a_long_legend_makes_the_figure_taller_not_the_panel_shorter(tmp_path):
         label = ax.yaxis.label.get_window_extent()
         assert fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1
         plt.close(fig)
+
+
+def test_nine_settings_of_a_kind_have_nine_markers_in_the_hypothesis_figure():
+    from per_cli.analysis.style import marker_of
+
+    styles = line_styles([(f"uniform, capacity={c}", "uniform") for c in range(9)])
+    assert len({marker_of(s) for s in styles.values()}) == 9
