@@ -192,7 +192,8 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
         ys += list(y)
     rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan
     stats = f"ρ = {rho:.2f}, {len(xs)} runs" if math.isfinite(rho) else f"{len(xs)} runs"
-    ax.set_title(f"{env_title(env, groups)}: {stats}" if first else stats, loc="left")
+    # the env's name on a line of its own: beside ρ it ran into the next panel's title
+    ax.set_title(f"{env_title(env, groups)}\n{stats}" if first else stats, loc="left")
     if not xs:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
     ax.set_xlabel(f"{SHORT_LABELS.get(tag, tag)} (run mean)")
@@ -203,13 +204,13 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
 
 def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], out: Output,
                       tags: Sequence[str] = HYPOTHESIS_TAGS,
-                      final: str = "mean of the last 20 training episodes") -> bool:  # fmt: skip
+                      final: str = "mean of the last 20 training episodes"):  # fmt: skip
     """Per completed run: its mean of each batch measure (the i.i.d. measures, the mean |TD error|) against
-    its final return (``final`` says what that is), one row per env. False, and nothing written, if no run
-    has both."""
+    its final return (``final`` says what that is), one row per env. Returns the figure (saved and closed);
+    None, and nothing written, if no run has both."""
     envs = [env for env, gs in by_env.items() if any(r.final_return is not None for g in gs for r in g.completed)]
     if not envs:
-        return False
+        return None
     labels = list(dict.fromkeys(g.label for env in envs for g in by_env[env]))
     height = 2.1 * len(envs) + legend_height(DOUBLE, labels, 3, SCATTER_TITLE)
     fig, axes = _subplots(len(envs), len(tags), DOUBLE, height)
@@ -221,11 +222,11 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
         import matplotlib.pyplot as plt
 
         plt.close(fig)
-        return False
+        return None
     legend_inside(fig, axes, list(styles), title=SCATTER_TITLE)
     caption = (
         f"per completed run: the run's mean of each batch measure against its final return ({final}); "
         "ρ: Spearman rank correlation over the env's runs"
     )
     out.save(fig, "hypothesis", caption)
-    return True
+    return fig

@@ -19,6 +19,15 @@ from ..runfactory import linear_returns, write_run
 matplotlib.use("Agg")
 
 
+def _drawn(fig):
+    """Draw a saved (so closed) figure again on an Agg canvas, at its own dpi; its renderer, for extents."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
 def test_a_groups_curve_stops_where_fewer_than_half_its_runs_remain(tmp_path):
     """Four completed runs end at 1k, 2k, 3k and 4k steps (episode budgets): past 3k only one of four is left,
     whose tail would stand for all four under "n=4"."""
@@ -72,10 +81,10 @@ def test_nine_cells_of_a_sweep_have_nine_line_patterns_and_the_legend_covers_no_
     assert len(patterns) == 9  # not nine shades of one colour alone
     with plt.rc_context(STYLE):
         fig = figure_curves("CartPole-v1", groups, [RETURN_TAG], "return", 1, styles, Output(tmp_path, "png"))
-        fig.canvas.draw()
-        legend = fig.legends[0].get_window_extent()
+        renderer = _drawn(fig)
+        legend = fig.legends[0].get_window_extent(renderer)
         for ax in fig.axes:
-            assert not legend.overlaps(ax.get_window_extent())  # below the panel, never over its data
+            assert not legend.overlaps(ax.get_window_extent(renderer))  # below the panel, never over its data
         frame = fig.bbox
         assert frame.x0 <= legend.x0 and legend.x1 <= frame.x1 and frame.y0 <= legend.y0
         drawn = {repr(line.get_linestyle()) + repr(line._dash_pattern) for line in fig.axes[0].get_lines()}
@@ -93,10 +102,10 @@ def test_a_long_legend_makes_the_figure_taller_not_the_panel_shorter(tmp_path):
     styles = line_styles([(g.label, g.replay) for g in groups])
     with plt.rc_context(STYLE):
         fig = figure_curves("CartPole-v1", groups, [RETURN_TAG], "return", 1, styles, Output(tmp_path, "png"))
-        fig.canvas.draw()
+        renderer = _drawn(fig)
         ax = fig.axes[0]
-        assert ax.get_window_extent().height / fig.dpi >= 1.2
-        label = ax.yaxis.label.get_window_extent()
+        assert ax.get_window_extent(renderer).height / fig.dpi >= 1.2
+        label = ax.yaxis.label.get_window_extent(renderer)
         assert fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1
         plt.close(fig)
 
@@ -106,3 +115,28 @@ def test_nine_settings_of_a_kind_have_nine_markers_in_the_hypothesis_figure():
 
     styles = line_styles([(f"uniform, capacity={c}", "uniform") for c in range(9)])
     assert len({marker_of(s) for s in styles.values()}) == 9
+
+
+def test_no_title_of_the_hypothesis_figure_runs_into_another(tmp_path):
+    """The first panel's title names the env as run and ρ; beside ρ on one line it ran into the next panel's."""
+    import matplotlib.pyplot as plt
+
+    from per_cli.analysis.figures import figure_hypothesis
+
+    updates = {tag: [(s, s / 1000) for s in range(100, 1001, 100)] for tag in
+               ("iid/state_diversity", "iid/episode_diversity", "td_error/mean")}  # fmt: skip
+    for kind in ("uniform", "prioritized"):
+        for seed in (1, 2, 3):
+            write_run(tmp_path / f"{kind}{seed}", replay=kind, seed=seed, updates=updates, tensorboard=False,
+                      returns=linear_returns(10, 1000, lambda s, k=seed: s / 10 + k), total_steps=1000,
+                      overrides={"env.max_episode_steps": 200})  # fmt: skip
+    groups = group_runs(load_runs(tmp_path, workers=1))
+    with plt.rc_context(STYLE):
+        fig = figure_hypothesis({"CartPole-v1": groups}, line_styles([(g.label, g.replay) for g in groups]),
+                                Output(tmp_path, "png"))  # fmt: skip
+        renderer = _drawn(fig)
+        titles = [ax.title if ax.title.get_text() else ax._left_title for ax in fig.axes]
+        boxes = [t.get_window_extent(renderer) for t in titles]
+        assert "CartPole-v1 (200-step limit)" in titles[0].get_text()
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+        plt.close(fig)
