@@ -32,10 +32,12 @@ def write_run(
     tensorboard: bool = True,
     error: str = "RuntimeError: boom",
     total_steps: int | None = None,
+    lengths: list[int] | None = None,
 ) -> Path:
     """Write a run directory. ``returns``: (env step, episodic return) per episode; ``updates``: tag ->
     (env step, value) of update scalars (in the event file; metrics.csv gets each episode's mean of those in
-    its steps, as the loop writes it); ``status=None`` leaves no summary.json (a run just started)."""
+    its steps, as the loop writes it); ``lengths``: each episode's length (default 1); ``status=None`` leaves no
+    summary.json (a run just started)."""
     path.mkdir(parents=True)
     data = to_dict(Config())
     for key, value in {"env.id": env, "replay.kind": replay, "seed": seed, **(overrides or {})}.items():
@@ -57,7 +59,7 @@ def write_run(
         writer.writeheader()
         previous = -1
         for i, (step, value) in enumerate(returns, 1):
-            row = {"step": step, "episode": i, "return": value, "length": 1}
+            row = {"step": step, "episode": i, "return": value, "length": lengths[i - 1] if lengths else 1}
             for tag, column in EPISODE_UPDATE_COLUMNS.items():  # as the loop writes it: the episode's means
                 during = [v for s, v in updates.get(tag, ()) if previous < s <= step]
                 row[column] = float(np.mean(during)) if during else ""

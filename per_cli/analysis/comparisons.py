@@ -5,8 +5,13 @@ of the baseline, by how much, and whether that is more than seed noise.
   2021, rliable's ``probability_of_improvement``; it is the Mann–Whitney U statistic over n_x·n_y), with a 95%
   percentile bootstrap CI that resamples each group's seeds on their own. 0.5: no difference.
 * **IQM difference** IQM(X) − IQM(Y), in return units, with the same bootstrap samples.
-* **Mann–Whitney p**: two-sided, ``scipy.stats.mannwhitneyu`` (exact for small groups without ties, else the
-  tie-corrected normal approximation).
+* **Mann–Whitney p**: two-sided, ``scipy.stats.mannwhitneyu``: exact (every split of the pooled scores, ties
+  included) where there are at most :data:`EXACT_SPLITS` splits, so that small groups with ties never get a
+  normal approximation below the smallest p the test can reach; else scipy's default. Beside it the
+  **Holm-adjusted p** over the table's family (every row with a p: one table, one family) and the smallest p
+  the test can reach at the groups' sizes; the mark of a difference (bold) follows the adjusted p.
+* Below 5 seeds in either group there is no bootstrap interval (``no interval (n = 3)``): a percentile
+  bootstrap of 3 runs is degenerate (a CI of P(X > Y) reads [0.00, 0.00]).
 
 Groups are compared only with a baseline group of the same env and the same swept settings (a grid that
 sweeps a setting within one kind, such as the two-factor study, has no baseline and gets no table). The
@@ -23,7 +28,7 @@ import numpy as np
 from scipy import stats as sps
 
 from per_cli.analysis.groups import Group
-from per_cli.analysis.stats import DEFAULT_REPS, iqm
+from per_cli.analysis.stats import DEFAULT_REPS, MIN_INTERVAL_SEEDS, holm, iqm, smallest_p
 from per_cli.analysis.tables import rows_csv, with_ci
 
 BASELINE = "uniform"
@@ -44,8 +49,12 @@ class Comparison:
     iqm_difference_ci_low: float
     iqm_difference_ci_high: float
     mann_whitney_p: float
+    mann_whitney_p_holm: float  # Holm-adjusted over every row of the table with a p
+    mann_whitney_p_min: float  # the smallest two-sided p reachable at these group sizes (3 vs 3: 0.1)
 
 
+ALPHA = 0.05  # the level at which an adjusted p is marked
+EXACT_SPLITS = 20_000  # C(n_x + n_y, n_x) up to which the p is the exact permutation p (8 vs 8: 12,870)
 COLUMNS = list(Comparison.__dataclass_fields__)
 
 
@@ -63,8 +72,9 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray | flo
 def compare_pair(
     x: np.ndarray, y: np.ndarray, *, reps: int = DEFAULT_REPS, confidence: float = 0.95, seed: int = 0
 ) -> dict[str, float]:
-    """The measures of the module docstring for scores ``x`` against baseline scores ``y`` (NaN CIs and p for
-    a group of fewer than two scores)."""
+    """The measures of the module docstring for scores ``x`` against baseline scores ``y``: NaN p for a group of
+    fewer than two scores, NaN CIs for one of fewer than :data:`MIN_INTERVAL_SEEDS`; ``mann_whitney_p_min``: the
+    smallest p reachable at these sizes. The Holm adjustment needs the family: :func:`adjust`."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     out = {
         "p_improvement": probability_of_improvement(x, y),
@@ -74,10 +84,15 @@ def compare_pair(
         "iqm_difference_ci_low": math.nan,
         "iqm_difference_ci_high": math.nan,
         "mann_whitney_p": math.nan,
+        "mann_whitney_p_min": smallest_p(len(x), len(y)),
     }
     if len(x) < 2 or len(y) < 2:
         return out
-    out["mann_whitney_p"] = float(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    exact = math.comb(len(x) + len(y), len(x)) <= EXACT_SPLITS
+    method = sps.PermutationMethod(n_resamples=np.inf) if exact else "auto"
+    out["mann_whitney_p"] = float(sps.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
+    if len(x) < MIN_INTERVAL_SEEDS or len(y) < MIN_INTERVAL_SEEDS:
+        return out
     rng = np.random.default_rng(seed)
     bx = x[rng.integers(0, len(x), size=(reps, len(x)))]
     by = y[rng.integers(0, len(y), size=(reps, len(y)))]
@@ -109,7 +124,10 @@ def compare_groups(
         if not len(x) or not len(y):
             continue
         measures = compare_pair(x, y, reps=reps, seed=seed)
-        rows.append(Comparison(g.env, g.replay, g.settings_label, baseline, len(x), len(y), **measures))
+        rows.append(Comparison(g.env, g.replay, g.settings_label, baseline, len(x), len(y), **measures,
+                               mann_whitney_p_holm=math.nan))  # fmt: skip
+    for row, adjusted in zip(rows, holm([r.mann_whitney_p for r in rows]), strict=True):
+        row.mann_whitney_p_holm = float(adjusted)
     return rows
 
 
@@ -117,34 +135,58 @@ def comparisons_csv(rows: Sequence[Comparison]) -> str:
     return rows_csv(rows, COLUMNS)
 
 
-def _p_text(p: float) -> str:
+def p_text(p: float, exact: bool = False) -> str:
+    """``0.032``, ``< 0.001``; ``exact``: three significant digits however small (``2.37e-06``)."""
     if math.isnan(p):
         return "–"
+    if exact:
+        return f"{p:.3g}"
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def comparisons_markdown(rows: Sequence[Comparison], final: str) -> str:
-    """The table, per env; ``final``: what a run's final return is (for the header)."""
+def marked(text: str, adjusted_p: float, alpha: float = ALPHA) -> str:
+    """``text`` in bold where the Holm-adjusted p is below ``alpha``: the one mark of a difference."""
+    return f"**{text}**" if adjusted_p < alpha else text
+
+
+def p_cells(p: float, adjusted: float, n_x: int, n_y: int, exact: bool = False) -> tuple[str, str]:
+    """The raw p (with the smallest reachable p below MIN_INTERVAL_SEEDS seeds: a test that cannot reach 0.05
+    says so) and the adjusted p, bold below :data:`ALPHA` (``exact``: as :func:`p_text`)."""
+    raw = p_text(p, exact)
+    if min(n_x, n_y) < MIN_INTERVAL_SEEDS and n_x and n_y:
+        raw += f" (smallest reachable p at {n_x} vs {n_y}: {smallest_p(n_x, n_y):.3g})"
+    return raw, marked(p_text(adjusted, exact), adjusted)
+
+
+def comparisons_markdown(rows: Sequence[Comparison], final: str, made: str = "") -> str:
+    """The table, per env; ``final``: what a run's final return is (for the header); ``made``: its commit and
+    command."""
     baseline = rows[0].baseline if rows else BASELINE
     with_settings = any(r.settings for r in rows)
     head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", f"P(kind > {baseline}) [95% CI]",
-            f"IQM − IQM({baseline}) [95% CI]", "Mann–Whitney p"]  # fmt: skip
+            f"IQM − IQM({baseline}) [95% CI]", "Mann–Whitney p", "Holm-adjusted p"]  # fmt: skip
+    family = sum(math.isfinite(r.mann_whitney_p) for r in rows)
     lines = [
         f"# Each kind against `{baseline}`",
         "",
+        *([made, ""] if made else []),
         f"Final return: {final}. P(kind > {baseline}): the probability that a run of the kind ends above a run of "
         f"`{baseline}`, ties counting half (Agarwal et al. 2021's probability of improvement; 0.5 = no "
         "difference). IQM difference in return units. 95% CIs: percentile bootstrap resampling each group's "
-        "seeds; p: two-sided Mann–Whitney U test (scipy).",
+        f"seeds, none below {MIN_INTERVAL_SEEDS} seeds (a bootstrap of so few runs is degenerate); p: two-sided "
+        "Mann–Whitney U test (scipy), with the smallest p the test can reach where a group has fewer than "
+        f"{MIN_INTERVAL_SEEDS} seeds. Holm-adjusted p: Holm (1979) over this table's family, its {family} tests "
+        f"(every row with a p); bold: adjusted p < {ALPHA}.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" if i < 2 + with_settings else "---:" for i in range(len(head))) + "|",
     ]
     for r in rows:
         fewest = min(r.seeds, r.baseline_seeds)
+        difference = with_ci(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1, fewest)
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), f"{r.seeds} vs {r.baseline_seeds}",
                  with_ci(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2, fewest),
-                 with_ci(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1, fewest),
-                 _p_text(r.mann_whitney_p)]  # fmt: skip
+                 marked(difference, r.mann_whitney_p_holm),
+                 *p_cells(r.mann_whitney_p, r.mann_whitney_p_holm, r.seeds, r.baseline_seeds)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

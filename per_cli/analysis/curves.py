@@ -1,5 +1,6 @@
 """Curves of logged scalars: duplicates at one step averaged, trailing means, interpolation on a common step
-grid, and the first step at which a threshold is reached."""
+grid, the points where enough of a group's runs remain to draw it, and the first step at which a threshold is
+reached."""
 
 from __future__ import annotations
 
@@ -57,3 +58,12 @@ def steps_to_threshold(steps: np.ndarray, returns: np.ndarray, threshold: float,
     x, y = dedup_steps(steps, returns)
     hit = np.flatnonzero(trailing_mean(y, window) >= threshold)
     return float(x[hit[0]]) if len(hit) else math.inf
+
+
+def enough_runs(curves: np.ndarray, fraction: float = 0.5) -> np.ndarray:
+    """Per grid point, whether at least ``fraction`` of the group's runs (rows of ``curves``, NaN where a run has
+    no value) are present. A group's line stops where fewer than half its runs remain: with episode budgets runs
+    end at different steps, and a tail drawn over the few survivors (those that ended last, biased) would
+    stand for all of them under the legend's n."""
+    curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+    return np.isfinite(curves).sum(axis=0) >= fraction * curves.shape[0]

@@ -21,8 +21,9 @@ def cell_iqm(design: Design, i: int, j: int) -> np.ndarray:
     return iqm(y.reshape(y.shape[0], y.shape[1], -1), axis=-1)
 
 
-def figure_heatmap(design: Design, out: Output) -> bool:
-    """The IQM of the final return over the first two factors; False for a one-factor design."""
+def figure_heatmap(design: Design, out: Output, env: str | None = None) -> bool:
+    """The IQM of the final return over the first two factors; False for a one-factor design. ``env``: the env
+    as run, for the title (default its id)."""
     if len(design.factors) < 2:
         return False
     import matplotlib.pyplot as plt
@@ -41,7 +42,7 @@ def figure_heatmap(design: Design, out: Output) -> bool:
     ax.set_ylabel(design.factors[0])
     ax.grid(False)
     others = f", pooled over {', '.join(design.factors[2:])}" if len(design.factors) > 2 else ""
-    ax.set_title(f"{design.env}: final-return IQM over {len(design.seeds)} seeds{others}")
+    ax.set_title(f"{env or design.env}: final-return IQM over {len(design.seeds)} seeds{others}")
     fig.colorbar(image, ax=ax, label="final return IQM")
     caption = (
         f"{design.env}: IQM over seeds of the final return (mean of the last 20 training episodes) in each cell of "
@@ -51,11 +52,12 @@ def figure_heatmap(design: Design, out: Output) -> bool:
     return True
 
 
-def figure_marginals(design: Design, out: Output):
+def figure_marginals(design: Design, out: Output, env: str | None = None):
     """One panel per factor: the final-return IQM at each of its levels with a 95% bootstrap CI. A numeric
     factor's levels (evenly spaced, in ascending order) are joined by a line; a categorical factor's (the
     replay kind, in the project's order none, uniform, combined, prioritized, rank, then others; any other
-    non-numeric levels) are separate points, since no trend runs between categories. Returns the figure
+    non-numeric levels) are separate points, since no trend runs between categories. ``env``: the env as run, for
+    the title (default its id). Returns the figure
     (saved and closed), so that what is drawn can be checked."""
     import matplotlib.pyplot as plt
 
@@ -82,7 +84,7 @@ def figure_marginals(design: Design, out: Output):
             ax.grid(False, axis="x")
     only_kind = design.factors == [REPLAY_FACTOR]
     what = "final-return IQM per replay kind (no swept key)" if only_kind else "marginal effect of each factor"
-    title = f"{design.env}: {what}, 95% CI over seeds"
+    title = f"{env or design.env}: {what}, 95% CI over seeds"
     fig.suptitle(textwrap.fill(title, 55 if k == 1 else 110), fontsize=8)
     pooled = "" if k == 1 else ", pooled over the other factors' levels"
     joined = [f for j, f in enumerate(design.factors) if design.numeric(j)]

@@ -27,8 +27,8 @@ import numpy as np
 
 from per_cli.analysis.groups import Group, format_value, kind_rank
 from per_cli.analysis.runs import Run
-from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
-from per_cli.analysis.tables import MIN_RELIABLE_SEEDS, UNRELIABLE
+from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
+from per_cli.analysis.tables import no_interval
 
 REPLAY_FACTOR = "replay"
 CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
@@ -230,16 +230,19 @@ def factors_csv(report: FactorReport) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(FACTOR_COLUMNS)
+    seeds = {d.env: len(d.seeds) for d in report.designs}
     for s in report.shares:
-        writer.writerow([s.env, s.effect, f"{s.eta_sq:.6g}", f"{s.ci_low:.6g}", f"{s.ci_high:.6g}", s.levels])
+        ci = ["", ""] if seeds.get(s.env, 0) < MIN_INTERVAL_SEEDS else [f"{s.ci_low:.6g}", f"{s.ci_high:.6g}"]
+        writer.writerow([s.env, s.effect, f"{s.eta_sq:.6g}", *ci, s.levels])
     return out.getvalue()
 
 
-def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes") -> str:
-    """The η² tables; ``final`` says what a run's final return is."""
+def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes", made: str = "") -> str:
+    """The η² tables; ``final`` says what a run's final return is; ``made``: the commit and command."""
     lines = [
         "# Variance in final return explained by each factor",
         "",
+        *([made, ""] if made else []),
         "η² = SS_effect / SS_total of a balanced full-factorial ANOVA over the completed runs of each env (final "
         f"return: {final}). Residual: seed-to-seed variance and higher-order "
         "interactions. 95% CI: percentile bootstrap resampling seeds within each cell. A factor with L levels "
@@ -257,9 +260,8 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
             lines.append(f"Every run's final return is {format_value(design.y.flat[0])}: no variance to explain.")
         else:
             lines += ["| effect | η² | 95% CI |", "|---|---:|---:|"]
-        mark = f" {UNRELIABLE}" if len(design.seeds) < MIN_RELIABLE_SEEDS else ""
         for s in shares:
-            lines.append(f"| {s.effect} | {s.eta_sq:.3f} | [{s.ci_low:.3f}, {s.ci_high:.3f}]{mark} |")
+            lines.append(f"| {s.effect} | {s.eta_sq:.3f} | {_interval(design, s.ci_low, s.ci_high, 3)} |")
         lines += _marginal_lines(design)
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
@@ -276,8 +278,14 @@ def _marginal_lines(design: Design) -> list[str]:
         head = ("Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
                 "stratified bootstrap CI resampling seeds within each cell.")  # fmt: skip
     lines = ["", head, "", "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]
-    mark = f" {UNRELIABLE}" if len(design.seeds) < MIN_RELIABLE_SEEDS else ""
     for i, (factor, levels) in enumerate(zip(design.factors, design.levels, strict=True)):
         for level, (mid, lo, hi) in zip(levels, marginal(design, i), strict=True):
-            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | [{lo:.1f}, {hi:.1f}]{mark} |")
+            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | {_interval(design, lo, hi, 1)} |")
     return lines
+
+
+def _interval(design: Design, lo: float, hi: float, digits: int) -> str:
+    """``[lo, hi]``, or ``no interval (n = 3)`` below MIN_INTERVAL_SEEDS seeds per cell (a bootstrap over so
+    few seeds is degenerate)."""
+    seeds = len(design.seeds)
+    return no_interval(seeds) if seeds < MIN_INTERVAL_SEEDS else f"[{lo:.{digits}f}, {hi:.{digits}f}]"

@@ -9,12 +9,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from per_cli.analysis.curves import curve_on_grid
+from per_cli.analysis.curves import curve_on_grid, enough_runs
+from per_cli.analysis.envname import env_as_run
 from per_cli.analysis.groups import Group
+from per_cli.analysis.measures import run_mean
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import mean_band, spearman
-from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_inside
+from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_height, legend_inside, marker_of
 from per_cli.analysis.text import slug
 
 GRID_POINTS = 200
@@ -56,6 +58,12 @@ def legend_label(group: Group, counts: bool = True) -> str:
     return f"{group.label} (n={len(runs)}" + "".join(f", {e}" for e in extra) + ")"
 
 
+def env_title(env: str, groups: Sequence[Group]) -> str:
+    """The env as its runs ran it (:func:`~per_cli.analysis.envname.env_as_run`: the id, and the episode limit
+    where it is not the registered one)."""
+    return env_as_run(env, [r.config.get("env.max_episode_steps") for g in groups for r in g.runs])
+
+
 def _steps_axis(ax) -> None:
     from matplotlib.ticker import EngFormatter
 
@@ -78,8 +86,9 @@ def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
 def plot_curves(
     ax, groups: Sequence[Group], tag: str, smooth: int, styles: dict[str, dict], counts: bool = True
 ) -> bool:
-    """Mean over seeds and 95% bootstrap band of ``tag`` for each group on ``ax``; False if none logged it.
-    Legend labels carry the seed counts unless ``counts`` is false (figures that span envs)."""
+    """Mean over seeds and 95% bootstrap band of ``tag`` for each group on ``ax``, stopped where fewer than half
+    the group's runs remain (:func:`~per_cli.analysis.curves.enough_runs`); False if none logged it. Legend labels
+    carry the seed counts unless ``counts`` is false (figures that span envs)."""
     grid = _grid([r for g in groups for r in g.curve_runs], tag)
     if grid is None:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
@@ -90,6 +99,8 @@ def plot_curves(
             continue
         curves = np.stack([curve_on_grid(*r.scalars[tag], grid, smooth, r.end_step) for r in runs])
         mean, lo, hi = mean_band(curves)
+        few = ~enough_runs(curves)
+        mean[few], lo[few], hi[few] = np.nan, np.nan, np.nan
         style = styles[g.label]
         marker = "o" if len(grid) == 1 else None
         ax.plot(grid, mean, label=legend_label(g, counts), marker=marker, markersize=3, **style)
@@ -115,29 +126,29 @@ def _subplots(rows: int, cols: int, width: float, height: float):
     return fig, axes
 
 
-def _legend_height(n: int, cols: int = 2) -> float:
-    return 0.35 + 0.14 * math.ceil(n / cols)
-
-
 def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: str, smooth: int,
-                  styles: dict[str, dict], out: Output, threshold: float | None = None) -> bool:  # fmt: skip
-    """One panel per tag (a row); False, and nothing written, when no run logged any of them."""
+                  styles: dict[str, dict], out: Output, threshold: float | None = None):  # fmt: skip
+    """One panel per tag (a row). Returns the figure (saved and closed, so that what is drawn can be checked);
+    None, and nothing written, when no run logged any of the tags."""
     if not any(tag in r.scalars for g in groups for r in g.curve_runs for tag in tags):
-        return False
+        return None
     width = SINGLE if len(tags) == 1 else DOUBLE
-    fig, axes = _subplots(1, len(tags), width, 2.0 + _legend_height(len(groups), 2 if len(tags) == 1 else 3))
+    ncol_max, caption = 2 if len(tags) == 1 else 3, band_caption(smooth)
+    labels = [legend_label(g) for g in groups]
+    fig, axes = _subplots(1, len(tags), width, 2.0 + legend_height(width, labels, ncol_max, caption))
     for ax, tag in zip(axes[0], tags, strict=True):
         plot_curves(ax, groups, tag, smooth, styles)
         if tag == RETURN_TAG:
             _threshold_line(ax, threshold)
+    title = env_title(env, groups)
     if len(tags) == 1:
-        axes[0, 0].set_title(env)
+        axes[0, 0].set_title(title)
     else:
-        fig.suptitle(env, fontsize=8)
-    caption = band_caption(smooth)
-    legend_inside(fig, axes, list(styles), title=caption, ncol_max=2 if len(tags) == 1 else 3)
-    out.save(fig, f"{stem}_{slug(env)}", f"{env}: {', '.join(label_of(t) for t in tags)} against env steps; {caption}")
-    return True
+        fig.suptitle(title, fontsize=8)
+    legend_inside(fig, axes, list(styles), title=caption, ncol_max=ncol_max)
+    what = ", ".join(label_of(t) for t in tags)
+    out.save(fig, f"{stem}_{slug(env)}", f"{title}: {what} against env steps; {caption}")
+    return fig
 
 
 def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict[str, dict],
@@ -145,19 +156,20 @@ def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict
     envs = list(by_env)
     cols = min(len(envs), 3)
     rows = math.ceil(len(envs) / cols)
-    labels = {g.label for gs in by_env.values() for g in gs}
-    fig, axes = _subplots(rows, cols, DOUBLE, 2.0 * rows + _legend_height(len(labels), 3))
+    labels = list(dict.fromkeys(g.label for gs in by_env.values() for g in gs))
+    caption = band_caption(smooth)
+    fig, axes = _subplots(rows, cols, DOUBLE, 2.0 * rows + legend_height(DOUBLE, labels, 3, caption))
     for ax, env in zip(axes.ravel(), envs, strict=False):
         plot_curves(ax, by_env[env], RETURN_TAG, smooth, styles, counts=False)
         _threshold_line(ax, thresholds.get(env))
-        ax.set_title(env)
+        ax.set_title(env_title(env, by_env[env]))
     for ax in axes.ravel()[len(envs) :]:
         ax.remove()
-    caption = band_caption(smooth)
     legend_inside(fig, axes.ravel()[: len(envs)], list(styles), title=caption)
     out.save(fig, "returns", f"episodic return against env steps, every env; {caption}")
 
 
+SCATTER_TITLE = "one point per completed run; ρ: Spearman rank correlation"
 SHORT_LABELS = {
     "iid/state_diversity": "state diversity",
     "iid/episode_diversity": "episode diversity",
@@ -169,17 +181,19 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
     """One env × measure panel: the env's name on the row's first panel, ρ over its runs on every panel."""
     xs, ys = [], []
     for g in groups:
-        pts = [(r.mean_of(tag), r.final_return) for r in g.completed]
+        pts = [(run_mean(r, tag), r.final_return) for r in g.completed]
         pts = [(x, y) for x, y in pts if x is not None and y is not None]
         if not pts:
             continue
         x, y = np.array(pts).T
-        ax.scatter(x, y, s=14, color=styles[g.label]["color"], label=g.label, alpha=0.85, edgecolors="none")
+        ax.scatter(x, y, s=14, color=styles[g.label]["color"], marker=marker_of(styles[g.label]), label=g.label,
+                   alpha=0.85, edgecolors="none")  # fmt: skip
         xs += list(x)
         ys += list(y)
     rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan
     stats = f"ρ = {rho:.2f}, {len(xs)} runs" if math.isfinite(rho) else f"{len(xs)} runs"
-    ax.set_title(f"{env}: {stats}" if first else stats, loc="left")
+    # the env's name on a line of its own: beside ρ it ran into the next panel's title
+    ax.set_title(f"{env_title(env, groups)}\n{stats}" if first else stats, loc="left")
     if not xs:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
     ax.set_xlabel(f"{SHORT_LABELS.get(tag, tag)} (run mean)")
@@ -190,15 +204,16 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
 
 def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], out: Output,
                       tags: Sequence[str] = HYPOTHESIS_TAGS,
-                      final: str = "mean of the last 20 training episodes") -> bool:  # fmt: skip
+                      final: str = "mean of the last 20 training episodes"):  # fmt: skip
     """Per completed run: its mean of each batch measure (the i.i.d. measures, the mean |TD error|) against
-    its final return (``final`` says what that is), one row per env. False, and nothing written, if no run
-    has both."""
+    its final return (``final`` says what that is), one row per env. Returns the figure (saved and closed);
+    None, and nothing written, if no run has both."""
     envs = [env for env, gs in by_env.items() if any(r.final_return is not None for g in gs for r in g.completed)]
     if not envs:
-        return False
-    labels = {g.label for env in envs for g in by_env[env]}
-    fig, axes = _subplots(len(envs), len(tags), DOUBLE, 2.1 * len(envs) + _legend_height(len(labels), 3))
+        return None
+    labels = list(dict.fromkeys(g.label for env in envs for g in by_env[env]))
+    height = 2.1 * len(envs) + legend_height(DOUBLE, labels, 3, SCATTER_TITLE)
+    fig, axes = _subplots(len(envs), len(tags), DOUBLE, height)
     anything = False
     for row, env in enumerate(envs):
         for col, tag in enumerate(tags):
@@ -207,11 +222,11 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
         import matplotlib.pyplot as plt
 
         plt.close(fig)
-        return False
-    legend_inside(fig, axes, list(styles), title="one point per completed run; ρ: Spearman rank correlation")
+        return None
+    legend_inside(fig, axes, list(styles), title=SCATTER_TITLE)
     caption = (
         f"per completed run: the run's mean of each batch measure against its final return ({final}); "
         "ρ: Spearman rank correlation over the env's runs"
     )
     out.save(fig, "hypothesis", caption)
-    return True
+    return fig

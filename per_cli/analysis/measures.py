@@ -4,8 +4,11 @@ measure, with a 95% bootstrap CI over seeds; ``measures.md`` / ``measures.csv`` 
 This is the table behind "did the knob move the thing it is meant to move?": the i.i.d. measures and the
 notebook's correlation count side by side (a measure that does not change between `none` and `uniform`, or
 across replay windows, cannot stand for i.i.d.-ness), the sample age, and the TD-error focus (mean |δ| and the
-IS-weight mean). A run's mean is the mean of every logged value of the tag (per episode in metrics.csv, per log
-window in TensorBoard), as the hypothesis figure uses it.
+IS-weight mean). A run's mean (:func:`run_mean`, which the hypothesis figure uses too) is weighted by what it
+averages: metrics.csv holds per episode the mean over the updates made during it, so each episode's value counts
+by its env steps (the updates it saw, at a fixed replay ratio; an unweighted mean over-weights the short early
+episodes); TensorBoard's values, one per log window of a fixed number of steps, count equally. Below 5 runs a
+group gets no interval.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from per_cli.analysis.groups import Group
-from per_cli.analysis.stats import stratified_bootstrap_ci
+from per_cli.analysis.runs import Run
+from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, stratified_bootstrap_ci
+from per_cli.analysis.tables import cell, no_interval
 
 MEASURE_TAGS = {
     "iid/state_diversity": "state diversity",
@@ -29,6 +34,7 @@ MEASURE_TAGS = {
     "replay/is_weight_mean": "IS weight mean",
 }
 CI_REPS = 2_000
+LENGTH_TAG = "charts/episodic_length"  # the weights of metrics.csv's per-episode means
 
 
 @dataclass
@@ -43,15 +49,34 @@ class MeasureRow:
     ci_high: float
 
 
+def run_mean(run: Run, tag: str) -> float | None:
+    """The run's mean of ``tag`` over the whole run (None if never logged): from metrics.csv, each episode's
+    value weighted by its length in env steps (its updates); from TensorBoard, each logged value once."""
+    if run.source != "metrics.csv" or LENGTH_TAG not in run.scalars or tag not in run.scalars:
+        return run.mean_of(tag)
+    steps, values = run.scalars[tag]
+    end_steps, lengths = run.scalars[LENGTH_TAG]
+    at = np.searchsorted(end_steps, steps)
+    matched = (at < len(end_steps)) & (end_steps[np.minimum(at, len(end_steps) - 1)] == steps) & np.isfinite(values)
+    weights = lengths[at[matched]].astype(np.float64)
+    if not matched.any() or weights.sum() <= 0:
+        return run.mean_of(tag)
+    return float(np.average(values[matched], weights=weights))
+
+
 def measure_rows(groups: Sequence[Group]) -> list[MeasureRow]:
-    """One row per group and measure tag that at least one of its completed runs logged."""
+    """One row per group and measure tag that at least one of its completed runs logged (no CI below
+    MIN_INTERVAL_SEEDS runs)."""
     rows = []
     for g in groups:
         for tag in MEASURE_TAGS:
-            values = [v for r in g.completed if (v := r.mean_of(tag)) is not None]
+            values = [v for r in g.completed if (v := run_mean(r, tag)) is not None]
             if not values:
                 continue
-            mean, lo, hi = stratified_bootstrap_ci([np.array(values)], np.mean, reps=CI_REPS)
+            if len(values) < MIN_INTERVAL_SEEDS:
+                mean, lo, hi = float(np.mean(values)), np.nan, np.nan
+            else:
+                mean, lo, hi = stratified_bootstrap_ci([np.array(values)], np.mean, reps=CI_REPS)
             rows.append(MeasureRow(g.env, g.replay, g.settings_label, tag, len(values), mean, lo, hi))
     return rows
 
@@ -61,23 +86,27 @@ def measures_csv(rows: Sequence[MeasureRow]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["env", "replay", "settings", "tag", "runs", "mean", "ci_low", "ci_high"])
     for r in rows:
-        writer.writerow([r.env, r.replay, r.settings, r.tag, r.runs, f"{r.mean:.6g}", f"{r.ci_low:.6g}",
-                         f"{r.ci_high:.6g}"])  # fmt: skip
+        writer.writerow([r.env, r.replay, r.settings, r.tag, r.runs, cell(r.mean), cell(r.ci_low), cell(r.ci_high)])
     return out.getvalue()
 
 
-def measures_markdown(rows: Sequence[MeasureRow]) -> str:
-    """Per env, a table with a row per group and a column per measure: mean [95% CI] over its runs."""
+def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
+    """Per env, a table with a row per group and a column per measure: mean [95% CI] over its runs; ``made``:
+    the commit and command."""
     lines = [
         "# What the batches looked like",
         "",
-        "Per group: the mean over its completed runs of each run's mean of the batch measure (every logged value "
-        "of the run); in brackets a 95% bootstrap CI over the runs. Definitions: docs/metrics.md.",
+        *([made, ""] if made else []),
+        "Per group: the mean over its completed runs of each run's mean of the batch measure over the whole run, "
+        "weighted by what it averages (metrics.csv: each episode's mean over its updates, weighted by the episode's "
+        "env steps; TensorBoard: each log window's value once); in brackets a 95% bootstrap CI over the runs, none "
+        f"below {MIN_INTERVAL_SEEDS} runs. Definitions: docs/metrics.md.",
     ]
     for env in dict.fromkeys(r.env for r in rows):
         env_rows = [r for r in rows if r.env == env]
         tags = [t for t in MEASURE_TAGS if any(r.tag == t for r in env_rows)]
-        lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(MEASURE_TAGS[t] for t in tags) + " |",
+        names = [MEASURE_TAGS[t].replace("|", "\\|") for t in tags]  # (a bare | would split the column)
+        lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(names) + " |",
                   "|---|---|" + "---:|" * len(tags)]  # fmt: skip
         for key in dict.fromkeys((r.replay, r.settings) for r in env_rows):
             cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == key}
@@ -89,4 +118,6 @@ def _cell(row: MeasureRow | None) -> str:
     if row is None:
         return "–"
     digits = 0 if abs(row.mean) >= 100 else 3
+    if row.runs < MIN_INTERVAL_SEEDS:
+        return f"{row.mean:.{digits}f}, {no_interval(row.runs)}"
     return f"{row.mean:.{digits}f} [{row.ci_low:.{digits}f}, {row.ci_high:.{digits}f}]"

@@ -31,12 +31,14 @@ from per_cli.analysis.figures import (
     HYPOTHESIS_TAGS,
     IID_TAGS,
     TD_TAGS,
+    env_title,
     figure_all_returns,
     figure_curves,
     figure_hypothesis,
 )
 from per_cli.analysis.groups import Group, group_runs
-from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
+from per_cli.analysis.measures import LENGTH_TAG, MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
+from per_cli.analysis.provenance import made_by
 from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run, checked_env_id, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
@@ -136,6 +138,21 @@ def _episode_limit(groups: Sequence[Group]) -> int | None:
     return limits.pop() if len(limits) == 1 else None
 
 
+def plot_command(runs_dir: Path, out: Path, fmt: str, smooth: int, metrics: Sequence[str],
+                 thresholds: dict[str, float | None] | None, final_episodes: int | None,
+                 envs: Sequence[str]) -> list[str]:  # fmt: skip
+    """The ``per plot`` command line that writes these tables again (the options that change them)."""
+    argv = ["per", "plot", str(runs_dir), "--out", str(out)]
+    argv += ["--format", fmt] if fmt != "png" else []
+    argv += ["--smooth", str(smooth)] if smooth != 10 else []
+    argv += [a for tag in metrics for a in ("--metric", tag)]
+    for env, value in (thresholds or {}).items():
+        argv += ["--threshold", f"{env}={'none' if value is None else format(value, 'g')}"]
+    argv += ["--final-episodes", str(final_episodes)] if final_episodes is not None else []
+    argv += [a for env in envs for a in ("--env", env)]
+    return argv
+
+
 def make_plots(
     runs_dir: Path,
     out: Path | None = None,
@@ -160,7 +177,7 @@ def make_plots(
     if final_episodes is not None and final_episodes < 1:
         raise ConfigError(f"--final-episodes {final_episodes}: must be >= 1 (leave it out for the summaries' last 20)")
     out = out if out is not None else runs_dir / "plots"
-    needed = {RETURN_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
+    needed = {RETURN_TAG, LENGTH_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
     runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed, envs=envs)
     _check_metrics(runs, metrics)
     for run in runs:
@@ -196,18 +213,19 @@ def make_plots(
         if not figure_hypothesis(by_env, styles, output, final=final_return_meaning(final_episodes)):
             report.notes.append("hypothesis figure: no completed run with a final return and batch measures yet")
         for design in factors.designs:
-            figure_heatmap(design, output)
-            figure_marginals(design, output)
+            figure_heatmap(design, output, env_title(design.env, by_env[design.env]))
+            figure_marginals(design, output, env_title(design.env, by_env[design.env]))
     rows = summarize(groups, limits, smooth)
-    report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir, final_episodes)
+    made = made_by(plot_command(runs_dir, out, fmt, smooth, metrics, thresholds, final_episodes, envs))
+    report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir, final_episodes, made)
     tables = [("summary.csv", table_csv(rows)), ("summary.md", report.table_md)]
     if measures := measure_rows(groups):
-        tables += [("measures.csv", measures_csv(measures)), ("measures.md", measures_markdown(measures))]
+        tables += [("measures.csv", measures_csv(measures)), ("measures.md", measures_markdown(measures, made))]
     if comparisons := compare_groups(groups):
-        comparisons_md = comparisons_markdown(comparisons, final_return_meaning(final_episodes))
+        comparisons_md = comparisons_markdown(comparisons, final_return_meaning(final_episodes), made)
         tables += [("comparisons.csv", comparisons_csv(comparisons)), ("comparisons.md", comparisons_md)]
     if factors.designs:
-        factors_md = factors_markdown(factors, final_return_meaning(final_episodes))
+        factors_md = factors_markdown(factors, final_return_meaning(final_episodes), made)
         tables += [("factors.csv", factors_csv(factors)), ("factors.md", factors_md)]
     for name, text in tables:
         (out / name).write_text(text)

@@ -7,6 +7,10 @@
 * ``mean_band``: per point of a step grid, the mean over seeds and a percentile bootstrap CI of that mean,
   for seeds whose curves may stop early (runs in progress).
 * ``spearman``: rank correlation, for the hypothesis figure.
+* ``holm``: Holm's (1979) step-down adjusted p over a family of tests; ``smallest_p``: the smallest two-sided
+  p an exact Mann–Whitney test can give two groups of their sizes (3 vs 3: 0.1, so it never reads "< 0.05").
+* ``MIN_INTERVAL_SEEDS``: below 5 seeds a percentile bootstrap is degenerate (three runs have few distinct
+  resamples; the IQM of three is their mean), so the tables print no interval there.
 
 Every bootstrap takes a seed, so figures and tables are reproducible.
 """
@@ -18,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 DEFAULT_REPS = 10_000
+MIN_INTERVAL_SEEDS = 5  # fewer seeds in a group: no bootstrap interval, only the point and the n
 
 
 def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray | float:
@@ -109,3 +114,28 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     rx, ry = _ranks(x) - (len(x) + 1) / 2, _ranks(y) - (len(y) + 1) / 2
     denom = np.sqrt((rx @ rx) * (ry @ ry))
     return float(rx @ ry / denom) if denom > 0 else np.nan
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p of a family, in the given order: with the m finite p sorted ascending, the k-th adjusted
+    p is max over j <= k of min(1, (m - j + 1) * p_(j)). NaN p (tests not run) stay NaN and do not count in m."""
+    p = np.asarray(pvalues, dtype=np.float64).ravel()
+    out = np.full(len(p), np.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    m = len(finite)
+    if m == 0:
+        return out
+    order = finite[np.argsort(p[finite], kind="stable")]
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(scaled)
+    return out
+
+
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p an exact Mann–Whitney test of ``n1`` against ``n2`` scores can reach: every
+    score of one group above every score of the other, 2 / C(n1 + n2, n1) (at most 1)."""
+    from math import comb
+
+    if n1 < 1 or n2 < 1:
+        return np.nan
+    return min(1.0, 2.0 / comb(n1 + n2, n1))

@@ -20,7 +20,6 @@ DPI = 200
 # values); kind+her: the kind's colour, dashed. Lines that are no replay kind:
 OTHER_COLORS = {"oracle": "#9467bd"}  # the Blind Cliffwalk's oracle
 SPARE_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939")  # other kinds, by name
-HER_DASHES = (0, (4, 1.5))
 STYLE = {
     "font.size": 8,
     "axes.titlesize": 8,
@@ -64,9 +63,24 @@ def shade(color: str, i: int, n: int) -> tuple[float, float, float]:
     return colorsys.hls_to_rgb(h, lo + (hi - lo) * i / (n - 1), s)
 
 
+# line patterns that tell apart up to nine settings of one replay kind (its colour shaded besides), in order:
+# solid, dashed, dotted, dash-dot, long dash, dash-dot-dot, loose dots, dense dashes, long dash-dot
+LINE_PATTERNS = ("-", (0, (4, 1.5)), (0, (1, 1)), (0, (4, 1.5, 1, 1.5)), (0, (8, 2)), (0, (4, 1.5, 1, 1.5, 1, 1.5)),
+                 (0, (1, 3)), (0, (2, 1)), (0, (8, 2, 1, 2)))  # fmt: skip
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", "*")  # the same settings' points in scatter plots, in step
+
+
+def marker_of(style: dict) -> str:
+    """The scatter marker that goes with a line style of :func:`line_styles` (its pattern's place in the list)."""
+    pattern = style.get("linestyle", "-")
+    return MARKERS[LINE_PATTERNS.index(pattern) % len(MARKERS)] if pattern in LINE_PATTERNS else "o"
+
+
 def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
     """Matplotlib line properties per group label, from ``(group label, replay label)`` pairs in plotting
-    order: the kind's colour, shaded across the settings of one replay label; dashed for ``+her``."""
+    order: the kind's colour (the same in every figure), and across the settings of one replay label both a
+    shade of it and a line pattern of :data:`LINE_PATTERNS`, so that up to nine cells of a sweep are told
+    apart by more than shades of one colour. ``+her`` starts one pattern on (dashed beside the kind's solid)."""
     by_replay: dict[str, list[str]] = {}
     for label, replay in labels:
         members = by_replay.setdefault(replay, [])
@@ -74,18 +88,43 @@ def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
             members.append(label)
     styles = {}
     for replay, members in by_replay.items():
+        first = 1 if replay.endswith("+her") else 0
         for i, label in enumerate(members):
-            style = {"color": shade(kind_color(replay), i, len(members))}
-            if replay.endswith("+her"):
-                style["linestyle"] = HER_DASHES
-            styles[label] = style
+            pattern = LINE_PATTERNS[(first + i) % len(LINE_PATTERNS)]
+            styles[label] = {"color": shade(kind_color(replay), i, len(members)), "linestyle": pattern}
     return styles
 
 
 def band_caption(smooth: int, what: str = "mean over seeds") -> str:
     """What a curve figure shows, in one line (the legend's title and the caption file)."""
     smoothing = "no smoothing" if smooth <= 1 else f"trailing mean of {smooth} logged points"
-    return f"line: {what}; band: 95% bootstrap CI over seeds (none for 1 seed); {smoothing}"
+    return (f"line: {what}, stopped where fewer than half a group's runs remain; band: 95% bootstrap CI over "
+            f"seeds (none for 1 seed); {smoothing}")  # fmt: skip
+
+
+_CHAR_PT = 0.55 * 7  # legend font 7 pt
+_HANDLE_PT = 40  # the line sample, its padding and the column gap
+
+
+def legend_layout(width_in: float, labels: Sequence[str], ncol_max: int = 3) -> tuple[list[str], int]:
+    """The legend's labels wrapped to the figure's width, and how many columns fit (at most ``ncol_max``)."""
+    width_pt = width_in * 72
+    wrap = max(12, int((width_pt - _HANDLE_PT) / _CHAR_PT))
+    wrapped = [textwrap.fill(label, wrap) for label in labels]
+    longest = max((max(len(line) for line in lab.splitlines()) for lab in wrapped), default=1)
+    ncol = max(1, min(len(wrapped), ncol_max, int(width_pt // (longest * _CHAR_PT + _HANDLE_PT))))
+    return wrapped, ncol
+
+
+def legend_height(width_in: float, labels: Sequence[str], ncol_max: int = 3, title: str = "") -> float:
+    """Inches the legend of :func:`legend_inside` takes below the panels: its rows of (wrapped) labels and its
+    title's lines, so that a figure grows with its legend instead of squeezing its panels."""
+    wrapped, ncol = legend_layout(width_in, labels, ncol_max)
+    per_column = [0] * ncol
+    for i, label in enumerate(wrapped):
+        per_column[i % ncol] += label.count("\n") + 1
+    title_lines = len(textwrap.wrap(title, int(width_in * 72 / (0.55 * 6)))) if title else 0
+    return 0.15 + 0.14 * max(per_column, default=0) + 0.11 * title_lines
 
 
 def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None, ncol_max: int = 3) -> None:
@@ -99,13 +138,8 @@ def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None
         return
     rank = {label: i for i, label in enumerate(order)}
     items = sorted(handles.items(), key=lambda item: rank.get(item[0], len(rank)))
+    labels, ncol = legend_layout(fig.get_figwidth(), [label for label, _ in items], ncol_max)
     width_pt = fig.get_figwidth() * 72
-    char_pt = 0.55 * 7  # legend font 7 pt
-    handle_pt = 40  # the line sample, its padding and the column gap
-    wrap = max(12, int((width_pt - handle_pt) / char_pt))
-    labels = [textwrap.fill(label, wrap) for label, _ in items]
-    longest = max((max(len(line) for line in lab.splitlines()) for lab in labels), default=1)
-    ncol = max(1, min(len(labels), ncol_max, int(width_pt // (longest * char_pt + handle_pt))))
     fig.legend([h for _, h in items], labels, loc="outside lower center", ncol=ncol, frameon=False,
                title=textwrap.fill(title, int(width_pt / (0.55 * 6))) if title else None)  # fmt: skip
 

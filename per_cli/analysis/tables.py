@@ -1,5 +1,7 @@
-"""The summary table of ``per plot``: per group, the IQM of the final return over seeds with a 95% stratified
-bootstrap CI (none for a single seed), means, and steps to a return threshold; as CSV and Markdown."""
+"""The summary table of ``per plot``: per group, the IQM over seeds of the final return and of the whole curve's
+measures (area under it, peak, drop from peak to final) with 95% stratified bootstrap CIs (none below
+:data:`~per_cli.analysis.stats.MIN_INTERVAL_SEEDS` seeds), means, and steps to a return threshold; as CSV and
+Markdown."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import numpy as np
 from per_cli.analysis.curves import steps_to_threshold
 from per_cli.analysis.groups import Group
 from per_cli.analysis.readers import RETURN_TAG
+from per_cli.analysis.run_returns import FROM_LOGS, run_return_measures
 from per_cli.analysis.runs import Run
-from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
+from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
 from per_cli.analysis.text import num
 
 NOT_COUNTED = ("running", "interrupted", "failed", "unreadable")  # statuses shown beside the seed count
@@ -52,7 +55,7 @@ class Row:
     failed: int
     unreadable: int
     final_return_iqm: float
-    final_return_ci_low: float  # NaN for fewer than two seeds: one seed has no interval
+    final_return_ci_low: float  # NaN below MIN_INTERVAL_SEEDS seeds: too few for a bootstrap interval
     final_return_ci_high: float
     final_return_mean: float
     eval_return_mean: float
@@ -62,18 +65,42 @@ class Row:
     threshold: float | None
     steps_to_threshold: float | None  # median over the completed seeds; inf: most never reached it
     reached: int  # completed seeds that reached the threshold
+    return_auc_iqm: float  # IQM over seeds of each run's mean return over all its episodes (run_returns)
+    return_auc_ci_low: float
+    return_auc_ci_high: float
+    return_peak_iqm: float  # of each run's best mean of 20 consecutive episodes
+    return_peak_ci_low: float
+    return_peak_ci_high: float
+    return_drop_iqm: float  # of each run's peak minus its final return
+    return_drop_ci_low: float
+    return_drop_ci_high: float
+    curve_runs: int  # completed runs with those measures
+    curve_from_logs: int  # of them, computed from the logged returns (summary.json predates the keys)
 
 
 TABLE_COLUMNS = list(Row.__dataclass_fields__)
 
 
 def iqm_ci(scores: np.ndarray, *, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """(IQM, CI low, CI high); the CI is NaN for fewer than two scores, everything NaN for none."""
+    """(IQM, CI low, CI high); the CI is NaN for fewer than :data:`MIN_INTERVAL_SEEDS` scores (a percentile
+    bootstrap of 3 runs is degenerate), everything NaN for none."""
     if len(scores) == 0:
         return (math.nan,) * 3
-    if len(scores) == 1:
-        return float(scores[0]), math.nan, math.nan
+    if len(scores) < MIN_INTERVAL_SEEDS:
+        return float(iqm(scores)), math.nan, math.nan
     return stratified_bootstrap_ci([scores], iqm, reps=reps, seed=seed)
+
+
+def _curve_measures(g: Group, reps: int, seed: int) -> dict[str, float | int]:
+    """The Row fields of the group's curve measures (:mod:`.run_returns`)."""
+    measures = [m for r in g.completed if (m := run_return_measures(r)).source is not None]
+    out: dict[str, float | int] = {"curve_runs": len(measures),
+                                   "curve_from_logs": sum(m.source == FROM_LOGS for m in measures)}  # fmt: skip
+    for name in ("auc", "peak", "drop"):
+        values = np.array([getattr(m, name) for m in measures], dtype=np.float64)
+        point, lo, hi = iqm_ci(values, reps=reps, seed=seed)
+        out |= {f"return_{name}_iqm": point, f"return_{name}_ci_low": lo, f"return_{name}_ci_high": hi}
+    return out
 
 
 def summarize(
@@ -110,6 +137,7 @@ def summarize(
                 threshold=threshold,
                 steps_to_threshold=median_steps,
                 reached=reached,
+                **_curve_measures(g, reps, seed),
             )  # fmt: skip
         )
     return rows
@@ -138,20 +166,22 @@ def table_csv(rows: Sequence[Row]) -> str:
     return rows_csv(rows, TABLE_COLUMNS)
 
 
-# a bootstrap interval over fewer seeds than this per group is too narrow to trust (2 seeds give intervals
-# such as [0.00, 0.00]): every table marks it in the cell itself
-MIN_RELIABLE_SEEDS = 5
-UNRELIABLE = "(unreliable: n < 5)"
+def no_interval(seeds: int) -> str:
+    """What a cell says instead of an interval below :data:`MIN_INTERVAL_SEEDS` seeds: ``no interval (n = 3)``."""
+    return f"no interval (n = {seeds})"
 
 
 def with_ci(point: float, lo: float, hi: float, digits: int = 1, seeds: int | None = None) -> str:
-    """``202.9 [190.1, 210.4]``; only ``202.9`` where there is no interval (one seed); ``seeds``: the fewest
-    seeds of the groups behind the interval, marked :data:`UNRELIABLE` below :data:`MIN_RELIABLE_SEEDS`."""
+    """``202.9 [190.1, 210.4]``; ``seeds``: the fewest seeds of the groups behind the interval. Below
+    :data:`MIN_INTERVAL_SEEDS` (a percentile bootstrap of 3 runs is degenerate: intervals such as [0.00, 0.00])
+    the cell is the point and ``no interval (n = 3)``, whatever ``lo`` and ``hi`` hold; only the point where there
+    is no interval and no count."""
     text = num(point, digits, "–")
+    if seeds is not None and seeds < MIN_INTERVAL_SEEDS and not math.isnan(point):
+        return f"{text}, {no_interval(seeds)}"
     if math.isnan(lo) or math.isnan(hi):
         return text
-    mark = f" {UNRELIABLE}" if seeds is not None and seeds < MIN_RELIABLE_SEEDS else ""
-    return f"{text} [{num(lo, digits)}, {num(hi, digits)}]{mark}"
+    return f"{text} [{num(lo, digits)}, {num(hi, digits)}]"
 
 
 def _steps_cell(r: Row) -> str:
@@ -169,23 +199,52 @@ def final_return_meaning(final_episodes: int | None) -> str:
     return f"mean return of a run's last {final_episodes} logged training episodes (`{RETURN_TAG}`; `--final-episodes`)"
 
 
+CURVE_MEANING = (
+    "AUC: the mean return over all of a run's training episodes (each episode counts once; summary.json "
+    "`return_auc`); peak: its best mean over 20 consecutive episodes (all of them when it has fewer; "
+    "`return_peak`); drop: peak minus the final return of its last 20 episodes (`return_drop`; 0: it ended at "
+    "its best). Each is the IQM over seeds with its 95% CI."
+)
+
+
+def _curve_note(rows: Sequence[Row]) -> str:
+    """How many runs' curve measures came from their logged returns, or are missing (old summaries)."""
+    runs = sum(r.seeds for r in rows)
+    logged = sum(r.curve_from_logs for r in rows)
+    missing = sum(max(r.seeds - r.curve_runs, 0) for r in rows)
+    if not logged and not missing:
+        return ""
+    parts = [f"{logged} of {runs} runs' summary.json predate AUC, peak and drop: theirs come from the logged episode "
+             "returns (metrics.csv or event files), by the same definition"] if logged else []  # fmt: skip
+    if missing:
+        parts.append(f"{missing} runs have neither, and are left out of those columns (— where a group has none)")
+    return "; ".join(parts) + "."
+
+
 def table_markdown(
-    rows: Sequence[Row], left_out: Sequence[Run], window: int, root: Path, final_episodes: int | None = None
-) -> str:
+    rows: Sequence[Row], left_out: Sequence[Run], window: int, root: Path, final_episodes: int | None = None,
+    made: str = "",
+) -> str:  # fmt: skip
     """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors;
-    ``final_episodes``: what the final return was taken over (None: the summaries' last 20 episodes)."""
+    ``final_episodes``: what the final return was taken over (None: the summaries' last 20 episodes); ``made``:
+    the commit and command that made it (:func:`per_cli.analysis.provenance.made_by`)."""
     with_settings = any(r.settings for r in rows)
     head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", "final return IQM [95% CI]",
-            "mean", "eval IQM [95% CI]", "steps to threshold"]  # fmt: skip
+            "mean", "AUC IQM [95% CI]", "peak IQM [95% CI]", "drop IQM [95% CI]", "eval IQM [95% CI]",
+            "steps to threshold"]  # fmt: skip
+    note = _curve_note(rows)
     lines = [
         f"# Results: {root}",
         "",
-        f"Final return: {final_return_meaning(final_episodes)}, over completed runs. "
+        *([made, ""] if made else []),
+        f"Final return: {final_return_meaning(final_episodes)}, over completed runs. {CURVE_MEANING} "
         "IQM: interquartile mean over seeds; CI: 95% stratified percentile bootstrap over seeds "
-        "(Agarwal et al. 2021), none for a single seed. Eval: each run's final greedy evaluation "
+        f"(Agarwal et al. 2021), none below {MIN_INTERVAL_SEEDS} seeds (`no interval (n = …)`: a bootstrap of so "
+        "few runs is degenerate). Eval: each run's final greedy evaluation "
         "(summary.json `eval_return_mean`), its IQM over seeds. Steps to threshold: median over seeds of the "
         f"first env step at which the mean return of the last {window} episodes reaches the threshold "
         "(reached/seeds in brackets).",
+        *(["", note] if note else []),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" if i < 2 + with_settings else "---:" for i in range(len(head))) + "|",
@@ -193,8 +252,11 @@ def table_markdown(
     for r in rows:
         seeds = f"{r.seeds}" + "".join(f" (+{getattr(r, s)} {s})" for s in NOT_COUNTED if getattr(r, s))
         ci = with_ci(r.final_return_iqm, r.final_return_ci_low, r.final_return_ci_high, seeds=r.seeds)
+        curve = [with_ci(getattr(r, f"return_{m}_iqm"), getattr(r, f"return_{m}_ci_low"),
+                         getattr(r, f"return_{m}_ci_high"), seeds=r.curve_runs) if r.curve_runs else "—"
+                 for m in ("auc", "peak", "drop")]  # fmt: skip
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), seeds, ci,
-                 num(r.final_return_mean, 1, "–"),
+                 num(r.final_return_mean, 1, "–"), *curve,
                  with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high, seeds=r.seeds),
                  _steps_cell(r)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")

@@ -83,3 +83,28 @@ def test_a_sweep_within_one_kind_has_no_baseline(tmp_path):
                       returns=[(100, 1.0)], final_return=1.0, overrides={"replay.alpha": alpha})  # fmt: skip
     report = make_plots(tmp_path, workers=1)
     assert "comparisons.md" not in {p.name for p in report.files}
+
+
+def test_bold_follows_the_holm_adjusted_p_over_the_tables_family(tmp_path):
+    """5 vs 5 seeds: `none` below every `uniform` run (exact p 2/252 = 0.0079), `combined` and `prioritized` above
+    in 23 of 25 pairs (p 0.032 each). Raw, all three are below 0.05; Holm over the family of 3 keeps only `none`
+    (3 × 0.0079 = 0.024; then 2 × 0.032 = 0.063)."""
+    finals = {"uniform": [10, 20, 30, 40, 50], "none": [1, 2, 3, 4, 5], "combined": [35, 55, 65, 75, 85],
+              "prioritized": [35, 56, 66, 76, 86]}  # fmt: skip
+    for kind, values in finals.items():
+        for seed, final in enumerate(values, start=1):
+            write_run(tmp_path / f"cartpole__{kind}__s{seed}", replay=kind, seed=seed, tensorboard=False,
+                      returns=[(100, float(final))], final_return=float(final))  # fmt: skip
+    make_plots(tmp_path, workers=1)
+    rows = {r["replay"]: r for r in csv.DictReader(io.StringIO((tmp_path / "plots" / "comparisons.csv").read_text()))}
+    raw = {k: float(r["mann_whitney_p"]) for k, r in rows.items()}
+    adjusted = {k: float(r["mann_whitney_p_holm"]) for k, r in rows.items()}
+    assert raw["none"] == pytest.approx(2 / 252, rel=1e-5) and all(p < 0.05 for p in raw.values())
+    assert adjusted["none"] == pytest.approx(3 * 2 / 252, rel=1e-5)
+    assert adjusted["combined"] == adjusted["prioritized"] == pytest.approx(2 * raw["combined"], rel=1e-5)
+    assert adjusted["combined"] > 0.05
+    lines = {line.split(" | ")[1]: line for line in (tmp_path / "plots" / "comparisons.md").read_text().splitlines()
+             if line.startswith("| CartPole-v1")}  # fmt: skip
+    assert lines["none"].count("**") == 4  # the difference and the adjusted p
+    assert "**" not in lines["combined"] and "**" not in lines["prioritized"]
+    assert "its 3 tests" in (tmp_path / "plots" / "comparisons.md").read_text()  # the family is named

@@ -28,9 +28,22 @@ def test_measures_table_averages_each_runs_mean_per_group(tmp_path):
     got = {(r["replay"], r["tag"]): r for r in rows}
     uniform = got[("uniform", "iid/state_diversity")]
     assert int(uniform["runs"]) == 3 and float(uniform["mean"]) == pytest.approx(0.4)  # mean of 0.2, 0.4, 0.6
-    assert float(uniform["ci_low"]) <= 0.4 <= float(uniform["ci_high"])
+    assert uniform["ci_low"] == uniform["ci_high"] == ""  # 3 runs: no bootstrap interval
     assert float(got[("uniform", "replay/correlation_count")]["mean"]) == pytest.approx(60.0)
     assert float(got[("none", "iid/state_diversity")]["mean"]) == pytest.approx(0.1)
     assert ("none", "replay/correlation_count") not in got  # never logged: no row, a dash in the table
     text = (report.out / "measures.md").read_text()
-    assert "| none | – | 0.100 [0.100, 0.100] | – |" in text
+    assert "| none | – | 0.100, no interval (n = 3) | – |" in text  # 3 runs: no bootstrap interval
+
+
+def test_a_runs_mean_weights_each_episode_by_its_steps(tmp_path):
+    """metrics.csv holds each episode's mean |δ| over its updates: two short early episodes (10 steps) at 1.0 and
+    a long late one (100 steps) at 0.1 are a run mean of (10 + 10 + 10) / 120 = 0.25 over its updates, not the
+    0.7 of the three episodes' values."""
+    for seed in range(1, 6):
+        write_run(tmp_path / f"u{seed}", seed=seed, returns=[(10, 1.0), (20, 1.0), (120, 1.0)], lengths=[10, 10, 100],
+                  updates={"td_error/mean": [(10, 1.0), (20, 1.0), (120, 0.1)]}, tensorboard=False)  # fmt: skip
+    report = make_plots(tmp_path, workers=1)
+    rows = {r["tag"]: r for r in csv.DictReader(io.StringIO((report.out / "measures.csv").read_text()))}
+    assert float(rows["td_error/mean"]["mean"]) == pytest.approx(0.25)
+    assert "weighted by the episode's env steps" in (report.out / "measures.md").read_text()

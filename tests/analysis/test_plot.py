@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import matplotlib
 import numpy as np
@@ -18,6 +19,7 @@ from per_cli.analysis.runs import load_runs
 from per_cli.analysis.style import kind_color, line_styles
 from per_cli.cli import app
 from per_cli.errors import ConfigError
+from per_cli.train.loop.loop_state import return_measures
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 from ..runfactory import write_run
@@ -215,6 +217,15 @@ def test_real_short_runs_then_plot(tmp_path):
     again = list(csv.DictReader(io.StringIO((logged.out / "summary.csv").read_text())))
     expected = [float(r["final_return_mean"]) for r in rows]
     assert [float(r["final_return_mean"]) for r in again] == pytest.approx(expected)
+    # summary.json's whole-curve measures are those of the run's logged episode returns, and the table has them
+    for run_dir in sorted(runs.glob("cartpole__*")):
+        summary = json.loads((run_dir / "summary.json").read_text())
+        with (run_dir / "metrics.csv").open() as f:
+            returns = [float(row["return"]) for row in csv.DictReader(f)]
+        expected = return_measures(returns)
+        assert {k: summary[k] for k in expected} == pytest.approx(expected)
+        assert summary["return_drop"] == pytest.approx(summary["return_peak"] - summary["final_return_mean"])
+    assert all(float(r["return_auc_iqm"]) > 0 and r["curve_from_logs"] == "0" for r in rows)
 
 
 def test_one_colour_per_replay_kind_in_every_figure_and_folder():
@@ -283,3 +294,15 @@ def test_cli_env_option_bad_input_exits_2(tmp_path, env, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / "plots").exists()
+
+
+def test_every_table_names_its_commit_and_the_command_that_remakes_it(tmp_path):
+    import shlex
+
+    _study(tmp_path / "runs", seeds=(1, 2))
+    report = make_plots(tmp_path / "runs", tmp_path / "out", workers=1, smooth=3, final_episodes=5)
+    expected = shlex.join(["per", "plot", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--smooth", "3",
+                           "--final-episodes", "5"])  # fmt: skip
+    for name in ("summary.md", "comparisons.md", "factors.md", "measures.md"):
+        text = (report.out / name).read_text()
+        assert "Made at commit " in text and f"by `{expected}`." in text, name

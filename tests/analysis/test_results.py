@@ -303,10 +303,16 @@ def test_summary_table_values(tmp_path):
 
     md = table_markdown(rows, [r for r in runs if r.status == "failed"], 1, tmp_path)
     assert "| CartPole-v1 | uniform | 5 (+1 running) (+1 failed) | 30.0 [" in md
-    assert "| 30.0 | 31.0 [" in md  # the mean final return, then the evaluations' IQM with its CI
+    # the mean final return, then the curve measures from the logged returns (these summaries predate them):
+    # run k returns 0 for k - 1 of its 7 episodes, then 100; AUC = 100 (8 - k) / 7, IQM over k = 1..5: 500 / 7;
+    # under 20 episodes the peak is the mean of all of them, so the drop is 0; then the evaluations' IQM
+    assert uniform.return_auc_iqm == pytest.approx(500 / 7) == pytest.approx(uniform.return_peak_iqm)
+    assert uniform.return_drop_iqm == 0 and (uniform.curve_runs, uniform.curve_from_logs) == (5, 5)
+    assert "| 30.0 | 71.4 [" in md and "| 0.0 [0.0, 0.0] | 31.0 [" in md
+    assert "6 of 6 runs' summary.json predate AUC, peak and drop" in md
     assert "300 (≥ 100: 5/5)" in md
     assert "## Failed or unreadable runs" in md and "`u7` (failed): RuntimeError: boom" in md
-    assert "| CartPole-v1 | combined | 1 | 7.0 | 7.0 | – |" in md  # one seed: no interval, not 7.0 [7.0, 7.0]
+    assert "| CartPole-v1 | combined | 1 | 7.0, no interval (n = 1) | 7.0 |" in md  # not 7.0 [7.0, 7.0]
     assert math.isnan(combined.final_return_ci_low) and table[1]["final_return_ci_low"] == ""
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats as sps
 
-from per_cli.analysis.stats import iqm, mean_band, spearman, stratified_bootstrap_ci
+from per_cli.analysis.stats import holm, iqm, mean_band, smallest_p, spearman, stratified_bootstrap_ci
 
 
 def test_iqm_by_hand():
@@ -93,3 +95,24 @@ def test_spearman_matches_scipy_with_ties():
     assert spearman(np.arange(5.0), -np.arange(5.0)) == pytest.approx(-1.0)
     assert np.isnan(spearman(np.ones(4), np.arange(4.0)))
     assert np.isnan(spearman(np.arange(2.0), np.arange(2.0)))
+
+
+def test_holm_by_hand_from_its_definition():
+    # sorted: 0.005, 0.01, 0.03, 0.04 -> 4·0.005 = 0.02, 3·0.01 = 0.03, 2·0.03 = 0.06, max(1·0.04, 0.06) = 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adjusted = holm([np.nan, 0.02, 0.5])  # a test not run is not in the family: m = 2
+    assert np.isnan(adjusted[0]) and adjusted[1:] == pytest.approx([0.04, 0.5])
+    assert holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
+def test_holm_is_monotone_and_never_below_the_raw_p(p):
+    adjusted = holm(p)
+    assert np.all(adjusted >= np.array(p) - 1e-15) and np.all(adjusted <= 1.0)
+    order = np.argsort(p, kind="stable")
+    assert np.all(np.diff(adjusted[order]) >= 0)  # a smaller raw p never gets a larger adjusted p
+
+
+def test_smallest_reachable_mann_whitney_p():
+    assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(5, 5) == pytest.approx(2 / 252)
+    assert smallest_p(1, 1) == 1.0

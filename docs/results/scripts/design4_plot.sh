@@ -24,3 +24,6 @@ for run in "$results"/minatar/runs/*/; do  # (named as design 4's uniform runs: 
   cp "$run"/* "$scratch/runs/$(basename "$run")-minatar/"
 done
 per plot "$scratch/runs" --out "$results/causal/d4" --metric replay/correlation_count
+# the tables name the command that remakes them: this script, not per plot of its scratch folder
+sed -i -e "s|by \`per plot $scratch/runs [^\`]*\`|by \`bash docs/results/scripts/design4_plot.sh\` (per plot of a scratch folder of the runs)|" \
+  -e "s|^# Results: $scratch/runs|# Results: causal/d4 beside minatar/|" "$results"/causal/d4/*.md

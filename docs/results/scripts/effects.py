@@ -7,8 +7,12 @@ designs: docs/results/causal/README.md). For each, over the cells' completed run
 ``final_return_mean``: the mean return of a run's last 20 training episodes): the IQM difference X − Y with its
 95% percentile bootstrap CI (each cell's seeds resampled on their own), the probability of improvement P(X > Y)
 and the two-sided Mann–Whitney p (``per_cli.analysis.comparisons.compare_pair``, the measures of ``per plot``'s
-comparisons table). An effect whose design has no runs yet is listed as not run. Reads only summary.json and
-config.yaml, so nothing needs unpacking.
+comparisons table), with the Holm-adjusted p over the env's table (the family: every effect of that table with a
+p; bold follows the adjusted p) and, below 5 seeds a cell, no interval and the smallest p the test can reach.
+Beside the final return, the IQM differences of the runs' whole-curve measures: AUC (mean return over all
+episodes) and peak (best mean of 20 consecutive episodes), and each cell's drop from peak to final (IQM), from
+summary.json where it has them, else from the runs' logged returns (metrics.csv, or the design's packed
+metrics.tar.xz, read without unpacking). An effect whose design has no runs yet is listed as not run.
 
 MountainCar (zoo protocol) has designs 1 and 2; MinAtar Breakout and Freeway have design 4, whose reference cells
 (`uniform` and `none`, n = 1) are the committed runs of docs/results/minatar/ (made before `replay.n_step`,
@@ -18,21 +22,29 @@ MountainCar (zoo protocol) has designs 1 and 2; MinAtar Breakout and Freeway hav
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import math
+import tarfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import yaml
 
-from per_cli.analysis.comparisons import compare_pair
+from per_cli.analysis.comparisons import compare_pair, marked, p_cells
+from per_cli.analysis.envname import env_as_run
+from per_cli.analysis.provenance import made_by
+from per_cli.analysis.stats import holm, iqm
+from per_cli.analysis.tables import with_ci
+from per_cli.envs import resolve_env_id
+from per_cli.train.loop.loop_state import return_measures
 
 RESULTS = Path(__file__).resolve().parents[1]
 CAUSAL = RESULTS / "causal"
-ENVS = {
-    "cartpole": "CartPole-v1", "acrobot": "Acrobot-v1", "mountaincar": "MountainCar-v0 (zoo protocol)",
-    "breakout-minatar": "MinAtar Breakout", "freeway-minatar": "MinAtar Freeway",
-}  # fmt: skip
+ENVS = ("cartpole", "acrobot", "mountaincar", "breakout-minatar", "freeway-minatar")
+PROTOCOLS = {"mountaincar": "zoo protocol"}  # (the others: the notebook's, or the MinAtar DQN's)
 # a config key a run's config.yaml lacks (written before the key existed) has its default
 DEFAULTS = {"replay.n_step": 1, "replay.chunk": 1, "replay.is_weights": "memory_max"}
 
@@ -129,9 +141,40 @@ def _flat(data: dict, prefix: str = "") -> dict:
     return out
 
 
-def cells(folder: Path, env: str) -> list[tuple[str, dict, float]]:
-    """(replay label, flattened config, final return) of every completed run of ``env`` under ``folder``."""
-    out = []
+class Cell(NamedTuple):
+    """A completed run: its replay label, flattened config, final return and whole-curve measures (None each
+    where neither its summary nor its logged returns have them)."""
+
+    replay: str
+    config: dict
+    final: float
+    auc: float | None
+    peak: float | None
+    drop: float | None
+
+
+def _returns_of(text: str) -> list[float]:
+    return [float(row["return"]) for row in csv.DictReader(io.StringIO(text)) if row.get("return")]
+
+
+def packed_returns(folder: Path) -> dict[Path, list[float]]:
+    """Each run's logged returns from ``folder/metrics.tar.xz`` (pack_metrics.sh's archive), by run directory."""
+    archive = folder / "metrics.tar.xz"
+    if not archive.is_file():
+        return {}
+    out = {}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith("metrics.csv"):
+                out[(folder / member.name).parent] = _returns_of(tar.extractfile(member).read().decode())
+    return out
+
+
+def cells(folder: Path, env: str) -> list[Cell]:
+    """Every completed run of ``env`` under ``folder``, with its whole-curve measures: summary.json's
+    (``return_auc``, ``return_peak``, ``return_drop``), else those of its logged returns (metrics.csv beside it,
+    or the folder's metrics.tar.xz, opened only if some run needs it)."""
+    out, packed = [], None
     for summary_path in sorted(folder.rglob("summary.json")):
         summary = json.loads(summary_path.read_text())
         config_path = summary_path.with_name("config.yaml")
@@ -142,17 +185,27 @@ def cells(folder: Path, env: str) -> list[tuple[str, dict, float]]:
         config = DEFAULTS | _flat(yaml.safe_load(config_path.read_text()))
         if config.get("env.id") != env:
             continue
-        out.append((summary["replay"], config, float(summary["final_return_mean"])))
+        measures = {k: summary.get(k) for k in ("return_auc", "return_peak", "return_drop")}
+        if None in measures.values():
+            csv_path = summary_path.with_name("metrics.csv")
+            if csv_path.is_file():
+                returns = _returns_of(csv_path.read_text())
+            else:
+                packed = packed_returns(folder) if packed is None else packed
+                returns = packed.get(summary_path.parent, [])
+            measures = return_measures(returns)
+        out.append(Cell(summary["replay"], config, float(summary["final_return_mean"]), measures["return_auc"],
+                        measures["return_peak"], measures["return_drop"]))  # fmt: skip
     return out
 
 
-def _pick(runs: list, cell: tuple[str, dict]) -> np.ndarray:
+def _pick(runs: list[Cell], cell: tuple[str, dict]) -> list[Cell]:
     replay, wanted = cell
-    return np.array(
-        [final for label, config, final in runs if label == replay and all(
-            _same(config.get(key), value) for key, value in wanted.items())],
-        dtype=np.float64,
-    )  # fmt: skip
+    return [r for r in runs if r.replay == replay and all(_same(r.config.get(k), v) for k, v in wanted.items())]
+
+
+def _values(runs: list[Cell], field: str) -> np.ndarray:
+    return np.array([getattr(r, field) for r in runs if getattr(r, field) is not None], dtype=np.float64)
 
 
 def _same(have, want) -> bool:
@@ -161,29 +214,60 @@ def _same(have, want) -> bool:
     return have == want
 
 
-def table(env: str) -> str:
-    lines = [
-        f"## {ENVS[env]}",
-        "",
-        "| effect | X − Y: IQM difference [95% CI] | P(X > Y) [95% CI] | Mann–Whitney p | seeds X / Y | held fixed |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    cache: dict[str, list] = {}
+def env_title(env: str, runs: list[Cell]) -> str:
+    """The env as run (its id, and its episode limit where that is not the registered one), and its protocol."""
+    title = env_as_run(resolve_env_id(env), [r.config.get("env.max_episode_steps") for r in runs])
+    return f"{title}, {PROTOCOLS[env]}" if env in PROTOCOLS else title
+
+
+def _difference(x: np.ndarray, y: np.ndarray, digits: int = 1) -> str:
+    """IQM(x) − IQM(y) [95% CI] (no interval below 5 seeds a side; – without values)."""
+    if not len(x) or not len(y):
+        return "–"
+    m = compare_pair(x, y)
+    return with_ci(m["iqm_difference"], m["iqm_difference_ci_low"], m["iqm_difference_ci_high"], digits,
+                   min(len(x), len(y)))  # fmt: skip
+
+
+def _drop(runs: list[Cell]) -> str:
+    values = _values(runs, "drop")
+    return f"{iqm(values):.1f}" if len(values) else "–"
+
+
+HEAD = ("| effect | X − Y: IQM difference [95% CI] | P(X > Y) [95% CI] | Mann–Whitney p | Holm-adjusted p | "
+        "AUC: X − Y [95% CI] | peak: X − Y [95% CI] | drop: IQM X / Y | seeds X / Y | held fixed |")  # fmt: skip
+
+
+def table(env: str, root: Path = CAUSAL) -> str:
+    """The env's table, from the design folders under ``root``: one row per effect, Holm over the effects with
+    a p."""
+    rows, cache = [], {}
     for name, designs, x_cell, y_cell, fixed in BY_ENV[env]:
         runs = []
         for design in (designs,) if isinstance(designs, str) else designs:
-            folder = CAUSAL / design.format(env=env)
+            folder = root / design.format(env=env)
             if design not in cache:
                 cache[design] = cells(folder, env) if folder.is_dir() else []
             runs += cache[design]
-        x, y = _pick(runs, x_cell), _pick(runs, y_cell)
-        if len(x) < 2 or len(y) < 2:
-            lines.append(f"| {name} | not run yet | | | {len(x)} / {len(y)} | {fixed} |")
+        rows.append((name, fixed, _pick(runs, x_cell), _pick(runs, y_cell)))
+    tested = [(compare_pair(_values(x, "final"), _values(y, "final")) if len(x) >= 2 and len(y) >= 2 else None)
+              for _, _, x, y in rows]  # fmt: skip
+    adjusted = holm([m["mann_whitney_p"] if m else math.nan for m in tested])
+    every = [r for design_runs in cache.values() for r in design_runs]
+    lines = [f"## {env_title(env, every)}", "", f"Family: the {sum(m is not None for m in tested)} effects of this "
+             "table with a p (Holm 1979); bold: Holm-adjusted p < 0.05.", "", HEAD,
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for (name, fixed, x, y), m, p_adj in zip(rows, tested, adjusted, strict=True):
+        if m is None:
+            lines.append(f"| {name} | not run yet | | | | | | | {len(x)} / {len(y)} | {fixed} |")
             continue
-        m = compare_pair(x, y)
-        diff = f"{m['iqm_difference']:+.1f} [{m['iqm_difference_ci_low']:+.1f}, {m['iqm_difference_ci_high']:+.1f}]"
-        poi = f"{m['p_improvement']:.2f} [{m['p_improvement_ci_low']:.2f}, {m['p_improvement_ci_high']:.2f}]"
-        lines.append(f"| {name} | {diff} | {poi} | {m['mann_whitney_p']:.3g} | {len(x)} / {len(y)} | {fixed} |")
+        n = min(len(x), len(y))
+        diff = with_ci(m["iqm_difference"], m["iqm_difference_ci_low"], m["iqm_difference_ci_high"], 1, n)
+        poi = with_ci(m["p_improvement"], m["p_improvement_ci_low"], m["p_improvement_ci_high"], 2, n)
+        raw, adj = p_cells(m["mann_whitney_p"], float(p_adj), len(x), len(y), exact=True)
+        curve = [_difference(_values(x, f), _values(y, f)) for f in ("auc", "peak")]
+        lines.append(f"| {name} | {marked(diff, p_adj)} | {poi} | {raw} | {adj} | {' | '.join(curve)} | "
+                     f"{_drop(x)} / {_drop(y)} | {len(x)} / {len(y)} | {fixed} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -191,8 +275,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write the tables here (else print them)")
     args = parser.parse_args()
-    text = "# The causal study's effects on final return\n\nMade by `python docs/results/scripts/effects.py "
-    text += "--out docs/results/causal/effects.md` from the committed summaries.\n\n"
+    text = "# The causal study's effects on final return\n\n"
+    text += made_by(["python", "docs/results/scripts/effects.py", "--out", "docs/results/causal/effects.md"])
+    text += (" From the committed summaries, and the logged returns for the whole-curve measures. Final return: "
+             "a run's last 20 training episodes (summary.json `final_return_mean`); AUC: its mean return over all "
+             "its episodes; peak: its best mean over 20 consecutive episodes; drop: peak minus final (IQM over a "
+             "cell's runs). IQM differences with 95% percentile bootstrap CIs (each cell's seeds resampled on "
+             "their own; none below 5 seeds a cell); p: two-sided Mann–Whitney on the final returns.\n\n")
     text += "\n\n".join(table(env) for env in ENVS) + "\n"
     if args.out:
         args.out.write_text(text)

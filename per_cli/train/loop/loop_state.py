@@ -17,6 +17,22 @@ import numpy as np
 FINAL_RETURN_WINDOW = 20  # the summary's final_return_mean: the mean over this many last training episodes
 
 
+def return_measures(returns: Sequence[float], window: int = FINAL_RETURN_WINDOW) -> dict[str, float | None]:
+    """summary.json's measures of a whole run's training returns (one per episode, in order), beside
+    ``final_return_mean`` (the mean of the last ``window``): ``return_auc``, the mean return of every episode
+    (each episode counts once: the area under the return-per-episode curve over the episodes); ``return_peak``,
+    the best mean of ``window`` consecutive episodes (with fewer episodes, the mean of all of them: the one
+    window there is); ``return_drop``, peak minus final (0: the run ended at its best). None without episodes."""
+    x = np.asarray(returns, dtype=np.float64)
+    if not len(x):
+        return {"return_auc": None, "return_peak": None, "return_drop": None}
+    width = min(window, len(x))
+    csum = np.cumsum(np.insert(x, 0, 0.0))
+    peak = float(np.max(csum[width:] - csum[:-width]) / width)
+    final = float(np.mean(x[-width:]))
+    return {"return_auc": float(x.mean()), "return_peak": peak, "return_drop": peak - final}
+
+
 def _window() -> deque:
     return deque(maxlen=FINAL_RETURN_WINDOW)
 
@@ -84,11 +100,17 @@ class LoopState:
         self.recent_returns: deque = _window()
         self.recent_successes: deque = _window()  # goal envs (info["is_success"]) only
         self.target_syncs = 0  # target-network copies (period and episode-end syncs alike)
+        self.return_sum = 0.0  # of every episode's return
+        self.return_peak: float | None = None  # best mean of FINAL_RETURN_WINDOW consecutive episodes so far
 
     def finish_episode(self, ep_return: float, success: float | None) -> None:
         """Count a finished episode and start the next one."""
         self.episode += 1
         self.recent_returns.append(ep_return)
+        self.return_sum += ep_return
+        if len(self.recent_returns) == FINAL_RETURN_WINDOW:
+            mean = float(np.mean(self.recent_returns))
+            self.return_peak = mean if self.return_peak is None else max(self.return_peak, mean)
         if success is not None:
             self.recent_successes.append(float(success))
         self.episode_return, self.episode_length = 0.0, 0
@@ -96,6 +118,15 @@ class LoopState:
     @property
     def recent_return_mean(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def return_measures(self) -> dict[str, float | None]:
+        """:func:`return_measures` of every episode so far, from the running sum and peak (None each before the
+        first episode ends)."""
+        if not self.episode:
+            return {"return_auc": None, "return_peak": None, "return_drop": None}
+        final = float(np.mean(self.recent_returns))
+        peak = self.return_peak if self.episode >= FINAL_RETURN_WINDOW else final
+        return {"return_auc": self.return_sum / self.episode, "return_peak": peak, "return_drop": peak - final}
 
     @property
     def recent_success_rate(self) -> float | None:
@@ -110,6 +141,8 @@ class LoopState:
             "recent_returns": list(self.recent_returns),
             "recent_successes": list(self.recent_successes),
             "target_syncs": self.target_syncs,
+            "return_sum": self.return_sum,
+            "return_peak": self.return_peak,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -120,3 +153,5 @@ class LoopState:
         self.recent_successes = _window()
         self.recent_successes.extend(state["recent_successes"])
         self.target_syncs = int(state["target_syncs"])
+        self.return_sum = float(state["return_sum"])
+        self.return_peak = None if state["return_peak"] is None else float(state["return_peak"])

@@ -71,7 +71,7 @@ def run_results(
     s: LoopState, evaluator: Evaluator, updates: int, wall: float, replay: dict[str, float] | None = None
 ) -> dict[str, Any]:
     """summary.json's results: budgets used, speed, the replay's final state (:func:`replay_state`), the last
-    training episodes and the last evaluation."""
+    training episodes, the whole run's (auc, peak, drop) and the last evaluation."""
     recent = list(s.recent_returns)
     replay = replay or {}
     return {
@@ -86,6 +86,7 @@ def run_results(
         "steps_per_second": round(s.step / max(wall, 1e-9), 2),
         "final_return_mean": float(np.mean(recent)) if recent else None,
         "final_return_std": float(np.std(recent)) if recent else None,
+        **s.return_measures(),  # return_auc, return_peak, return_drop (loop_state.return_measures)
         "final_success_rate": s.recent_success_rate,
         "eval_return_mean": evaluator.return_mean,
         "eval_return_std": evaluator.return_std,

@@ -1,0 +1,30 @@
+"""An env's name as it was run, for titles and tables: the Gymnasium id, and its episode limit where the runs'
+``env.max_episode_steps`` differs from the id's registered one (CartPole-v1 cut at 200 steps is not the
+CartPole-v1 of the literature, whose limit is 500)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def registered_limit(env_id: str) -> int | None:
+    """The id's registered ``max_episode_steps`` (None: unregistered, or no limit)."""
+    import gymnasium as gym
+
+    try:
+        return gym.spec(env_id).max_episode_steps
+    except Exception:  # noqa: BLE001 - an unregistered or optional env has no registered limit here
+        return None
+
+
+def env_as_run(env_id: str, limits: Iterable[int | None]) -> str:
+    """``CartPole-v1 (200-step limit)`` where every run set a limit other than the registered one; ``(step
+    limits 200, 500)`` where the runs differ; the bare id where they ran with the registered limit (None: not set)."""
+    registered = registered_limit(env_id)
+    ran = {registered if limit is None else int(limit) for limit in limits}
+    if not ran or ran == {registered}:
+        return env_id
+    if len(ran) == 1:
+        return f"{env_id} ({next(iter(ran))}-step limit)"
+    shown = ["no limit" if v is None else f"{v}" for v in sorted(ran, key=lambda v: (v is None, v or 0))]
+    return f"{env_id} (step limits {', '.join(shown)})"
