@@ -88,6 +88,18 @@ def test_an_alias_bomb_is_refused_in_milliseconds(tmp_path, levels):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.parametrize(("length", "copies"), [(500_000, 99_000), (20_000, 60), (100, 20_000)])
+def test_aliases_of_a_long_string_are_refused_by_their_characters(tmp_path, length, copies):
+    # issue 45: under the value limit, yet 50 GB once built (per train's preflight dumped it; grid and plot
+    # ran out of memory); also a small file whose few aliases expand past the largest file read without any
+    path = tmp_path / "long.yaml"
+    path.write_text(f"env:\n  kwargs:\n    a: &s {'x' * length}\n    b: [" + ", ".join(["*s"] * copies) + "]\n")
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match="aliases expand to more than 1 MB of text"):
+        load_config(path)
+    assert time.perf_counter() - started < 1.0
+
+
 def test_a_few_aliases_still_load(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(_laughs(2))  # 100 values
