@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -37,6 +38,7 @@ def preflight(cfg: Config, members: int = 1) -> None:
     if cfg.replay.her_strategy != "off" and probe.goal_error is not None:
         raise ConfigError(probe.goal_error)
     check_network(cfg.agent, probe.obs_shape)
+    check_network_memory(cfg, probe.obs_shape, probe.n_actions)
     check_memory(cfg, probe.obs_shape, probe.obs_dtype, members, probe.n_actions)
 
 
@@ -80,7 +82,8 @@ def _hint(name: str, choices: list[str]) -> str:
 
 
 def check_schedule(cfg: Config) -> None:
-    """A run whose learning never starts exits 0 having learnt nothing: reject it."""
+    """A run whose learning never starts exits 0 having learnt nothing: reject it (a train_freq too long to
+    reach an update is the config layer's check)."""
     t = cfg.train
     if t.learning_starts >= t.total_steps:
         raise ConfigError(
@@ -143,13 +146,39 @@ def check_memory(
     capacity = cfg.replay.capacity
     ensure_memory_fits(need, f"a replay memory of {capacity:,} transitions", per_unit=max(need // capacity, 1))
     if members > 1:
-        each = need + MEMBER_OVERHEAD_BYTES + PARAMETER_COPIES * 4 * network_parameters(cfg, obs_shape, n_actions)
+        each = need + MEMBER_OVERHEAD_BYTES + network_bytes(cfg, obs_shape, n_actions)
         ensure_memory_fits(
             members * each,
             f"a cohort of {members:,} seeds (each {each / 1e6:,.0f} MB with its replay memory and network)",
             per_unit=each,
             key="--seeds",
         )
+
+
+# bytes per unit of a layer's width that one batch costs: float32 activations and their gradients, for the
+# online network on the batch and on its next states, and for the target network
+ACTIVATION_BYTES = 4 * 2 * 3
+
+
+def network_bytes(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> int:
+    """What the Q-network costs a member: its parameters' copies (:data:`PARAMETER_COPIES`) and one batch's
+    activations through its layers."""
+    widths = math.prod(obs_shape) + sum(cfg.agent.hidden_sizes) + n_actions
+    activations = cfg.replay.batch_size * widths * ACTIVATION_BYTES
+    return PARAMETER_COPIES * 4 * network_parameters(cfg, obs_shape, n_actions) + activations
+
+
+def check_network_memory(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> None:
+    """The network's memory (:func:`network_bytes`) against what the machine can give, before torch allocates
+    it (``agent.hidden_sizes: [1000000, 1000000]`` is 10^12 parameters: a traceback from the allocator)."""
+    need = network_bytes(cfg, obs_shape, n_actions)
+    shape = "x".join(map(str, obs_shape))
+    ensure_memory_fits(
+        need,
+        f"a Q-network for {shape} observations and {n_actions:,} actions with hidden sizes "
+        f"{list(cfg.agent.hidden_sizes)}",
+        key="agent.hidden_sizes",
+    )
 
 
 def network_parameters(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> int:

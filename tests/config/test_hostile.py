@@ -149,3 +149,30 @@ def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
 def test_an_unreadable_path_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="cannot be read"):
         read_yaml(tmp_path / ("x" * 300))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # issue 45: 1e300 hung the run at "running" (10^300 gradient steps); 1e-300 and 5e-324 were OverflowErrors
+        ("train.replay_ratio=1e300", "train.replay_ratio: 1e+300 is out of range; must be in (0.0, 1024]"),
+        ("train.replay_ratio=1e-300", "train.replay_ratio: 1e-300 is one update every 1e+300 env steps"),
+        ("train.replay_ratio=5e-324", "train.replay_ratio: 4.94066e-324 is one update every inf env steps"),
+        ("train.replay_ratio=1e-10", "train.replay_ratio: 1e-10 means one update every 10,000,000,000 steps"),
+        ("train.train_freq=100000", "train.train_freq: 100,000 means one update every 100,000 steps"),
+        ("train.gradient_steps=1e15", "train.gradient_steps: 1000000000000000 is out of range; must be in [1, 1024]"),
+        ("train.eval_episodes=1e9", "train.eval_episodes: 1000000000 is out of range; must be in [0, 10000]"),
+        ("env.n_bits=1e9", "env.n_bits: 1000000000 is out of range; must be in [1, 10000]"),
+        ("replay.her_k=1e9", "replay.her_k: 1000000000 is out of range"),
+        ("env.atari.noop_max=1e9", "env.atari.noop_max: 1000000000 is out of range"),
+    ],
+)
+def test_counts_that_multiply_a_runs_time_are_bounded(override, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, [override])
+    assert str(caught.value).startswith(message)
+
+
+def test_a_train_freq_that_reaches_one_update_still_loads():
+    cfg = load_config(None, ["train.total_steps=1000", "train.learning_starts=0", "train.train_freq=1000"])
+    assert cfg.train.train_freq == 1000

@@ -50,6 +50,19 @@ def test_a_memory_larger_than_the_machine_is_refused_before_allocating():
         preflight(cfg)
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["agent.hidden_sizes=[1000000,1000000]"],  # issue 45: 10^12 parameters, a traceback from torch's allocator
+        ["env.id=bitflip", "env.n_bits=10000", "agent.hidden_sizes=[100000]"],  # wide input and output layers
+        ["replay.capacity=1000", "replay.batch_size=1000", "agent.hidden_sizes=[10000000]"],  # the batch's activations
+    ],
+)
+def test_a_network_larger_than_the_machine_is_refused_before_allocating(overrides):
+    with pytest.raises(ConfigError, match=r"^agent.hidden_sizes: a Q-network for .* needs [0-9.]+ GB of memory"):
+        preflight(load_config(None, overrides))
+
+
 def test_notes_say_what_runs_but_may_surprise():
     """Issue 35: a linear Q-network and a batch of one run, but are said once before the run starts."""
     from per_cli.config import load_config
