@@ -12,6 +12,7 @@ import typer
 from per_cli import __version__
 from per_cli.cli.running import check_runs_dir, train_cohort, train_solo
 from per_cli.cli.usage import FlagCommand, OneLineErrors, check_run_name, fail_input, shown
+from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.settings import N_RANGE
 
@@ -314,7 +315,9 @@ def cliffwalk(
     ] = None,
     alpha: Annotated[
         float | None,
-        typer.Option(min=0.0, help="Priority exponent α (default: prioritized 0.6, rank 0.7, as on Atari)."),
+        typer.Option(
+            min=0.0, max=MAX_ALPHA, help="Priority exponent α (default: prioritized 0.6, rank 0.7, as on Atari)."
+        ),
     ] = None,
     beta: Annotated[float, typer.Option(min=0.0, max=1.0, help="IS exponent β (0: every weight is 1).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the result table.")] = False,

@@ -13,6 +13,8 @@ MAX_EVAL_EPISODES = 10_000  # per evaluation (papers: 10 to 200)
 MAX_BITS = 10_000  # bit flipping's n (see EnvConfig.n_bits)
 MAX_NOOPS = 10_000  # Atari no-op starts (the papers: 30)
 MAX_HER_K = 1_000  # relabelled copies per transition (Andrychowicz et al. 2017: 4 or 8)
+# the largest priority exponent α (see ReplayConfig._check_alpha)
+MAX_ALPHA = 10.0
 # the longest train_freq a replay ratio may mean: integers past 2^53 are not exact in float64
 MAX_TRAIN_FREQ = 2**53
 
@@ -153,10 +155,30 @@ class ReplayConfig:
         if self.beta0 is None:
             object.__setattr__(self, "beta0", beta0)
 
+    def _check_alpha(self) -> None:
+        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds
+        (prioritized, and lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank. At α = 1000, 1e-6^α
+        is 0 and 2^α is inf, 1/rank^α is 0 past the first rank: sampling probabilities of 0 made every
+        importance-sampling weight 0, and the run trained with a loss of 0, silently. A bound, not a test of
+        each run's range: |δ| is not known before training. At α <= 10 a priority stays finite and non-zero
+        for |δ| + ε in [1e-30, 1e29] (their sum over a billion transitions too) and for ranks up to 10^30;
+        the paper's α lies in [0, 1] (1: sampling in proportion to the priority; more sharpens towards
+        greedy). Within the bound, memory_max IS weights still shrink as α spreads the priorities (the
+        paper's normalisation, the run logs as replay/is_weight_mean)."""
+        from per_cli.errors import ConfigError
+
+        if self.alpha is not None and self.alpha > MAX_ALPHA:
+            raise ConfigError(
+                f"replay.alpha: {self.alpha:g} makes priorities p^α overflow or vanish in float64 (every "
+                f"importance-sampling weight 0, nothing learnt); the paper's α is in [0, 1], give at most {MAX_ALPHA:g}"
+            )
+
     def _check(self) -> None:
         """Constraints among replay keys (kind names themselves are checked against the registry in
         per_cli.train.preflight)."""
         from per_cli.errors import ConfigError
+
+        self._check_alpha()
 
         if self.kind == "hindsight":
             raise ConfigError(

@@ -176,3 +176,12 @@ def test_counts_that_multiply_a_runs_time_are_bounded(override, message):
 def test_a_train_freq_that_reaches_one_update_still_loads():
     cfg = load_config(None, ["train.total_steps=1000", "train.learning_starts=0", "train.train_freq=1000"])
     assert cfg.train.train_freq == 1000
+
+
+@pytest.mark.parametrize("kind", ["prioritized", "rank", "lap", "uniform"])
+@pytest.mark.parametrize("alpha", ["11", "1000", "1e300"])
+def test_a_priority_exponent_past_float64s_range_is_refused(kind, alpha):
+    # issue 45: alpha 1000 trained with IS weights 0 and a loss of 0, and said nothing
+    with pytest.raises(ConfigError, match=r"^replay.alpha: .* makes priorities p\^α overflow or vanish"):
+        load_config(None, [f"replay.kind={kind}", f"replay.alpha={alpha}"])
+    assert load_config(None, [f"replay.kind={kind}", "replay.alpha=10"]).replay.alpha == 10
