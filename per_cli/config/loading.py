@@ -82,6 +82,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {_short(value)}")
+        _check_finite(value, key)
         return dict(value)
     if tp is Any:
         return value
@@ -111,6 +112,18 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             )
         return value
     raise TypeError(f"unsupported config type {tp!r} for {key}")  # a bug in this module, not user input
+
+
+def _check_finite(value: Any, key: str) -> None:
+    """No NaN or infinity anywhere in a free-form mapping (``env.kwargs``): passed on to an env, a NaN is
+    truthy as a flag and fails every comparison as a number (``sutton_barto_reward: .nan`` changed CartPole's
+    reward, silently). Free-form values have no schema, so this is their one check here (types: preflight)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        where = f"{key}[{name}]" if isinstance(value, list) else f"{key}.{name}"
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"{where}: {_short(item)} is not a finite number; give a number, true/false or a name")
+        _check_finite(item, where)
 
 
 def _check_bounds(value: Any, meta: typing.Mapping, key: str) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from per_cli.config import Config, EnvConfig, from_dict, to_dict
-from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env
+from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env, resolve_env_id
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
 from per_cli.replay import REPLAY_KINDS, SAMPLER_CLASSES, memory_bytes
@@ -62,6 +62,7 @@ def check_names(cfg: Config) -> None:
     """Names that live in registries: the env id and the replay kind."""
     check_env_id(cfg.env.id)
     check_backend(cfg.env)
+    check_env_kwargs(cfg.env)
     if cfg.env.n_bits is not None and not accepts_n_bits(cfg.env.id):
         raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
     load_plugins(cfg.plugins)  # (the kinds they register)
@@ -74,6 +75,47 @@ def check_names(cfg: Config) -> None:
     if cfg.replay.chunk > 1 and not SAMPLER_CLASSES[kind].takes_chunks:
         chunked = ", ".join(k for k, c in SAMPLER_CLASSES.items() if c.takes_chunks)
         raise ConfigError(f"replay.chunk: kind {kind} draws no run starts; use one of {chunked}, or replay.chunk: 1")
+
+
+def check_env_kwargs(env_cfg: EnvConfig) -> None:
+    """Each ``env.kwargs`` value against the env's own parameter of that name, where its default tells the type:
+    a flag takes true or false (``.nan`` or ``1`` is truthy and changed CartPole's reward silently), a number a
+    number, a name a string. Parameters without a typed default, and kwargs that ``gym.make`` itself takes,
+    are left to the env."""
+    if not env_cfg.kwargs:
+        return
+    defaults = _env_defaults(resolve_env_id(env_cfg.id))
+    for name, value in env_cfg.kwargs.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            ok, wanted = isinstance(value, bool), "true or false"
+        elif isinstance(default, int | float):
+            ok, wanted = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+        elif isinstance(default, str):
+            ok, wanted = isinstance(value, str), "a string"
+        else:
+            continue
+        if not ok:
+            raise ConfigError(
+                f"env.kwargs.{name}: {value!r:.60} is not {wanted} ({env_cfg.id}'s {name} defaults to {default!r})"
+            )
+
+
+def _env_defaults(env_id: str) -> dict[str, object]:
+    """The defaults of the env constructor's parameters (its registered kwargs over them); empty where the
+    constructor cannot be looked up (an id registered by a plugin in another way)."""
+    import inspect
+
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        spec = gym.spec(env_id)
+        creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+        params = inspect.signature(creator).parameters
+    except Exception:  # noqa: BLE001 - a lookup that fails only leaves the values to the env
+        return {}
+    found = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+    return {**found, **(spec.kwargs or {})}
 
 
 def _hint(name: str, choices: list[str]) -> str:

@@ -2,6 +2,7 @@
 bytes (issue 35)."""
 
 import dataclasses
+import re
 import time
 import typing
 
@@ -185,3 +186,14 @@ def test_a_priority_exponent_past_float64s_range_is_refused(kind, alpha):
     with pytest.raises(ConfigError, match=r"^replay.alpha: .* makes priorities p\^α overflow or vanish"):
         load_config(None, [f"replay.kind={kind}", f"replay.alpha={alpha}"])
     assert load_config(None, [f"replay.kind={kind}", "replay.alpha=10"]).replay.alpha == 10
+
+
+@pytest.mark.parametrize(
+    ("override", "where"),
+    [("env.kwargs.sutton_barto_reward=.nan", "env.kwargs.sutton_barto_reward: nan"),
+     ("env.kwargs.x=[1,-.inf]", "env.kwargs.x[1]: -inf"), ("env.kwargs.a={b: .nan}", "env.kwargs.a.b: nan")],
+)
+def test_non_finite_env_kwargs_are_refused(override, where):
+    # issue 45: .nan as sutton_barto_reward is truthy, and changed CartPole's reward silently
+    with pytest.raises(ConfigError, match=rf"^{re.escape(where)} is not a finite number"):
+        load_config(None, [override])
