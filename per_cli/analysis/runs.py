@@ -95,7 +95,11 @@ class Run:
 
 def find_run_dirs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
     """Run directories under ``root`` (``root`` itself included), sorted; a run's subfolders are not searched."""
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError as exc:  # (a path longer than the system takes)
+        raise ConfigError(f"RUNS_DIR: {str(root)[:80]}... cannot be read ({exc.strerror}); give a directory") from None
+    if not is_dir:
         raise ConfigError(f"RUNS_DIR: {root} is not a directory")
     skip = {p.resolve() for p in exclude}
     found = []

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import shlex
 import sys
@@ -64,10 +65,24 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("aborted", err=True)
             code = 1
+        except OSError as exc:  # what no check before the work can see: the disk filling up while it is written
+            typer.echo(f"error: {os_error_line(exc)}", err=True)
+            code = EXIT_RUN_FAILED
         code = code if isinstance(code, int) else 0
         if not standalone_mode:
             return code
         sys.exit(code)
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError that ended a command: the file it was writing and why; a full disk said as such
+    (the fix is space, not the command)."""
+    name = shown(exc.filename) if exc.filename else ""
+    name = name if len(name) <= 100 else f"{name[:60]}...({len(name):,} characters)"
+    if exc.errno == errno.ENOSPC:
+        where = f" while writing {name}" if name else " on the device"
+        return f"the disk is full: no space left{where}; free space, then run the command again"
+    return f"{exc.strerror or type(exc).__name__}{f': {name}' if name else ''}"
 
 
 def shown(path: object) -> str:

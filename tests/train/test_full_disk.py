@@ -4,10 +4,7 @@ naming the disk, and no half-written checkpoint stays; leftovers of a killed run
 from __future__ import annotations
 
 import json
-import subprocess
-import uuid
 
-import pytest
 from typer.testing import CliRunner
 
 from per_cli.cli import app
@@ -17,20 +14,6 @@ from ..conftest import CONFIGS, TINY_CARTPOLE
 
 runner = CliRunner()
 CHECKPOINTED = [*TINY_CARTPOLE, "train.total_steps=600", "train.checkpoint_every=150", "train.save_replay=true"]
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MB tmpfs: a real file system that fills up (needs root and mount; skipped where they are missing)."""
-    mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def _train(runs_dir, *sets):

@@ -1,0 +1,42 @@
+"""A full disk during ``per grid`` (issue 45), on a real, small tmpfs: a run's lock holds without its pid line,
+and a run whose worker failed it but whose summary.json could not say so is ``failed`` in the table."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+from per_cli.sweep.grid import build_request, plan_grid
+from per_cli.sweep.locks import hold_lock
+from per_cli.sweep.report import report
+
+from ..conftest import CONFIGS
+
+
+def _fill(disk):
+    with contextlib.suppress(OSError):  # (ENOSPC: the disk is full, as wanted)
+        (disk / "fill").write_bytes(b"x" * 1_000_000)
+
+
+def test_a_run_lock_is_held_on_a_full_disk(tiny_disk):
+    _fill(tiny_disk)
+    lock = hold_lock(tiny_disk / "run.lock")  # was: OSError 28 from writing the pid, a traceback in the worker
+    lock.release()
+
+
+def test_a_run_the_worker_failed_is_failed_in_the_table_when_its_summary_could_not_say_so(tmp_path):
+    plan = plan_grid(build_request("cartpole", "uniform", "1,2", None, ["train.total_steps=2000"], None, CONFIGS))
+    first, second = (spec.name for spec in plan.runs)
+    for name in (first, second):  # what a worker leaves when the disk fills before its last summary.json
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"status": "running"}))
+    error = "the disk is full: no space left on the file system at /runs while writing /runs/x; free space there"
+    ran = {first: {"status": "failed", "error": error}}
+    out = io.StringIO()
+    code = report(plan, tmp_path, ran, {first, second}, False, False, out)
+    rows = {line.split()[0]: line for line in out.getvalue().splitlines() if line.startswith("cartpole")}
+    assert rows[first].split()[1] == "failed" and "the disk is full" in rows[first]
+    assert "its summary.json could not record it" in rows[first]
+    assert rows[second].split()[1] == "unfinished"  # no result from its worker: the disk's word stands
+    assert code == 1 and "1 failed, 1 unfinished" in out.getvalue()
