@@ -51,3 +51,19 @@ def test_leftovers_of_a_killed_run_are_removed_on_resume(tmp_path):
     assert more.exit_code == 0, more.output
     assert [p for p in run_dir.rglob("*") if p.name.startswith(".")] == []
     assert latest_checkpoint(run_dir).name == "step_000000000750"
+
+
+def test_a_cohort_on_a_full_disk_fails_every_member_naming_the_disk(small_disk):
+    # issue 45: the members failed in one gradient step, the next sampled from none (an IndexError), and a
+    # failed member's files, closed on the full disk, raised again over its recorded failure
+    (small_disk / "fill").write_bytes(b"x" * 800_000)
+    args = ["train", "--seeds", "1-2", "--runs-dir", str(small_disk), "--quiet", "--device", "cpu"]
+    for item in [*TINY_CARTPOLE, "train.gradient_steps=4", "log.every=1"]:
+        args += ["--set", item]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    summaries = [json.loads(p.read_text()) for p in sorted(small_disk.glob("*/summary.json"))]
+    assert [s["status"] for s in summaries] == ["failed", "failed"], result.output
+    assert all(s["error"].startswith("the disk is full") for s in summaries)
+    lines = result.output.strip().splitlines()  # one line per run, naming it (was one line for the command)
+    assert len(lines) == 2 and all(line.startswith("error: run failed: the disk is full") for line in lines)
