@@ -40,3 +40,16 @@ def test_a_run_the_worker_failed_is_failed_in_the_table_when_its_summary_could_n
     assert "its summary.json could not record it" in rows[first]
     assert rows[second].split()[1] == "unfinished"  # no result from its worker: the disk's word stands
     assert code == 1 and "1 failed, 1 unfinished" in out.getvalue()
+
+
+def test_a_summary_value_that_is_no_number_is_a_blank_cell_not_a_traceback(tmp_path):
+    # issue 45: final_return_mean "abc" in a run's summary.json
+    plan = plan_grid(build_request("cartpole", "uniform", "1", None, ["train.total_steps=2000"], None, CONFIGS))
+    (spec,) = plan.runs
+    (tmp_path / spec.name).mkdir()
+    summary = {"status": "completed", "total_steps": 2000, "final_return_mean": "abc", "wall_time_s": [1]}
+    (tmp_path / spec.name / "summary.json").write_text(json.dumps(summary))
+    out = io.StringIO()
+    assert report(plan, tmp_path, {}, set(), False, False, out) == 0
+    (row,) = [line.split() for line in out.getvalue().splitlines() if line.startswith("cartpole")]
+    assert row[:5] == [spec.name, "skipped", "2000", "-", "-"], row  # (steps, wall_s, return)
