@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import errno
 import importlib
 import shlex
 import sys
@@ -12,7 +11,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from per_cli.errors import ConfigError
+from per_cli.errors import ConfigError, os_error_line
 
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
@@ -72,17 +71,6 @@ class OneLineErrors(TyperGroup):
         if not standalone_mode:
             return code
         sys.exit(code)
-
-
-def os_error_line(exc: OSError) -> str:
-    """One line for an OSError that ended a command: the file it was writing and why; a full disk said as such
-    (the fix is space, not the command)."""
-    name = shown(exc.filename) if exc.filename else ""
-    name = name if len(name) <= 100 else f"{name[:60]}...({len(name):,} characters)"
-    if exc.errno == errno.ENOSPC:
-        where = f" while writing {name}" if name else " on the device"
-        return f"the disk is full: no space left{where}; free space, then run the command again"
-    return f"{exc.strerror or type(exc).__name__}{f': {name}' if name else ''}"
 
 
 def shown(path: object) -> str:

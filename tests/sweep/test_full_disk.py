@@ -10,6 +10,7 @@ import json
 from per_cli.sweep.grid import build_request, plan_grid
 from per_cli.sweep.locks import hold_lock
 from per_cli.sweep.report import report
+from per_cli.sweep.status import write_manifest
 
 from ..conftest import CONFIGS
 
@@ -53,3 +54,24 @@ def test_a_summary_value_that_is_no_number_is_a_blank_cell_not_a_traceback(tmp_p
     assert report(plan, tmp_path, {}, set(), False, False, out) == 0
     (row,) = [line.split() for line in out.getvalue().splitlines() if line.startswith("cartpole")]
     assert row[:5] == [spec.name, "skipped", "2000", "-", "-"], row  # (steps, wall_s, return)
+
+
+def test_a_run_whose_lock_cannot_be_opened_fails_in_one_line_not_a_worker_traceback(tmp_path):
+    # an OSError outside the run's own handling (its lock; on a full disk, the lock file's creation) killed the
+    # worker with a traceback, and the table said only "worker process died"
+    import subprocess
+    import sys
+
+    sets = ["train.total_steps=300", "train.learning_starts=100", "replay.capacity=1000", "replay.batch_size=32"]
+    args = ["grid", "--envs", "cartpole", "--replays", "uniform", "--seeds", "1", "--workers", "1", "--runs-dir",
+            str(tmp_path), "--name", "g"]  # fmt: skip
+    for item in sets:
+        args += ["--set", item]
+    plan = plan_grid(build_request("cartpole", "uniform", "1", None, sets, None, CONFIGS))
+    (tmp_path / "g" / ".locks" / f"{plan.runs[0].name}.lock").mkdir(parents=True)  # a directory: os.open fails
+    write_manifest(tmp_path / "g", "per grid", plan.request.manifest(), plan.notes, [r.manifest() for r in plan.runs])
+    done = subprocess.run([sys.executable, "-m", "per_cli", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "worker process died" not in done.stdout, done.stdout + done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("cartpole")]
+    assert row.split()[1] == "failed" and "Is a directory" in row
