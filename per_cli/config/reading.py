@@ -37,11 +37,15 @@ class Expansion(NamedTuple):
     values: int
     chars: int
 
-    def too_large(self) -> bool:
-        return self.values > MAX_EXPANDED_NODES or self.chars > MAX_EXPANDED_CHARS
+    def exceeds(self, limit: Expansion) -> bool:
+        return self.values > limit.values or self.chars > limit.chars
 
 
-def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int]) -> Expansion:
+# what a config may expand to
+CONFIG_LIMIT = Expansion(MAX_EXPANDED_NODES, MAX_EXPANDED_CHARS)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int], limit: Expansion) -> Expansion:
     """What the tree ``node`` expands to; each distinct node (an anchor used by many aliases is one node
     object) is counted once and remembered. Stops adding once past a limit. Raises ConfigError for an alias
     inside its own anchor."""
@@ -57,9 +61,9 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int]
             (child for pair in node.value for child in pair) if isinstance(node, yaml.MappingNode) else node.value
         )
         for child in children:
-            sub = _expanded_size(child, sizes, open_)
+            sub = _expanded_size(child, sizes, open_, limit)
             total = Expansion(total.values + sub.values, total.chars + sub.chars)
-            if total.too_large():
+            if total.exceeds(limit):
                 break
     open_.discard(key)
     sizes[key] = total
@@ -96,29 +100,30 @@ def _find_duplicate_key(
     return None
 
 
-def parse_yaml(path: Path | str, text: str) -> Any:
+def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> Any:
     """The document in ``text`` as plain data; ConfigError (naming ``path``, a file or ``--set k=v``) for
-    malformed YAML, a duplicate key or aliases that expand to more than :data:`MAX_EXPANDED_NODES` values or
-    :data:`MAX_EXPANDED_CHARS` characters. Every reader of a YAML file that a person could have written (a
-    config, a run's config.yaml, a grid's grid.yaml) goes through here."""
+    malformed YAML, a duplicate key or aliases that expand to more than ``limit``'s values or characters
+    (:data:`CONFIG_LIMIT`: :data:`MAX_EXPANDED_NODES`, :data:`MAX_EXPANDED_CHARS`; a file that per writes,
+    as large as its runs make it, passes :func:`file_limit`). Every reader of a YAML file that a person could
+    have written or edited (a config, a run's config.yaml, a grid's grid.yaml) goes through here."""
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         try:
-            size = _expanded_size(node, {}, set())
+            size = _expanded_size(node, {}, set(), limit)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}; write the value out instead") from None
-        if size.values > MAX_EXPANDED_NODES:
+        if size.values > limit.values:
             raise ConfigError(
-                f"{path}: its YAML aliases expand to more than {MAX_EXPANDED_NODES:,} values (nested aliases?); "
+                f"{path}: its YAML aliases expand to more than {limit.values:,} values (nested aliases?); "
                 "a config needs no more than a few hundred, so write the values out"
             )
-        if size.chars > MAX_EXPANDED_CHARS:
+        if size.chars > limit.chars:
             raise ConfigError(
-                f"{path}: its YAML aliases expand to more than {MAX_EXPANDED_CHARS // 1_000_000} MB of text (a long "
-                "value repeated by aliases?); a config is a few KB, so write the values out"
+                f"{path}: its YAML aliases expand to more than {_size(limit.chars)} of text (a long value repeated "
+                "by aliases?); a config is a few KB, so write the values out"
             )
         duplicate = _find_duplicate_key(node)
         if duplicate:
@@ -136,6 +141,16 @@ def parse_yaml(path: Path | str, text: str) -> Any:
         raise ConfigError(f"{path}: its values nest too deep to be a config; flatten them") from None
     finally:
         loader.dispose()
+
+
+def file_limit(text: str) -> Expansion:
+    """The limit for a file that per writes (a grid's grid.yaml grows with its runs): what the text could hold
+    without any alias (a value takes at least a character), and at least :data:`CONFIG_LIMIT`."""
+    return Expansion(max(MAX_EXPANDED_NODES, len(text)), max(MAX_EXPANDED_CHARS, len(text)))
+
+
+def _size(chars: int) -> str:
+    return f"{chars / 1_000_000:g} MB"
 
 
 def read_text(path: Path) -> str:

@@ -1,5 +1,6 @@
-"""A full disk during ``per grid`` (issue 45), on a real, small tmpfs: a run's lock holds without its pid line,
-and a run whose worker failed it but whose summary.json could not say so is ``failed`` in the table."""
+"""Hostile and broken input to ``per grid`` (issue 45): a full disk, on a real, small tmpfs (a run's lock holds
+without its pid line; a run whose worker failed it but whose summary.json could not say so is ``failed`` in the
+table), summary values of the wrong type, and a grid.yaml whose aliases expand past its size."""
 
 from __future__ import annotations
 
@@ -75,3 +76,18 @@ def test_a_run_whose_lock_cannot_be_opened_fails_in_one_line_not_a_worker_traceb
     assert "Traceback" not in done.stderr and "worker process died" not in done.stdout, done.stdout + done.stderr
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("cartpole")]
     assert row.split()[1] == "failed" and "Is a directory" in row
+
+
+def test_a_grid_yaml_whose_aliases_expand_past_its_size_is_refused_at_once(tmp_path):
+    import time
+
+    from per_cli.sweep.status import read_manifest
+
+    plan = plan_grid(build_request("cartpole", "uniform", "1", None, ["train.total_steps=2000"], None, CONFIGS))
+    write_manifest(tmp_path, "per grid", plan.request.manifest(), plan.notes, [r.manifest() for r in plan.runs])
+    assert read_manifest(tmp_path)["runs"][0]["name"] == plan.runs[0].name  # what per writes reads back
+    lines = ["l0: &l0 [lol]"] + [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 30)]
+    (tmp_path / "grid.yaml").write_text("\n".join(lines) + "\n")  # 10^29 values
+    started = time.perf_counter()
+    assert read_manifest(tmp_path) is None  # unreadable, as a malformed one is: never expanded
+    assert time.perf_counter() - started < 1
