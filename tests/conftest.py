@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,29 @@ TINY_CARTPOLE = [
 @pytest.fixture
 def configs_dir() -> Path:
     return CONFIGS
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MB tmpfs: a real file system that fills up (needs root and mount; skipped where they are missing)."""
+    yield from _tmpfs(tmp_path, "1m")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KB tmpfs (see small_disk)."""
+    yield from _tmpfs(tmp_path, "64k")
+
+
+def _tmpfs(tmp_path, size):
+    mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount)], check=True)  # (lazy: a file a failed test left open)
+
+

@@ -144,3 +144,56 @@ def test_a_bad_config_is_refused_before_torch_and_gymnasium_are_imported(args):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["2", "False", "False"], out.stdout + out.stderr
+
+
+LONG_PATH = "/tmp/" + "/".join(["a" * 200] * 25)  # 5,029 bytes: past PATH_MAX (4,096)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # issue 45: each of these was a traceback
+        (["plot", "{tmp}", "--out", "{tmp}/a_file"], "--out {tmp}/a_file: is a file, not a directory"),
+        (["plot", "{tmp}", "--out", "/proc/per-plots"], "--out /proc/per-plots: cannot create figures there"),
+        (["plot", "{tmp}", "--out", LONG_PATH], "the path is 5,029 bytes long; the system takes 4,096"),
+        (["plot", "{tmp}/" + "b" * 300], "RUNS_DIR: "),
+        (["train", "--runs-dir", LONG_PATH], "--runs-dir /tmp/aaaa"),
+        (["grid", "--envs", "cartpole", "--replays", "uniform", "--seeds", "1", "--runs-dir", LONG_PATH],
+         "the path is 5,029 bytes long"),
+        (["train", "--runs-dir", "{tmp}/" + "b" * 300], "a folder name in it is 300 bytes long"),
+        (["cliffwalk", "--out", "{tmp}/a_file"], "--out {tmp}/a_file: is a file, not a directory"),
+        (["cliffwalk", "--out", "/proc/per-cliffwalk"], "cannot create the results there"),
+        (["cliffwalk", "--alpha", "1000"], "'--alpha': Input should be less than or equal to 10"),
+    ],
+)
+def test_paths_that_cannot_hold_the_output_are_one_line_before_any_work(tmp_path, args, message):
+    import time
+
+    (tmp_path / "a_file").write_text("x")
+    before = _tree(tmp_path)
+    started = time.perf_counter()
+    result = runner.invoke(app, [a.replace("{tmp}", str(tmp_path)) for a in args])
+    seconds = time.perf_counter() - started
+    _one_line_error(result, message.replace("{tmp}", str(tmp_path)))
+    assert _tree(tmp_path) == before and not os.path.exists("/proc/per-plots")
+    assert seconds < 30  # (under a second on an idle machine: nothing is trained or read)
+
+
+def test_a_full_disk_while_plotting_is_one_line_and_leaves_no_partial_figures(tmp_path, tiny_disk):
+    from tests.runfactory import linear_returns, write_run
+
+    for seed in (1, 2):
+        write_run(tmp_path / f"r{seed}", seed=seed, returns=linear_returns(20, 2000, lambda s: 10.0 + s / 100))
+    (tiny_disk / "fill").write_bytes(b"x" * 48_000)  # room for the tables, not for every figure
+    result = runner.invoke(app, ["plot", str(tmp_path), "--out", str(tiny_disk / "plots"), "--workers", "1"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and lines[-1].startswith("error: the disk is full: no space left"), result.output
+    assert len([line for line in lines if line.startswith(("error", "Traceback"))]) == 1
+    assert [p.name for p in tiny_disk.iterdir()] == ["fill"]
+
+
+def test_a_full_disk_in_cliffwalk_is_one_line_and_leaves_nothing(tiny_disk):
+    (tiny_disk / "fill").write_bytes(b"x" * 40_000)  # what is left is less than the figure needs
+    result = runner.invoke(app, ["cliffwalk", "--n", "2..3", "--runs", "1", "--out", str(tiny_disk / "cw"), "-q"])
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1].startswith("error: the disk is full")
+    assert [p.name for p in tiny_disk.iterdir()] == ["fill"]

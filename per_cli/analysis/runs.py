@@ -9,6 +9,7 @@ progress).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -17,14 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
-
-try:  # libyaml's parser: about 10x faster on a 1,500-run directory
-    from yaml import CSafeLoader as SafeLoader
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml import SafeLoader
 
 from per_cli.analysis.readers import RETURN_TAG, Scalars, damage, read_scalars
+from per_cli.config.reading import parse_yaml, read_text
 from per_cli.errors import ConfigError
 from per_cli.train.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
@@ -101,7 +97,11 @@ class Run:
 
 def find_run_dirs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
     """Run directories under ``root`` (``root`` itself included), sorted; a run's subfolders are not searched."""
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError as exc:  # (a path longer than the system takes)
+        raise ConfigError(f"RUNS_DIR: {str(root)[:80]}... cannot be read ({exc.strerror}); give a directory") from None
+    if not is_dir:
         raise ConfigError(f"RUNS_DIR: {root} is not a directory")
     skip = {p.resolve() for p in exclude}
     found = []
@@ -145,16 +145,8 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
     """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot.
     ``tags``: the scalars needed (see :func:`per_cli.analysis.readers.read_scalars`); None: all of them.
     ``envs``: resolved env ids to keep; a run of another env is None, its scalars never read."""
-    summary = read_summary(path) or {}
-    config: dict[str, Any] = {}
-    read_error = None
-    try:
-        raw = yaml.load((path / "config.yaml").read_text(), Loader=SafeLoader)
-        config = {**ADDED_LATER, **flatten(raw)} if isinstance(raw, dict) else {}
-    except FileNotFoundError:
-        pass
-    except yaml.YAMLError as exc:
-        read_error = f"config.yaml: {type(exc).__name__}"
+    summary, problems = checked_summary(read_summary(path) or {})
+    config, read_error = read_run_config(path / "config.yaml")
     env = summary.get("env") or config.get("env.id") or "unknown"
     run = Run(
         path=path,
@@ -169,7 +161,6 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
     )
     if envs is not None and run.env not in envs:
         return None
-    problems: list[str] = []
     if run.status == UNREADABLE and not run.read_error:
         run.read_error = f"summary.json cannot be read: {summary.get('error', 'not valid JSON')}"
     if not (path / "config.yaml").is_file() and run.status != UNREADABLE:
@@ -183,6 +174,65 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
         run.damaged = True
         run.read_error = "; ".join(([run.read_error] if run.read_error else []) + problems)
     return run
+
+
+def read_run_config(path: Path) -> tuple[dict[str, Any], str | None]:
+    """A run's ``config.yaml`` flattened (empty when it is missing), and what is wrong with it (None: nothing).
+    Read as a config is (:func:`per_cli.config.reading.parse_yaml`: an alias bomb costs milliseconds, not all
+    the memory); a file that holds no mapping of settings (``[]``, a scalar, nothing) is said, naming the file,
+    since its run is then grouped by its summary alone (with whichever runs share its env and replay)."""
+    try:
+        raw = parse_yaml(path, read_text(path))
+    except ConfigError as exc:
+        if not path.exists():
+            return {}, None
+        return {}, f"{path.name} cannot be read ({str(exc).removeprefix(f'{path}: ')}); its settings are unknown"
+    if isinstance(raw, dict):
+        return {**ADDED_LATER, **flatten(raw)}, None
+    held = "nothing" if raw is None else f"a {type(raw).__name__} ({_short(raw)})"
+    return {}, (
+        f"{path.name} holds {held}, not a mapping of settings, so its settings are unknown (grouped by its summary "
+        "only, with the runs of its env and replay)"
+    )
+
+
+# summary.json keys that are read, with the types they must have: any other value is left out and said
+SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
+    "env": (str,),
+    "replay": (str,),
+    "error": (str,),
+    "seed": (int,),
+    "total_steps": (int, float),
+    "wall_time_s": (int, float),
+    "final_return_mean": (int, float),
+    "eval_return_mean": (int, float),
+}
+
+
+def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
+    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
+    or damaged summary costs its run those values, never the whole plot."""
+    kept, problems = dict(summary), []
+    for key, types in SUMMARY_TYPES.items():
+        value = kept.get(key)
+        if value is None:
+            continue
+        bad = isinstance(value, bool) or not isinstance(value, types)
+        if not bad and isinstance(value, float) and key != "final_return_mean" and key != "eval_return_mean":
+            bad = not math.isfinite(value)
+        if bad:
+            del kept[key]
+            problems.append(f"summary.json: {key} is {_short(value)}, not a {_KIND[types]}; left out")
+    return kept, problems
+
+
+_KIND = {(str,): "string", (int,): "whole number", (int, float): "number"}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}...({len(text):,} characters)"
 
 
 def _load_one(args: tuple[Path, Path, set[str] | None, frozenset[str] | None]) -> Run | None:

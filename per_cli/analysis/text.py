@@ -4,6 +4,7 @@ cells, and column-aligned plain-text tables."""
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -16,8 +17,9 @@ def slug(text: str) -> str:
 
 
 def num(value: Any, digits: int = 1, missing: str = "-") -> str:
-    """A number with ``digits`` decimals; ``missing`` for None or NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A number with ``digits`` decimals; ``missing`` for None, NaN and anything that is not a number (a
+    hand-edited summary.json's ``"abc"``: a table cell, never a traceback)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         return missing
     return f"{value:.{digits}f}"
 

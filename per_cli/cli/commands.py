@@ -10,8 +10,17 @@ from typing import Annotated
 import typer
 
 from per_cli import __version__
-from per_cli.cli.running import check_runs_dir, train_cohort, train_solo
+from per_cli.cli.running import (
+    check_path_length,
+    check_plot_out,
+    check_runs_dir,
+    check_writable_dir,
+    new_files_removed_on_error,
+    train_cohort,
+    train_solo,
+)
 from per_cli.cli.usage import FlagCommand, OneLineErrors, check_run_name, fail_input, shown
+from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.settings import N_RANGE
 
@@ -79,6 +88,10 @@ def train(
     ] = None,
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory (with --seeds, one per seed)."""
+    try:
+        check_path_length(runs_dir, "--runs-dir")  # (before the config's checks import torch: said at once)
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
     if seeds is not None:
         train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
         return
@@ -191,6 +204,7 @@ def grid(
         if plot and "plot" not in {c.name or c.callback.__name__ for c in app.registered_commands}:
             raise ConfigError("--plot: this version has no `per plot` command")
         check_run_name(name)
+        check_path_length(runs_dir, "--runs-dir")
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
         plan = grid_mod.plan_grid(request)
         if not dry_run:
@@ -262,20 +276,25 @@ def plot(
 ) -> None:
     """Figures (return, TD error, correlation count with 95% bootstrap bands; the hypothesis scatter) and
     tables (IQM of the final return with a stratified bootstrap CI) from run directories."""
+    try:
+        check_plot_out(runs_dir, out)  # (before the analysis imports: a bad --out is said at once)
+    except ConfigError as exc:
+        raise fail_input(str(exc)) from None
     from per_cli.analysis.plot import make_plots, parse_thresholds
 
     try:
-        report = make_plots(
-            runs_dir,
-            out,
-            fmt=fmt,
-            smooth=smooth,
-            metrics=metric or [],
-            thresholds=parse_thresholds(threshold or []),
-            workers=workers,
-            final_episodes=final_episodes,
-            envs=env or [],
-        )
+        with new_files_removed_on_error(out if out is not None else runs_dir / "plots"):
+            report = make_plots(
+                runs_dir,
+                out,
+                fmt=fmt,
+                smooth=smooth,
+                metrics=metric or [],
+                thresholds=parse_thresholds(threshold or []),
+                workers=workers,
+                final_episodes=final_episodes,
+                envs=env or [],
+            )
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
     typer.echo(report.table_md)
@@ -316,7 +335,9 @@ def cliffwalk(
     ] = None,
     alpha: Annotated[
         float | None,
-        typer.Option(min=0.0, help="Priority exponent α (default: prioritized 0.6, rank 0.7, as on Atari)."),
+        typer.Option(
+            min=0.0, max=MAX_ALPHA, help="Priority exponent α (default: prioritized 0.6, rank 0.7, as on Atari)."
+        ),
     ] = None,
     beta: Annotated[float, typer.Option(min=0.0, max=1.0, help="IS exponent β (0: every weight is 1).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the result table.")] = False,
@@ -350,9 +371,10 @@ def cliffwalk(
             alpha=alpha,
             beta=beta,
         )
+        out_dir = out or default_out_dir(learner)
+        check_writable_dir(out_dir, "--out", "the results")  # (before the runs: they take minutes)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
-    out_dir = out or default_out_dir(learner)
     started = time.perf_counter()
     results, rows = run_experiment(settings, progress=None if quiet else typer.echo)
     write_outputs(out_dir, settings, results, rows, time.perf_counter() - started)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
-from per_cli.cli.usage import EXIT_RUN_FAILED, check_run_name, fail_input, shown
+from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, shown
 from per_cli.compiled_cache import cold_cache_note
 from per_cli.errors import ConfigError
 
@@ -26,29 +28,46 @@ def resolve_config_option(config: str | None) -> Path | None:
 
 
 
+# bytes a command writes below the directory it is given: a run or grid name (at most MAX_NAME_BYTES), a run
+# inside a grid, its checkpoints and file names
+PATH_ROOM = 3 * MAX_NAME_BYTES
+
+
 def check_runs_dir(runs_dir: Path) -> None:
-    """``--runs-dir`` must be a directory this process can create run directories in: an existing file, a path
-    under /proc, a read-only or full place are bad input (one line, exit 2), found before anything is written.
-    The check makes the missing folders and one probe folder in the last, and removes all it made again
-    (the run makes them itself), so a check, passed or failed, leaves the disk as it was."""
+    """``--runs-dir`` must be a directory this process can create run directories in (see
+    :func:`check_writable_dir`)."""
+    check_writable_dir(runs_dir, "--runs-dir", "run directories")
+
+
+def check_writable_dir(path: Path, option: str, what: str) -> None:
+    """``path`` (given as ``option``) must be a directory this process can create ``what`` in: an existing file,
+    a path under /proc, a read-only or full place, a path longer than the system takes are bad input (one line,
+    exit 2), found before anything is written. The check makes the missing folders and one probe folder in the
+    last, and removes all it made again (the command makes them itself), so a check, passed or failed, leaves
+    the disk as it was."""
     import tempfile
 
-    if runs_dir.exists() and not runs_dir.is_dir():
-        raise ConfigError(f"--runs-dir {shown(runs_dir)}: is a file, not a directory; give a directory")
-    made = [p for p in (runs_dir, *runs_dir.parents) if not p.exists()]
+    check_path_length(path, option)
     try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        Path(tempfile.mkdtemp(prefix=".per-probe-", dir=runs_dir)).rmdir()
+        is_file = path.exists() and not path.is_dir()
+    except OSError as exc:  # (a name the system refuses to look up)
+        raise ConfigError(f"{option} {_cut(path)}: cannot be used ({exc.strerror or exc}); give another path") from None
+    if is_file:
+        raise ConfigError(f"{option} {_cut(path)}: is a file, not a directory; give a directory")
+    made = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        Path(tempfile.mkdtemp(prefix=".per-probe-", dir=path)).rmdir()
         failure = None
     except OSError as exc:
         failure = exc
-    for path in made:  # the deepest first
+    for folder in made:  # the deepest first
         with contextlib.suppress(OSError):
-            path.rmdir()
+            folder.rmdir()
     if failure is not None:
         reason = failure.strerror or type(failure).__name__
         raise ConfigError(
-            f"--runs-dir {shown(runs_dir)}: cannot create run directories there ({reason}); give a writable directory"
+            f"{option} {_cut(path)}: cannot create {what} there ({reason}); give a writable directory"
         ) from None
 
 
@@ -65,6 +84,68 @@ def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a sweep.locks.Lock, or None
         return hold_lock(path, wait_s=0)
     except GridLockedError:
         raise ConfigError(f"--resume: {shown(run_dir)} is being trained by per grid; wait for it or stop it") from None
+
+
+def check_plot_out(runs_dir: Path, out: Path | None) -> None:
+    """``per plot``'s ``--out`` (default RUNS_DIR/plots) must take figures and tables: checked before any run
+    is read. The default is left to the RUNS_DIR check where RUNS_DIR is no directory."""
+    if out is None:
+        with contextlib.suppress(OSError):
+            if runs_dir.is_dir():
+                check_writable_dir(runs_dir / "plots", "--out (default RUNS_DIR/plots)", "figures")
+        return
+    check_writable_dir(out, "--out", "figures")
+
+
+@contextlib.contextmanager
+def new_files_removed_on_error(folder: Path) -> Iterator[None]:
+    """Run the block; if it raises (a full disk while figures are saved), remove what it made in ``folder``
+    (files and folders that were not there before, ``folder`` itself included) and re-raise: nothing
+    half-written stays. Files it rewrote keep their new, partial content: they are the command's own outputs,
+    made again by running it again."""
+    try:
+        made = [p for p in (folder, *folder.parents) if not p.exists()]
+        before = set(folder.rglob("*")) if folder.is_dir() else set()
+    except OSError:  # a path the system refuses (too long): the block says so itself, having made nothing
+        made, before = [], None
+    try:
+        yield
+    except BaseException:
+        if before is not None and folder.is_dir():
+            for path in sorted(set(folder.rglob("*")) - before, key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+        for path in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+
+
+def check_path_length(path: Path, option: str) -> None:
+    """A path the system can take, with room for what is written below it: no name over the file system's
+    longest (255 bytes), the whole under its longest path (4096) less :data:`PATH_ROOM`."""
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError):
+        anchor = next(p for p in (path, *path.parents) if p.is_dir())
+        name_max, path_max = os.pathconf(anchor, "PC_NAME_MAX"), os.pathconf(anchor, "PC_PATH_MAX")
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > name_max:
+        raise ConfigError(
+            f"{option} {_cut(path)}: a folder name in it is {longest:,} bytes long; the file system takes at most "
+            f"{name_max}"
+        )
+    length = len(os.fsencode(path.absolute()))
+    if length + PATH_ROOM > path_max:
+        raise ConfigError(
+            f"{option} {_cut(path)}: the path is {length:,} bytes long; the system takes {path_max:,} for a whole "
+            f"path and what is written below it needs {PATH_ROOM}, so give one under {path_max - PATH_ROOM:,}"
+        )
+
+
+def _cut(path: Path) -> str:
+    """A path for an error line: quoted, and cut to a readable length."""
+    text = shown(path)
+    return text if len(text) <= 100 else f"{text[:60]}...({len(text):,} characters)"
 
 
 def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from per_cli.errors import ConfigError
+from per_cli.errors import ConfigError, os_error_line
 
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
@@ -64,6 +64,9 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("aborted", err=True)
             code = 1
+        except OSError as exc:  # what no check before the work can see: the disk filling up while it is written
+            typer.echo(f"error: {os_error_line(exc)}", err=True)
+            code = EXIT_RUN_FAILED
         code = code if isinstance(code, int) else 0
         if not standalone_mode:
             return code

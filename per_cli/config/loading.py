@@ -82,6 +82,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {_short(value)}")
+        _check_finite(value, key)
         return dict(value)
     if tp is Any:
         return value
@@ -111,6 +112,18 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             )
         return value
     raise TypeError(f"unsupported config type {tp!r} for {key}")  # a bug in this module, not user input
+
+
+def _check_finite(value: Any, key: str) -> None:
+    """No NaN or infinity anywhere in a free-form mapping (``env.kwargs``): passed on to an env, a NaN is
+    truthy as a flag and fails every comparison as a number (``sutton_barto_reward: .nan`` changed CartPole's
+    reward, silently). Free-form values have no schema, so this is their one check here (types: preflight)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        where = f"{key}[{name}]" if isinstance(value, list) else f"{key}.{name}"
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"{where}: {_short(item)} is not a finite number; give a number, true/false or a name")
+        _check_finite(item, where)
 
 
 def _check_bounds(value: Any, meta: typing.Mapping, key: str) -> None:
@@ -172,10 +185,17 @@ def build_section(cls: type, data: Any, prefix: str) -> Any:
     return _build(cls, data, prefix)
 
 
+def _count(n: int) -> str:
+    """An integer as printed in a message: 12,345, or 1e+300 for one too long to read."""
+    return f"{n:,}" if n < 10**15 else f"{float(n):.3g}"
+
+
 def _check_relations(cfg: Config) -> None:
     """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay
     kinds) and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither
-    envs nor replay)."""
+    envs nor replay). A step s trains when s >= learning_starts and s + 1 is a multiple of train_freq, so the
+    first update is at the first multiple of train_freq above learning_starts: past total_steps (a replay ratio
+    of 1e-300 is a train_freq of 10^300), the run would end having learnt nothing."""
     r, t = cfg.replay, cfg.train
     if r.batch_size > r.capacity:
         raise ConfigError(
@@ -189,6 +209,14 @@ def _check_relations(cfg: Config) -> None:
         raise ConfigError(
             "env.done_reward / env.truncation_terminates: relabelling (replay.her_strategy) recomputes the rewards "
             "and terminal flags of what it stores; use them with replay.her_strategy: off"
+        )
+    first_update = (t.learning_starts // t.train_freq + 1) * t.train_freq
+    if t.learning_starts < t.total_steps < first_update:  # (learning_starts too late: preflight's message)
+        key, given = ("train.replay_ratio", f"{t.replay_ratio:g}") if t.replay_ratio else ("train.train_freq", "")
+        raise ConfigError(
+            f"{key}: {given or _count(t.train_freq)} means one update every {_count(t.train_freq)} steps, so the "
+            f"first would come after train.total_steps ({t.total_steps:,}) and the agent would never learn; "
+            "train more often"
         )
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")

@@ -4,44 +4,66 @@ A config is small hand-written YAML. What a hostile or broken file could do is r
 anything: a file over :data:`MAX_CONFIG_BYTES` (a 50 MB file of ``env.kwargs`` keys would be parsed, checked
 and dumped again by preflight for minutes), bytes that are not UTF-8, a key given twice in one mapping (YAML keeps
 the last value silently), and aliases whose expansion is large or recursive (a 1 KB "billion laughs" file expands
-to 10^9 values; every walk over the data after the parse would follow it). The alias check counts the expanded
-size over the node graph with each distinct node visited once, so it is linear in the file, not in the expansion.
+to 10^9 values; every walk over the data after the parse would follow it), in values and in characters (a few
+aliases of one long string). The alias check counts the expanded size over the node graph with each distinct
+node visited once, so it is linear in the file, not in the expansion.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from per_cli.errors import ConfigError
 
+# libyaml's parser where PyYAML has it: the same nodes as the pure-Python one, ~100x faster on a large file (a
+# 900 KB alias file is refused in milliseconds, not seconds)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # far above any real config (the shipped ones are under 3 KB), far below what makes parsing slow
 MAX_CONFIG_BYTES = 1_000_000
 # values (scalars, lists, mappings) the document expands to once aliases are followed
 MAX_EXPANDED_NODES = 100_000
+# characters of scalars it expands to: no more than the largest file read without aliases holds (a 500 KB string
+# repeated 99,000 times is under the value limit, yet 50 GB once the loader builds it and preflight dumps it)
+MAX_EXPANDED_CHARS = MAX_CONFIG_BYTES
 
 
-def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
-    """Nodes in the tree ``node`` expands to; each distinct node (an anchor used by many aliases is one node
-    object) is counted once and remembered. Raises ConfigError for an alias inside its own anchor."""
+class Expansion(NamedTuple):
+    """What a node costs once every alias in it is followed: its values (scalars, lists, mappings) and the
+    characters of its scalars."""
+
+    values: int
+    chars: int
+
+    def exceeds(self, limit: Expansion) -> bool:
+        return self.values > limit.values or self.chars > limit.chars
+
+
+# what a config may expand to
+CONFIG_LIMIT = Expansion(MAX_EXPANDED_NODES, MAX_EXPANDED_CHARS)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int], limit: Expansion) -> Expansion:
+    """What the tree ``node`` expands to; each distinct node (an anchor used by many aliases is one node
+    object) is counted once and remembered. Stops adding once past a limit. Raises ConfigError for an alias
+    inside its own anchor."""
     key = id(node)
     if key in sizes:
         return sizes[key]
     if key in open_:
         raise ConfigError("an alias refers to the value that contains it (a recursive YAML alias)")
     open_.add(key)
-    total = 1
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            total += _expanded_size(key_node, sizes, open_) + _expanded_size(value_node, sizes, open_)
-            if total > MAX_EXPANDED_NODES:
-                break
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            total += _expanded_size(item, sizes, open_)
-            if total > MAX_EXPANDED_NODES:
+    total = Expansion(1, len(node.value) if isinstance(node, yaml.ScalarNode) else 0)
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        children = (
+            (child for pair in node.value for child in pair) if isinstance(node, yaml.MappingNode) else node.value
+        )
+        for child in children:
+            sub = _expanded_size(child, sizes, open_, limit)
+            total = Expansion(total.values + sub.values, total.chars + sub.chars)
+            if total.exceeds(limit):
                 break
     open_.discard(key)
     sizes[key] = total
@@ -78,22 +100,30 @@ def _find_duplicate_key(
     return None
 
 
-def parse_yaml(path: Path | str, text: str) -> Any:
+def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> Any:
     """The document in ``text`` as plain data; ConfigError (naming ``path``, a file or ``--set k=v``) for
-    malformed YAML, a duplicate key or aliases that expand to more than :data:`MAX_EXPANDED_NODES` values."""
-    loader = yaml.SafeLoader(text)
+    malformed YAML, a duplicate key or aliases that expand to more than ``limit``'s values or characters
+    (:data:`CONFIG_LIMIT`: :data:`MAX_EXPANDED_NODES`, :data:`MAX_EXPANDED_CHARS`; a file that per writes,
+    as large as its runs make it, passes :func:`file_limit`). Every reader of a YAML file that a person could
+    have written or edited (a config, a run's config.yaml, a grid's grid.yaml) goes through here."""
+    loader = _LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         try:
-            size = _expanded_size(node, {}, set())
+            size = _expanded_size(node, {}, set(), limit)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}; write the value out instead") from None
-        if size > MAX_EXPANDED_NODES:
+        if size.values > limit.values:
             raise ConfigError(
-                f"{path}: its YAML aliases expand to more than {MAX_EXPANDED_NODES:,} values (nested aliases?); "
+                f"{path}: its YAML aliases expand to more than {limit.values:,} values (nested aliases?); "
                 "a config needs no more than a few hundred, so write the values out"
+            )
+        if size.chars > limit.chars:
+            raise ConfigError(
+                f"{path}: its YAML aliases expand to more than {_size(limit.chars)} of text (a long value repeated "
+                "by aliases?); a config is a few KB, so write the values out"
             )
         duplicate = _find_duplicate_key(node)
         if duplicate:
@@ -104,11 +134,23 @@ def parse_yaml(path: Path | str, text: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "syntax error"
+        if "nesting depth" in problem:  # libyaml's own limit (1,000 levels)
+            raise ConfigError(f"{path}: its values nest too deep to be a config; flatten them") from None
         raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
     except RecursionError:  # nesting thousands deep ([[[[...]]]]): no config is like that
         raise ConfigError(f"{path}: its values nest too deep to be a config; flatten them") from None
     finally:
         loader.dispose()
+
+
+def file_limit(text: str) -> Expansion:
+    """The limit for a file that per writes (a grid's grid.yaml grows with its runs): what the text could hold
+    without any alias (a value takes at least a character), and at least :data:`CONFIG_LIMIT`."""
+    return Expansion(max(MAX_EXPANDED_NODES, len(text)), max(MAX_EXPANDED_CHARS, len(text)))
+
+
+def _size(chars: int) -> str:
+    return f"{chars / 1_000_000:g} MB"
 
 
 def read_text(path: Path) -> str:

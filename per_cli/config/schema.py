@@ -6,6 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# Upper bounds of counts that multiply a run's time or memory, where no bound was the only limit (1e9 evaluation
+# episodes, or a replay ratio of 1e300, hung a run at "running"); each far above what papers use.
+MAX_UPDATES_PER_STEP = 1024  # gradient steps per env step: high replay ratios in the literature are <= 128
+MAX_EVAL_EPISODES = 10_000  # per evaluation (papers: 10 to 200)
+MAX_BITS = 10_000  # bit flipping's n (see EnvConfig.n_bits)
+MAX_NOOPS = 10_000  # Atari no-op starts (the papers: 30)
+MAX_HER_K = 1_000  # relabelled copies per transition (Andrychowicz et al. 2017: 4 or 8)
+# the largest priority exponent α (see ReplayConfig._check_alpha)
+MAX_ALPHA = 10.0
+# the longest train_freq a replay ratio may mean: integers past 2^53 are not exact in float64
+MAX_TRAIN_FREQ = 2**53
+
 
 def _bounds(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
     return {"lo": lo, "hi": hi, "lo_open": lo_open}
@@ -18,7 +30,7 @@ class AtariConfig:
     frame_stack: int = field(default=4, metadata=_bounds(1, 16))
     frame_skip: int = field(default=4, metadata=_bounds(1, 16))
     screen_size: int = field(default=84, metadata=_bounds(8, 512))
-    noop_max: int = field(default=30, metadata=_bounds(0))
+    noop_max: int = field(default=30, metadata=_bounds(0, MAX_NOOPS))  # (each reset steps the emulator this often)
     sticky_actions: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
     fire_reset: bool = True
     terminal_on_life_loss: bool = True
@@ -42,7 +54,9 @@ class EnvConfig:
     atari: AtariConfig = field(default_factory=AtariConfig)
     minatar: MinAtarConfig = field(default_factory=MinAtarConfig)
     # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
-    n_bits: int | None = field(default=None, metadata=_bounds(1))
+    # (at most MAX_BITS: a goal reached by chance once in 2^n episodes, a network 2n inputs wide and n actions;
+    # Andrychowicz et al. 2017 go to 50. 10^9 bits were gigabytes per env, allocated before any check)
+    n_bits: int | None = field(default=None, metadata=_bounds(1, MAX_BITS))
     # what steps the training env: gymnasium, or envpool (CartPole, Acrobot, MountainCar; pip install envpool):
     # a cohort's envs in one C++ call (per_cli/envs/pool.py); evaluation always uses Gymnasium's env
     backend: Literal["gymnasium", "envpool"] = "gymnasium"
@@ -128,7 +142,7 @@ class ReplayConfig:
     # goal relabelling (Hindsight Experience Replay, per_cli/replay/writers/hindsight.py) over the sampler of
     # `kind`: which achieved goals replace the desired one (off: no relabelling), relabelled copies per transition
     her_strategy: Literal["off", "final", "future", "episode", "random"] = "off"
-    her_k: int = field(default=4, metadata=_bounds(1))
+    her_k: int = field(default=4, metadata=_bounds(1, MAX_HER_K))  # (every stored step is written k + 1 times)
     # the kind's own parameters (a registered kind's params dataclass: per_cli/replay/kinds.py), checked against it
     # by per_cli.train.preflight and filled in with its defaults where a run is built; {} for a kind without any
     params: dict[str, Any] = field(default_factory=dict)
@@ -136,10 +150,30 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         self._check()
 
+    def _check_alpha(self) -> None:
+        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds
+        (prioritized, and lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank. At α = 1000, 1e-6^α
+        is 0 and 2^α is inf, 1/rank^α is 0 past the first rank: sampling probabilities of 0 made every
+        importance-sampling weight 0, and the run trained with a loss of 0, silently. A bound, not a test of
+        each run's range: |δ| is not known before training. At α <= 10 a priority stays finite and non-zero
+        for |δ| + ε in [1e-30, 1e29] (their sum over a billion transitions too) and for ranks up to 10^30;
+        the paper's α lies in [0, 1] (1: sampling in proportion to the priority; more sharpens towards
+        greedy). Within the bound, memory_max IS weights still shrink as α spreads the priorities (the
+        paper's normalisation, the run logs as replay/is_weight_mean)."""
+        from per_cli.errors import ConfigError
+
+        if self.alpha is not None and self.alpha > MAX_ALPHA:
+            raise ConfigError(
+                f"replay.alpha: {self.alpha:g} makes priorities p^α overflow or vanish in float64 (every "
+                f"importance-sampling weight 0, nothing learnt); the paper's α is in [0, 1], give at most {MAX_ALPHA:g}"
+            )
+
     def _check(self) -> None:
         """Constraints among replay keys (kind names, which kinds draw runs and a kind's ``params`` are checked
         against the registry in per_cli.train.preflight)."""
         from per_cli.errors import ConfigError
+
+        self._check_alpha()
 
         if self.kind == "hindsight":
             raise ConfigError(
@@ -185,19 +219,19 @@ class TrainConfig:
     total_episodes: int | None = field(default=None, metadata=_bounds(1))
     learning_starts: int = field(default=1_000, metadata=_bounds(0))
     train_freq: int = field(default=1, metadata=_bounds(1))
-    gradient_steps: int = field(default=1, metadata=_bounds(1))
+    gradient_steps: int = field(default=1, metadata=_bounds(1, MAX_UPDATES_PER_STEP))
     # Fedus et al. (2020)'s replay ratio, gradient updates per env transition, = gradient_steps / train_freq: a
     # ratio r >= 1 (an integer) is gradient_steps r every step, r < 1 (1/r an integer) one update every 1/r steps;
     # when set it decides train_freq and gradient_steps (whatever they say), at load (dumps show all three), so a
     # sweep can name the ratio over any base config; null: those two as given
-    replay_ratio: float | None = field(default=None, metadata=_bounds(0.0, lo_open=True))
+    replay_ratio: float | None = field(default=None, metadata=_bounds(0.0, MAX_UPDATES_PER_STEP, lo_open=True))
     eps_start: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
     eps_end: float = field(default=0.05, metadata=_bounds(0.0, 1.0))
     eps_fraction: float = field(default=0.1, metadata=_bounds(0.0, 1.0))
     # ε anneals over this many steps instead of eps_fraction × total_steps (the notebook: the first 1,000)
     eps_decay_steps: int | None = field(default=None, metadata=_bounds(0))
     eval_every: int = field(default=10_000, metadata=_bounds(1))
-    eval_episodes: int = field(default=10, metadata=_bounds(0))
+    eval_episodes: int = field(default=10, metadata=_bounds(0, MAX_EVAL_EPISODES))
     eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
     checkpoint_every: int = field(default=0, metadata=_bounds(0))
     save_replay: bool = False
@@ -220,6 +254,11 @@ def replay_schedule(ratio: float) -> tuple[int, int]:
 
     if ratio >= 1 and abs(ratio - round(ratio)) < 1e-9:
         return 1, round(ratio)
+    if ratio * MAX_TRAIN_FREQ < 1:  # (1 / 5e-324 is inf)
+        raise ConfigError(
+            f"train.replay_ratio: {ratio:g} is one update every {1 / ratio if ratio > 0 else float('inf'):.3g} env "
+            "steps, more than any run has; give a ratio such as 0.25 (one update every 4 steps)"
+        )
     if ratio < 1 and abs(1 / ratio - round(1 / ratio)) < 1e-6 * (1 / ratio):
         return round(1 / ratio), 1
     near = sorted({1 / max(round(1 / ratio), 1), float(max(round(ratio), 1))}, key=lambda r: abs(r - ratio))

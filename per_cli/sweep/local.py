@@ -18,6 +18,7 @@ from multiprocessing import connection
 from pathlib import Path
 from typing import Any
 
+from per_cli.errors import os_error_line
 from per_cli.sweep.cohorts import run_cohort_locked
 from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
 from per_cli.train.loop.stopping import SignalStop
@@ -71,16 +72,26 @@ def worker_main(conn, parent_pid: int) -> None:
                 if payload is None:  # idle, holding no run and no open file: skip the slow interpreter teardown
                     conn.close()
                     os._exit(0)
-                if "cohort" in payload:  # runs that differ only in the seed, trained together
-                    result = run_cohort_locked(payload, _PipeProgress(conn, payload["cohort"][0]["name"]))
-                else:
-                    result = run_locked(payload, _PipeProgress(conn, payload["name"]))
+                try:
+                    if "cohort" in payload:  # runs that differ only in the seed, trained together
+                        result = run_cohort_locked(payload, _PipeProgress(conn, payload["cohort"][0]["name"]))
+                    else:
+                        result = run_locked(payload, _PipeProgress(conn, payload["name"]))
+                except OSError as exc:  # outside a run's own handling (its lock, its old files): a full disk
+                    result = _failed(payload, os_error_line(exc))
                 conn.send(("done", payload["name"], result))
                 statuses = {result["status"], *(r["status"] for r in result.get("members", {}).values())}
                 if "interrupted" in statuses:
                     return
     except (KeyboardInterrupt, EOFError, BrokenPipeError):
         return
+
+
+def _failed(payload: dict, error: str) -> dict:
+    """The result of a task whose runs all failed with ``error`` (one line, no traceback from the worker)."""
+    if "cohort" not in payload:
+        return {"status": "failed", "error": error}
+    return {"status": "cohort", "members": {m["name"]: {"status": "failed", "error": error} for m in payload["cohort"]}}
 
 
 class _Worker:

@@ -41,6 +41,9 @@ def hold_lock(path: Path, wait_s: float = LOCK_WAIT_S) -> Lock:
                 raise GridLockedError(str(path)) from None
             time.sleep(0.2)
             continue
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:  # the pid is for people reading the file; the flock is the lock, held without it
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:  # (a full disk: the run itself then fails with the disk named, not the lock's traceback)
+            pass
         return Lock(fd)

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from per_cli.analysis.text import slug
 from per_cli.config import apply_override, from_dict, parse_override, read_yaml, to_dict
+from per_cli.config.reading import parse_yaml, read_text
 from per_cli.errors import ConfigError
 from per_cli.sweep.request import HER_SUFFIX, GridRequest, split_label
 
@@ -86,7 +85,7 @@ def default_labels(configs_dir: Path, env_label: str) -> list[str]:
     labels = list(KINDS)
     her_file = configs_dir / f"{env_label}_{HER_FILE}.yaml"
     if her_file.is_file():
-        data = yaml.safe_load(her_file.read_text())
+        data = parse_yaml(her_file, read_text(her_file))  # (a person's file: read as every config is)
         replay = data.get("replay") if isinstance(data, dict) else None
         labels.append(f"{(replay or {}).get('kind', 'uniform')}{HER_SUFFIX}")
     for kind in KINDS:

@@ -48,6 +48,9 @@ def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_
         return "busy", "locked by another process; not run"
     if state == COMPLETED:
         return (COMPLETED, (result or {}).get("note", "")) if ran else ("skipped", skip_note(state))
+    if ran and (result or {}).get("status") == FAILED and state not in (COMPLETED, FAILED, UNREADABLE):
+        # the worker failed the run but its summary.json says otherwise: it could not be written (a full disk)
+        return FAILED, str(result.get("error") or "")[:100] + " (its summary.json could not record it)"
     if state in (FAILED, UNREADABLE):
         if ran:
             return state, str(summary.get("error", "")).split("\n")[0][:100]

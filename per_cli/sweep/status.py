@@ -99,9 +99,12 @@ def skip_note(state: str) -> str:
 
 
 def read_manifest(grid_dir: Path) -> dict | None:
+    from per_cli.config.reading import file_limit, parse_yaml
+
     try:
-        data = yaml.safe_load((grid_dir / MANIFEST).read_text())
-    except (FileNotFoundError, NotADirectoryError, yaml.YAMLError):
+        text = (grid_dir / MANIFEST).read_text()
+        data = parse_yaml(grid_dir / MANIFEST, text, file_limit(text))  # (an alias bomb: unreadable, at once)
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError, ConfigError):
         return None
     return data if isinstance(data, dict) else None
 

@@ -11,6 +11,7 @@ run starts, so a mistake is one line and exit 2 with nothing written, never a fa
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -18,7 +19,7 @@ import numpy as np
 import yaml
 
 from per_cli.config import Config, EnvConfig, from_dict, to_dict
-from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env
+from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env, resolve_env_id
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
 from per_cli.replay import KINDS, kind_spec, memory_bytes
@@ -36,6 +37,7 @@ def preflight(cfg: Config, members: int = 1) -> None:
     if cfg.replay.her_strategy != "off" and probe.goal_error is not None:
         raise ConfigError(probe.goal_error)
     check_network(cfg.agent, probe.obs_shape)
+    check_network_memory(cfg, probe.obs_shape, probe.n_actions)
     check_memory(cfg, probe.obs_shape, probe.obs_dtype, members, probe.n_actions)
 
 
@@ -60,6 +62,7 @@ def check_names(cfg: Config) -> None:
     """Names that live in registries: the env id and the replay kind (whether it draws runs, its ``params``)."""
     check_env_id(cfg.env.id)
     check_backend(cfg.env)
+    check_env_kwargs(cfg.env)
     if cfg.env.n_bits is not None and not accepts_n_bits(cfg.env.id):
         raise ConfigError(f"env.n_bits: only bit flipping (env.id: bitflip) has bits; {cfg.env.id} does not")
     load_plugins(cfg.plugins)  # (the kinds they register)
@@ -72,8 +75,51 @@ def check_names(cfg: Config) -> None:
     spec.parse_params(cfg.replay.params)  # (its own keys, types and bounds)
 
 
+def check_env_kwargs(env_cfg: EnvConfig) -> None:
+    """Each ``env.kwargs`` value against the env's own parameter of that name, where its default tells the type:
+    a flag takes true or false (``.nan`` or ``1`` is truthy and changed CartPole's reward silently), a number a
+    number, a name a string. Parameters without a typed default, and kwargs that ``gym.make`` itself takes,
+    are left to the env."""
+    if not env_cfg.kwargs:
+        return
+    defaults = _env_defaults(resolve_env_id(env_cfg.id))
+    for name, value in env_cfg.kwargs.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            ok, wanted = isinstance(value, bool), "true or false"
+        elif isinstance(default, int | float):
+            ok, wanted = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+        elif isinstance(default, str):
+            ok, wanted = isinstance(value, str), "a string"
+        else:
+            continue
+        if not ok:
+            raise ConfigError(
+                f"env.kwargs.{name}: {value!r:.60} is not {wanted} ({env_cfg.id}'s {name} defaults to {default!r})"
+            )
+
+
+def _env_defaults(env_id: str) -> dict[str, object]:
+    """The defaults of the env constructor's parameters (its registered kwargs over them); empty where the
+    constructor cannot be looked up (an id registered by a plugin in another way)."""
+    import inspect
+
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        spec = gym.spec(env_id)
+        creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+        params = inspect.signature(creator).parameters
+    except Exception:  # noqa: BLE001 - a lookup that fails only leaves the values to the env
+        return {}
+    found = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+    return {**found, **(spec.kwargs or {})}
+
+
+
 def check_schedule(cfg: Config) -> None:
-    """A run whose learning never starts exits 0 having learnt nothing: reject it."""
+    """A run whose learning never starts exits 0 having learnt nothing: reject it (a train_freq too long to
+    reach an update is the config layer's check)."""
     t = cfg.train
     if t.learning_starts >= t.total_steps:
         raise ConfigError(
@@ -136,13 +182,39 @@ def check_memory(
     capacity = cfg.replay.capacity
     ensure_memory_fits(need, f"a replay memory of {capacity:,} transitions", per_unit=max(need // capacity, 1))
     if members > 1:
-        each = need + MEMBER_OVERHEAD_BYTES + PARAMETER_COPIES * 4 * network_parameters(cfg, obs_shape, n_actions)
+        each = need + MEMBER_OVERHEAD_BYTES + network_bytes(cfg, obs_shape, n_actions)
         ensure_memory_fits(
             members * each,
             f"a cohort of {members:,} seeds (each {each / 1e6:,.0f} MB with its replay memory and network)",
             per_unit=each,
             key="--seeds",
         )
+
+
+# bytes per unit of a layer's width that one batch costs: float32 activations and their gradients, for the
+# online network on the batch and on its next states, and for the target network
+ACTIVATION_BYTES = 4 * 2 * 3
+
+
+def network_bytes(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> int:
+    """What the Q-network costs a member: its parameters' copies (:data:`PARAMETER_COPIES`) and one batch's
+    activations through its layers."""
+    widths = math.prod(obs_shape) + sum(cfg.agent.hidden_sizes) + n_actions
+    activations = cfg.replay.batch_size * widths * ACTIVATION_BYTES
+    return PARAMETER_COPIES * 4 * network_parameters(cfg, obs_shape, n_actions) + activations
+
+
+def check_network_memory(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> None:
+    """The network's memory (:func:`network_bytes`) against what the machine can give, before torch allocates
+    it (``agent.hidden_sizes: [1000000, 1000000]`` is 10^12 parameters: a traceback from the allocator)."""
+    need = network_bytes(cfg, obs_shape, n_actions)
+    shape = "x".join(map(str, obs_shape))
+    ensure_memory_fits(
+        need,
+        f"a Q-network for {shape} observations and {n_actions:,} actions with hidden sizes "
+        f"{list(cfg.agent.hidden_sizes)}",
+        key="agent.hidden_sizes",
+    )
 
 
 def network_parameters(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> int:

@@ -2,6 +2,7 @@
 bytes (issue 35)."""
 
 import dataclasses
+import re
 import time
 import typing
 
@@ -88,6 +89,18 @@ def test_an_alias_bomb_is_refused_in_milliseconds(tmp_path, levels):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.parametrize(("length", "copies"), [(500_000, 99_000), (20_000, 60), (100, 20_000)])
+def test_aliases_of_a_long_string_are_refused_by_their_characters(tmp_path, length, copies):
+    # issue 45: under the value limit, yet 50 GB once built (per train's preflight dumped it; grid and plot
+    # ran out of memory); also a small file whose few aliases expand past the largest file read without any
+    path = tmp_path / "long.yaml"
+    path.write_text(f"env:\n  kwargs:\n    a: &s {'x' * length}\n    b: [" + ", ".join(["*s"] * copies) + "]\n")
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match="aliases expand to more than 1 MB of text"):
+        load_config(path)
+    assert time.perf_counter() - started < 1.0
+
+
 def test_a_few_aliases_still_load(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(_laughs(2))  # 100 values
@@ -137,3 +150,50 @@ def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
 def test_an_unreadable_path_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="cannot be read"):
         read_yaml(tmp_path / ("x" * 300))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # issue 45: 1e300 hung the run at "running" (10^300 gradient steps); 1e-300 and 5e-324 were OverflowErrors
+        ("train.replay_ratio=1e300", "train.replay_ratio: 1e+300 is out of range; must be in (0.0, 1024]"),
+        ("train.replay_ratio=1e-300", "train.replay_ratio: 1e-300 is one update every 1e+300 env steps"),
+        ("train.replay_ratio=5e-324", "train.replay_ratio: 4.94066e-324 is one update every inf env steps"),
+        ("train.replay_ratio=1e-10", "train.replay_ratio: 1e-10 means one update every 10,000,000,000 steps"),
+        ("train.train_freq=100000", "train.train_freq: 100,000 means one update every 100,000 steps"),
+        ("train.gradient_steps=1e15", "train.gradient_steps: 1000000000000000 is out of range; must be in [1, 1024]"),
+        ("train.eval_episodes=1e9", "train.eval_episodes: 1000000000 is out of range; must be in [0, 10000]"),
+        ("env.n_bits=1e9", "env.n_bits: 1000000000 is out of range; must be in [1, 10000]"),
+        ("replay.her_k=1e9", "replay.her_k: 1000000000 is out of range"),
+        ("env.atari.noop_max=1e9", "env.atari.noop_max: 1000000000 is out of range"),
+    ],
+)
+def test_counts_that_multiply_a_runs_time_are_bounded(override, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, [override])
+    assert str(caught.value).startswith(message)
+
+
+def test_a_train_freq_that_reaches_one_update_still_loads():
+    cfg = load_config(None, ["train.total_steps=1000", "train.learning_starts=0", "train.train_freq=1000"])
+    assert cfg.train.train_freq == 1000
+
+
+@pytest.mark.parametrize("kind", ["prioritized", "rank", "lap", "uniform"])
+@pytest.mark.parametrize("alpha", ["11", "1000", "1e300"])
+def test_a_priority_exponent_past_float64s_range_is_refused(kind, alpha):
+    # issue 45: alpha 1000 trained with IS weights 0 and a loss of 0, and said nothing
+    with pytest.raises(ConfigError, match=r"^replay.alpha: .* makes priorities p\^α overflow or vanish"):
+        load_config(None, [f"replay.kind={kind}", f"replay.alpha={alpha}"])
+    assert load_config(None, [f"replay.kind={kind}", "replay.alpha=10"]).replay.alpha == 10
+
+
+@pytest.mark.parametrize(
+    ("override", "where"),
+    [("env.kwargs.sutton_barto_reward=.nan", "env.kwargs.sutton_barto_reward: nan"),
+     ("env.kwargs.x=[1,-.inf]", "env.kwargs.x[1]: -inf"), ("env.kwargs.a={b: .nan}", "env.kwargs.a.b: nan")],
+)
+def test_non_finite_env_kwargs_are_refused(override, where):
+    # issue 45: .nan as sutton_barto_reward is truthy, and changed CartPole's reward silently
+    with pytest.raises(ConfigError, match=rf"^{re.escape(where)} is not a finite number"):
+        load_config(None, [override])

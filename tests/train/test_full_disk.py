@@ -4,10 +4,7 @@ naming the disk, and no half-written checkpoint stays; leftovers of a killed run
 from __future__ import annotations
 
 import json
-import subprocess
-import uuid
 
-import pytest
 from typer.testing import CliRunner
 
 from per_cli.cli import app
@@ -17,20 +14,6 @@ from ..conftest import CONFIGS, TINY_CARTPOLE
 
 runner = CliRunner()
 CHECKPOINTED = [*TINY_CARTPOLE, "train.total_steps=600", "train.checkpoint_every=150", "train.save_replay=true"]
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MB tmpfs: a real file system that fills up (needs root and mount; skipped where they are missing)."""
-    mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def _train(runs_dir, *sets):
@@ -68,3 +51,19 @@ def test_leftovers_of_a_killed_run_are_removed_on_resume(tmp_path):
     assert more.exit_code == 0, more.output
     assert [p for p in run_dir.rglob("*") if p.name.startswith(".") and p.name != ".lock"] == []
     assert latest_checkpoint(run_dir).name == "step_000000000750"
+
+
+def test_a_cohort_on_a_full_disk_fails_every_member_naming_the_disk(small_disk):
+    # issue 45: the members failed in one gradient step, the next sampled from none (an IndexError), and a
+    # failed member's files, closed on the full disk, raised again over its recorded failure
+    (small_disk / "fill").write_bytes(b"x" * 800_000)
+    args = ["train", "--seeds", "1-2", "--runs-dir", str(small_disk), "--quiet", "--device", "cpu"]
+    for item in [*TINY_CARTPOLE, "train.gradient_steps=4", "log.every=1"]:
+        args += ["--set", item]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    summaries = [json.loads(p.read_text()) for p in sorted(small_disk.glob("*/summary.json"))]
+    assert [s["status"] for s in summaries] == ["failed", "failed"], result.output
+    assert all(s["error"].startswith("the disk is full") for s in summaries)
+    lines = result.output.strip().splitlines()  # one line per run, naming it (was one line for the command)
+    assert len(lines) == 2 and all(line.startswith("error: run failed: the disk is full") for line in lines)

@@ -4,6 +4,7 @@ uses), and the table it prints."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from dataclasses import asdict
@@ -32,26 +33,38 @@ CSV_COLUMNS = (
 def write_outputs(out: Path, settings: CliffwalkSettings, results, rows: list[Summary], seconds: float) -> dict:
     """``cliffwalk.csv`` (one row per method and n), ``cliffwalk.png`` (log-log updates against memory size;
     for a single n, the methods side by side) and ``cliffwalk.json`` (settings, rows, every run, and what the
-    figure shows)."""
+    figure shows). All or nothing: each is written to a hidden temporary name and renamed once all three are
+    written; a write that fails (a full disk) removes the temporaries and what it made, then raises."""
+    made = [p for p in (out, *out.parents) if not p.exists()]
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "cliffwalk.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for r in rows:
-            d = asdict(r)
-            writer.writerow({k: d[k] for k in CSV_COLUMNS})
-    _, caption = plot(rows, settings, out / "cliffwalk.png")
-    payload = {
-        "experiment": "blind_cliffwalk",
-        "settings": {**asdict(settings), "alpha_used": {m: settings.alpha_for(m) for m in settings.methods}},
-        "wall_time_s": round(seconds, 2),
-        "figure": {"file": "cliffwalk.png", "caption": caption},
-        "summary": [asdict(r) for r in rows],
-        "runs": [asdict(r) for r in results],
-    }
-    tmp = out / "cliffwalk.json.tmp"
-    tmp.write_text(json.dumps(payload, indent=2))
-    tmp.replace(out / "cliffwalk.json")
+    temporary = {name: out / f".{name}.tmp{Path(name).suffix}" for name in ("cliffwalk.csv", "cliffwalk.png",
+                                                                             "cliffwalk.json")}  # fmt: skip
+    try:
+        with open(temporary["cliffwalk.csv"], "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            writer.writeheader()
+            for r in rows:
+                d = asdict(r)
+                writer.writerow({k: d[k] for k in CSV_COLUMNS})
+        _, caption = plot(rows, settings, temporary["cliffwalk.png"])
+        payload = {
+            "experiment": "blind_cliffwalk",
+            "settings": {**asdict(settings), "alpha_used": {m: settings.alpha_for(m) for m in settings.methods}},
+            "wall_time_s": round(seconds, 2),
+            "figure": {"file": "cliffwalk.png", "caption": caption},
+            "summary": [asdict(r) for r in rows],
+            "runs": [asdict(r) for r in results],
+        }
+        temporary["cliffwalk.json"].write_text(json.dumps(payload, indent=2))
+    except BaseException:
+        for path in temporary.values():
+            path.unlink(missing_ok=True)
+        for folder in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    for name, path in temporary.items():
+        path.replace(out / name)
     return payload
 
 

@@ -24,6 +24,7 @@ stop them all (each recorded ``interrupted``, resumable from its checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,7 +93,8 @@ def fail(member: Any, exc: Exception) -> None:
         raise interrupt from None
     _failures[0] += 1
     member.record_failure(exc)
-    member.close()
+    with contextlib.suppress(OSError):  # (a full disk fails the flush of its files too: its failure is recorded)
+        member.close()
 
 
 # members failed in the loop (by ``fail``, the one way a member fails there) in this process so far: while it is
@@ -165,6 +167,8 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
         active = _collect(active, steps)
         learning, training = steps.due(active)
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
+            if not training:  # (every member failed in an earlier gradient step: a full disk fails them all)
+                break
             batches = steps.sample(training)
             if any_failed(training):
                 batches = [b for m, b in zip(training, batches, strict=True) if m.error is None]

@@ -95,8 +95,8 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return {"status": UNREADABLE, "error": f"cannot read {path}: {type(exc).__name__}: {exc}"}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (nested thousands deep)
+        return {"status": UNREADABLE, "error": f"cannot read {path}: {type(exc).__name__}: {str(exc)[:100]}"}
     if not isinstance(data, dict) or not isinstance(data.get("status"), str):
         return {"status": UNREADABLE, "error": f"{path} is not a run summary (no status)"}
     return data
