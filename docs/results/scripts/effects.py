@@ -80,11 +80,11 @@ ZOO_D1 = design1(128, 512, 10000, (
 ))  # fmt: skip
 
 EFFECTS = [
-    ("TD-error focus at a fixed mean step size (α 1)", "d2/{env}",
+    ("TD-error focus at a fixed mean IS weight (α 1)", "d2/{env}",
      ("prioritized", {"replay.alpha": 1.0, "replay.is_weights": "batch_mean"}),
      ("prioritized", ALPHA_0),
      "α 1 vs 0 (uniform draws), both IS weights normalised to mean 1 per batch"),
-    ("TD-error focus at a fixed mean step size (α 0.6)", "d2/{env}",
+    ("TD-error focus at a fixed mean IS weight (α 0.6)", "d2/{env}",
      ("prioritized", {"replay.alpha": 0.6, "replay.is_weights": "batch_mean"}),
      ("prioritized", ALPHA_0),
      "α 0.6 vs 0, both IS weights normalised to mean 1 per batch"),
