@@ -106,7 +106,7 @@ def configs(
         typer.Argument(help="A shipped config (or a file) to print resolved, with every default filled in."),
     ] = None,
 ) -> None:
-    """List the shipped configs with their one-line descriptions, or print one resolved (every default filled
+    """List the shipped configs with their descriptions, or print one resolved (every default filled
     in, ready to copy and edit): per configs cartpole_per > my.yaml."""
     from per_cli.config import dump_config, load_config
     from per_cli.config.shipped import describe, resolve_config, shipped_configs, shipped_root
