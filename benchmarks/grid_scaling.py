@@ -31,7 +31,7 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict:
     backend, _, workers = mode.partition(":")
     runs = root / mode.replace(":", "-")
     cmd = [sys.executable, "-m", "per_cli", "grid", "--envs", "cartpole", "--replays", args.replays]
-    cmd += ["--seeds", str(args.seeds), "--runs-dir", str(runs), "--name", "g", "--backend", backend]
+    cmd += ["--seeds", f"1-{args.seeds}", "--runs-dir", str(runs), "--name", "g", "--backend", backend]
     cmd += ["--workers", workers, "--set", f"train.total_steps={args.steps}", "--set", "log.tensorboard=true"]
     cmd += ["--configs-dir", str(REPO / "configs")]
     load_before = os.getloadavg()

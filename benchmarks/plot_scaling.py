@@ -3,7 +3,7 @@
     python benchmarks/plot_scaling.py                      # N = 1500: 3 envs x 5 kinds x 100 seeds
     python benchmarks/plot_scaling.py --runs 150 --workers 2
 
-The runs look like the notebook's study (`per grid --configs-dir configs/seed001 --seeds 100`): per run,
+The runs look like the notebook's study (`per grid --configs-dir configs/seed001 --seeds 1-100`): per run,
 `config.yaml`, `summary.json`, `metrics.csv` and a real TensorBoard event file (torch's SummaryWriter, via
 tests/runfactory.py) with 300 episodes (return, length) and 300 logged points of 10 update tags. Writing 1,500
 event files one by one takes minutes, so `--templates` distinct runs are written and the others copy one

@@ -79,25 +79,3 @@ def point_numba_cache(package: Path = PACKAGE) -> None:
 
 # measured: the first cartpole_per run of a version on a cold cache (issue 35; README "First run")
 COLD_COMPILE_S = "1-2 min"
-
-
-def cache_is_cold() -> bool:
-    """True when numba's cache for this version holds no compiled kernel yet (index files ``*.nbi``): the
-    first run compiles them all before its first steps, for a minute or more, and should say so."""
-    path = os.environ.get("NUMBA_CACHE_DIR")
-    if not path:
-        return False
-    try:
-        return not any(Path(path).rglob("*.nbi"))
-    except OSError:
-        return False
-
-
-def cold_cache_note() -> str | None:
-    """The line to print before a run when :func:`cache_is_cold`, else None."""
-    if not cache_is_cold():
-        return None
-    return (
-        f"compiling kernels (first run of this version only, about {COLD_COMPILE_S}); "
-        "later runs start in seconds"
-    )

@@ -72,8 +72,8 @@ def test_names_and_values_that_cannot_run_are_refused_before_the_run_directory(t
 @pytest.mark.parametrize(
     ("seeds", "message"),
     [
-        ("1-100000", "names 100,000 seeds; a cohort trains at most 10,000"),
-        ("1-99999999999", "names 99,999,999,999 seeds"),
+        ("1-100000", "names 100,000 seeds; one command takes at most 10,000"),
+        ("1-99999999999", "seed 99999999999 is out of range; seeds are in [0, 1000000000]"),
     ],
 )
 def test_a_cohort_too_large_is_refused_at_once(tmp_path, seeds, message):

@@ -4,6 +4,7 @@ module is compiled again instead of served stale (per_cli/compiled_cache.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -85,12 +86,45 @@ def test_without_a_home_the_cache_is_never_under_the_working_directory(tmp_path,
     assert cache_dir().is_absolute()
 
 
-def test_a_cold_cache_is_said_before_the_first_run(tmp_path, monkeypatch):
-    """Issue 35: the first run compiled for about 90 s in silence."""
-    from per_cli.compiled_cache import cache_is_cold, cold_cache_note
+COMPILING = """
+import numba, numpy as np
+import per_cli
+from per_cli.cli.compiling import compile_note
+from per_cli.replay.structures.ids import current_slot
 
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    assert cache_is_cold() and "compiling kernels (first run" in cold_cache_note()
-    (tmp_path / "per_cli" / "x").mkdir(parents=True)
-    (tmp_path / "per_cli" / "x" / "kernel.py.nbi").write_bytes(b"index")
-    assert not cache_is_cold() and cold_cache_note() is None
+@numba.njit
+def not_ours(x):
+    return x + 1
+
+said = []
+with compile_note(said.append):
+    not_ours(1)  # (a kernel of another package, compiled on every run: no note)
+    current_slot(np.arange(4), 2)
+    current_slot(np.arange(4), 3)
+print(len(said), per_cli.__file__)
+"""
+
+
+def _notes_when_compiling(root: Path, cache: Path) -> int:
+    """How many compile notes a process importing the package from ``root`` printed (its file checked)."""
+    env = {**os.environ, "PYTHONPATH": str(root), "NUMBA_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", COMPILING], env=env, capture_output=True, text=True, timeout=120,
+                         check=True, cwd=root)  # fmt: skip
+    count, where = out.stdout.split()
+    assert Path(where) == root / "per_cli" / "__init__.py"
+    return int(count)
+
+
+def test_a_compile_is_said_once_in_a_new_checkout_beside_an_old_one(tmp_path):
+    """Issue 45: a new clone beside an old one compiled every kernel in silence, because the version's cache
+    already held the old clone's kernels (numba keeps a folder per source folder). The note now comes from
+    numba's own compile event: once at a process's first compile of a cached kernel of the package, never when
+    they all load from the cache."""
+    cache = tmp_path / "cache"  # a real, fresh cache
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "per_cli", clone / "per_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    assert _notes_when_compiling(REPO, cache) == 1  # the first run: compiles, says so once
+    assert _notes_when_compiling(REPO, cache) == 0  # loads from the cache: nothing to say
+    assert any(cache.rglob("*.nbi"))  # (what the old check read as "not cold" for the clone below)
+    assert _notes_when_compiling(clone, cache) == 1  # the clone compiles into folders of its own, and says so
+    assert _notes_when_compiling(clone, cache) == 0

@@ -65,7 +65,7 @@ def test_a_users_sampler_runs_under_per_grid(backend, tmp_path):
     config = str(CONFIGS / "cartpole_uniform.yaml")  # (the base config each kind runs from)
     args = ["grid", "--config", config, "--runs-dir", str(tmp_path / "runs"), "--envs", "cartpole"]
     kinds = ("stratified", "uniform") if backend == "local" else ("stratified",)  # (Ray: one task, its start is slow)
-    args += ["--replays", ",".join(kinds), "--seeds", "2", "--backend", backend, "--workers", "2"]
+    args += ["--replays", ",".join(kinds), "--seeds", "1-2", "--backend", backend, "--workers", "2"]
     done = _per(*args, *_sets([s for s in TINY if not s.startswith("replay.kind")]))
     assert done.returncode == 0, done.stderr
     (grid,) = (tmp_path / "runs").iterdir()

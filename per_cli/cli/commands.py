@@ -19,7 +19,15 @@ from per_cli.cli.running import (
     train_cohort,
     train_solo,
 )
-from per_cli.cli.usage import FlagCommand, OneLineErrors, check_run_name, fail_input, shown
+from per_cli.cli.usage import (
+    FlagCommand,
+    OneLineErrors,
+    check_run_name,
+    config_listing,
+    fail_input,
+    path_option,
+    shown,
+)
 from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.settings import N_RANGE
@@ -61,7 +69,9 @@ def _root(
     """Experiment runner for experience replay in deep Q-learning: train, sweep, plot."""
 
 
-RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories are created.")]
+RunsDirOpt = Annotated[
+    Path, typer.Option("--runs-dir", parser=path_option, metavar="DIR", help="Where run directories are created.")
+]
 
 
 @app.command(cls=FlagCommand)
@@ -71,7 +81,10 @@ def train(
     seed: Annotated[int | None, typer.Option(help="Random seed (overrides the config's seed).")] = None,
     seeds: Annotated[
         str | None,
-        typer.Option(help="Train a cohort: these seeds (1-100, 1,5,9) in lockstep in one process, a run each."),
+        typer.Option(
+            help="Train a cohort in lockstep in one process, a run each: a seed (3), a range (1-100: seeds 1 to "
+            "100) or a list (1,5,9 or 1-10,20), as per grid takes them."
+        ),
     ] = None,
     runs_dir: RunsDirOpt = Path("runs"),
     name: Annotated[str | None, typer.Option(help="Run directory name (default: ENV__REPLAY__sSEED__TIME).")] = None,
@@ -81,6 +94,7 @@ def train(
         Path | None,
         typer.Option(
             "--resume",
+            parser=path_option,
             metavar="RUN_DIR",
             help="Continue RUN_DIR from its latest checkpoint, with its config.yaml; --set may change train.*, "
             "log.* and metrics.* keys (e.g. --set train.total_steps=2000000 to train longer).",
@@ -105,7 +119,7 @@ def configs(
         typer.Argument(help="A shipped config (or a file) to print resolved, with every default filled in."),
     ] = None,
 ) -> None:
-    """List the shipped configs with their one-line descriptions, or print one resolved (every default filled
+    """List the shipped configs with their descriptions, or print one resolved (every default filled
     in, ready to copy and edit): per configs cartpole_per > my.yaml."""
     from per_cli.config import dump_config, load_config
     from per_cli.config.shipped import describe, resolve_config, shipped_configs, shipped_root
@@ -113,13 +127,12 @@ def configs(
     try:
         if name is None:
             shipped = shipped_configs()
-            width = max(len(n) for n in shipped)
-            for config_name, path in shipped.items():
-                typer.echo(f"{config_name:<{width}}  {describe(path)}")
-            typer.echo(
+            listing = [(n, describe(path, cut=False)) for n, path in shipped.items()]
+            closing = (
                 f"{len(shipped)} configs in {shipped_root()}; per configs NAME prints one with every default; "
                 "per train --config NAME runs it"
             )
+            typer.echo(config_listing(listing, closing))
             return
         resolved = resolve_config(name, option="per configs")
         from per_cli.replay import resolve_config as with_kind_defaults
@@ -148,7 +161,13 @@ def grid(
         str | None,
         typer.Option(help="Comma-separated replay kinds (default: every kind with a config for the env)."),
     ] = None,
-    seeds: Annotated[str, typer.Option(help="Seed count N (seeds 1..N) or a list: 1,5,9.")] = "3",
+    seeds: Annotated[
+        str,
+        typer.Option(
+            help="The seeds of every setting: a seed (3), a range (1-10: seeds 1 to 10) or a list (1,5,9 or "
+            "1-10,20), as per train takes them."
+        ),
+    ] = "1-3",
     sweep: Annotated[
         list[str] | None,
         typer.Option("--sweep", help="Add a config key as an axis: --sweep replay.capacity=1000,100000 (repeatable)."),
@@ -162,7 +181,11 @@ def grid(
     ] = None,
     configs_dir: Annotated[
         Path | None,
-        typer.Option(help="Where configs/<env>_<kind>.yaml live (default: ./configs, else the repository's)."),
+        typer.Option(
+            parser=path_option,
+            metavar="DIR",
+            help="Where configs/<env>_<kind>.yaml live (default: ./configs, else the repository's).",
+        ),
     ] = None,
     runs_dir: RunsDirOpt = Path("runs"),
     name: Annotated[
@@ -187,6 +210,7 @@ def grid(
 ) -> None:
     """Run env × replay × seed (× --sweep) as separate runs on local cores or Ray; re-run the same command
     to resume (completed runs are skipped)."""
+    from per_cli.config.seeds import single_seed_note
     from per_cli.sweep import grid as grid_mod
 
     try:
@@ -206,6 +230,8 @@ def grid(
         check_run_name(name)
         check_path_length(runs_dir, "--runs-dir")
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
+        if note := single_seed_note(seeds, request.seeds):
+            typer.echo(f"note: {note}", err=True)
         plan = grid_mod.plan_grid(request)
         if not dry_run:
             check_runs_dir(runs_dir)
@@ -237,8 +263,16 @@ def grid(
 
 @app.command(cls=FlagCommand)
 def plot(
-    runs_dir: Annotated[Path, typer.Argument(help="Directory searched recursively for run directories.")],
-    out: Annotated[Path | None, typer.Option(help="Where figures and tables go (default: RUNS_DIR/plots).")] = None,
+    runs_dir: Annotated[
+        Path,
+        typer.Argument(
+            parser=path_option, metavar="RUNS_DIR", help="Directory searched recursively for run directories."
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(parser=path_option, metavar="DIR", help="Where figures and tables go (default: RUNS_DIR/plots)."),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.")] = "png",
     smooth: Annotated[
         int, typer.Option(help="Trailing mean over N logged points (1 = none); also the steps-to-threshold window.")
@@ -322,12 +356,16 @@ def cliffwalk(
         ),
     ] = "2..12",
     methods: Annotated[
-        str, typer.Option(help="Comma-separated: uniform, prioritized, rank, oracle.")
+        str, typer.Option(help="Comma-separated: uniform, prioritized, rank, oracle.", show_default="all four")
     ] = "uniform,prioritized,rank,oracle",
     runs: Annotated[int, typer.Option(min=1, help="Runs per method and n (median, min and max are reported).")] = 10,
     learner: Annotated[str, typer.Option(help="tabular or linear (one-hot features plus a bias).")] = "tabular",
     out: Annotated[
-        Path | None, typer.Option(help="Output directory (default: runs/cliffwalk__LEARNER__TIME).")
+        Path | None,
+        typer.Option(
+            parser=path_option, metavar="DIR", help="Output directory (default: a new one in runs/, "
+            "cliffwalk__LEARNER__TIME)."
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Base seed (weights and sampler draws per n and run).")] = 0,
     max_updates: Annotated[

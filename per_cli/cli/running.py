@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 
 from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, shown
-from per_cli.compiled_cache import cold_cache_note
 from per_cli.errors import ConfigError
 
 
@@ -148,6 +147,15 @@ def _cut(path: Path) -> str:
     return text if len(text) <= 100 else f"{text[:60]}...({len(text):,} characters)"
 
 
+def say_when_compiling(stack: contextlib.ExitStack, quiet: bool) -> None:
+    """Until ``stack`` closes, a note at the run's first compile of a kernel (per_cli/cli/compiling.py). Called
+    once numba is imported (with the trainer), so that bad input is refused without importing it."""
+    from per_cli.cli.compiling import compile_note
+
+    if not quiet:
+        stack.enter_context(compile_note(lambda note: typer.echo(f"note: {note}", err=True)))
+
+
 def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
     """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before
     anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one.
@@ -156,6 +164,18 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
     it before the config's plugins are imported, so a plugin edited into a run's config.yaml never runs. The run
     directory is claimed (:mod:`per_cli.train.rundir.claim`) for the run's life: a second process asking for the
     same ``--name``, or resuming a run in progress, is refused in one line."""
+    with contextlib.ExitStack() as compiling:
+        _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume)
+
+
+def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
+    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
+    Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
+    with contextlib.ExitStack() as compiling:
+        _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash)
+
+
+def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
     from per_cli.config import load_config
 
     claim = grid_lock = None
@@ -184,6 +204,7 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
             grid_lock = hold_grid_run(resume)
             loaded = load_checkpoint(resume)
             check_resume(loaded.state["config"], loaded.state["loop"]["step"], loaded.state["loop"]["episode"], cfg)
+        say_when_compiling(compiling, quiet)
         preflight(cfg)  # before the name: env ids and kinds become part of it
         if resume is not None:
             run_dir = resume
@@ -205,7 +226,7 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        for note in [*notes(cfg), cold_cache_note()]:
+        for note in notes(cfg):
             if note:
                 typer.echo(f"note: {note}", err=True)
         if trainer.agent.engine_note:  # the fast path declined: say so once (also in summary.json)
@@ -230,24 +251,25 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
         print_summary(run_dir, summary)
 
 
-def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
-    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
-    Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
+def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
     from per_cli.config import load_config
+    from per_cli.config.seeds import parse_seeds, single_seed_note
 
     claims = []
     try:
         if any(value is not None for value in clash):
             raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
+        seed_list = parse_seeds(seeds)
         cfg = load_config(resolve_config_option(config), overrides, device=device)
         # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
-        from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
+        from per_cli.train.loop.cohort import Cohort, cohort_configs
         from per_cli.train.loop.setup import default_run_name
         from per_cli.train.preflight import notes, preflight
         from per_cli.train.rundir.claim import claim_free_name
         from per_cli.train.rundir.progress import train_progress
 
-        cfgs = cohort_configs(cfg, parse_seeds(seeds))
+        say_when_compiling(compiling, quiet)
+        cfgs = cohort_configs(cfg, seed_list)
         preflight(cfgs[0], members=len(cfgs))  # before the names: env ids and kinds become part of them
         check_runs_dir(runs_dir)
         for cfg in cfgs:  # each seed's directory claimed as a solo run's (a taken default name: the next free one)
@@ -263,7 +285,7 @@ def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> No
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        for note in [*notes(cfgs[0]), cohort.note, cold_cache_note()]:
+        for note in [single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note]:
             if note:
                 typer.echo(f"note: {note}", err=True)
     try:

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import shlex
+import shutil
 import sys
-from pathlib import PurePosixPath, PureWindowsPath
+import textwrap
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -31,8 +34,22 @@ def _no_flag_metavars(params: list) -> list:
     return params
 
 
+def unwrapped(text: str | None) -> str | None:
+    """A docstring's paragraphs each on one line: the help's renderer wraps them to the terminal, but keeps the
+    docstring's own line breaks in the list of commands (``per --help`` broke lines mid-sentence)."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
 class FlagCommand(TyperCommand):
-    """A command whose help shows flags without a ``<bool>`` value (:func:`_no_flag_metavars`)."""
+    """A command whose help shows flags without a ``<bool>`` value (:func:`_no_flag_metavars`) and its
+    paragraphs unbroken (:func:`unwrapped`)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - click's signature
+        super().__init__(*args, **kwargs)
+        self.help = unwrapped(self.help)
 
     def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
         return _no_flag_metavars(super().get_params(ctx))
@@ -73,6 +90,31 @@ class OneLineErrors(TyperGroup):
         sys.exit(code)
 
 
+def path_option(value: str | Path) -> Path:
+    """A path option's value (Typer's ``parser``): an empty one is refused, as ``Path("")`` is the working
+    directory, where ``--runs-dir ''`` would quietly write."""
+    if not str(value).strip():
+        raise typer.BadParameter("an empty path (it would mean the working directory); give a path")
+    return Path(value)
+
+
+def config_listing(rows: list[tuple[str, str]], closing: str) -> str:
+    """``per configs``: each name whole, its description wrapped beside it to the terminal's width (below it when
+    the names leave too little room), then ``closing`` wrapped; nothing is cut."""
+    width = shutil.get_terminal_size().columns
+    names = max(len(name) for name, _ in rows) + 2
+    beside = width - names >= 30
+    lines = []
+    for name, text in rows:
+        indent = " " * (names if beside else 4)
+        body = textwrap.wrap(text, max(width, 40) - len(indent), break_on_hyphens=False) or [""]
+        if beside:
+            lines += [name.ljust(names) + body[0], *(indent + line for line in body[1:])]
+        else:
+            lines += [name, *(indent + line for line in body)]
+    return "\n".join([*lines, textwrap.fill(closing, max(width, 40), break_on_hyphens=False)])
+
+
 def shown(path: object) -> str:
     """A path as printed to the user: quoted as a shell would need it (a path with spaces stays one word)."""
     return shlex.quote(str(path))
@@ -84,9 +126,14 @@ def fail_input(message: str) -> typer.Exit:
 
 
 def check_run_name(name: str | None, option: str = "--name") -> None:
-    """A run (or grid) name is one folder name inside --runs-dir: no separators, not '.' or '..'."""
+    """A run (or grid) name is one folder name inside --runs-dir: no separators, not '.' or '..', and printable:
+    a newline or an escape sequence in it would be written to the terminal in every line that names the run
+    (the refusal shows it escaped)."""
     if name is None:
         return
+    if not name.isprintable():  # C0 and C1 controls, DEL, line separators, invisible format characters
+        bad = next(ch for ch in name if not ch.isprintable())
+        raise ConfigError(f"{option} {name[:60]!r}: {bad!r} cannot be in a name; use letters, digits, '-', '_', '.'")
     parts = PurePosixPath(name).parts + PureWindowsPath(name).parts
     if not name.strip() or name in (".", "..") or len(set(parts)) != 1 or "/" in name or "\\" in name:
         raise ConfigError(f"{option} {name!r}: a name is one folder name inside --runs-dir (no '/', '\\' or '..')")

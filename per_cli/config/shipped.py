@@ -61,8 +61,10 @@ def normalize_name(text: str) -> str:
     return name
 
 
-def describe(path: Path) -> str:
-    """The first sentence of the file's header comment (its leading ``#`` lines), on one line."""
+def describe(path: Path, cut: bool = True) -> str:
+    """The first sentence of the file's header comment (its leading ``#`` lines), on one line. Past
+    :data:`DESCRIPTION_MAX` characters, a sentence of the form "lead: details" is its lead, and any other is cut
+    with "…" unless ``cut`` is false (a listing that wraps it shows it whole)."""
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.startswith("#"):
@@ -75,7 +77,7 @@ def describe(path: Path) -> str:
     head, colon, _ = text.partition(": ")
     if len(text) > DESCRIPTION_MAX and colon and len(head) >= 30:  # "DQN on X with Y (paper): details..."
         text = head
-    return text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 1].rstrip() + "…"
+    return text if len(text) <= DESCRIPTION_MAX or not cut else text[: DESCRIPTION_MAX - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True)

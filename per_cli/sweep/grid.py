@@ -114,9 +114,6 @@ def run_grid(
         if executor is not None:
             executor.close()
         raise ConfigError(f"{grid_dir} is being run by another per grid process; wait for it or stop it") from None
-    command = shlex.join(["per", *(argv or sys.argv)[1:]])
-    write_manifest(grid_dir, command, plan.request.manifest(), plan.notes, [s.manifest() for s in plan.runs])
-
     print(
         f"grid {shlex.quote(str(grid_dir))}: {len(plan.runs)} runs, {len(todo)} to run, "
         f"{len(plan.runs) - len(todo)} skipped "
@@ -125,7 +122,9 @@ def run_grid(
         + (f"; seeds in cohorts of up to {size} ({len(tasks)} tasks)" if size > 1 else ""),
         file=sys.stderr,
         flush=True,
-    )
+    )  # (said before the manifest is written: a large grid's takes a while)
+    command = shlex.join(["per", *(argv or sys.argv)[1:]])
+    write_manifest(grid_dir, command, plan.request.manifest(), plan.notes, [s.manifest() for s in plan.runs])
     for spec in todo:  # an unreadable summary with no checkpoint to resume: its files are kept, aside
         run_dir = grid_dir / spec.name
         if states[spec.name] == UNREADABLE and action_for(UNREADABLE, retry_failed, run_dir) == "retry":

@@ -14,7 +14,7 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from per_cli.analysis.text import slug
 from per_cli.config import apply_override, from_dict, parse_override, read_yaml, to_dict
@@ -25,6 +25,9 @@ from per_cli.sweep.request import HER_SUFFIX, GridRequest, split_label
 # file-name short forms of replay kinds: configs/pong_per.yaml holds prioritized
 FILE_KINDS = {"prioritized": "per"}
 HER_FILE = "her"  # configs/<env>_her.yaml: the env's hindsight-relabelling config (any sampler)
+# runs one grid plans: each is a run directory, a manifest entry and a state read on every start; the seeds alone
+# are capped at per_cli.config.seeds.MAX_SEEDS, and the settings multiply them
+MAX_RUNS = 10_000
 
 
 @dataclass
@@ -52,11 +55,26 @@ class RunSpec:
         }
 
 
+class _Setting(NamedTuple):
+    """One env × replay label × swept values, resolved and checked: each seed's run is ``config`` with its seed."""
+
+    env: str
+    label: str  # the env's file label, in run names
+    replay: str
+    sweep: dict[str, str]
+    source: str
+    config: dict[str, Any]
+
+    def run(self, seed: int) -> RunSpec:
+        name = run_name(self.label, self.replay, seed, self.sweep)
+        return RunSpec(name, self.env, self.replay, seed, self.sweep, self.source, {**self.config, "seed": seed})
+
+
 @dataclass
 class GridPlan:
     request: GridRequest
     runs: list[RunSpec]
-    notes: list[str]  # kinds left out of the defaults, and why
+    notes: list[str]  # for the user, printed before the runs and kept in grid.yaml
 
 
 def config_candidates(configs_dir: Path, env_label: str, replay: str) -> list[Path]:
@@ -134,9 +152,10 @@ def display(path: Path) -> str:
         return str(path.resolve())
 
 
-def _sources(request: GridRequest, notes: list[str]) -> list[tuple[str, str, Path]]:
-    """(env, replay label, config file) in env-major order; kinds without a config are left out of the
-    defaults with a note, and are a ConfigError when named in --replays."""
+def _sources(request: GridRequest) -> list[tuple[str, str, Path]]:
+    """(env, replay label, config file) in env-major order. The default labels are the kinds that have a config
+    for the env (what the help promises: the others go unmentioned, as the user named none of them); a label
+    named in --replays without one is a ConfigError."""
     sources: list[tuple[str, str, Path]] = []
     for env in request.envs:
         label = env_file_label(env)
@@ -153,9 +172,7 @@ def _sources(request: GridRequest, notes: list[str]) -> list[tuple[str, str, Pat
                 sources.append((env, replay, request.config))
             elif own is not None:
                 sources.append((env, replay, own))
-            elif request.replays is None:
-                notes.append(f"{env}: {replay} left out (no {display(candidates[0])}; give --config BASE to run it)")
-            else:
+            elif request.replays is not None:
                 raise ConfigError(
                     f"--replays {replay}: no config {display(candidates[0])} for {env}; "
                     "give --config BASE.yaml to run it from a base config"
@@ -213,31 +230,38 @@ def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
 
 
 def plan_grid(request: GridRequest) -> GridPlan:
-    """Resolve and validate the config of every run; raises ConfigError (nothing is written)."""
-    notes: list[str] = []
-    sources = _sources(request, notes)
-    files: dict[Path, dict] = {}
+    """Resolve and validate the config of every run; raises ConfigError (nothing is written).
+
+    A setting (env × replay × swept values) is resolved and checked once: the seed changes nothing a check
+    reads, so each seed's run is the setting's config with its seed, and planning costs microseconds a run."""
+    sources = _sources(request)
     combos = list(itertools.product(*[list(zip(s.raw, s.values, strict=True)) for s in request.sweeps]))
-    runs: list[RunSpec] = []
+    count = len(request.seeds) * len(sources) * len(combos)
+    if count > MAX_RUNS:
+        raise ConfigError(
+            f"the grid would have {count:,} runs ({len(request.seeds):,} seeds × {len(sources) * len(combos):,} "
+            f"settings); one grid plans at most {MAX_RUNS:,} (a run directory each); give fewer --seeds or values"
+        )
+    files: dict[Path, dict] = {}
+    settings: list[_Setting] = []
     checked: dict[str, None] = {}
+    for env, replay, path in sources:
+        if path not in files:
+            files[path] = read_yaml(path)
+        for combo in combos:
+            swept = "".join(f" × {s.key}={raw}" for s, (raw, _) in zip(request.sweeps, combo, strict=True))
+            where = f"{env} × {replay}{swept}"
+            cfg, sweep = _resolve(files[path], request, env, replay, request.seeds[0], combo, where, path)
+            _preflight(cfg, where, checked)
+            settings.append(_Setting(env, env_file_label(env), replay, sweep, display(path), to_dict(cfg)))
     # seed-major order: a grid stopped half-way has the first seeds of every setting, not all seeds of a few
-    for seed in request.seeds:
-        for env, replay, path in sources:
-            if path not in files:
-                files[path] = read_yaml(path)
-            for combo in combos:
-                swept = "".join(f" × {s.key}={raw}" for s, (raw, _) in zip(request.sweeps, combo, strict=True))
-                where = f"{env} × {replay} × seed {seed}{swept}"
-                cfg, sweep = _resolve(files[path], request, env, replay, seed, combo, where, path)
-                _preflight(cfg, where, checked)
-                name = run_name(env_file_label(env), replay, seed, sweep)
-                runs.append(RunSpec(name, env, replay, seed, sweep, display(path), to_dict(cfg)))
+    runs = [setting.run(seed) for seed in request.seeds for setting in settings]
     dup = next((n for n, count in Counter(r.name for r in runs).items() if count > 1), None)
     if dup is not None:
         raise ConfigError(
             f"two runs would share the directory name {dup!r}; make the --envs or --sweep values distinct"
         )
-    return GridPlan(request, runs, notes)
+    return GridPlan(request, runs, [])
 
 
 def check_devices(plan: GridPlan) -> None:

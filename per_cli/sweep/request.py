@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.config import parse_override
+from per_cli.config.seeds import parse_seeds
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
 
-DEFAULT_SEEDS = 3
+DEFAULT_SEEDS = "1-3"  # a --seeds spec (per_cli.config.seeds)
 # keys the grid itself sets per run; they are axes (--envs, --replays, --seeds), not --set/--sweep values
 AXIS_KEYS = {"env.id": "--envs", "replay.kind": "--replays", "seed": "--seeds"}
 HER_SUFFIX = "+her"  # a replay label with goal relabelling: "<sampler kind>+her"
@@ -87,25 +88,6 @@ def split_list(text: str, option: str, what: str = "item") -> list[str]:
     return items
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``3`` -> seeds 1, 2, 3; ``1,5,9`` -> exactly those seeds (each once)."""
-    items = split_list(text, "--seeds", "seed") if "," in text else [text]
-    try:
-        numbers = [int(s) for s in items]
-    except ValueError:
-        raise ConfigError(f"--seeds {text!r}: give a count (3 runs seeds 1..3) or a list of seeds (1,5,9)") from None
-    if "," not in text:
-        if numbers[0] < 1:
-            raise ConfigError(f"--seeds {text}: give a count >= 1 or a list such as 1,2,3")
-        return list(range(1, numbers[0] + 1))
-    twice = next((s for s in numbers if numbers.count(s) > 1), None)
-    if twice is not None:  # 1,01 are the same seed
-        raise ConfigError(f"--seeds {text!r}: duplicate seed {twice}; give each seed once")
-    if any(s < 0 for s in numbers):
-        raise ConfigError(f"--seeds {text!r}: seeds must be >= 0")
-    return numbers
-
-
 def parse_sweep(text: str) -> Sweep:
     key, sep, values = text.partition("=")
     key = key.strip()
@@ -173,7 +155,7 @@ def plugins_named(config: Path | None, sets: list[str]) -> list[str]:
 def build_request(
     envs: str | None,
     replays: str | None = None,
-    seeds: str = str(DEFAULT_SEEDS),
+    seeds: str = DEFAULT_SEEDS,
     sweeps: list[str] | None = None,
     sets: list[str] | None = None,
     config: Path | None = None,
@@ -185,6 +167,7 @@ def build_request(
     so ``per grid --config seed001/cartpole_per --sweep ...`` sweeps that one config."""
     from per_cli.envs import check_env_id
 
+    seed_list = parse_seeds(seeds)  # (first: cheap, and a count past the cap must not wait on the rest)
     if config is not None:  # a file, or a shipped config by name (seed001/cartpole_per)
         from per_cli.config.shipped import resolve_config
 
@@ -218,4 +201,4 @@ def build_request(
     cdir = configs_dir if configs_dir is not None else default_configs_dir()
     if configs_dir is not None and not cdir.is_dir():
         raise ConfigError(f"--configs-dir {cdir}: not a directory")
-    return GridRequest(env_list, replay_list, parse_seeds(seeds), sweep_list, set_list, config, cdir)
+    return GridRequest(env_list, replay_list, seed_list, sweep_list, set_list, config, cdir)

@@ -15,7 +15,7 @@ from .test_grid import TINY, _grid, _sets, _starts, _summary, configs  # noqa: F
 
 def test_grid_trains_seeds_as_cohorts_each_equal_to_its_solo_run(configs, tmp_path):  # noqa: F811
     runs = tmp_path / "runs"
-    args = ["--envs", "cartpole", "--replays", "uniform", "--seeds", "3", "--workers", "1", "--name", "g"]
+    args = ["--envs", "cartpole", "--replays", "uniform", "--seeds", "1-3", "--workers", "1", "--name", "g"]
     args += ["--cohort-size", "2", *_sets(TINY)]
     first = _grid(configs, runs, *args, timeout=300)
     assert first.returncode == 0, first.stderr
@@ -34,7 +34,7 @@ def test_grid_trains_seeds_as_cohorts_each_equal_to_its_solo_run(configs, tmp_pa
     assert again.returncode == 0 and "already complete" in again.stdout
     assert _starts(grid_dir) == dict.fromkeys(names, 1)
 
-    grown = _grid(configs, runs, *[a if a != "3" else "4" for a in args])  # --seeds 4: the same grid, one more seed
+    grown = _grid(configs, runs, *[a if a != "1-3" else "1-4" for a in args])  # the same grid, one more seed
     assert grown.returncode == 0, grown.stderr
     assert _starts(grid_dir) == {**dict.fromkeys(names, 1), "cartpole__uniform__s4": 1}
 

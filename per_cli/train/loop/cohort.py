@@ -19,7 +19,6 @@ another, still in lockstep, and :attr:`Cohort.note` says so.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,34 +31,6 @@ from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.setup import ProgressSink
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.trainer import Trainer
-
-# seeds in one cohort: each member holds an env, a network and a memory, checked against RAM by preflight; past
-# this many, the process's own overhead per member (generators, buffers) decides, which nothing checks
-MAX_COHORT = 10_000
-_SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``1-100``, ``1,5,9`` or a mix (``1-3,7``) as a list of distinct seeds in the order given."""
-    compact = text.replace(" ", "")
-    if not _SEEDS.match(compact):
-        raise ConfigError(f"--seeds: {text!r} is not a seed list; write e.g. 1-100 or 1,5,9")
-    parts = [(int(low), int(high or low)) for low, _, high in (part.partition("-") for part in compact.split(","))]
-    for low, high in parts:
-        if high < low:
-            raise ConfigError(f"--seeds: the range {low}-{high} is empty; write LOW-HIGH with LOW <= HIGH")
-    count = sum(high - low + 1 for low, high in parts)  # counted before any list is made (1-10^12 is one line)
-    if count > MAX_COHORT:
-        raise ConfigError(
-            f"--seeds: {text!r} names {count:,} seeds; a cohort trains at most {MAX_COHORT:,} in one process "
-            "(train several cohorts, or use per grid)"
-        )
-    seeds: list[int] = []
-    for low, high in parts:
-        seeds.extend(range(low, high + 1))
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds: {text!r} names a seed twice; each seed is one run")
-    return seeds
 
 
 def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:

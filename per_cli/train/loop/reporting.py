@@ -85,6 +85,7 @@ def run_results(
         "wall_time_s": round(wall, 3),
         "steps_per_second": round(s.step / max(wall, 1e-9), 2),
         "final_return_mean": float(np.mean(recent)) if recent else None,
+        "final_return_episodes": len(recent),  # what the mean is over: the last 20, or every episode if fewer
         "final_return_std": float(np.std(recent)) if recent else None,
         **s.return_measures(),  # return_auc, return_peak, return_drop (loop_state.return_measures)
         "final_success_rate": s.recent_success_rate,

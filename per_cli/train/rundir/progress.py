@@ -46,7 +46,8 @@ def ellipsize(text: str, width: int) -> str:
 
 
 def done_line(summary: dict[str, Any]) -> str:
-    """The CLI's closing line, from the same summary the last progress line was made from."""
+    """The CLI's closing line, from the same summary the last progress line was made from. The training return
+    names the episodes it is the mean of (``last-8`` until 20 have ended)."""
     success = ""
     if summary.get("final_success_rate") is not None or summary.get("eval_success_rate") is not None:
         success = (
@@ -55,7 +56,8 @@ def done_line(summary: dict[str, Any]) -> str:
         )
     return (
         f"done: {summary['total_steps']} steps, {summary['episodes']} episodes in {summary['wall_time_s']:.1f}s "
-        f"({summary['steps_per_second']:.0f} steps/s); last-20 return {_fmt(summary['final_return_mean'])}, "
+        f"({summary['steps_per_second']:.0f} steps/s); last-{summary['final_return_episodes']} return "
+        f"{_fmt(summary['final_return_mean'])}, "
         f"eval return {_fmt(summary['eval_return_mean'])}{success}"
     )
 

@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 
 from per_cli.cli import app
 from per_cli.config import ConfigError, load_config
+from per_cli.config.seeds import parse_seeds
 from per_cli.replay.cohort import CohortSampling
-from per_cli.train.loop.cohort import Cohort, cohort_configs, parse_seeds
+from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.stopping import RunInterrupted
 from per_cli.train.loop.trainer import Trainer
 

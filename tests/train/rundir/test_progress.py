@@ -4,6 +4,7 @@ shows the success rate of goal envs."""
 from __future__ import annotations
 
 import io
+import json
 import re
 
 from rich.console import Console
@@ -35,7 +36,18 @@ def test_the_last_line_is_printed_once_and_agrees_with_done(tmp_path):
     (done,) = [line for line in result.output.splitlines() if line.startswith("done:")]
     progress_eval = re.search(r"eval (-?[\d.]+)", finals[0]).group(1)
     progress_return = re.search(r"return (-?[\d.]+)", finals[0]).group(1)
-    assert f"eval return {progress_eval}" in done and f"last-20 return {progress_return}," in done
+    assert f"eval return {progress_eval}" in done and f" return {progress_return}," in done
+    episodes = int(re.search(r"(\d+) episodes in", done).group(1))
+    assert f"last-{min(episodes, 20)} return {progress_return}," in done
+
+
+def test_done_names_the_episodes_its_training_return_is_the_mean_of(tmp_path):
+    """Issue 45: after 8 episodes the line said "last-20 return"."""
+    result = _cli_train(tmp_path, "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.total_episodes=8"])
+    assert result.exit_code == 0, result.output
+    (done,) = [line for line in result.output.splitlines() if line.startswith("done:")]
+    assert " 8 episodes in " in done and "; last-8 return " in done
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["final_return_episodes"] == 8
 
 
 def test_a_goal_env_shows_its_success_rate_in_progress_and_done(tmp_path):
@@ -76,9 +88,10 @@ def test_plain_lines_count_episodes_under_an_episode_budget():
 
 
 def test_done_line_without_and_with_success():
+    """Issue 45: the line said "last-20 return" after 8 episodes; it names the episodes the mean is over."""
     summary = {"total_steps": 10, "episodes": 2, "wall_time_s": 1.0, "steps_per_second": 10.0,
-               "final_return_mean": 5.0, "eval_return_mean": None}  # fmt: skip
-    assert done_line(summary).endswith("last-20 return 5.0, eval return -")
+               "final_return_mean": 5.0, "final_return_episodes": 2, "eval_return_mean": None}  # fmt: skip
+    assert done_line(summary).endswith("last-2 return 5.0, eval return -")
     assert done_line({**summary, "final_success_rate": 0.5}).endswith("success rate 0.50, eval -")
 
 
