@@ -40,10 +40,10 @@ def test_numba_makes_torchs_updates_along_a_real_mountaincar_run(tmp_path):
     update_gaps, td_gaps, actions = [], [], []
     learn, greedy = lead.learn, lead.greedy_action
 
-    def both_learn(batch):
+    def both_learn(batch, wait=True):
         shadow.load_state_dict(lead.state_dict())
         before = flat(lead)
-        r_numba, r_torch = shadow.learn(batch), learn(batch)
+        r_numba, r_torch = shadow.learn(batch), learn(batch, wait)
         d_torch, d_numba = flat(lead) - before, flat(shadow) - before
         update_gaps.append(np.linalg.norm(d_numba - d_torch) / np.linalg.norm(d_torch))
         td_gaps.append(np.abs(r_numba.td_errors - r_torch.td_errors).max())

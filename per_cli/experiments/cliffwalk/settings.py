@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from per_cli.replay import KINDS
-
 METHODS = ("uniform", "prioritized", "rank", "oracle")
 LEARNERS = ("tabular", "linear")
 STEP_SIZE = 0.25
@@ -38,6 +36,8 @@ class CliffwalkSettings:
     def alpha_for(self, method: str) -> float:
         if self.alpha is not None:
             return self.alpha
+        from per_cli.replay import KINDS  # (here, not at import: the CLI reads N_RANGE before any bad input is refused)
+
         spec = KINDS.get(method)
         return spec.priority_defaults[0] if spec is not None and spec.priority_defaults else 0.0
 
