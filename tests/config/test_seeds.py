@@ -104,6 +104,7 @@ def test_planning_at_the_cap_resolves_each_setting_once():
     """Each seed's run is its setting's config with the seed, so a plan at the cap is quick: a setting is resolved
     and validated once, not once a run (which took minutes)."""
     from per_cli.config import from_dict, load_config, to_dict
+    from per_cli.replay import resolve_config
     from per_cli.sweep.grid import build_request, plan_grid
 
     seeds = MAX_RUNS // 2
@@ -114,8 +115,8 @@ def test_planning_at_the_cap_resolves_each_setting_once():
     assert len(plan.runs) == MAX_RUNS and [r.seed for r in plan.runs[:4]] == [1, 1, 2, 2]
     run = plan.runs[-1]
     assert run.name == f"cartpole__uniform__s{seeds}__agent.lr=1e-4" and run.config["seed"] == seeds
-    own = load_config(request.configs_dir / "cartpole_uniform.yaml", ["agent.lr=1e-4"], seed=seeds)
-    assert run.config == to_dict(own) == to_dict(from_dict(run.config))  # what resolving it alone gives
+    own = resolve_config(load_config(request.configs_dir / "cartpole_uniform.yaml", ["agent.lr=1e-4"], seed=seeds))
+    assert run.config == to_dict(own) == to_dict(resolve_config(from_dict(run.config)))  # what resolving it alone gives
 
 
 def test_default_kinds_without_a_config_are_not_mentioned():
