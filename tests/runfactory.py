@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 
 from per_cli.config import Config, apply_override, to_dict
-from per_cli.train.rundir.logger import EPISODE_COLUMNS, EPISODE_UPDATE_COLUMNS
+from per_cli.rundir.logger import EPISODE_COLUMNS, EPISODE_UPDATE_COLUMNS
 
 ALIASES = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from per_cli.train.rundir.logger import EPISODE_UPDATE_COLUMNS
+from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS
 
 RETURN_TAG = "charts/episodic_return"
 # metrics.csv columns as the TensorBoard tags they average (the CSV holds per-episode values)

@@ -22,7 +22,7 @@ import numpy as np
 from per_cli.analysis.readers import RETURN_TAG, Scalars, damage, read_scalars
 from per_cli.config.reading import parse_yaml, read_text
 from per_cli.errors import ConfigError
-from per_cli.train.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
+from per_cli.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
 RUN_MARKERS = ("summary.json", "config.yaml")
 # Config keys added after runs were recorded, with the value that does what those runs did: a config.yaml that

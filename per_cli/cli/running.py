@@ -162,7 +162,7 @@ def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -
 
     A resume reads its checkpoint (which runs nothing: checkpoints are data) and checks what may change against
     it before the config's plugins are imported, so a plugin edited into a run's config.yaml never runs. The run
-    directory is claimed (:mod:`per_cli.train.rundir.claim`) for the run's life: a second process asking for the
+    directory is claimed (:mod:`per_cli.rundir.claim`) for the run's life: a second process asking for the
     same ``--name``, or resuming a run in progress, is refused in one line."""
     with contextlib.ExitStack() as compiling:
         _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume)
@@ -190,13 +190,13 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
             check_run_name(name)
             cfg = load_config(resolve_config_option(config), overrides, seed=seed, device=device)
         # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        from per_cli.rundir.claim import claim_existing, claim_free_name, claim_new
         from per_cli.train.checkpoints.checkpoint import load_checkpoint
         from per_cli.train.checkpoints.resume import check_resume
+        from per_cli.train.loop.progress import train_progress
         from per_cli.train.loop.setup import default_run_name
         from per_cli.train.loop.trainer import Trainer
         from per_cli.train.preflight import notes, preflight
-        from per_cli.train.rundir.claim import claim_existing, claim_free_name, claim_new
-        from per_cli.train.rundir.progress import train_progress
 
         loaded = None
         if resume is not None:  # the checkpoint and the resume rules before preflight imports any plugin
@@ -262,11 +262,11 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
         seed_list = parse_seeds(seeds)
         cfg = load_config(resolve_config_option(config), overrides, device=device)
         # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        from per_cli.rundir.claim import claim_free_name
         from per_cli.train.loop.cohort import Cohort, cohort_configs
+        from per_cli.train.loop.progress import train_progress
         from per_cli.train.loop.setup import default_run_name
         from per_cli.train.preflight import notes, preflight
-        from per_cli.train.rundir.claim import claim_free_name
-        from per_cli.train.rundir.progress import train_progress
 
         say_when_compiling(compiling, quiet)
         cfgs = cohort_configs(cfg, seed_list)
@@ -307,7 +307,7 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
 
 
 def print_summary(run_dir: Path, summary: dict) -> None:
-    from per_cli.train.rundir.progress import done_line
+    from per_cli.train.loop.progress import done_line
 
     typer.echo(
         f"{done_line(summary)}\n"

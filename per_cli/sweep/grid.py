@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from per_cli.errors import ConfigError
+from per_cli.rundir.logger import UNREADABLE
 from per_cli.sweep.cohorts import cohort_payload, default_cohort_size, pack
 from per_cli.sweep.plan import GridPlan, RunSpec, check_devices, plan_grid
 from per_cli.sweep.report import GridProgress, dry_run_table, report
@@ -33,7 +34,6 @@ from per_cli.sweep.status import (
     write_manifest,
 )
 from per_cli.sweep.status import find_grid_dir as _find_grid_dir
-from per_cli.train.rundir.logger import UNREADABLE
 
 __all__ = ["build_request", "check_devices", "dry_run_table", "find_grid_dir", "plan_grid", "run_grid"]
 

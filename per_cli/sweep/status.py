@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from per_cli.errors import ConfigError
-from per_cli.train.rundir.logger import COMPLETED, FAILED, INTERRUPTED, UNREADABLE, atomic_write_text, read_summary
+from per_cli.rundir.logger import COMPLETED, FAILED, INTERRUPTED, UNREADABLE, atomic_write_text, read_summary
 
 MANIFEST = "grid.yaml"
 EVENT_LOG = "grid.log"

@@ -15,9 +15,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from per_cli.rundir.logger import read_summary, write_summary
 from per_cli.sweep.locks import GridLockedError, hold_lock
 from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, set_aside, skip_note
-from per_cli.train.rundir.logger import read_summary, write_summary
 
 RESULT_KEYS = ("total_steps", "episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean")
 

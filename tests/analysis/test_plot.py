@@ -19,7 +19,7 @@ from per_cli.analysis.runs import load_runs
 from per_cli.analysis.style import kind_color, line_styles
 from per_cli.cli import app
 from per_cli.errors import ConfigError
-from per_cli.train.loop.loop_state import return_measures
+from per_cli.rundir.returns import return_measures
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 from ..runfactory import write_run

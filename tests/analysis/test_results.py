@@ -17,7 +17,7 @@ from per_cli.analysis.runs import find_run_dirs, load_run, load_runs
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import summarize, table_csv, table_markdown
 from per_cli.errors import ConfigError
-from per_cli.train.rundir.logger import EPISODE_COLUMNS
+from per_cli.rundir.logger import EPISODE_COLUMNS
 
 from ..runfactory import write_run
 

@@ -39,7 +39,7 @@ from per_cli.analysis.provenance import made_by
 from per_cli.analysis.stats import holm, iqm
 from per_cli.analysis.tables import with_ci
 from per_cli.envs import resolve_env_id
-from per_cli.train.loop.loop_state import return_measures
+from per_cli.rundir.returns import return_measures
 
 RESULTS = Path(__file__).resolve().parents[1]
 CAUSAL = RESULTS / "causal"

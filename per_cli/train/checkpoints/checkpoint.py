@@ -44,9 +44,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from per_cli.errors import ConfigError
+from per_cli.rundir.logger import atomic_write_text
 from per_cli.train.checkpoints.env_state import check_snapshot
 from per_cli.train.checkpoints.safe_read import FORMAT_VERSION, CheckpointRefused, inside, load_plain, save_plain
-from per_cli.train.rundir.logger import atomic_write_text
 
 CHECKPOINT_DIR = "checkpoints"
 TMP_PREFIX = ".tmp-"  # a checkpoint being written (renamed when complete)

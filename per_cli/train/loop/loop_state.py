@@ -14,23 +14,7 @@ from typing import Any
 
 import numpy as np
 
-FINAL_RETURN_WINDOW = 20  # the summary's final_return_mean: the mean over this many last training episodes
-
-
-def return_measures(returns: Sequence[float], window: int = FINAL_RETURN_WINDOW) -> dict[str, float | None]:
-    """summary.json's measures of a whole run's training returns (one per episode, in order), beside
-    ``final_return_mean`` (the mean of the last ``window``): ``return_auc``, the mean return of every episode
-    (each episode counts once: the area under the return-per-episode curve over the episodes); ``return_peak``,
-    the best mean of ``window`` consecutive episodes (with fewer episodes, the mean of all of them: the one
-    window there is); ``return_drop``, peak minus final (0: the run ended at its best). None without episodes."""
-    x = np.asarray(returns, dtype=np.float64)
-    if not len(x):
-        return {"return_auc": None, "return_peak": None, "return_drop": None}
-    width = min(window, len(x))
-    csum = np.cumsum(np.insert(x, 0, 0.0))
-    peak = float(np.max(csum[width:] - csum[:-width]) / width)
-    final = float(np.mean(x[-width:]))
-    return {"return_auc": float(x.mean()), "return_peak": peak, "return_drop": peak - final}
+from per_cli.rundir.returns import FINAL_RETURN_WINDOW
 
 
 def _window() -> deque:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from per_cli.rundir.logger import EPISODE_REPLAY_COLUMNS, EPISODE_UPDATE_COLUMNS
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.loop_state import LoopState
-from per_cli.train.rundir.logger import EPISODE_REPLAY_COLUMNS, EPISODE_UPDATE_COLUMNS
 
 
 def replay_state(updates: int, steps: int, added: int, oldest: int) -> dict[str, float]:

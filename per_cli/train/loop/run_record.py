@@ -19,10 +19,10 @@ from typing import Any
 
 from per_cli.config import dump_config
 from per_cli.replay import replay_label
+from per_cli.rundir.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 from per_cli.train.checkpoints import checkpoint
 from per_cli.train.loop.reporting import progress_info, run_results
 from per_cli.train.loop.stopping import describe_failure
-from per_cli.train.rundir.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
 
 
 class RunRecord:

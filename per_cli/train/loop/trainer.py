@@ -20,6 +20,7 @@ from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
+from per_cli.rundir.logger import RunLogger
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.loop_state import LoopState
@@ -33,7 +34,6 @@ from per_cli.train.loop.trainer_state import Checkpointed
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans, totals
 from per_cli.train.measures.update_window import UpdateWindow
-from per_cli.train.rundir.logger import RunLogger
 
 
 class Trainer(Checkpointed, RunRecord):

@@ -48,7 +48,7 @@ def test_a_state_dict_is_plain_numbers_and_loads_into_a_bound_state():
 
 
 def test_return_measures_by_hand():
-    from per_cli.train.loop.loop_state import return_measures
+    from per_cli.rundir.returns import return_measures
 
     # 25 episodes: 0 for 5, 100 for 20 (peak: the 20 hundreds), then the last 20 of them again: no drop
     rise = [0.0] * 5 + [100.0] * 20
@@ -64,7 +64,7 @@ def test_return_measures_by_hand():
 
 @given(st.lists(st.floats(-500, 500, allow_nan=False), min_size=1, max_size=60))
 def test_the_loops_running_measures_equal_the_whole_runs(returns):
-    from per_cli.train.loop.loop_state import return_measures
+    from per_cli.rundir.returns import return_measures
 
     state = LoopState()
     for k, ret in enumerate(returns):

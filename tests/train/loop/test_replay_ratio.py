@@ -12,8 +12,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from per_cli.config import load_config
 from per_cli.errors import ConfigError
+from per_cli.rundir.logger import EPISODE_COLUMNS, RunLogger
 from per_cli.train.loop.trainer import Trainer
-from per_cli.train.rundir.logger import EPISODE_COLUMNS, RunLogger
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 

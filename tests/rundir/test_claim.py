@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from per_cli.errors import ConfigError
-from per_cli.train.rundir.claim import LOCK_FILE, claim_existing, claim_free_name, claim_new
+from per_cli.rundir.claim import LOCK_FILE, claim_existing, claim_free_name, claim_new
 
-from ...conftest import CONFIGS, TINY_CARTPOLE
+from ..conftest import CONFIGS, TINY_CARTPOLE
 
 
 def _train(runs_dir, *args: str) -> subprocess.Popen:

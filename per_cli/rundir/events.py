@@ -120,7 +120,7 @@ class ScalarEvents:
     empty) and ``simple_value`` (2, a float32, always written: it is a oneof member). The values are taken as
     ``float(v)`` and cast to float32 as protobuf's C cast does (±inf beyond float32's range, NaN kept).
 
-    This is the only way the loop's scalars are written (``tests/train/rundir/test_logger.py`` compares its bytes
+    This is the only way the loop's scalars are written (``tests/rundir/test_logger.py`` compares its bytes
     with protobuf's and reads them back with TensorBoard's reader). What protobuf would refuse, it refuses: a
     step outside int64 (ValueError), a tag that is not a str (TypeError) or not UTF-8 (UnicodeEncodeError), a
     value ``float`` does not take."""

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from per_cli.train.rundir.events import FLUSH_EVERY_S, EventFile
+from per_cli.rundir.events import FLUSH_EVERY_S, EventFile
 
 # summary.json "status": running while the process trains; then completed, failed (an error, or the updates
 # diverged) or interrupted (Ctrl-C or SIGTERM: resumable from its latest checkpoint). UNREADABLE is never

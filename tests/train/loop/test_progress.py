@@ -11,7 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from per_cli.cli import app
-from per_cli.train.rundir.progress import PlainTrainProgress, RichTrainProgress, done_line
+from per_cli.train.loop.progress import PlainTrainProgress, RichTrainProgress, done_line
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 

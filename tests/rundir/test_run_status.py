@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from per_cli.cli import app
 from per_cli.config.schema import AgentConfig
+from per_cli.rundir.logger import FAILED, INTERRUPTED, UNREADABLE, read_summary, write_summary
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint
 from per_cli.train.loop.stopping import RunDiverged, RunInterrupted, check_logged, check_update
-from per_cli.train.rundir.logger import FAILED, INTERRUPTED, UNREADABLE, read_summary, write_summary
 
-from ...conftest import CONFIGS, REPO, TINY_CARTPOLE, ctrl_c_as_in_a_terminal
+from ..conftest import CONFIGS, REPO, TINY_CARTPOLE, ctrl_c_as_in_a_terminal
 
 LONG_RUN = [*TINY_CARTPOLE, "train.total_steps=1000000", "train.checkpoint_every=100", "train.eval_episodes=0"]
 

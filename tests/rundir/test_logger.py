@@ -7,8 +7,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from per_cli.train.rundir.events import ScalarEvents, masked_crc32c, tfrecord
-from per_cli.train.rundir.logger import RunLogger
+from per_cli.rundir.events import ScalarEvents, masked_crc32c, tfrecord
+from per_cli.rundir.logger import RunLogger
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
 
@@ -167,7 +167,7 @@ def test_metrics_csv_is_what_a_dict_writer_writes(tmp_path):
     import csv
     import io
 
-    from per_cli.train.rundir.logger import EPISODE_COLUMNS
+    from per_cli.rundir.logger import EPISODE_COLUMNS
 
     rows = [
         {c: k * 0.1 + 1 / 3 for k, c in enumerate(EPISODE_COLUMNS)},
