@@ -42,6 +42,7 @@ def main() -> None:
         import torch  # noqa: F401
 
     from per_cli.config import load_config
+    from per_cli.envs import frame_stack_of
     from per_cli.replay import make_replay
     from per_cli.replay.storage.frames import FrameStackStorage
 
@@ -49,7 +50,7 @@ def main() -> None:
     shape = (stack, size, size)
     rss_before = _status_gb("VmRSS")
     cfg = load_config(None, ["env.id=pong", f"replay.kind={args.kind}", f"replay.capacity={args.capacity}"])
-    memory = make_replay(cfg, shape, np.dtype(np.uint8), seed=0)
+    memory = make_replay(cfg, shape, np.dtype(np.uint8), seed=0, frame_stack=frame_stack_of(cfg.env))
     storage = memory.storage
     assert isinstance(storage, FrameStackStorage)
     frame_bytes = size * size

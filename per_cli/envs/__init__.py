@@ -40,6 +40,12 @@ def is_atari_id(env_id: str) -> bool:
     return env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4") or env_id.endswith("NoFrameskip-v0")
 
 
+def frame_stack_of(env_cfg) -> int | None:
+    """The frames an observation of this env stacks (``env.atari.frame_stack`` for an ALE game), None for envs
+    whose observations are not frame stacks: the value the replay memory's storage is chosen by."""
+    return env_cfg.atari.frame_stack if is_atari_id(resolve_env_id(env_cfg.id)) else None
+
+
 def _register_optional_envs(env_id: str) -> None:
     """Make ids of optional packages (ale-py's Atari games, minatar's games) visible in Gymnasium's registry."""
     if minatar.looks_like_minatar(env_id):

@@ -27,12 +27,12 @@ for _spec in (NONE, UNIFORM, COMBINED, PRIORITIZED, RANK, LAP, PAL):  # (this or
     register_kind(_spec)
 
 
-def memory_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
+def memory_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None) -> int:
     """Bytes ``make_replay`` allocates for ``cfg`` (the whole run config): the storage's arrays (the same
     storage choice as ``make_storage``) and the sampler's structures. Allocates nothing (for preflight)."""
     spec = KINDS.get(cfg.replay.kind)
     sampler = 0 if spec is None else spec.sampler.bytes_needed(cfg.replay.capacity)
-    return storage_bytes(cfg, obs_shape, obs_dtype) + sampler
+    return storage_bytes(cfg, obs_shape, obs_dtype, frame_stack) + sampler
 
 
 def replay_label(replay_cfg) -> str:
@@ -50,15 +50,18 @@ def make_writer(cfg, storage, env, seed: int) -> Writer:
     return make_hindsight(cfg.replay, storage, env, seed)
 
 
-def make_replay(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int, env=None) -> ReplayMemory:
+def make_replay(
+    cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, seed: int, env=None, frame_stack: int | None = None
+) -> ReplayMemory:
     """Build the memory for ``cfg.replay`` (``cfg`` is the whole run config). ``env`` is needed only with
-    relabelling (``replay.her_strategy``), for the env's goal layout and reward function."""
+    relabelling (``replay.her_strategy``), for the env's goal layout and reward function; ``frame_stack``, the
+    frames an observation stacks where the env's observations are frame stacks (Atari's; None elsewhere)."""
     load_plugins(cfg.plugins)  # (a worker builds the run: the kinds its plugins register)
-    need, capacity = memory_bytes(cfg, obs_shape, obs_dtype), cfg.replay.capacity
+    need, capacity = memory_bytes(cfg, obs_shape, obs_dtype, frame_stack), cfg.replay.capacity
     ensure_memory_fits(  # the whole memory, before any of it is allocated (each storage also checks its own part)
         need, f"a replay memory of {capacity:,} transitions {tuple(obs_shape)}", per_unit=max(need // capacity, 1)
     )
-    storage = make_storage(cfg, obs_shape, obs_dtype)  # Atari frame stacks: each frame stored once
+    storage = make_storage(cfg, obs_shape, obs_dtype, frame_stack)  # frame stacks: each frame stored once
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
     sampler = kind_spec(cfg.replay.kind).build(cfg.replay, storage, rng)
     sampler.chunk = cfg.replay.chunk  # (before its draw's lists are built: they carry chunk - 1)

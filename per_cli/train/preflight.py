@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from per_cli.config import Config, EnvConfig, from_dict, to_dict
-from per_cli.envs import accepts_n_bits, check_backend, check_env_id, make_env, resolve_env_id
+from per_cli.envs import accepts_n_bits, check_backend, check_env_id, frame_stack_of, make_env, resolve_env_id
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
 from per_cli.replay import KINDS, kind_spec, memory_bytes
@@ -178,7 +178,7 @@ def check_memory(
     """The replay memory's size (the replay layer's estimate of what it will allocate) against the memory this
     machine can give now, with the same rule and message as the storages' own check before they allocate; for
     a cohort, the members' memories, networks and overhead together (``--seeds``), before any is built."""
-    need = memory_bytes(cfg, obs_shape, obs_dtype)
+    need = memory_bytes(cfg, obs_shape, obs_dtype, frame_stack_of(cfg.env))
     capacity = cfg.replay.capacity
     ensure_memory_fits(need, f"a replay memory of {capacity:,} transitions", per_unit=max(need // capacity, 1))
     if members > 1:

@@ -70,7 +70,7 @@ def test_a_mirror_made_late_and_a_loaded_checkpoint_hold_the_hosts_frames(device
 @pytest.mark.parametrize("kind", ["uniform", "prioritized"])
 def test_sampled_batches_carry_the_same_stacks_on_the_device(kind, device):
     cfg = load_config(None, [f"replay.kind={kind}", "replay.capacity=64", "replay.n_step=3", "env.id=pong"])
-    memory = make_replay(cfg, (4, SIZE, SIZE), np.uint8, seed=3)
+    memory = make_replay(cfg, (4, SIZE, SIZE), np.uint8, seed=3, frame_stack=4)
     assert isinstance(memory.storage, FrameStackStorage)
     memory.storage.mirror_to(device)
     fill(memory, 200, max_len=7, seed=2)

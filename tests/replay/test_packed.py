@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from per_cli.config import ConfigError, load_config
-from per_cli.replay.storage.frames import make_storage
+from per_cli.replay.storage.frames import FrameStackStorage, make_storage
 from per_cli.replay.storage.packed import PackedTransitionStorage, packed_row_bytes
 from per_cli.replay.storage.ring import TransitionStorage
 
@@ -74,6 +74,7 @@ def test_make_storage_packs_bool_observations_only():
     assert type(make_storage(cfg, (10, 10, 4), np.dtype(bool))) is PackedTransitionStorage
     assert type(make_storage(cfg, (4,), np.dtype(np.float32))) is TransitionStorage
     assert type(make_storage(cfg, (10, 10, 4), np.dtype(np.uint8))) is TransitionStorage
+    assert type(make_storage(cfg, (4, 10, 10), np.dtype(np.uint8), frame_stack=4)) is FrameStackStorage
 
 
 def test_a_memory_larger_than_the_machine_is_a_config_error_before_allocating():

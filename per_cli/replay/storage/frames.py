@@ -253,17 +253,16 @@ class FrameStackStorage(RingBookkeeping):
             self.mirror.load(self.frames)
 
 
-def uses_frame_storage(cfg, obs_shape: tuple[int, ...]) -> bool:
-    """Atari frame stacks (``(env.atari.frame_stack, H, W)`` observations of an ALE game)."""
-    from per_cli.envs import is_atari_id, resolve_env_id
+def uses_frame_storage(frame_stack: int | None, obs_shape: tuple[int, ...]) -> bool:
+    """Stacks of ``frame_stack`` frames (``(frame_stack, H, W)`` observations): ``frame_stack`` is the env's, a value
+    the caller gives (None for an env whose observations are not frame stacks), so replay needs nothing of envs."""
+    return frame_stack is not None and len(obs_shape) == 3 and obs_shape[0] == frame_stack
 
-    return is_atari_id(resolve_env_id(cfg.env.id)) and len(obs_shape) == 3 and obs_shape[0] == cfg.env.atari.frame_stack
 
-
-def storage_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
+def storage_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None) -> int:
     """Bytes ``make_storage`` would allocate for this config (the same dispatch), allocating nothing."""
     capacity = cfg.replay.capacity
-    if uses_frame_storage(cfg, obs_shape):
+    if uses_frame_storage(frame_stack, obs_shape):
         return FrameStackStorage.bytes_needed(capacity, obs_shape, obs_dtype)
     if np.dtype(obs_dtype) == np.bool_:
         from per_cli.replay.storage.packed import PackedTransitionStorage
@@ -272,9 +271,10 @@ def storage_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
     return TransitionStorage.bytes_needed(capacity, obs_shape, obs_dtype)
 
 
-def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype):
-    """The storage for a run: each frame once for Atari frame stacks, transitions as they come otherwise."""
-    if uses_frame_storage(cfg, obs_shape):
+def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None):
+    """The storage for a run: each frame once for frame stacks (Atari's: ``frame_stack`` frames an observation),
+    transitions as they come otherwise."""
+    if uses_frame_storage(frame_stack, obs_shape):
         return FrameStackStorage(cfg.replay.capacity, obs_shape, obs_dtype)
     if np.dtype(obs_dtype) == np.bool_:  # MinAtar's bool grids, bit-packed (storage/packed.py)
         from per_cli.replay.storage.packed import PackedTransitionStorage

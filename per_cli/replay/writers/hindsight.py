@@ -19,19 +19,34 @@ The stored transitions go through an ordinary storage + sampler (``replay.kind``
 copy gets its own priority, entering at the maximum. The episode's last stored transition (its last copy)
 ends its episode id, so the copies count in the episode they were made from.
 
-The env says where the goals sit in its flat observation through ``env.unwrapped.goal_layout()``, a
-:class:`~per_cli.envs.goals.GoalLayout` (bit flipping has one; see ``per_cli/envs/bitflip.py``).
+The env says where the goals sit in its flat observation through ``env.unwrapped.goal_layout()``: any value with
+the fields of :class:`GoalLayout` (bit flipping's is ``per_cli.envs.goals.GoalLayout``), so replay needs nothing
+of envs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 import numpy as np
 
-from per_cli.envs.goals import GoalLayout
 from per_cli.errors import ConfigError
 from per_cli.replay.writers.base import Store, Writer
 
 HER_STRATEGIES = ("final", "future", "episode", "random")
+
+
+class GoalLayout(Protocol):
+    """Where the goals sit in a flat observation, and the env's reward for any goal (vectorised over leading axes,
+    goals along the last one); with ``terminate_on_success`` a relabelled transition that reaches its new goal is
+    terminal, as the env's own episodes are."""
+
+    achieved: slice
+    desired: slice
+    compute_reward: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    terminate_on_success: bool
+    compute_success: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def goal_layout_of(env) -> GoalLayout:

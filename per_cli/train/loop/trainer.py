@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from per_cli.config import Config, ConfigError
-from per_cli.envs import make_env
+from per_cli.envs import frame_stack_of, make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay, resolve_config
 from per_cli.replay.storage.frames import mirror_frames
 from per_cli.rl.agent import DQNAgent, UpdateResult
@@ -60,7 +60,9 @@ class Trainer(Checkpointed, RunRecord):
             torch.set_num_threads(1)
         self.td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds
         self.agent = DQNAgent(cfg.agent, obs_space.shape, int(self.env.action_space.n), self.device, self.td_loss)
-        self.memory: ReplayMemory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env)
+        self.memory: ReplayMemory = make_replay(
+            cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=self.env, frame_stack=frame_stack_of(cfg.env)
+        )
         if cfg.replay.device_frames:  # the frames on the training device too: batches gathered there
             mirror_frames(self.memory.storage, self.device)
         self.action_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7]))
