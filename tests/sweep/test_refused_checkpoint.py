@@ -12,6 +12,8 @@ import shutil
 import pytest
 import torch
 
+from per_cli.train.checkpoints.safe_read import FORMAT_VERSION
+
 from ..conftest import CONFIGS
 from .test_grid import TINY, _grid, _sets, _summary
 
@@ -41,7 +43,7 @@ def test_a_crafted_checkpoint_in_a_grid_is_set_aside_and_reported_not_run(config
     summary = _summary(run_dir)
     (run_dir / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))  # to be resumed
     crafted = run_dir / "checkpoints" / "step_000000000300" / "trainer.pt"
-    torch.save({"format": 4, "loop": RunsAShellCommand(marker)}, crafted)
+    torch.save({"format": FORMAT_VERSION, "loop": RunsAShellCommand(marker)}, crafted)
     payload = crafted.read_bytes()
 
     again = _grid(configs, runs, *args)

@@ -1,11 +1,11 @@
 """Checkpoint files: where a run's state goes on disk so that ``per train --resume RUN_DIR`` continues it.
 
 This module only reads and writes files. What goes into a checkpoint is each component's ``state_dict()``
-(``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), plain
-data apart from the envs' snapshots (bytes, read by :mod:`per_cli.train.checkpoints.env_state`'s allow-list);
+(``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), all
+plain data, the envs' snapshots too (:mod:`per_cli.train.checkpoints.env_state`: their attributes' values);
 what a resume may change is checked in :mod:`per_cli.train.checkpoints.resume`.
 
-Layout inside the run directory (format 4)::
+Layout inside the run directory (format 5)::
 
     checkpoints/
       latest                  the name of the newest complete checkpoint (written last, atomically)
@@ -17,8 +17,8 @@ Layout inside the run directory (format 4)::
 Loading a checkpoint never runs code from it (:mod:`per_cli.train.checkpoints.safe_read`): numpy values are
 stored as marked tensors, ``latest`` must name a step folder inside ``checkpoints/``, and a file a weights-only
 load refuses (a crafted pickle, or a checkpoint of format 2 or 3, which held pickled objects) is refused in one
-line naming why. There is no reader for older formats: a run checkpointed by them is started again, or
-finished by the per version that wrote it.
+line naming why; format 4 kept the envs as pickled bytes and is refused by its number. There is no reader for
+older formats: a run checkpointed by them is started again, or finished by the per version that wrote it.
 
 A checkpoint is written into ``.tmp-...``, renamed, and only then named in ``latest``; older ones are
 deleted afterwards. A crash at any moment leaves ``latest`` pointing at a complete checkpoint.
@@ -45,7 +45,6 @@ import numpy as np
 
 from per_cli.errors import ConfigError
 from per_cli.rundir.logger import atomic_write_text
-from per_cli.train.checkpoints.env_state import check_snapshot
 from per_cli.train.checkpoints.safe_read import FORMAT_VERSION, CheckpointRefused, inside, load_plain, save_plain
 
 CHECKPOINT_DIR = "checkpoints"
@@ -208,14 +207,11 @@ def load_checkpoint(run_dir: Path, map_location: Any = "cpu") -> Loaded:
 
 
 def refusal_of(run_dir: Path) -> CheckpointRefused | None:
-    """Why a resume of ``run_dir`` would refuse its latest checkpoint (its paths, the globals its files name, its
-    env snapshots'), found without running or building anything from it; None when nothing is refused (it may
+    """Why a resume of ``run_dir`` would refuse its latest checkpoint (its paths, the globals its files name),
+    found without running or building anything from it; None when nothing is refused (it may
     still be damaged, or not fit the config: the resume says so). A grid asks this before it resumes a run."""
     try:
-        state, path = load_checkpoint(run_dir)
-        for blob in (state.get("env"), (state.get("evaluator") or {}).get("env")):
-            if isinstance(blob, bytes):
-                check_snapshot(blob)
+        _, path = load_checkpoint(run_dir)
         load_replay(path)
     except CheckpointRefused as exc:
         return exc

@@ -1,161 +1,167 @@
-"""Env snapshots for checkpoints: an env (with its wrappers) pickled so that it continues exactly, and read back
-by an unpickler that resolves only an allow-list of exact classes and functions.
+"""Env snapshots for checkpoints as plain data: the values of the env's attributes, read back into an env made
+from the run's own config, so that a resumed run continues its episode exactly and nothing in a run directory
+is ever run or built from it.
 
-Gymnasium envs written in Python (classic control, toy text, the research envs here, MinAtar) pickle exactly;
-ALE games are restored from the emulator's own state with its RNG (``clone_state(include_rng=True)``) plus the
-env's ``np_random``, so sticky actions and noop starts continue exactly too.
+A snapshot walks the env's objects (the wrappers, the base env, the objects they hold) and keeps, per object, its
+class's name and the attributes that are data: numbers, strings, numpy arrays and scalars, lists, tuples, dicts
+and deques of those, and numpy generators (their ``bit_generator.state``) and ``RandomState``s (``get_state()``).
+Callables, classes, modules, dtypes and the registry's ``EnvSpec`` are configuration the fresh env has already;
+an ALE game's emulator is kept as its ``clone_state(include_rng=True)`` bytes. An env holding any other kind of
+object (a socket, a simulator handle, an object inside a list) gets no snapshot: a resumed run then starts a new
+episode.
 
-A snapshot is the one pickle a checkpoint holds, so it is the one place a run directory could carry code. It is
-read in two passes, neither of which imports or calls anything not on :data:`ALLOWED`: a dry run resolves every
-global the blob names to an inert stand-in (:func:`named_globals`), and a blob naming anything else is refused
-(:class:`~per_cli.train.checkpoints.safe_read.CheckpointRefused`) before a single object is built; then the real
-load resolves the allowed names only. The writer runs the same dry run and keeps no snapshot of an env whose
-pickle names anything else (an env from another package, holding sockets, simulators, ...): a resumed run then
-starts a new episode, as it does for an env that cannot be pickled at all.
+Restoring sets those values on the fresh env's own objects, matched attribute by attribute and class by class;
+it creates no object but numpy generators of the bit generators numpy ships. A snapshot that does not fit the env
+(another class, an attribute of another kind) is refused in one line.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
+import collections
+import types
 from typing import Any
 
-from per_cli.train.checkpoints.safe_read import CheckpointRefused
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
 
-_WRAPPERS = "gymnasium.wrappers.common"
-_NUMPY_CORE = ("numpy._core.multiarray", "numpy.core.multiarray")  # numpy 2's module, numpy 1's
-ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    # numpy: arrays, dtypes, scalars and generators, as numpy pickles them
-    *((core, name) for core in _NUMPY_CORE for name in ("_reconstruct", "scalar")),
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.random._pickle", "__bit_generator_ctor"), ("numpy.random._pickle", "__generator_ctor"),
-    ("numpy.random._pickle", "__randomstate_ctor"),
-    ("numpy.random._pcg64", "PCG64"), ("numpy.random._mt19937", "MT19937"),
-    ("numpy.random.bit_generator", "SeedSequence"), ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
-    ("collections", "deque"),
-    # Gymnasium: spaces, the registry's spec, the wrappers gym.make and the Atari pipeline add
-    ("gymnasium.envs.registration", "EnvSpec"),
-    ("gymnasium.spaces.box", "Box"), ("gymnasium.spaces.discrete", "Discrete"),
-    ("gymnasium.spaces.multi_binary", "MultiBinary"), ("gymnasium.spaces.dict", "Dict"),
-    (_WRAPPERS, "TimeLimit"), (_WRAPPERS, "OrderEnforcing"), (_WRAPPERS, "PassiveEnvChecker"),
-    (_WRAPPERS, "RecordEpisodeStatistics"),
-    ("gymnasium.wrappers.atari_preprocessing", "AtariPreprocessing"),
-    ("gymnasium.wrappers.stateful_observation", "FrameStackObservation"),
-    # Gymnasium's classic control and toy text envs
-    ("gymnasium.envs.classic_control.cartpole", "CartPoleEnv"),
-    ("gymnasium.envs.classic_control.acrobot", "AcrobotEnv"),
-    ("gymnasium.envs.classic_control.mountain_car", "MountainCarEnv"),
-    ("gymnasium.envs.toy_text.frozen_lake", "FrozenLakeEnv"), ("gymnasium.envs.toy_text.taxi", "TaxiEnv"),
-    ("gymnasium.envs.toy_text.cliffwalking", "CliffWalkingEnv"),
-    # MinAtar's games
-    ("minatar.gym", "BaseEnv"), ("minatar.environment", "Environment"),
-    *(("minatar.environments." + game, "Env") for game in ("asterix", "breakout", "freeway", "seaquest",
-                                                            "space_invaders")),
-    # ALE (its env pickles its constructor's arguments; the emulator's state travels as ALEState)
-    ("ale_py.env", "AtariEnv"), ("ale_py._ale_py", "ALEState"),
-    # per_cli's own envs and wrappers
-    ("per_cli.envs.bitflip", "BitFlipEnv"),
-    ("per_cli.envs.cliffwalk", "BlindCliffwalkEnv"), ("per_cli.envs.cliffwalk", "BlindCliffwalk"),
-    ("per_cli.envs.cliffwalk", "CliffwalkTransitions"),
-    ("per_cli.envs.atari", "LifeLossTerminal"), ("per_cli.envs.atari", "UnitRewardClip"),
-    ("per_cli.envs.atari", "FireOnReset"),
-})  # fmt: skip
+from per_cli.errors import ConfigError
+
+_PRIMITIVE = (bool, int, float, str, type(None), np.ndarray, np.generic)
+# configuration the env was made with (the fresh env has its own): never part of a snapshot
+_CONFIG = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType, np.dtype, EnvSpec)
+_BIT_GENERATORS = {name: getattr(np.random, name) for name in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")}
 
 
-class _Inert:
-    """What the dry run gives for every global: called, built, appended to or set into, it does nothing."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> _Inert:
-        return object.__new__(cls)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __setstate__(self, state: Any) -> None:
-        pass
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        pass
-
-    def append(self, value: Any) -> None:
-        pass
-
-    def extend(self, values: Any) -> None:
-        pass
+class NoSnapshot(Exception):
+    """The env holds something a snapshot cannot keep as data."""
 
 
-class _DryRun(pickle.Unpickler):
-    """An unpickler that records the globals a blob names and resolves each to :class:`_Inert`."""
-
-    def __init__(self, file: io.BytesIO):
-        super().__init__(file)
-        self.names: list[tuple[str, str]] = []
-
-    def find_class(self, module: str, name: str) -> Any:
-        self.names.append((module, name))
-        return _Inert
+class _Emulator(Exception):
+    """A value holding the ALE's own objects (its interface, its action set): the emulator's, restored from
+    ``clone_state``'s bytes, or configuration the fresh env made the same."""
 
 
-class _Restricted(pickle.Unpickler):
-    """pickle's Unpickler resolving only :data:`ALLOWED`'s exact (module, qualified name) pairs."""
+def _capture(value: Any, seen: set[int]) -> Any:
+    """``value`` as plain data (see the module docstring); NoSnapshot where it cannot be."""
+    if isinstance(value, _PRIMITIVE):
+        if isinstance(value, np.ndarray) and (value.dtype.hasobject or value.dtype.kind in "USV"):
+            raise NoSnapshot(f"an array of {value.dtype}")
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_capture(v, seen) for v in value)
+    if isinstance(value, collections.deque):
+        return {"deque": [_capture(v, seen) for v in value], "maxlen": value.maxlen}
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise NoSnapshot("a dict with keys other than strings")
+        return {"dict": {k: _capture(v, seen) for k, v in value.items()}}
+    if isinstance(value, np.random.Generator):
+        return {"generator": value.bit_generator.state}
+    if isinstance(value, np.random.RandomState):
+        return {"random_state": list(value.get_state())}
+    if type(value).__module__ == "ale_py._ale_py":
+        raise _Emulator
+    raise NoSnapshot(f"a {type(value).__module__}.{type(value).__qualname__} inside a value")
 
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in ALLOWED:
-            raise pickle.UnpicklingError(f"{module}.{name} is not on the env snapshot allow-list")
-        return super().find_class(module, name)
+
+def _object(obj: Any, seen: set[int]) -> dict | None:
+    """An object's data attributes, by name (None for one met before on this walk: its first place keeps it)."""
+    if id(obj) in seen:
+        return None
+    seen.add(id(obj))
+    attrs: dict[str, Any] = {}
+    for name, value in vars(obj).items():
+        if isinstance(value, _CONFIG) or callable(value) and not hasattr(value, "__dict__"):
+            continue
+        if name.startswith("_ezpickle_"):  # (EzPickle's copy of the constructor's arguments: configuration)
+            continue
+        if hasattr(value, "__dict__") and not isinstance(value, (np.random.Generator, np.random.RandomState)):
+            nested = _object(value, seen)
+            if nested is not None:
+                attrs[name] = nested
+            continue
+        try:
+            attrs[name] = _capture(value, seen)
+        except _Emulator:
+            continue
+    return {"object": f"{type(obj).__module__}.{type(obj).__qualname__}", "attrs": attrs}
 
 
-def named_globals(blob: bytes) -> list[tuple[str, str]]:
-    """Every global ``blob`` names, found by a dry run that imports and calls nothing. UnpicklingError (or
-    another exception) for a blob that is not a whole pickle."""
-    dry = _DryRun(io.BytesIO(blob))
-    dry.load()
-    return dry.names
-
-
-def _disallowed(blob: bytes) -> list[str]:
-    return sorted({f"{m}.{n}" for m, n in named_globals(blob) if (m, n) not in ALLOWED})
-
-
-def snapshot_env(env) -> bytes | None:
-    """Pickle an env (with its wrappers) so that it continues exactly; None if it cannot be pickled, or its pickle
-    names anything outside :data:`ALLOWED` (a resume could not read it)."""
+def snapshot_env(env) -> dict | None:
+    """The env's state as plain data, for :func:`restore_env`; None when it holds anything that cannot be."""
     if env is None:
         return None
-    base = env.unwrapped
-    extra: dict[str, Any] = {}
-    if hasattr(base, "ale") and hasattr(base, "clone_state"):  # ale_py pickles only its constructor arguments
-        extra["ale_state"] = base.clone_state(include_rng=True)
-        extra["np_random"] = base.np_random.bit_generator.state
     try:
-        blob = pickle.dumps((env, extra))
-    except Exception:  # noqa: BLE001 - envs holding sockets, simulators, ...: resume starts a new episode
+        state = _object(env, set())
+    except NoSnapshot:
         return None
-    return None if _disallowed(blob) else blob
+    base = env.unwrapped
+    if hasattr(base, "ale") and hasattr(base, "clone_state"):  # the emulator with its RNG (sticky actions)
+        state["ale_state"] = np.frombuffer(base.clone_state(include_rng=True).__getstate__(), dtype=np.uint8).copy()
+    return state
 
 
-def check_snapshot(blob: bytes) -> None:
-    """CheckpointRefused when ``blob`` names a global outside :data:`ALLOWED` (or is not a whole pickle); found by
-    the dry run, which builds nothing."""
-    try:
-        refused = _disallowed(blob)
-    except Exception as exc:  # noqa: BLE001 - not a pickle per wrote
-        raise CheckpointRefused(f"--resume: an env snapshot in the checkpoint cannot be read ({exc})") from None
-    if refused:
-        raise CheckpointRefused(
-            f"--resume: an env snapshot in the checkpoint names {', '.join(refused[:4])}, which is not on the "
-            "allow-list of env classes (the checkpoint was not written by per, or was altered); it was not loaded, "
-            "and nothing in it ran"
-        )
+def _unfit(where: str, why: str) -> ConfigError:
+    return ConfigError(f"--resume: the checkpoint's env snapshot does not fit this run's env at {where} ({why})")
 
 
-def restore_env(blob: bytes):
-    """The env of a :func:`snapshot_env` blob, in the state it was taken. CheckpointRefused, before anything in
-    it is built, when the blob names a global outside :data:`ALLOWED` (:func:`check_snapshot`)."""
-    check_snapshot(blob)
-    env, extra = _Restricted(io.BytesIO(blob)).load()
-    if "ale_state" in extra:
+def _restored(current: Any, saved: Any, where: str) -> Any:
+    """The value to set where the fresh env holds ``current`` and the snapshot ``saved``."""
+    if isinstance(saved, dict) and set(saved) == {"generator"}:
+        generator = current if isinstance(current, np.random.Generator) else None
+        if generator is None:
+            name = saved["generator"].get("bit_generator")
+            if name not in _BIT_GENERATORS:
+                raise _unfit(where, f"bit generator {name!r}")
+            generator = np.random.Generator(_BIT_GENERATORS[name]())
+        generator.bit_generator.state = saved["generator"]
+        return generator
+    if isinstance(saved, dict) and set(saved) == {"random_state"}:
+        state = current if isinstance(current, np.random.RandomState) else np.random.RandomState()
+        state.set_state(tuple(saved["random_state"]))
+        return state
+    if isinstance(saved, dict) and set(saved) == {"deque", "maxlen"}:
+        return collections.deque([_plain(v, where) for v in saved["deque"]], maxlen=saved["maxlen"])
+    return _plain(saved, where)
+
+
+def _plain(saved: Any, where: str) -> Any:
+    """Saved plain data back as Python values (lists, tuples, dicts of numbers, strings and arrays)."""
+    if isinstance(saved, _PRIMITIVE):
+        return saved
+    if isinstance(saved, (list, tuple)):
+        return type(saved)(_plain(v, where) for v in saved)
+    if isinstance(saved, dict) and set(saved) == {"dict"} and isinstance(saved["dict"], dict):
+        return {str(k): _plain(v, where) for k, v in saved["dict"].items()}
+    if isinstance(saved, dict) and set(saved) == {"deque", "maxlen"}:
+        return collections.deque([_plain(v, where) for v in saved["deque"]], maxlen=saved["maxlen"])
+    raise _unfit(where, f"a value of type {type(saved).__name__}")
+
+
+def _apply(obj: Any, saved: dict, where: str) -> None:
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if not isinstance(saved, dict) or saved.get("object") != name or not isinstance(saved.get("attrs"), dict):
+        kept = f"{saved.get('object')!r:.80}" if isinstance(saved, dict) else f"a {type(saved).__name__} value"
+        raise _unfit(where, f"it holds {kept} where this env has {name}")
+    for attr, value in saved["attrs"].items():
+        if not isinstance(attr, str):
+            raise _unfit(where, "an attribute name that is no string")
+        current = getattr(obj, attr, None)
+        if isinstance(value, dict) and "object" in value:
+            if current is None or not hasattr(current, "__dict__"):
+                raise _unfit(f"{where}.{attr}", "no object there")
+            _apply(current, value, f"{where}.{attr}")
+        else:
+            setattr(obj, attr, _restored(current, value, f"{where}.{attr}"))
+
+
+def restore_env(env, snapshot: dict):
+    """Set a :func:`snapshot_env` snapshot's values on ``env`` (made from the same config) and return it.
+    ConfigError when the snapshot does not fit ``env``; nothing in it is run."""
+    _apply(env, snapshot, "env")
+    if "ale_state" in snapshot:
+        import ale_py
+
         base = env.unwrapped
-        base.restore_state(extra["ale_state"])
-        base.np_random.bit_generator.state = extra["np_random"]
+        base.restore_state(ale_py.ALEState(np.asarray(snapshot["ale_state"], dtype=np.uint8).tobytes()))
     return env

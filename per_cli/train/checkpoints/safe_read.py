@@ -25,7 +25,7 @@ import torch
 
 from per_cli.errors import ConfigError
 
-FORMAT_VERSION = 4  # the checkpoint format written and read (checkpoint.py's layout)
+FORMAT_VERSION = 5  # the checkpoint format written and read (checkpoint.py's layout)
 _ARRAY = "__per_ndarray__"  # {_ARRAY: tensor}: a numpy array
 _SCALAR = "__per_npscalar__"  # {_SCALAR: 0-d tensor}: a numpy scalar (np.float64(1.0), ...)
 

@@ -67,7 +67,8 @@ class Evaluator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["env"] is not None:
-            self.close()
-            self.env = restore_env(state["env"])
+            if self.env is None:
+                self.env = make_env(self.cfg.env, self.cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
+            restore_env(self.env, state["env"])
         self.return_mean, self.return_std = state["return_mean"], state["return_std"]
         self.success_rate = state["success_rate"]

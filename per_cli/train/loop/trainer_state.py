@@ -2,9 +2,9 @@
 
 Each component saves itself (agent, loop counters, evaluator, RNG streams, env, metric windows) as plain data:
 dicts, lists, numbers, strings, numpy arrays and torch tensors, no per_cli object, so a checkpoint is read with
-``torch.load(weights_only=True)`` and does not depend on where per_cli's classes live. The one exception is the
-envs' snapshots (:func:`~per_cli.train.checkpoints.env_state.snapshot_env`): an env's internal state is the env
-library's object (with its wrappers), pickled into bytes under its own key and read back through an allow-list.
+``torch.load(weights_only=True)`` and does not depend on where per_cli's classes live; the envs' snapshots too
+(:func:`~per_cli.train.checkpoints.env_state.snapshot_env`: their attributes' values, set back on the env the
+run's config makes).
 :mod:`per_cli.train.checkpoints.checkpoint` only writes and reads the files. A mixin of
 :class:`~per_cli.train.loop.trainer.Trainer`, kept apart so that the trainer's module holds the loop's phases: it
 uses the trainer's ``cfg``, ``agent``, ``memory``, ``state``, ``evaluator``, ``action_rng``, ``env``, ``device``,
@@ -71,8 +71,7 @@ class Checkpointed:
         if rng["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([t.cpu() for t in rng["cuda"]])
         if state["env"] is not None:
-            self.env.close()
-            self.env = restore_env(state["env"])
+            restore_env(self.env, state["env"])  # (its values set on the env this run's config made)
             self.obs = state["obs"]
         else:
             self.state.episode_return, self.state.episode_length = 0.0, 0

@@ -1,6 +1,7 @@
-"""Checkpoints hold plain data (dicts, lists, numbers, strings, numpy arrays, torch tensors), no per_cli object,
-apart from the envs' snapshots (bytes); every file reads with ``torch.load(weights_only=True)`` and no safe globals
-added. Checkpoints of formats 2 and 3, which held pickled objects, are refused in one line naming their format."""
+"""Checkpoints hold plain data (dicts, lists, numbers, strings, numpy arrays, torch tensors), no per_cli object
+and no pickled bytes, the envs' snapshots included; every file reads with ``torch.load(weights_only=True)`` and
+no safe globals added. Checkpoints of formats 2 and 3, which held pickled objects, are refused in one line naming
+their format."""
 
 from __future__ import annotations
 
@@ -26,20 +27,17 @@ from ...conftest import CONFIGS, TINY_CARTPOLE
 from .test_checkpoint import CHECKPOINTED
 
 PLAIN = (dict, list, tuple, str, int, float, bool, type(None), np.ndarray, np.generic, torch.Tensor)
-ENV_SNAPSHOTS = {("env",), ("evaluator", "env")}  # pickled envs (snapshot_env): the env library's objects
 # a capacity whose replay arrays are large enough for their own .npy files (the tree's other values in tree.pt)
 LARGE_REPLAY = "replay.capacity=100000"
 
 
 def impure(node, keys: tuple = ()) -> list[str]:
     """Where ``node`` holds anything but plain data: an object of a class defined in per_cli, a type outside
-    PLAIN, an object array; bytes only where an env snapshot goes."""
+    PLAIN, an object array."""
     where = "/".join(map(str, keys)) or "(root)"
     kind = type(node)
     if kind.__module__.split(".")[0] == "per_cli":
         return [f"{where}: {kind.__module__}.{kind.__qualname__}"]
-    if isinstance(node, bytes) and keys in ENV_SNAPSHOTS:
-        return []
     if not isinstance(node, PLAIN):
         return [f"{where}: {kind.__module__}.{kind.__qualname__}"]
     if isinstance(node, np.ndarray) and node.dtype.hasobject:
@@ -59,7 +57,7 @@ def _saved(run_dir) -> tuple[dict, dict]:
 
 def test_the_check_finds_what_is_not_plain_data():
     assert impure({"a": [1, 2.0, "x", None, (True,)], "b": np.zeros(3), "c": torch.zeros(2), "d": np.int64(1)}) == []
-    assert impure({"env": b"...", "evaluator": {"env": None}}) == []
+    assert impure({"env": b"...", "evaluator": {"env": None}}) == ["env: builtins.bytes"]  # (format 4's snapshots)
     assert impure({"loop": LoopState()}) == ["loop: per_cli.train.loop.loop_state.LoopState"]
     assert impure({"metrics": pickle.dumps(RunningMeans())}) == ["metrics: builtins.bytes"]  # (format 2's metrics)
     assert impure({"m": {"w": [np.array([None])]}}) == ["m/w/0: an object array"]
@@ -80,12 +78,12 @@ def test_a_new_checkpoint_holds_only_plain_data(tmp_path):
         for file in (path / "trainer.pt", path / "replay" / "tree.pt"):  # no safe globals added: torch's own reader
             assert isinstance(torch.load(file, weights_only=True), dict)
         state, tree = _saved(run_dir)
-        assert state["format"] == checkpoint.FORMAT_VERSION == 4
+        assert state["format"] == checkpoint.FORMAT_VERSION == 5
         assert impure(state) == [] and impure(tree) == []
         window = state["metrics"]["window"]
         assert window["rows"] and type(window["rng"]) is dict  # it held updates at the checkpoint
         assert all(row is not None for row in window["rows"]) and "td" not in window  # measured, no raw arrays
-        assert isinstance(state["env"], bytes) and isinstance(state["evaluator"]["env"], bytes)
+        assert type(state["env"]) is dict and type(state["evaluator"]["env"]) is dict  # (the envs' attribute values)
     _, tree = _saved(tmp_path / "solo")
     folder = latest_checkpoint(tmp_path / "solo") / "replay"
     assert len(tree["npy"]) >= 2 and sorted(p.name for p in folder.glob("*.npy")) == sorted(tree["npy"])
@@ -112,7 +110,8 @@ def test_a_checkpoint_of_an_older_format_is_refused_naming_it(tmp_path, version)
     if version == 2:  # (format 2 also pickled the metrics windows as bytes)
         state = torch.load(path / "trainer.pt", weights_only=False)
         torch.save({**state, "metrics": pickle.dumps(RunningMeans()), "format": 2}, path / "trainer.pt")
-    with pytest.raises(CheckpointRefused, match=f"written by per format {version}; this version reads format 4"):
+    reads = f"this version reads format {checkpoint.FORMAT_VERSION}"
+    with pytest.raises(CheckpointRefused, match=f"written by per format {version}; {reads}"):
         load_checkpoint(tmp_path / "r", "cpu")
 
 
@@ -122,9 +121,10 @@ def test_a_checkpoint_of_another_format_is_refused(tmp_path):
     Trainer(cfg).run(tmp_path / "r")
     path = latest_checkpoint(tmp_path / "r") / "trainer.pt"
     state = load_plain(path)
-    for version in (5, None):
+    current = checkpoint.FORMAT_VERSION
+    for version in (current + 1, None):
         save_plain({**state, "format": version}, path)
-        with pytest.raises(ConfigError, match=f"checkpoint format {version}; this version reads format 4"):
+        with pytest.raises(ConfigError, match=f"checkpoint format {version}; this version reads format {current}"):
             load_checkpoint(tmp_path / "r", "cpu")
 
 

@@ -19,7 +19,7 @@ from per_cli.cli import app
 from per_cli.config import load_config
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint, load_checkpoint
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
-from per_cli.train.checkpoints.safe_read import CheckpointRefused, load_plain, save_plain
+from per_cli.train.checkpoints.safe_read import FORMAT_VERSION, CheckpointRefused, load_plain, save_plain
 from per_cli.train.loop.trainer import Trainer
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
@@ -67,8 +67,8 @@ def test_the_payload_runs_when_unpickled_as_the_old_reader_did(tmp_path):
 def test_a_crafted_trainer_pt_is_refused_and_never_runs(run_dir, tmp_path, as_zip):
     marker = tmp_path / "pwned"
     path = latest_checkpoint(run_dir) / "trainer.pt"
-    if as_zip:  # torch.save's own format, a format-4 dict with the payload inside
-        torch.save({"format": 4, "loop": RunsAShellCommand(marker)}, path)
+    if as_zip:  # torch.save's own format, a dict of the current format with the payload inside
+        torch.save({"format": FORMAT_VERSION, "loop": RunsAShellCommand(marker)}, path)
     else:  # a bare pickle
         path.write_bytes(pickle.dumps(RunsAShellCommand(marker)))
     result = _resume(run_dir)
@@ -92,36 +92,53 @@ def test_a_crafted_replay_file_is_refused_and_never_runs(run_dir, tmp_path, name
     assert not marker.exists()
 
 
-def test_a_crafted_env_snapshot_is_refused_before_anything_in_it_is_built(run_dir, tmp_path):
+@pytest.mark.parametrize("form", ["pickle", "another class"])
+def test_a_crafted_env_snapshot_is_refused_and_never_runs(run_dir, tmp_path, form):
+    """An env snapshot is data set on the env the run's config makes: a pickle's bytes put in its place (what
+    format 4 held there), or a snapshot naming another class, is refused in one line; nothing in it runs."""
     marker = tmp_path / "pwned"
-    blob = pickle.dumps((RunsAShellCommand(marker), {}))
-    with pytest.raises(CheckpointRefused, match="posix.system, which is not on the allow-list"):
-        restore_env(blob)
     path = latest_checkpoint(run_dir) / "trainer.pt"
     state = load_plain(path)
-    save_plain({**state, "env": blob}, path)
-    _refused(_resume(run_dir), "env snapshot", "nothing in it ran")
+    if form == "pickle":
+        crafted = pickle.dumps((RunsAShellCommand(marker), {}))
+    else:
+        crafted = {**state["env"], "object": "os.system"}
+    save_plain({**state, "env": crafted}, path)
+    _refused(_resume(run_dir), "env snapshot does not fit")
     assert not marker.exists()
 
 
-def test_an_allowed_env_snapshot_still_continues_exactly():
+def test_an_env_snapshot_continues_exactly_on_a_fresh_env():
     import gymnasium as gym
 
     env = gym.make("CartPole-v1")
     env.reset(seed=3)
     env.step(0)
-    copy = restore_env(snapshot_env(env))
+    copy = restore_env(gym.make("CartPole-v1"), snapshot_env(env))
     assert [env.step(1)[0].tolist() for _ in range(5)] == [copy.step(1)[0].tolist() for _ in range(5)]
 
 
-def test_an_env_whose_pickle_names_other_classes_gets_no_snapshot():
-    """The writer keeps no snapshot the reader would refuse (a resume then starts a new episode)."""
+def test_a_snapshot_is_plain_data_even_of_an_env_holding_a_crafted_object():
+    """Objects an env holds are walked for their data, never pickled: the snapshot of an env holding an object
+    whose unpickling would run a command goes through the weights-only reader, and restoring it runs nothing."""
+    import io
+
     import gymnasium as gym
+
+    from per_cli.train.checkpoints.safe_read import decode, encode
 
     env = gym.make("CartPole-v1")
     env.reset(seed=0)
-    env.unwrapped.extra = RunsAShellCommand("never-written")  # (an object of a class not on the list)
-    assert snapshot_env(env) is None
+    env.unwrapped.extra = RunsAShellCommand(tmp_marker := "never-written")
+    buffer = io.BytesIO()
+    torch.save(encode(snapshot_env(env)), buffer)
+    buffer.seek(0)
+    snapshot = decode(torch.load(buffer, weights_only=True))
+    twin = gym.make("CartPole-v1")
+    twin.reset(seed=0)
+    twin.unwrapped.extra = RunsAShellCommand("other")
+    restore_env(twin, snapshot)
+    assert twin.unwrapped.extra.marker == tmp_marker and not os.path.exists(tmp_marker)
 
 
 def test_latest_naming_a_folder_outside_the_run_is_refused(run_dir, tmp_path):
