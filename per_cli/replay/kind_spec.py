@@ -59,19 +59,23 @@ class KindSpec:
 
     def resolve(self, replay: ReplayConfig) -> ReplayConfig:
         """``replay`` with its kind's defaults filled in: α and β0 where null, every key of ``replay.params``."""
+        return self._resolved(replay)[0]
+
+    def _resolved(self, replay: ReplayConfig) -> tuple[ReplayConfig, Any]:
+        """:meth:`resolve`'s config and the parsed ``replay.params`` it holds (None for a kind without any)."""
         alpha, beta0 = self.priority_defaults or NO_PRIORITY_DEFAULTS
         params = self.parse_params(replay.params)
-        return dataclasses.replace(
+        resolved = dataclasses.replace(
             replay,
             alpha=alpha if replay.alpha is None else replay.alpha,
             beta0=beta0 if replay.beta0 is None else replay.beta0,
             params=dataclasses.asdict(params) if params is not None else {},
         )
+        return resolved, params
 
     def build(self, replay: ReplayConfig, storage: Storage, rng: np.random.Generator) -> Sampler:
         """The kind's sampler for ``replay`` (resolved here: a config straight from the loader works too)."""
-        replay = self.resolve(replay)
-        params = self.parse_params(replay.params)
+        replay, params = self._resolved(replay)
         if self.factory is not None:
             return self.factory(replay, storage, rng, params)
         extra = {"params": params} if params is not None else {}

@@ -120,8 +120,6 @@ def _restored(current: Any, saved: Any, where: str) -> Any:
         state = current if isinstance(current, np.random.RandomState) else np.random.RandomState()
         state.set_state(tuple(saved["random_state"]))
         return state
-    if isinstance(saved, dict) and set(saved) == {"deque", "maxlen"}:
-        return collections.deque([_plain(v, where) for v in saved["deque"]], maxlen=saved["maxlen"])
     return _plain(saved, where)
 
 

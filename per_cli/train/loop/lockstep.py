@@ -194,18 +194,21 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
         active = _settle(active, steps)
 
 
+def _running(training: list, batches: Sequence[Any], results: Any) -> tuple[list, Sequence[Any], Any]:
+    """``training`` and its batches and results without the members that have failed (as they are where none has)."""
+    if not any_failed(training):
+        return training, batches, results
+    kept = [k for k, m in enumerate(training) if m.error is None]
+    return [training[k] for k in kept], [batches[k] for k in kept], [results[k] for k in kept]
+
+
 def _after_update(steps: Steps, training: list, batches: Sequence[Any], results: Any) -> list:
     """What follows an update of ``training``: its results checked, the priorities updated from its TD errors,
     its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag`` it runs for
     the previous update after the next one is queued (members that failed since are left out)."""
-    if any_failed(training):
-        kept = [k for k, m in enumerate(training) if m.error is None]
-        training, batches, results = [training[k] for k in kept], [batches[k] for k in kept], [results[k] for k in kept]
+    training, batches, results = _running(training, batches, results)
     steps.check_results(training, results)
-    if any_failed(training):
-        done = [k for k, m in enumerate(training) if m.error is None]
-        training = [training[k] for k in done]
-        batches, results = [batches[k] for k in done], [results[k] for k in done]
+    training, batches, results = _running(training, batches, results)
     steps.update_priorities(training, batches, results)
     steps.record_updates(training, batches, results, steps.measure(training, batches, results))
     return _ok(training)
