@@ -96,6 +96,11 @@ elif [ -n "${RESUME_FROM:-}" ] && [ ! -d "$RUNS/pong_fast_per__s$SEED" ]; then
     log "restoring the runs from $RESUME_FROM"
     tar xzf "$RESUME_FROM/runs.tgz" && cat "$RESUME_FROM"/ckpt.tar.part-* | tar x || exit 1
 fi
+if [ "$RESUME" = 1 ] && [ ! -f "$RUNS/pong_fast_per__s$SEED/config.yaml" ]; then
+    # (a machine left idle past its warm time is given back: a later call lands on a bare one)
+    log "RESUME=1 but $RUNS holds no runs (a bare machine): carry a previous call's files and name RESUME_FROM"
+    exit 1
+fi
 
 log "Pong: pong_fast_uniform and pong_fast_per until +$((DEADLINE_S - MARGIN_S))s"
 PIDS=()
@@ -117,7 +122,7 @@ progress() {
 }
 while running && [ "$(left)" -gt "$MARGIN_S" ]; do
     wait_s=$(( $(left) - MARGIN_S )); [ $wait_s -gt 60 ] && wait_s=60
-    sleep "$wait_s"
+    for _ in $(seq "$wait_s"); do running || break; sleep 1; done  # (a run that exits early ends the wait)
     gpu=""; [ "$DEVICE" = cuda ] && gpu="; GPU $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)"
     echo "--- +$((SECONDS - START))s load $(cut -d' ' -f1-3 /proc/loadavg)$gpu"
     progress
