@@ -87,12 +87,6 @@ class Pending:
             self._done = UpdateResults.rows([p.wait() for p in self._parts])
         return self._done
 
-    def members(self) -> list[UpdateResult]:
-        """Every member's row, in order."""
-        return [self.member(k) for k in range(len(self.loss))]
-
     def take(self, ks: Sequence[int]) -> Pending:
+        """The parts ``ks``, in that order, still unread."""
         return Pending([self._parts[k] for k in ks])
-
-    def __len__(self) -> int:
-        return len(self._parts)
