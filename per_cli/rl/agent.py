@@ -12,8 +12,6 @@ one; ``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
@@ -24,69 +22,42 @@ from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
 from per_cli.rl.engines import choose_engine
 from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.explore import OneMember
-from per_cli.rl.losses import KAPPA_LOSSES, TDLoss, batch_loss
+from per_cli.rl.losses import KAPPA_LOSSES, TDLoss, batch_losses, next_values, per_sample_loss, td_targets
 from per_cli.rl.networks import MLPQNetwork, MLPSpec, check_network, make_q_network
+from per_cli.rl.results import Scores, UpdateResults
 
 # The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
 # momentum 0.95, "min squared gradient" 0.01 added to the denominator, centered.
 RMSPROP_ALPHA, RMSPROP_EPS = 0.95, 0.01
 
 
-@dataclass
-class UpdateResult:
-    td_errors: np.ndarray  # δ = target − Q(s, a) per sample, the same δ that updates priorities
-    loss: float
-    q_mean: float
-
-
 class DeferredResult:
-    """An update's :class:`UpdateResult` still on its way from the device (``learn(batch, wait=False)``): the TD
-    errors, loss and mean Q are copied to the host without blocking (into pinned memory, behind the update on
-    its stream) and waited for when first read. On a CPU they are there at once. A graphed update's outputs are
-    its static tensors, which the next replay overwrites: the copy is queued before that replay, so it holds
-    this update's values."""
+    """An update's :class:`~per_cli.rl.results.UpdateResults` (S = 1) still on its way from the device
+    (``learn(batch, wait=False)``): the TD errors, per-sample losses, loss and mean Q are copied to the host without
+    blocking (into pinned memory, behind the update on its stream) and waited for when first read. On a CPU they are
+    there at once. A graphed update's outputs are its static tensors, which the next replay overwrites: the copy is
+    queued before that replay, so it holds this update's values."""
 
-    def __init__(self, td: torch.Tensor, loss: torch.Tensor, q_mean: torch.Tensor):
+    def __init__(self, td: torch.Tensor, losses: torch.Tensor, loss: torch.Tensor, q_mean: torch.Tensor):
         self._event: torch.cuda.Event | None = None
+        per_sample, scalars = torch.stack([td, losses]).detach(), torch.stack([loss, q_mean]).detach()
         if td.device.type == "cuda":
-            td, scalars = td.to("cpu", non_blocking=True), torch.stack([loss, q_mean]).to("cpu", non_blocking=True)
+            per_sample, scalars = per_sample.to("cpu", non_blocking=True), scalars.to("cpu", non_blocking=True)
             self._event = torch.cuda.Event()
             self._event.record()
-        else:
-            scalars = torch.stack([loss.detach(), q_mean.detach()])
-        self._host = (td, scalars)
-        self._result: UpdateResult | None = None
+        self._host = (per_sample, scalars)
+        self._result: UpdateResults | None = None
 
-    def wait(self) -> UpdateResult:
+    def wait(self) -> UpdateResults:
         """The update's values on the host (blocks until the copy is done, once)."""
         if self._result is None:
             if self._event is not None:
                 self._event.synchronize()
-            td, scalars = self._host
-            loss, q_mean = scalars.tolist()
-            self._result = UpdateResult(td_errors=td.numpy(), loss=loss, q_mean=q_mean)
+            per_sample, scalars = self._host
+            td, losses = per_sample.numpy()[:, None]
+            loss, q_mean = scalars.double().numpy()[:, None]
+            self._result = UpdateResults(td, losses, loss, q_mean)
         return self._result
-
-    @property
-    def td_errors(self) -> np.ndarray:
-        return self.wait().td_errors
-
-    @property
-    def loss(self) -> float:
-        return self.wait().loss
-
-    @property
-    def q_mean(self) -> float:
-        return self.wait().q_mean
-
-
-def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float) -> torch.Tensor:
-    """r + γ (1 − terminated) max_a' Q'(s', a').
-
-    Only termination stops the bootstrap: a transition cut by a time limit (truncated) still bootstraps
-    from its real next observation.
-    """
-    return rewards + gamma * (1.0 - terminated) * next_q
 
 
 def make_optimizer(
@@ -215,13 +186,8 @@ class DQNAgent:
 
     @torch.no_grad()
     def _targets(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
-        next_q_all = self.target_net(next_obs)
-        if self.cfg.double_dqn:
-            best = self.q_net(next_obs).argmax(dim=1, keepdim=True)
-            next_q = next_q_all.gather(1, best).squeeze(1)
-        else:
-            next_q = next_q_all.max(dim=1).values
-        return td_targets(rewards, terminated, next_q, self.cfg.gamma)
+        online = self.q_net(next_obs) if self.cfg.double_dqn else None
+        return td_targets(rewards, terminated, next_values(self.target_net(next_obs), online), self.cfg.gamma)
 
     def _batch_arrays(self, batch: Batch) -> list[np.ndarray | torch.Tensor]:
         """The batch's arrays in ``_update``'s argument order (the IS weights last); its stacks gathered on the
@@ -241,38 +207,52 @@ class DQNAgent:
             q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
             return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
 
-    def learn(self, batch: Batch, wait: bool = True) -> UpdateResult | DeferredResult:
-        """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean (and
-        the mean divided by PAL's λ: :func:`~per_cli.rl.losses.batch_loss`). ``wait=False`` (the torch engine):
-        return at once, the values on their way to the host (:class:`DeferredResult`: ``train.priority_lag``)."""
+    def score(self, batch: Batch) -> Scores:
+        """The batch's :class:`~per_cli.rl.results.Scores` (S = 1) under the current networks, nothing learnt."""
         if self._fast is not None:
             b = batch
-            td, loss, q_mean = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
+            return self._fast.score(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
+        obs, actions, rewards, next_obs, terminated = (self._to_device(a) for a in self._batch_arrays(batch)[:5])
+        with torch.no_grad():
+            target = self._targets(rewards, next_obs, terminated)
+            q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
+            q_target = self.target_net(obs).gather(1, actions[:, None]).squeeze(1)
+            loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
+            td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
+        return Scores(td, loss, target_loss)
+
+    def learn(self, batch: Batch, wait: bool = True) -> UpdateResults | DeferredResult:
+        """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean (and
+        the mean divided by PAL's λ: :func:`~per_cli.rl.losses.batch_losses`). Returns its results (S = 1).
+        ``wait=False`` (the torch engine): return at once, the values on their way to the host
+        (:class:`DeferredResult`: ``train.priority_lag``)."""
+        if self._fast is not None:
+            b = batch
+            result = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
             self.updates += 1
-            return UpdateResult(td_errors=td, loss=loss, q_mean=q_mean)
+            return result
         arrays = self._batch_arrays(batch)
         if self._graph is not None:
-            td, loss, q_mean = self._graph(arrays)
+            outputs = self._graph(arrays)
         else:
-            td, loss, q_mean = self._update(*(self._to_device(a) for a in arrays))
+            outputs = self._update(*(self._to_device(a) for a in arrays))
         self.updates += 1
-        if not wait:
-            return DeferredResult(td, loss, q_mean)
-        return UpdateResult(td_errors=td.cpu().numpy(), loss=float(loss), q_mean=float(q_mean))
+        deferred = DeferredResult(*outputs)
+        return deferred if not wait else deferred.wait()
 
     def _update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[torch.Tensor, ...]:
-        """The torch update on device tensors: (δ, loss, mean Q), all on the device (no host synchronisation, so
-        a CUDA graph can capture it)."""
+        """The torch update on device tensors: (δ, weighted loss per sample, loss, mean Q), all on the device (no
+        host synchronisation, so a CUDA graph can capture it)."""
         q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
         target = self._targets(rewards, next_obs, terminated)
-        loss = batch_loss(q, target, weights, self.td_loss)
+        losses = batch_losses(q, target, weights, self.td_loss)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        losses.value.backward()
         if self.cfg.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(self.q_net.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         q = q.detach()
-        return target - q, loss.detach(), q.mean()
+        return target - q, losses.samples.detach(), losses.value.detach(), q.mean()
 
     def sync_target(self) -> None:
         """Hard copy when tau == 1, else Polyak averaging θ' ← τθ + (1 − τ)θ'."""

@@ -29,7 +29,7 @@ divided by λ, which the weights do not enter): a sampler that needs no correcti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -90,6 +90,25 @@ class TDLoss:
         return loss if isinstance(loss, TDLoss) else cls(loss)
 
 
+def next_values(target_q: torch.Tensor, online_q: torch.Tensor | None) -> torch.Tensor:
+    """The value bootstrapped from s' (Q-values over the last axis, any leading axes): max_a' Q'(s', a') from the
+    target network's ``target_q``, or for double DQN (``online_q`` given: the online network's Q(s', ·))
+    Q'(s', argmax_a' Q(s', a')), the first maximum on ties."""
+    if online_q is None:
+        return target_q.max(dim=-1).values
+    return target_q.gather(-1, online_q.argmax(dim=-1, keepdim=True)).squeeze(-1)
+
+
+def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float) -> torch.Tensor:
+    """r + γ (1 − terminated) next_q.
+
+    Only termination stops the bootstrap: a transition cut by a time limit (truncated) still bootstraps from its real
+    next observation. n-step returns need nothing here: the memory folds γ^K into ``terminated`` at gather
+    (``replay.storage.ring.nstep_members``), so this one-step form is R + γ^K (1 − terminated) next_q.
+    """
+    return rewards + gamma * (1.0 - terminated) * next_q
+
+
 def per_sample_loss(q: torch.Tensor, target: torch.Tensor, loss: TDLoss) -> torch.Tensor:
     """Each sample's loss of d = ``q`` − ``target`` (before IS weights and, for PAL, before the 1/λ)."""
     if loss.name == "huber":
@@ -111,10 +130,24 @@ def pal_lambda(q: torch.Tensor, target: torch.Tensor, loss: TDLoss) -> torch.Ten
     return size.clamp(min=loss.kappa).pow(loss.alpha).mean()
 
 
-def batch_loss(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, loss: TDLoss) -> torch.Tensor:
+class BatchLoss(NamedTuple):
+    """One batch's loss: each sample's IS-weighted loss and the value an update minimises."""
+
+    samples: torch.Tensor  # w_i l(q_i − target_i), before the mean (and PAL's 1/λ)
+    value: torch.Tensor  # their mean, for PAL divided by the batch's λ
+
+
+def batch_losses(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, loss: TDLoss) -> BatchLoss:
     """The loss one update minimises over a batch (1-d ``q``, ``target``, ``weights``; one member's under
-    ``vmap``): the mean of IS weight × per-sample loss, for PAL divided by the batch's λ (:func:`pal_lambda`)."""
-    value = (weights * per_sample_loss(q, target, loss)).mean()
+    ``vmap``): the mean of IS weight × per-sample loss, for PAL divided by the batch's λ (:func:`pal_lambda`);
+    with the weighted per-sample losses it is the mean of."""
+    samples = weights * per_sample_loss(q, target, loss)
+    value = samples.mean()
     if loss.name == "pal":
         value = value / pal_lambda(q, target, loss)
-    return value
+    return BatchLoss(samples, value)
+
+
+def batch_loss(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, loss: TDLoss) -> torch.Tensor:
+    """:func:`batch_losses`' value."""
+    return batch_losses(q, target, weights, loss).value

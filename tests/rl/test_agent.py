@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from per_cli.config import AgentConfig, load_config
-from per_cli.rl.agent import DQNAgent, td_targets
+from per_cli.rl.agent import DQNAgent
+from per_cli.rl.losses import td_targets
 from per_cli.train.loop.trainer import Trainer
 from tests.rl.batches import batch as make_batch
 

@@ -89,10 +89,11 @@ def test_a_cohort_update_with_lap_or_pal_is_each_members_solo_update(td_loss):
             rng.normal(size=(3, b, 5)).astype(np.float32), rng.integers(0, 2, size=(3, b)).astype(np.float32),
             rng.uniform(0.5, 1, size=(3, b)).astype(np.float32),
         )  # fmt: skip
-        td, loss, q_mean = engine.update_stacked(which, *arrays)
+        results = engine.update_stacked(which, *arrays)
         for k, i in enumerate(which):
-            own_td, own_loss, own_q = solos[i].numba_engine.update(*(a[k] for a in arrays))
-            assert td[k].tobytes() == own_td.tobytes() and (loss[k], q_mean[k]) == (own_loss, own_q)
+            got, own = results.member(k), solos[i].numba_engine.update(*(a[k] for a in arrays)).member(0)
+            assert got.td_errors.tobytes() == own.td_errors.tobytes() and got.losses.tobytes() == own.losses.tobytes()
+            assert (got.loss, got.q_mean) == (own.loss, own.q_mean)
     for agent, solo in zip(agents, solos, strict=True):
         assert agent.numba_engine.params.tobytes() == solo.numba_engine.params.tobytes()
     other = _agents(1, TDLoss(td_loss.name, 0.25, td_loss.alpha))

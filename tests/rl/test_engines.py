@@ -109,7 +109,7 @@ def run_both(steps=6, seed=0, sync_at=3, size=32, weighted=True, **kw) -> tuple[
     rng = np.random.default_rng(seed)
     for step in range(steps):
         batch = make_batch(rng, size, weighted)
-        r_ref, r_fast = ref.learn(batch), fast.learn(batch)
+        r_ref, r_fast = ref.learn(batch).member(0), fast.learn(batch).member(0)
         np.testing.assert_allclose(r_fast.td_errors, r_ref.td_errors, **TOL)
         assert r_fast.loss == pytest.approx(r_ref.loss, rel=1e-5, abs=1e-6)
         assert r_fast.q_mean == pytest.approx(r_ref.q_mean, rel=1e-5, abs=1e-6)
@@ -279,7 +279,7 @@ def test_terminated_stops_the_bootstrap():
         next_q = fast.target_net(torch.from_numpy(batch.next_obs)).numpy().max(axis=1)
     expected = batch.rewards + 0.5 * (1.0 - batch.terminated) * next_q - q
     np.testing.assert_allclose(fast.td_errors(batch), expected, **TOL)
-    np.testing.assert_allclose(fast.learn(batch).td_errors, expected, **TOL)
+    np.testing.assert_allclose(fast.learn(batch).member(0).td_errors, expected, **TOL)
 
 
 def test_parameters_are_views_of_the_flat_buffers():
@@ -307,7 +307,7 @@ def test_state_dict_round_trip_across_engines(source, dest):
     assert restored.updates == 3
     assert_same_params(original, restored)
     for batch in batches[3:]:
-        np.testing.assert_allclose(restored.learn(batch).td_errors, original.learn(batch).td_errors, **TOL)
+        np.testing.assert_allclose(restored.learn(batch).td, original.learn(batch).td, **TOL)
     assert_same_params(original, restored)
 
 
@@ -329,7 +329,7 @@ def test_non_finite_td_errors_propagate():
     fast = make_agent("numba")
     batch = make_batch(np.random.default_rng(0))
     batch.rewards[0] = np.nan
-    assert np.isnan(fast.learn(batch).td_errors[0])
+    assert np.isnan(fast.learn(batch).member(0).td_errors[0])
 
 
 def test_the_kernels_follow_the_trainers_flush_to_zero_mode():

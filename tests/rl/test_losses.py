@@ -13,7 +13,16 @@ from torch.func import vmap
 
 from per_cli.config import AgentConfig, Config, ConfigError, ReplayConfig
 from per_cli.rl.engines.td import LOSS_CODES, loss_and_dq
-from per_cli.rl.losses import LOSS_NAMES, TDLoss, batch_loss, loss_name, loss_params, pal_lambda, per_sample_loss
+from per_cli.rl.losses import (
+    LOSS_NAMES,
+    TDLoss,
+    batch_loss,
+    batch_losses,
+    loss_name,
+    loss_params,
+    pal_lambda,
+    per_sample_loss,
+)
 
 KAPPA, ALPHA = 0.01, 0.6
 
@@ -104,13 +113,16 @@ def test_the_numba_losses_gradients_are_torch_autograds(loss):
     target = np.zeros(batch, np.float32)
     weights = rng.uniform(0.1, 1.0, size=batch).astype(np.float32)
     td, dz = np.empty(batch, np.float32), np.zeros((batch, n_actions), np.float32)
+    samples = np.empty(batch, np.float32)
     code = LOSS_CODES[loss.name]
-    got_loss, q_sum = loss_and_dq(q_all, target, actions, weights, code, loss.kappa, loss.alpha, td, dz)
+    got_loss, q_sum = loss_and_dq(q_all, target, actions, weights, code, loss.kappa, loss.alpha, td, samples, dz)
 
     q = torch.tensor(q_all, requires_grad=True)
     taken = q.gather(1, torch.tensor(actions)[:, None]).squeeze(1)
-    value = batch_loss(taken, torch.tensor(target), torch.tensor(weights), loss)
+    want = batch_losses(taken, torch.tensor(target), torch.tensor(weights), loss)
+    value = want.value
     value.backward()
+    np.testing.assert_allclose(samples, want.samples.detach().numpy(), rtol=1e-6, atol=1e-12)  # each sample's
     assert got_loss / batch == pytest.approx(value.item(), rel=1e-6)
     np.testing.assert_allclose(dz, q.grad.numpy(), rtol=1e-6, atol=1e-12)
     np.testing.assert_array_equal(td, -d)

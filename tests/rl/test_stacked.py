@@ -22,6 +22,7 @@ from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines.stacked import StackedEngine, stacked_misfit, stacked_refusal
 from per_cli.rl.losses import TDLoss
+from per_cli.rl.results import UpdateResults
 from tests.rl.batches import batch as make_batch
 
 TOL = {"rtol": 2e-5, "atol": 1e-6}
@@ -78,6 +79,7 @@ def assert_same_member(stacked: DQNAgent, own: DQNAgent) -> None:
 
 
 def assert_same_result(got, want) -> None:
+    got, want = (r.member(0) if isinstance(r, UpdateResults) else r for r in (got, want))
     scale = float(np.abs(want.td_errors).max())
     np.testing.assert_allclose(got.td_errors, want.td_errors, rtol=TOL["rtol"], atol=TOL["rtol"] * scale)
     assert got.loss == pytest.approx(want.loss, rel=TOL["rtol"])
@@ -93,7 +95,7 @@ def test_a_stacked_update_is_each_members_own_update(case):
     rng = np.random.default_rng(1)
     for _ in range(2):  # the second update starts from optimizer state the first one wrote
         batches = make_batches(rng, obs_shape, n_actions, batch_size)
-        results = engine.learn([0, 1, 2], batches)
+        results = engine.learn([0, 1, 2], batches).members()
         for agent, mine, batch, result in zip(agents, own, batches, results, strict=True):
             assert_same_result(result, mine.learn(batch))
             assert_same_member(agent, mine)
@@ -115,7 +117,8 @@ def test_lap_and_pal_stacked_updates_are_each_members_own(case, td_loss):
     rng = np.random.default_rng(5)
     for _ in range(2):
         batches = make_batches(rng, obs_shape, n_actions, batch_size, reward_scale=[0.3, 3.0, 30.0])
-        for agent, mine, batch, result in zip(agents, own, batches, engine.learn([0, 1, 2], batches), strict=True):
+        results = engine.learn([0, 1, 2], batches).members()
+        for agent, mine, batch, result in zip(agents, own, batches, results, strict=True):
             assert_same_result(result, mine.learn(batch))
             assert_same_member(agent, mine)
 
@@ -147,7 +150,8 @@ def test_a_subset_of_members_updates_only_those():
     rng = np.random.default_rng(3)
     batches = make_batches(rng, obs_shape, n_actions, batch_size)
     untouched = copy.deepcopy(agents[1].state_dict())
-    results = engine.learn([2, 0], [batches[2], batches[0]])  # member 1 has left (or does not train this step)
+    # member 1 has left (or does not train this step)
+    results = engine.learn([2, 0], [batches[2], batches[0]]).members()
     for k, i in enumerate((2, 0)):
         assert_same_result(results[k], own[i].learn(batches[i]))
         assert_same_member(agents[i], own[i])
@@ -158,7 +162,8 @@ def test_a_subset_of_members_updates_only_those():
     assert agents[1].updates == 0
     # the members' step counts now differ (1, 0, 1): one call steps them in two groups
     batches = make_batches(rng, obs_shape, n_actions, batch_size)
-    for agent, mine, batch, result in zip(agents, own, batches, engine.learn([0, 1, 2], batches), strict=True):
+    results = engine.learn([0, 1, 2], batches).members()
+    for agent, mine, batch, result in zip(agents, own, batches, results, strict=True):
         assert_same_result(result, mine.learn(batch))
         assert_same_member(agent, mine)
 
@@ -178,7 +183,7 @@ def test_members_stay_their_own_agents():
             agents[0].sync_target()
             own[0].sync_target()
         else:
-            for mine, batch, result in zip(own, batches, engine.learn([0, 1, 2], batches), strict=True):
+            for mine, batch, result in zip(own, batches, engine.learn([0, 1, 2], batches).members(), strict=True):
                 assert_same_result(result, mine.learn(batch))
     for agent, mine in zip(agents, own, strict=True):
         assert_same_member(agent, mine)

@@ -21,8 +21,9 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.rl.engines.dense import JIT, offsets
-from per_cli.rl.engines.kernels import Workspace, carve, greedy_member, td_member, update_member
+from per_cli.rl.engines.kernels import Workspace, carve, greedy_member, score_member, td_member, update_member
 from per_cli.rl.engines.mlp import MLPEngine
+from per_cli.rl.results import Scores, UpdateResults
 
 _F32, _I64 = np.float32, np.int64
 
@@ -30,10 +31,11 @@ _F32, _I64 = np.float32, np.int64
 @numba.njit(**JIT)
 def cohort_update_kernel(
     params, tparams, ms, vs, which, dims, obs, actions, rewards, next_obs, terminated, weights, hyper, steps, ws,
-    td_out, loss_out, q_out,
+    td_out, losses_out, loss_out, q_out,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s update on batch k (``obs[k]``, ...), in place on its
-    buffers ``params[which[k]]`` ...; δ into ``td_out[k]``, loss and mean Q into ``loss_out[k]``, ``q_out[k]``.
+    buffers ``params[which[k]]`` ...; δ and the per-sample losses into ``td_out[k]``, ``losses_out[k]``, loss and
+    mean Q into ``loss_out[k]``, ``q_out[k]``.
     ``steps[k]`` is that member's Adam step count after this update. The workspace is carved once per call."""
     act_off = np.empty(dims.shape[0], dtype=np.int64)
     bufs = carve(ws, dims, obs.shape[1], act_off)
@@ -42,7 +44,7 @@ def cohort_update_kernel(
         i = which[k]
         loss_out[k], q_out[k] = update_member(
             params[i], tparams[i], ms[i], vs[i], dims, offs, act_off, bufs, obs[k], actions[k], rewards[k],
-            next_obs[k], terminated[k], weights[k], td_out[k], hyper, steps[k],
+            next_obs[k], terminated[k], weights[k], td_out[k], losses_out[k], hyper, steps[k],
         )  # fmt: skip
 
 
@@ -68,6 +70,22 @@ def cohort_td_kernel(
         td_member(
             params[i], tparams[i], dims, offs, bufs, obs[k], actions[k], rewards[k], next_obs[k], terminated[k],
             gamma, double_dqn, out[k : k + 1],
+        )  # fmt: skip
+
+
+@numba.njit(**JIT)
+def cohort_score_kernel(
+    params, tparams, which, dims, obs, actions, rewards, next_obs, terminated, hyper, ws, td, loss, target_loss
+):  # fmt: skip
+    """For k in range(len(which)): member ``which[k]``'s scores of batch k (the solo ``score_kernel``), into row k
+    of ``td``, ``loss`` and ``target_loss``."""
+    bufs = carve(ws, dims, obs.shape[1], np.empty(dims.shape[0], dtype=np.int64))
+    offs = offsets(dims)
+    for k in range(which.shape[0]):
+        i = which[k]
+        score_member(
+            params[i], tparams[i], dims, offs, bufs, obs[k], actions[k], rewards[k], next_obs[k], terminated[k],
+            hyper, td[k], loss[k], target_loss[k],
         )  # fmt: skip
 
 
@@ -120,9 +138,9 @@ class CohortEngine:
         self._v = List([e.optimizer.v for e in engines])
         self._ws = Workspace(self.dims)
 
-    def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights):
+    def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """Members ``which`` (indices into the engines) learn from their batches (sequences of per-member
-        arrays, in the order of ``which``). Returns (δ (k, batch), loss (k,), mean Q (k,)), each from that
+        arrays, in the order of ``which``). Returns their results (row k: member ``which[k]``'s), each from that
         member's weights before its update, exactly as its own :meth:`MLPEngine.update` would."""
         n, batch = len(which), len(actions[0])
         return self.update_stacked(
@@ -131,7 +149,9 @@ class CohortEngine:
             stack(terminated).reshape(n, batch), stack(weights).reshape(n, batch),
         )  # fmt: skip
 
-    def update_stacked(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights):
+    def update_stacked(
+        self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights
+    ) -> UpdateResults:
         """:meth:`update` with the batches already stacked along a first, member axis: ``obs`` (k, batch, d),
         ``actions`` (k, batch), ... (a cohort draw's arrays, passed as they are where they are C arrays of the
         engine's dtypes; converted otherwise)."""
@@ -141,15 +161,29 @@ class CohortEngine:
             opt = self.engines[i].optimizer
             opt.step += 1
             steps[k] = opt.step
-        td = np.empty((n, batch), dtype=np.float32)
-        loss, q_mean = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
+        td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
+        loss, q_mean = np.empty((2, n), dtype=np.float64)
         cohort_update_kernel(
             self._params, self._tparams, self._m, self._v, np.asarray(which, dtype=np.int64), self.dims,
             _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
             _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), _c(weights, _F32, (n, batch)),
-            self.hyper, steps, self._ws.for_batch(batch), td, loss, q_mean,
+            self.hyper, steps, self._ws.for_batch(batch), td, losses, loss, q_mean,
         )  # fmt: skip
-        return td, loss, q_mean
+        return UpdateResults(td, losses, loss, q_mean)
+
+    def score(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> Scores:
+        """Members ``which``'s :class:`~per_cli.rl.results.Scores` of their batches (stacked along a first, member
+        axis, as :meth:`update_stacked` takes them), nothing learnt; row k as member ``which[k]``'s own
+        :meth:`MLPEngine.score`."""
+        n, batch = len(which), actions.shape[1]
+        td, loss, target_loss = np.empty((3, n, batch), dtype=np.float32)
+        cohort_score_kernel(
+            self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
+            _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
+            _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), self.hyper,
+            self._ws.for_batch(batch), td, loss, target_loss,
+        )  # fmt: skip
+        return Scores(td, loss, target_loss)
 
     def greedy(self, which: Sequence[int], obs: Sequence[np.ndarray]) -> np.ndarray:
         """Greedy actions (k,) of members ``which`` for their observations, as each :meth:`MLPEngine.greedy_action`."""

@@ -33,7 +33,7 @@ class UpdateSettings(NamedTuple):
 
 
 class Buffers(NamedTuple):
-    """A call's scratch buffers, views of one workspace (:func:`carve`), in :func:`_sizes`' order."""
+    """A call's scratch buffers, views of one workspace (:func:`carve`), in the workspace's order."""
 
     scratch: np.ndarray
     w_t: np.ndarray
@@ -50,26 +50,32 @@ class Buffers(NamedTuple):
     grad: np.ndarray
 
 
+class Sizes(NamedTuple):
+    """Floats of each kind of workspace buffer. Each but ``grad`` is rounded up to whole cache lines, so that every
+    buffer of a 64-byte aligned workspace starts on a cache line."""
+
+    square: int  # width² (scratch, w_t)
+    wide: int  # width · batch (buf_a, buf_b, q_copy, dz, dx, dz_t, x_t)
+    narrow: int  # batch (next_q, target)
+    acts: int  # every layer's output
+    grad: int  # one float per parameter, exact: clip_grad_norm takes the norm of the whole buffer
+
+
 @numba.njit(**JIT)
 def _sizes(dims, batch, act_off):
-    """Floats of each workspace buffer, in order (fills ``act_off``, see activation_offsets): scratch, w_t (width²
-    each); buf_a, buf_b, q_copy, dz, dx, dz_t, x_t (width·batch each); next_q, target (batch each); acts (every
-    layer's output); grad (one float per parameter). Each but the last rounded up to whole cache lines, so that
-    every buffer of a 64-byte aligned workspace starts on a cache line."""
+    """The :class:`Sizes` of a call on ``batch`` samples (fills ``act_off``, see activation_offsets)."""
     width = max_width(dims)
-    sizes = np.empty(13, dtype=np.int64)
-    sizes[0:2] = aligned(width * width)
-    sizes[2:9] = aligned(width * batch)
-    sizes[9:11] = aligned(batch)
-    sizes[11] = aligned(activation_offsets(dims, batch, act_off))
-    sizes[12] = offsets(dims)[-1]  # exact: clip_grad_norm takes the norm of the whole buffer
-    return sizes
+    return Sizes(
+        aligned(width * width), aligned(width * batch), aligned(batch),
+        aligned(activation_offsets(dims, batch, act_off)), offsets(dims)[-1],
+    )  # fmt: skip
 
 
 @numba.njit(**JIT)
 def workspace_size(dims, batch):
-    """Floats of workspace that calls with up to ``batch`` samples need."""
-    return _sizes(dims, batch, np.empty(dims.shape[0], dtype=np.int64)).sum()
+    """Floats of workspace that calls with up to ``batch`` samples need (the buffers :func:`carve` cuts)."""
+    s = _sizes(dims, batch, np.empty(dims.shape[0], dtype=np.int64))
+    return 2 * s.square + 7 * s.wide + 2 * s.narrow + s.acts + s.grad
 
 
 class Workspace:
@@ -89,21 +95,38 @@ class Workspace:
 
 
 @numba.njit(**JIT)
+def _take(ws, start, size):
+    """(the ``size`` floats of ``ws`` from ``start``, where the next buffer starts)."""
+    return ws[start : start + size], start + size
+
+
+@numba.njit(**JIT)
 def carve(ws, dims, batch, act_off):
-    """The workspace's buffers for a call on ``batch`` samples."""
-    e = np.cumsum(_sizes(dims, batch, act_off))
-    return Buffers(
-        ws[0 : e[0]], ws[e[0] : e[1]], ws[e[1] : e[2]], ws[e[2] : e[3]], ws[e[3] : e[4]], ws[e[4] : e[5]],
-        ws[e[5] : e[6]], ws[e[6] : e[7]], ws[e[7] : e[8]], ws[e[8] : e[9]], ws[e[9] : e[10]],
-        ws[e[10] : e[11]], ws[e[11] : e[12]],
-    )  # fmt: skip
+    """The workspace's buffers for a call on ``batch`` samples, one after another in :class:`Buffers`' order."""
+    s = _sizes(dims, batch, act_off)
+    scratch, at = _take(ws, 0, s.square)
+    w_t, at = _take(ws, at, s.square)
+    buf_a, at = _take(ws, at, s.wide)
+    buf_b, at = _take(ws, at, s.wide)
+    q_copy, at = _take(ws, at, s.wide)
+    dz, at = _take(ws, at, s.wide)
+    dx, at = _take(ws, at, s.wide)
+    dz_t, at = _take(ws, at, s.wide)
+    x_t, at = _take(ws, at, s.wide)
+    next_q, at = _take(ws, at, s.narrow)
+    target, at = _take(ws, at, s.narrow)
+    acts, at = _take(ws, at, s.acts)
+    grad, at = _take(ws, at, s.grad)
+    return Buffers(scratch, w_t, buf_a, buf_b, q_copy, dz, dx, dz_t, x_t, next_q, target, acts, grad)
 
 
 @numba.njit(**JIT)
 def update_kernel(
-    params, tparams, m, v, dims, obs, actions, rewards, next_obs, terminated, weights, td_out, hyper, step, ws
-):
-    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out``.
+    params, tparams, m, v, dims, obs, actions, rewards, next_obs, terminated, weights, td_out, loss_out, hyper, step,
+    ws,
+):  # fmt: skip
+    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out`` and each sample's weighted
+    loss into ``loss_out`` (:func:`~per_cli.rl.engines.td.loss_and_dq`).
 
     ``hyper`` is the run's :class:`UpdateSettings`; ``step`` is Adam's step count after this update (1 on the
     first); ``ws`` a workspace of at least ``workspace_size(dims, batch)`` floats.
@@ -114,14 +137,14 @@ def update_kernel(
     bufs = carve(ws, dims, batch, act_off)
     return update_member(
         params, tparams, m, v, dims, offsets(dims), act_off, bufs, obs, actions, rewards, next_obs, terminated,
-        weights, td_out, hyper, step,
+        weights, td_out, loss_out, hyper, step,
     )  # fmt: skip
 
 
 @numba.njit(**JIT)
 def update_member(
     params, tparams, m, v, dims, offs, act_off, bufs, obs, actions, rewards, next_obs, terminated, weights, td_out,
-    hyper, step,
+    loss_out, hyper, step,
 ):  # fmt: skip
     """:func:`update_kernel` on buffers already carved (``bufs``, ``act_off``: :func:`carve` for this batch size;
     ``offs``: :func:`offsets`), so that a cohort carves once per call, not once per member."""
@@ -136,7 +159,7 @@ def update_member(
     b.dz[: batch * n_actions] = 0.0
     dq = b.dz[: batch * n_actions].reshape(batch, n_actions)
     loss_sum, q_sum = loss_and_dq(
-        q_all, b.target, actions, weights, hyper.loss_code, hyper.kappa, hyper.alpha, td_out, dq
+        q_all, b.target, actions, weights, hyper.loss_code, hyper.kappa, hyper.alpha, td_out, loss_out, dq
     )
     backward(params, b.grad, dims, offs, obs, actions, b.acts, act_off, b.dz, b.dx, b.dz_t, b.x_t, b.w_t, b.scratch)
     clip_grad_norm(b.grad, hyper.max_grad_norm)
@@ -164,6 +187,40 @@ def td_member(params, tparams, dims, offs, bufs, obs, actions, rewards, next_obs
     q = forward_out(params, dims, offs, obs, b.buf_a, b.buf_b, b.scratch)
     for j in range(obs.shape[0]):
         td[j] = b.target[j] - q[j, actions[j]]
+
+
+@numba.njit(**JIT)
+def score_kernel(params, tparams, dims, obs, actions, rewards, next_obs, terminated, hyper, ws, td, loss, target_loss):
+    """:func:`score_member` for one batch, carving its own buffers."""
+    act_off = np.empty(dims.shape[0], dtype=np.int64)
+    bufs = carve(ws, dims, obs.shape[0], act_off)
+    score_member(params, tparams, dims, offsets(dims), bufs, obs, actions, rewards, next_obs, terminated, hyper, td,
+                 loss, target_loss)  # fmt: skip
+
+
+@numba.njit(**JIT)
+def score_member(params, tparams, dims, offs, bufs, obs, actions, rewards, next_obs, terminated, hyper, td, loss,
+                 target_loss):  # fmt: skip
+    """The network's opinion of a batch without learning: δ into ``td``; each sample's loss (no IS weight, before
+    PAL's 1/λ) of the online network's Q(s, a) into ``loss`` and of the target network's into ``target_loss``, both
+    against the same TD target. The update's own :func:`~per_cli.rl.engines.td.loss_and_dq` computes them, with
+    weights of one (so the loss is written once in this engine)."""
+    b = bufs
+    batch = obs.shape[0]
+    n_actions = dims[dims.shape[0] - 1]
+    next_values(params, tparams, dims, offs, next_obs, hyper.double_dqn, b.buf_a, b.buf_b, b.q_copy, b.scratch,
+                b.next_q)  # fmt: skip
+    targets(rewards, terminated, b.next_q, hyper.gamma, b.target)
+    ones = b.next_q[:batch]  # (next_q is spent once the targets are made)
+    ones[:] = 1.0
+    dq = b.dz[: batch * n_actions].reshape(batch, n_actions)
+    dq[:] = 0.0
+    q = forward_out(params, dims, offs, obs, b.buf_a, b.buf_b, b.scratch)
+    loss_and_dq(q, b.target, actions, ones, hyper.loss_code, hyper.kappa, hyper.alpha, td, loss, dq)
+    q_target = forward_out(tparams, dims, offs, obs, b.buf_a, b.buf_b, b.scratch)
+    dq[:] = 0.0
+    loss_and_dq(q_target, b.target, actions, ones, hyper.loss_code, hyper.kappa, hyper.alpha, b.dx[:batch],
+                target_loss, dq)  # fmt: skip
 
 
 @numba.njit(**JIT)

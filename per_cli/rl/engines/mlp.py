@@ -38,11 +38,19 @@ import torch
 from torch import nn
 
 from per_cli.rl.engines.dense import aligned_empty
-from per_cli.rl.engines.kernels import UpdateSettings, Workspace, greedy_kernel, td_errors_kernel, update_kernel
+from per_cli.rl.engines.kernels import (
+    UpdateSettings,
+    Workspace,
+    greedy_kernel,
+    score_kernel,
+    td_errors_kernel,
+    update_kernel,
+)
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPSpec
+from per_cli.rl.results import Scores, UpdateResults
 
 _F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
 
@@ -172,10 +180,11 @@ class MLPEngine:
             )  # fmt: skip
         return self._settings
 
-    def update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[np.ndarray, float, float]:
-        """One gradient step; returns (δ per sample, loss, mean Q(s, a)), all from the pre-update weights."""
+    def update(self, obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
+        """One gradient step; returns its results (S = 1: δ and the weighted loss per sample, the loss, the mean
+        Q(s, a)), all from the pre-update weights."""
         batch = len(actions)
-        td = np.empty(batch, dtype=np.float32)
+        td, losses = np.empty((2, 1, batch), dtype=np.float32)
         opt = self.optimizer
         opt.step += 1
         loss, q_mean = update_kernel(
@@ -186,12 +195,13 @@ class MLPEngine:
             self.dims,
             *_transitions(obs, actions, rewards, next_obs, terminated, batch),
             _vector(weights, _F32),
-            td,
+            td.reshape(batch),
+            losses.reshape(batch),
             self.settings(),
             opt.step,
             self._ws.for_batch(batch),
         )
-        return td, loss, q_mean
+        return UpdateResults(td, losses, np.array([loss]), np.array([q_mean]))
 
     def td_errors(self, obs, actions, rewards, next_obs, terminated) -> np.ndarray:
         batch = len(actions)
@@ -204,6 +214,17 @@ class MLPEngine:
             self.double_dqn,
             self._ws.for_batch(batch),
         )
+
+    def score(self, obs, actions, rewards, next_obs, terminated) -> Scores:
+        """The batch's :class:`~per_cli.rl.results.Scores` (S = 1) under the current networks, nothing learnt."""
+        batch = len(actions)
+        td, loss, target_loss = np.empty((3, 1, batch), dtype=np.float32)
+        score_kernel(
+            self.params, self.target_params, self.dims,
+            *_transitions(obs, actions, rewards, next_obs, terminated, batch), self.settings(),
+            self._ws.for_batch(batch), td.reshape(batch), loss.reshape(batch), target_loss.reshape(batch),
+        )  # fmt: skip
+        return Scores(td, loss, target_loss)
 
     def greedy_action(self, obs) -> int:
         return greedy_kernel(self.params, self.dims, _vector(obs, _F32), self._ws.for_batch(1))

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numba
 
+from per_cli.rl.engines.action_layer import action_input_gradient, action_weight_gradient
 from per_cli.rl.engines.dense import JIT, SHORT, aligned, layer_views, matrix, transpose
 from per_cli.rl.engines.products import (
-    action_input_gradient,
-    action_weight_gradient,
     column_sums,
     dense,
     gemm_nn,
@@ -107,7 +106,7 @@ def backward(
     Per layer from the output: dW = dzᵀ x, db = Σ_batch dz, dx = dz W, then the ReLU mask (the gradient passes
     where the layer's input activation was positive) gives the previous layer's dz; ``dz_buf`` and ``dx_buf``
     take turns holding it. An action layer of fewer than SHORT actions skips dz's structural zeros in its products
-    (:func:`~.products.action_weight_gradient`); a wider one keeps the blocked products, whose sums are ordered
+    (:func:`~.action_layer.action_weight_gradient`); a wider one keeps the blocked products, whose sums are ordered
     otherwise.
     """
     n_layers = dims.shape[0] - 1

@@ -47,8 +47,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from per_cli.replay import Batch
-from per_cli.rl.agent import UpdateResult, td_targets
-from per_cli.rl.losses import batch_loss
+from per_cli.rl.losses import batch_losses, next_values, td_targets
+from per_cli.rl.results import UpdateResults
 
 SUPPORTED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.optim.RMSprop)
 # optimizer flags whose state or arithmetic the stacked path does not reproduce
@@ -178,12 +178,13 @@ class StackedEngine:
         return functional_call(self._template, params, (obs,))
 
     def _member_loss(self, params, obs, actions, target, weights) -> tuple[torch.Tensor, tuple]:
-        """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a)))."""
+        """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a), the
+        weighted loss per sample))."""
         q = self._q_values(params, obs).gather(1, actions[:, None]).squeeze(1)
-        loss = batch_loss(q, target, weights, self.td_loss)
-        return loss, (loss, q)
+        losses = batch_losses(q, target, weights, self.td_loss)
+        return losses.value, (losses.value, q, losses.samples)
 
-    def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> list[UpdateResult]:
+    def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> UpdateResults:
         """Members ``which`` (distinct indices into the agents) each learn from their batch (in the order of
         ``which``), as their own ``learn`` would; returns their results in that order."""
         rows = None if list(which) == list(range(len(self.agents))) else torch.tensor(which, device=self.device)
@@ -192,24 +193,20 @@ class StackedEngine:
         with torch.no_grad():
             targets = dict(zip(self._names, (_rows(p, rows) for p in self.target_params), strict=True))
             target = self._targets(params, targets, b)
-        grads, (loss, q) = self._batched_grad(params, b["obs"], b["actions"], target, b["weights"])
+        grads, (loss, q, samples) = self._batched_grad(params, b["obs"], b["actions"], target, b["weights"])
         grads = list(grads.values())
         if self.cfg.max_grad_norm is not None:
             _clip_per_member(grads, self.cfg.max_grad_norm)
         self._step(which, grads)
-        td = (target - q).cpu().numpy()
-        losses, q_means = loss.tolist(), q.mean(dim=1).tolist()
+        td, losses = torch.stack([target - q, samples.detach()]).cpu().numpy()
+        loss, q_mean = torch.stack([loss.detach(), q.detach().mean(dim=1)]).double().cpu().numpy()
         for i in which:
             self.agents[i].updates += 1
-        return [UpdateResult(td_errors=td[k], loss=losses[k], q_mean=q_means[k]) for k in range(len(which))]
+        return UpdateResults(td, losses, loss, q_mean)
 
     def _targets(self, params: dict, target_params: dict, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        next_q_all = self._batched_q(target_params, b["next_obs"])
-        if self.cfg.double_dqn:
-            best = self._batched_q(params, b["next_obs"]).argmax(dim=2, keepdim=True)
-            next_q = next_q_all.gather(2, best).squeeze(2)
-        else:
-            next_q = next_q_all.max(dim=2).values
+        online = self._batched_q(params, b["next_obs"]) if self.cfg.double_dqn else None
+        next_q = next_values(self._batched_q(target_params, b["next_obs"]), online)
         return td_targets(b["rewards"], b["terminated"], next_q, self.cfg.gamma)
 
     @torch.no_grad()

@@ -60,10 +60,11 @@ def batch_lambda(q_all, target, actions, kappa, alpha):
 
 
 @numba.njit(**JIT)
-def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out, dz):
+def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out, loss_out, dz):
     """Σ_i w_i l(q_i − target_i) (for PAL divided by λ) and Σ_i q_i over the batch; writes δ = target − q into
-    ``td_out`` and dL/dQ (of the batch mean, nonzero only at the taken actions) into ``dz`` (batch, n_actions),
-    which must be zero. ``kappa``, ``alpha``: LAP's and PAL's κ and α (the other losses ignore them).
+    ``td_out``, each sample's w_i l(q_i − target_i) into ``loss_out`` (before the mean and PAL's 1/λ) and dL/dQ
+    (of the batch mean, nonzero only at the taken actions) into ``dz`` (batch, n_actions), which must be zero.
+    ``kappa``, ``alpha``: LAP's and PAL's κ and α (the other losses ignore them).
 
     The losses of :mod:`per_cli.rl.losses`, with d = q − target, the gradients in the order torch's autograd
     multiplies them (g = the mean's gradient times w: ``1/B``, for PAL ``(1/λ)/B``, λ from a first pass):
@@ -98,26 +99,28 @@ def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out
         size = abs(diff)
         if loss_code == HUBER:
             if size < one:
-                loss_sum += w_b * (half * diff * diff)
+                term = w_b * (half * diff * diff)
                 dz[b, a_b] = gw * diff
             else:
-                loss_sum += w_b * (size - half)
+                term = w_b * (size - half)
                 dz[b, a_b] = gw * sign
         elif loss_code == MSE:
-            loss_sum += w_b * (diff * diff)
+            term = w_b * (diff * diff)
             dz[b, a_b] = gw * (np.float32(2.0) * diff)
         elif loss_code == LAP:
             if size < k:
-                loss_sum += w_b * (half * diff * diff)
+                term = w_b * (half * diff * diff)
                 dz[b, a_b] = gw * diff
             else:
-                loss_sum += w_b * (k * size)
+                term = w_b * (k * size)
                 dz[b, a_b] = (gw * k) * sign
         else:
             if size < k:
-                loss_sum += w_b * (c_in * (half * diff * diff))
+                term = w_b * (c_in * (half * diff * diff))
                 dz[b, a_b] = (gw * c_in) * diff
             else:
-                loss_sum += w_b * (c_out * size**power)
+                term = w_b * (c_out * size**power)
                 dz[b, a_b] = ((gw * c_out) * (power * size**slope)) * sign
+        loss_out[b] = term
+        loss_sum += term
     return loss_sum / lam, q_sum

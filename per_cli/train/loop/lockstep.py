@@ -199,7 +199,7 @@ def _running(training: list, batches: Sequence[Any], results: Any) -> tuple[list
     if not any_failed(training):
         return training, batches, results
     kept = [k for k, m in enumerate(training) if m.error is None]
-    return [training[k] for k in kept], [batches[k] for k in kept], [results[k] for k in kept]
+    return [training[k] for k in kept], [batches[k] for k in kept], results.take(kept)
 
 
 def _after_update(steps: Steps, training: list, batches: Sequence[Any], results: Any) -> list:

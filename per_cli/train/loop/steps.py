@@ -18,11 +18,12 @@ work (its env, its window, its events):
   (:class:`~per_cli.replay.cohort.CohortSampling`) where they are plain rings of vector states, else each memory's
   own (the same kind's function over a list of one);
 * ``learn``, ``greedy``, ``insertion_td``: the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
-  call under numba; one stacked torch update or each agent's own under torch);
-* ``measure``, ``record_updates``: a compiled update's measures in one pass over its stacked arrays
-  (:func:`~per_cli.train.measures.update_measures.measure_table`), kept over the seed axis until each member's
-  window takes its rows (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); only members at a log point
-  are called (``Trainer.log_point``). Else each window measures its own update with the same function;
+  call under numba; one stacked torch update or each agent's own under torch); every engine's update returns one
+  :class:`~per_cli.rl.results.UpdateResults` over the seed axis, which the phases after it read whole;
+* ``measure``, ``record_updates``: an update's measures in one pass over its (S, B) arrays, where a cohort draw
+  made the batches (:func:`~per_cli.train.measures.update_measures.measure_table`), kept over the seed axis until
+  each member's window takes its rows (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); only members at a
+  log point are called (``Trainer.log_point``). Else each window measures its own update with the same function;
 * ``end_collects``: the counters of every member at once; a member whose episode ended logs it and resets
   (``Trainer.end_episode``);
 * ``due``: which members train at this step and their β, from the counters;
@@ -48,9 +49,10 @@ from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
+from per_cli.rl.results import Pending, UpdateResults
 from per_cli.train.loop.lockstep import any_failed, fail, guard, interrupt_behind
 from per_cli.train.loop.loop_state import Counters
-from per_cli.train.loop.updates import StackedResults, updates_for
+from per_cli.train.loop.updates import updates_for
 from per_cli.train.measures.cohort_rows import CohortRows
 from per_cli.train.measures.update_measures import measure_table
 
@@ -340,27 +342,24 @@ class Steps:
         for batch in batches:
             apply_rule(batch.weights, rule)
 
-    def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> list:
-        """Each member's agent learns from its batch: their ``UpdateResult``-s (``StackedResults`` from one
-        compiled update)."""
+    def learn(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> UpdateResults | Pending:
+        """Each member's agent learns from its batch: their results, row k member k's (under
+        ``train.priority_lag``, maybe still on their way: each phase after reads them by ``wait``)."""
         return self.updates.learn(self._which(members), members, batches)
 
-    def check_results(self, members: Sequence[Trainer], results: Sequence[Any]) -> None:
-        """Each member's update must be finite (``check_result``); one that is not fails (a compiled update's
-        losses and mean Q values checked as arrays, only the non-finite ones member by member)."""
-        if isinstance(results, StackedResults):
-            bad = np.flatnonzero(~(np.isfinite(results.loss) & np.isfinite(results.q_mean))).tolist()
-            members, results = [members[k] for k in bad], [results[k] for k in bad]
-        for member, result in zip(members, results, strict=True):
-            guard(member, member.check_result, result)
+    def check_results(self, members: Sequence[Trainer], results: UpdateResults | Pending) -> None:
+        """Each member's update must be finite: the losses and mean Q values checked as arrays, only the
+        non-finite ones member by member (``check_result``, which fails the member)."""
+        results = results.wait()
+        for k in np.flatnonzero(~results.finite()).tolist():
+            guard(members[k], members[k].check_result, results.member(k))
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         """Each member's batch gets its new priorities from the update's TD errors."""
-        if isinstance(results, StackedResults):  # the update's stacked TD errors; the draw's stacked ids
-            ids, tds = lambda: _stacked_ids(batches), results.td  # noqa: E731
-        else:
-            ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
-        self._priorities(members, ids, tds, lambda m, k: guard(m, m.update_priorities, batches[k], results[k]))
+        results = results.wait()
+        ids = lambda: _stacked_ids(batches)  # noqa: E731 - the draw's stacked ids where the batches are its rows
+        own = lambda m, k: guard(m, m.update_priorities, batches[k], results.member(k))  # noqa: E731
+        self._priorities(members, ids, results.td, own)
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
         """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
@@ -373,32 +372,34 @@ class Steps:
             own(members[k], k)
 
     def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> tuple | None:
-        """The members' update measures in one pass over a compiled update's stacked arrays (``measure_table``:
-        (table, variances), and the batches' states where the windows keep them: iid), where the batches are a
-        cohort draw's; else (or should it raise) None: each member's window measures its own update with the
-        same function (``UpdateWindow.add``)."""
+        """The members' update measures in one pass over the update's arrays (``measure_table``: (table,
+        variances), and the batches' states where the windows keep them: iid), where the batches are a cohort
+        draw's; else (or should it raise) None: each member's window measures its own update with the same
+        function (``UpdateWindow.add``)."""
         stacked = stacked_rows(batches)
-        if stacked is None or not isinstance(results, StackedResults) or self.rows is None:
+        if stacked is None or self.rows is None:
             return None
+        results, drawn = results.wait(), Batch(*stacked)
         window = members[0].window
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         try:
-            arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            table, variances = measure_table(window, results.td, *arrays, held, results.loss, results.q_mean)
+            table, variances = measure_table(window, results.td, drawn.weights, drawn.ages, drawn.obs, drawn.episodes,
+                                             held, results.loss, results.q_mean)  # fmt: skip
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             return None
-        return table, variances, stacked[0] if window.iid else None
+        return table, variances, drawn.obs if window.iid else None
 
     def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured) -> None:
         """Each member's update into its window, logged at its log points: ``measure``'s (table, variances,
         states) kept over the seed axis (``rows``), and only the members at a log point called (``log_point``);
-        else each member's own result measured by its window (``record_update``). A member that failed on the way
+        else each member's own row measured by its window (``record_update``). A member that failed on the way
         is skipped."""
         if measured is None:
+            results = results.wait()
             for k, member in enumerate(members):
                 if member.error is None:
                     try:  # (as guard, without a call per member)
-                        member.record_update(batches[k], results[k])
+                        member.record_update(batches[k], results.member(k))
                     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                         fail(member, exc)
             return

@@ -16,9 +16,10 @@ from per_cli.config import Config, ConfigError
 from per_cli.envs import frame_stack_of, make_env
 from per_cli.replay import Batch, ReplayMemory, make_replay, resolve_config
 from per_cli.replay.storage.frames import mirror_frames
-from per_cli.rl.agent import DQNAgent, UpdateResult
+from per_cli.rl.agent import DQNAgent
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
+from per_cli.rl.results import UpdateResult
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.rundir.logger import RunLogger
 from per_cli.train.loop.evaluation import Evaluator

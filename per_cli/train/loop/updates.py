@@ -21,9 +21,9 @@ import numpy as np
 
 from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows
-from per_cli.rl.agent import UpdateResult
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine
+from per_cli.rl.results import Pending, UpdateResults
 from per_cli.train.loop.lockstep import guard
 
 if TYPE_CHECKING:
@@ -31,25 +31,6 @@ if TYPE_CHECKING:
 
 _TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
 _FIELDS = (*_TRANSITION, "weights")  # an update's
-
-
-class StackedResults(Sequence):
-    """The members' ``UpdateResult``-s of one compiled update (row k: the k-th member's), from the update's own
-    arrays, which the phases after it read whole instead of member by member: ``loss`` and ``q_mean`` (S,),
-    ``td`` (S, B). A row is made when asked for (a cohort's phases read the arrays; the loop asks a member's row
-    only where that member measures its own update or fails). The loop hands a plain list on instead once
-    members have left (a slice of these rows)."""
-
-    def __init__(self, loss: np.ndarray, q_mean: np.ndarray, td: np.ndarray):
-        self.loss, self.q_mean, self.td = loss, q_mean, td
-
-    def __len__(self) -> int:
-        return len(self.loss)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        return UpdateResult(self.td[k], float(self.loss[k]), float(self.q_mean[k]))
 
 
 def updates_for(members: Sequence[Trainer], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
@@ -81,17 +62,18 @@ class CompiledUpdates:
         td = self.engine.td_errors(which, *([r[key] for r in rows] for key in _TRANSITION))
         return [td[k : k + 1] for k in range(len(members))], None
 
-    def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> StackedResults:
+    def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> UpdateResults:
         """One update call; the batches of a cohort draw go in as its stacked arrays, any others are stacked."""
         stacked = stacked_rows(batches)
         if stacked is not None:
-            td, loss, q_mean = self.engine.update_stacked(which, *stacked[:5], stacked[6])
+            b = Batch(*stacked)  # (the draw's arrays, named)
+            results = self.engine.update_stacked(which, b.obs, b.actions, b.rewards, b.next_obs, b.terminated,
+                                                 b.weights)  # fmt: skip
         else:
-            td, loss, q_mean = self.engine.update(which, *([getattr(b, f) for b in batches] for f in _FIELDS))
+            results = self.engine.update(which, *([getattr(b, f) for b in batches] for f in _FIELDS))
         for member in members:
             member.agent.updates += 1
-        return StackedResults(loss, q_mean, td)
-
+        return results
 
 
 class TorchUpdates:
@@ -108,7 +90,10 @@ class TorchUpdates:
     def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
         return [guard(m, m.insertion_td) for m in members], None
 
-    def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> list[UpdateResult]:
+    def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> UpdateResults | Pending:
+        """The members' results; under ``train.priority_lag`` each agent's own update is read when first asked
+        (:class:`~per_cli.rl.results.Pending`)."""
         if self.engine is not None:
             return self.engine.learn(which, batches)
-        return [m.agent.learn(b, self._wait) for m, b in zip(members, batches, strict=True)]
+        own = [m.agent.learn(b, self._wait) for m, b in zip(members, batches, strict=True)]
+        return UpdateResults.rows(own) if self._wait else Pending(own)

@@ -16,12 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
 from per_cli.train.measures.update_window import UpdateWindow
 
 RING_BYTES = 64 << 20  # the most the ring's states take: fewer steps where they would take more
+
+
+class _States(NamedTuple):
+    shape: tuple[int, ...]  # one update's states (batch, ...)
+    dtype: np.dtype
+
+
+class _Shapes(NamedTuple):
+    """What the ring was made for: each array's shape per update (None: not kept)."""
+
+    table: tuple[int, ...]
+    variances: tuple[int, ...] | None
+    states: _States | None
 
 
 class CohortRows:
@@ -35,7 +49,7 @@ class CohortRows:
         self._steps = max(1, steps)
         self._written = 0  # steps written so far: the next one goes to slot written % len(ring)
         self._taken = np.zeros(len(self._windows), dtype=np.int64)  # per member: the steps it has taken
-        self._shapes: tuple | None = None  # the arrays' shapes and presence (what the ring was made for)
+        self._shapes: _Shapes | None = None
         for k, window in enumerate(self._windows):
             window.attach(partial(self.pull, k))
 
@@ -44,8 +58,8 @@ class CohortRows:
         """One step's updates: row j of ``table`` (its ``measure_table`` rows), ``variances`` (or None) and
         ``obs`` (the states; None without iid) is the update of member ``members[j]`` (positions, int64, or
         ``slice(None)``: every member in order)."""
-        shapes = (table.shape[1:], None if variances is None else variances.shape[1:], None if obs is None else
-                  (obs.shape[1:], obs.dtype))  # fmt: skip
+        shapes = _Shapes(table.shape[1:], None if variances is None else variances.shape[1:],
+                         None if obs is None else _States(obs.shape[1:], obs.dtype))  # fmt: skip
         if shapes != self._shapes:
             self._make(shapes)
         ring = len(self._has)
@@ -76,17 +90,17 @@ class CohortRows:
             self._windows[k].add_block(self._table[slots, k], variances,
                                        self._obs[slots, k] if self._obs is not None else None)  # fmt: skip
 
-    def _make(self, shapes: tuple) -> None:
+    def _make(self, shapes: _Shapes) -> None:
         """A ring for arrays of these shapes (every window first takes what an older ring held)."""
         for k in range(len(self._windows)):
             self.pull(k)
-        (columns,), variances, states = shapes
+        (columns,), variances, states = shapes.table, shapes.variances, shapes.states
         size, steps = len(self._windows), self._steps
         if states is not None:
-            per_step = size * int(np.prod(states[0])) * np.dtype(states[1]).itemsize
+            per_step = size * int(np.prod(states.shape)) * np.dtype(states.dtype).itemsize
             steps = max(1, min(steps, RING_BYTES // max(per_step, 1)))
         self._has = np.zeros((steps, size), dtype=bool)
         self._table = np.empty((steps, size, columns), dtype=np.float64)
         self._vars = None if variances is None else np.empty((steps, size, *variances), dtype=np.float64)
-        self._obs = None if states is None else np.empty((steps, size, *states[0]), dtype=states[1])
+        self._obs = None if states is None else np.empty((steps, size, *states.shape), dtype=states.dtype)
         self._shapes = shapes

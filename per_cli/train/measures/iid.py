@@ -46,6 +46,7 @@ from functools import lru_cache
 import numba
 import numpy as np
 
+from per_cli.rl.engines.td import HUBER, LAP, LOSS_CODES, MSE
 from per_cli.rl.losses import TDLoss
 
 MAX_RAW_FEATURES = 64
@@ -307,24 +308,43 @@ def _episode_diversity(episodes, held):
 
 def unweighted_td_loss(td: np.ndarray, loss: TDLoss | str) -> np.ndarray:
     """Mean over each row of ``td`` (U, B) of the per-sample loss of δ with no IS weight, in float64, as the agent
-    computes it before weighting (:mod:`per_cli.rl.losses`; a name: that loss with the default κ and α): Huber
-    (smooth L1 with β 1: δ²/2 within |δ| < 1, |δ| − 1/2 beyond), MSE (δ²), LAP (δ²/2 within |δ| < κ, κ|δ|
-    beyond) or PAL (κ^α δ²/2 within, κ|δ|^(1+α)/(1+α) beyond, the row's mean divided by the row's λ, the mean
-    of max(|δ|, κ)^α)."""
+    computes it before weighting (:mod:`per_cli.rl.losses`; a name: that loss with the default κ and α; each
+    sample's by :func:`sample_loss`), for PAL divided by the row's λ, the mean of max(|δ|, κ)^α."""
     loss = TDLoss.of(loss)
     d = np.abs(td.astype(np.float64))
-    kappa, alpha = loss.kappa, loss.alpha
-    if loss.name == "huber":
-        per_sample = np.where(d < 1.0, 0.5 * d * d, d - 0.5)
-    elif loss.name == "mse":
-        per_sample = d * d
-    elif loss.name == "lap":
-        per_sample = np.where(d < kappa, 0.5 * d * d, kappa * d)
-    else:
-        inside, outside, power = pal_constants(kappa, alpha)
-        per_sample = np.where(d < kappa, inside * (0.5 * d * d), outside * d**power)
-        return per_sample.mean(axis=1) / (np.maximum(d, kappa) ** alpha).mean(axis=1)
+    per_sample, sizes = np.empty_like(d), np.empty_like(d)
+    _sample_losses(d, *loss_constants(loss), per_sample, sizes)
+    if loss.name == "pal":
+        return per_sample.mean(axis=1) / sizes.mean(axis=1)
     return per_sample.mean(axis=1)
+
+
+def loss_constants(loss: TDLoss) -> tuple[int, float, float, float, float, float]:
+    """:func:`sample_loss`' arguments after ``d``: the loss's code (``td.LOSS_CODES``), κ, α and PAL's constants
+    (:func:`pal_constants`)."""
+    return (LOSS_CODES[loss.name], loss.kappa, loss.alpha, *pal_constants(loss.kappa, loss.alpha))
+
+
+@numba.njit(cache=True, nogil=True)  # no fastmath: numpy's arithmetic, NaN kept
+def sample_loss(d, code, kappa, alpha, inside, outside, power):
+    """(the loss, PAL's max(d, κ)^α) of one |δ| ``d`` in float64, the one statement of the measured loss: Huber
+    (smooth L1 with β 1: d²/2 within d < 1, d − 1/2 beyond), MSE (d²), LAP (d²/2 within d < κ, κd beyond) or PAL
+    (κ^α d²/2 within, κ d^(1+α)/(1+α) beyond: ``inside``, ``outside``, ``power``); the second value 0 but for PAL."""
+    if code == HUBER:
+        return (0.5 * d * d) if d < 1.0 else (d - 0.5), 0.0
+    if code == MSE:
+        return d * d, 0.0
+    if code == LAP:
+        return (0.5 * d * d) if d < kappa else kappa * d, 0.0
+    return inside * (0.5 * d * d) if d < kappa else outside * d**power, (kappa if d < kappa else d) ** alpha
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_losses(d, code, kappa, alpha, inside, outside, power, out, sizes):
+    """:func:`sample_loss` of each element of ``d`` (U, B) into ``out`` and ``sizes``."""
+    for k in range(d.shape[0]):
+        for j in range(d.shape[1]):
+            out[k, j], sizes[k, j] = sample_loss(d[k, j], code, kappa, alpha, inside, outside, power)
 
 
 def pal_constants(kappa: float, alpha: float) -> tuple[float, float, float]:

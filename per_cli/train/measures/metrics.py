@@ -19,13 +19,9 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from per_cli.rl.engines.td import HUBER, LAP, LOSS_CODES, MSE, PAL
+from per_cli.rl.engines.td import LOSS_CODES, PAL
 from per_cli.rl.losses import TDLoss
-from per_cli.train.measures.iid import (
-    pairwise_sum,
-    pal_constants,
-    unweighted_td_loss,
-)
+from per_cli.train.measures.iid import loss_constants, pairwise_sum, sample_loss, unweighted_td_loss
 
 
 def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
@@ -99,11 +95,9 @@ def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> 
 
 @lru_cache(maxsize=16)
 def td_constants(loss: TDLoss | str) -> tuple[int, float, float, float, float, float]:
-    """The loss's arguments of :func:`_td_kernel` after the arrays: its code (``td.LOSS_CODES``), κ, α and PAL's
-    constants (``iid.pal_constants``); a name: that loss with the default κ and α. (Cached: a run has one loss,
-    measured every update.)"""
-    loss = TDLoss.of(loss)
-    return (LOSS_CODES[loss.name], loss.kappa, loss.alpha, *pal_constants(loss.kappa, loss.alpha))
+    """The loss's arguments of :func:`_td_kernel` after the arrays (``iid.loss_constants``); a name: that loss
+    with the default κ and α. (Cached: a run has one loss, measured every update.)"""
+    return loss_constants(TDLoss.of(loss))
 
 
 def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> bool:
@@ -134,8 +128,9 @@ def _td_kernel(raw_td, ordered, weights, code, kappa, alpha, inside, outside, po
     (:func:`pairwise_sum`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
     the std from the float32 mean and squares, the median as the middle value or the float32 mean of the two
     middle ones of ``ordered`` (each row of |δ| sorted), NaN propagated; the unweighted loss in float64 from
-    float64(δ), ``code`` the loss's (``td.LOSS_CODES``), with ``iid.unweighted_td_loss``'s arithmetic (``inside``,
-    ``outside``, ``power``: ``iid.pal_constants``; PAL's λ the row's mean of max(|δ|, κ)^α)."""
+    float64(δ), each sample's by ``iid.sample_loss`` as ``iid.unweighted_td_loss`` takes it (``code`` the loss's,
+    ``td.LOSS_CODES``; ``inside``, ``outside``, ``power``: ``iid.pal_constants``; PAL's λ the row's mean of
+    max(|δ|, κ)^α)."""
     u, b = raw_td.shape
     mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
     std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
@@ -151,16 +146,7 @@ def _td_kernel(raw_td, ordered, weights, code, kappa, alpha, inside, outside, po
             td[j] = value
             nan = nan or np.isnan(value)
             largest = max(largest, value)
-            d = abs(np.float64(raw_td[k, j]))
-            if code == HUBER:
-                losses[j] = (0.5 * d * d) if d < 1.0 else (d - 0.5)
-            elif code == MSE:
-                losses[j] = d * d
-            elif code == LAP:
-                losses[j] = (0.5 * d * d) if d < kappa else kappa * d
-            else:
-                losses[j] = inside * (0.5 * d * d) if d < kappa else outside * d**power
-                sizes[j] = (kappa if d < kappa else d) ** alpha  # np.maximum: a NaN stays NaN
+            losses[j], sizes[j] = sample_loss(abs(np.float64(raw_td[k, j])), code, kappa, alpha, inside, outside, power)
         m = np.float32(np.float64(pairwise_sum(td, b, zero32)) / b)
         mean[k] = m
         for j in range(b):

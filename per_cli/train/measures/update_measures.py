@@ -33,18 +33,28 @@ class MeasuredBy(Protocol):
     loss: TDLoss  # the run's loss, for the unweighted TD loss
 
 
+# Every per-update measure, keyed by its TensorBoard tag, with the dtype it has for the engines' float32 TD errors
+# and IS weights: the registry a row's columns come from (COLUMN). The correlation count and episode diversity
+# follow where the windows measure them (row_layout).
+MEASURES: tuple[tuple[str, type], ...] = (
+    ("losses/td_loss", np.float64), ("losses/td_loss_unweighted", np.float64), ("losses/q_values", np.float64),
+    ("td_error/mean", np.float32), ("td_error/median", np.float32), ("td_error/max", np.float32),
+    ("td_error/std", np.float32), ("replay/sample_age", np.float64), ("replay/is_weight_mean", np.float32),
+)  # fmt: skip
+CORRELATION, EPISODE_DIVERSITY = "replay/correlation_count", "iid/episode_diversity"
+COLUMN = {tag: j for j, (tag, _) in enumerate(MEASURES)} | {CORRELATION: len(MEASURES)}  # (diversity: the last)
+# the columns _compiled_columns writes, in its order (a compiled kernel takes their numbers, not the tags)
+COMPILED_COLUMNS = np.array([COLUMN[tag] for tag in (
+    "losses/td_loss_unweighted", "td_error/mean", "td_error/median", "td_error/max", "td_error/std",
+    "replay/sample_age", "replay/is_weight_mean",
+)], dtype=np.int64)  # fmt: skip
+
+
 def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
     """The per-update measures of a row of :func:`measure_rows`, as (tag, dtype) in the row's order (and the
     order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row and popped as its
-    dtype, the one the measure has for the engines' float32 TD errors and IS weights (every float32 value is a
-    float64 exactly, so the round trip keeps its bits)."""
-    layout = (
-        ("losses/td_loss", np.float64), ("losses/td_loss_unweighted", np.float64), ("losses/q_values", np.float64),
-        ("td_error/mean", np.float32), ("td_error/median", np.float32), ("td_error/max", np.float32),
-        ("td_error/std", np.float32), ("replay/sample_age", np.float64), ("replay/is_weight_mean", np.float32),
-    )  # fmt: skip
-    layout += (("replay/correlation_count", np.int64),) * correlation
-    return layout + (("iid/episode_diversity", np.float64),) * iid
+    dtype (every float32 value is a float64 exactly, so the round trip keeps its bits)."""
+    return MEASURES + ((CORRELATION, np.int64),) * correlation + ((EPISODE_DIVERSITY, np.float64),) * iid
 
 
 def measure_rows(
@@ -90,8 +100,8 @@ def measure_table(
         raise ValueError("measure_rows: the i.i.d. measures need the episode ids and the episodes held")
     td, weights, ages = np.ascontiguousarray(td), np.ascontiguousarray(weights), np.ascontiguousarray(ages)
     u = len(td)
-    table = np.empty((u, 9 + (threshold is not None) + iid), dtype=np.float64)
-    table[:, 0], table[:, 2] = losses, q_means
+    table = np.empty((u, len(MEASURES) + (threshold is not None) + iid), dtype=np.float64)
+    table[:, COLUMN["losses/td_loss"]], table[:, COLUMN["losses/q_values"]] = losses, q_means
     # the column the compiled pass writes episode diversity into where iid.episode_diversity's own rule would count
     # these in its compiled pass (-1: no iid, or not served: numpy's count, here)
     episode_column = -1
@@ -106,16 +116,17 @@ def measure_table(
         ordered.sort(axis=1)  # (metrics.td_measures' sort)
         if episode_column < 0:
             episodes, held = _NO_EPISODES, _NO_HELD
-        _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode_column, *td_constants(loss))
+        _compiled_columns(table, COMPILED_COLUMNS, td, ordered, weights, ages, episodes, held, episode_column,
+                          *td_constants(loss))  # fmt: skip
     else:
         measures = td_measures(td, weights, loss)
-        for j, key in _TD_COLUMNS:
-            table[:, j] = measures[key]
-        table[:, 7] = np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1]
+        for tag, key in _TD_KEYS:
+            table[:, COLUMN[tag]] = measures[key]
+        table[:, COLUMN["replay/sample_age"]] = np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1]
         if episode_column >= 0:
             table[:, episode_column] = episode_diversity(episodes, held)
     if threshold is not None:
-        table[:, 9] = batched_correlation_counts(obs, threshold)
+        table[:, COLUMN[CORRELATION]] = batched_correlation_counts(obs, threshold)
     variances = None
     if iid:
         obs = np.ascontiguousarray(obs)
@@ -124,20 +135,23 @@ def measure_table(
     return table, variances
 
 
-# td_measures' keys by their columns in row_layout
-_TD_COLUMNS = ((1, "unweighted"), (3, "mean"), (4, "median"), (5, "max"), (6, "std"), (8, "weight_mean"))
+# td_measures' keys by their tags
+_TD_KEYS = (
+    ("losses/td_loss_unweighted", "unweighted"), ("td_error/mean", "mean"), ("td_error/median", "median"),
+    ("td_error/max", "max"), ("td_error/std", "std"), ("replay/is_weight_mean", "weight_mean"),
+)  # fmt: skip
 _NO_EPISODES, _NO_HELD = np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the kernels' arithmetic is numpy's
-def _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode_column, code, kappa, alpha, inside,
-                      outside, power):  # fmt: skip
-    """Columns 1 and 3-8 of ``table`` (U, row_layout) for C float32 TD errors ``td`` (U, B) and ``weights``
-    (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted) and int64 ``ages``: ``metrics._td_kernel``'s
-    values (``metrics.td_measures``' compiled pass), the mean age; and, where ``episode_column`` >= 0, that
-    column's episode diversity (``iid._episode_diversity``, for int64 ``episodes`` and ``held``). The ages are
-    transition counts, below 2⁵³ / B: their float64 sum is exact in any order, so it is numpy's, as is the
-    division by B."""
+def _compiled_columns(table, columns, td, ordered, weights, ages, episodes, held, episode_column, code, kappa, alpha,
+                      inside, outside, power):  # fmt: skip
+    """The ``columns`` (:data:`COMPILED_COLUMNS`, in its order) of ``table`` (U, row_layout) for C float32 TD
+    errors ``td`` (U, B) and ``weights`` (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted) and int64
+    ``ages``: ``metrics._td_kernel``'s values (``metrics.td_measures``' compiled pass), the mean age; and, where
+    ``episode_column`` >= 0, that column's episode diversity (``iid._episode_diversity``, for int64 ``episodes``
+    and ``held``). The ages are transition counts, below 2⁵³ / B: their float64 sum is exact in any order, so it
+    is numpy's, as is the division by B."""
     mean, median, top, std, unweighted, weight_mean = _td_kernel(
         td, ordered, weights, code, kappa, alpha, inside, outside, power
     )
@@ -146,13 +160,11 @@ def _compiled_columns(table, td, ordered, weights, ages, episodes, held, episode
         total = 0.0
         for j in range(b):
             total += np.float64(ages[k, j])
-        table[k, 1] = unweighted[k]
-        table[k, 3] = mean[k]
-        table[k, 4] = median[k]
-        table[k, 5] = top[k]
-        table[k, 6] = std[k]
-        table[k, 7] = total / b
-        table[k, 8] = weight_mean[k]
+        f64 = np.float64  # (every value a float64 exactly, as the table holds it)
+        values = (f64(unweighted[k]), f64(mean[k]), f64(median[k]), f64(top[k]), f64(std[k]), total / b,
+                  f64(weight_mean[k]))  # fmt: skip
+        for j in range(len(values)):
+            table[k, columns[j]] = values[j]
     if episode_column >= 0:
         diversity = _episode_diversity(episodes, held)
         for k in range(u):

@@ -26,7 +26,7 @@ from per_cli.train.measures.update_measures import measure_rows, row_layout
 
 if TYPE_CHECKING:
     from per_cli.replay.memory import Batch, ReplayMemory
-    from per_cli.rl.agent import UpdateResult
+    from per_cli.rl.results import UpdateResult
 
 
 class UpdateWindow:

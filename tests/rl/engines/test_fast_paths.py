@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import pytest
 
-from per_cli.rl.engines import dense, kernels, passes, products
+from per_cli.rl.engines import action_layer, dense, kernels, passes, products
 from per_cli.rl.engines.optim import adam_step
 from per_cli.rl.engines.td import LOSS_CODES
 
@@ -111,11 +111,11 @@ def test_the_action_layer_skips_dz_zeros_with_the_full_products_values(n_actions
     scratch = [np.empty(max(batch, d_in, n_actions) ** 2, np.float32) for _ in range(4)]
     want_gw, got_gw = np.empty((n_actions, d_in), np.float32), np.full((n_actions, d_in), np.nan, np.float32)
     passes.weight_gradient(dz, x, want_gw, *scratch)
-    products.action_weight_gradient(dz, actions, x, got_gw)
+    action_layer.action_weight_gradient(dz, actions, x, got_gw)
     assert np.array_equal(got_gw, want_gw)
     want_dx, got_dx = np.empty((batch, d_in), np.float32), np.full((batch, d_in), np.nan, np.float32)
     passes.input_gradient(dz, w, x, want_dx, scratch[0], scratch[1])
-    products.action_input_gradient(dz, actions, w, got_dx, x)
+    action_layer.action_input_gradient(dz, actions, w, got_dx, x)
     assert np.array_equal(got_dx, want_dx)
     start = _f32(rng, n_actions * d_in)
     stepped = []
@@ -169,9 +169,10 @@ def test_an_update_never_reads_workspace_it_did_not_write(dims, batch, loss):
     for fill in (0.0, np.nan):
         params, target = _f32(np.random.default_rng(0), n), _f32(np.random.default_rng(1), n)
         m, v, td = np.zeros(n, np.float32), np.zeros(n, np.float32), np.empty(batch, np.float32)
+        losses = np.empty(batch, np.float32)
         ws = np.full(kernels.workspace_size(dims, batch), fill, np.float32)
-        loss, q = kernels.update_kernel(params, target, m, v, dims, *arrays, td, hyper, 1, ws)
+        loss, q = kernels.update_kernel(params, target, m, v, dims, *arrays, td, losses, hyper, 1, ws)
         greedy = kernels.greedy_kernel(params, dims, arrays[0][0], ws)
-        results.append((params.tobytes(), m.tobytes(), td.tobytes(), loss, q, greedy))
-    assert np.isfinite(results[1][3])
+        results.append((params.tobytes(), m.tobytes(), td.tobytes(), losses.tobytes(), loss, q, greedy))
+    assert np.isfinite(results[1][4])
     assert results[0] == results[1]

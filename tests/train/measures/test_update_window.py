@@ -188,7 +188,7 @@ def test_unweighted_loss_is_the_agents_loss_without_weights(loss, engine):
     for name, weights in (("ones", np.ones(16, np.float32)), ("weighted", np.linspace(0.01, 1, 16, dtype=np.float32))):
         torch.manual_seed(0)
         agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"), td_loss)
-        result = agent.learn(dataclasses.replace(batch, weights=weights))
+        result = agent.learn(dataclasses.replace(batch, weights=weights)).member(0)
         window = UpdateWindow(correlation_threshold=None, iid=False, loss=td_loss)
         window.add(dataclasses.replace(batch, weights=weights), result)
         values[name] = (result.loss, window.pop()["losses/td_loss_unweighted"][0])
