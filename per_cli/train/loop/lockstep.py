@@ -24,18 +24,16 @@ stop them all (each recorded ``interrupted``, resumable from its checkpoint).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from per_cli.train.loop.stopping import SignalStop, as_interrupt, pending_interrupt
-
-if TYPE_CHECKING:
-    from per_cli.train.loop.steps import Steps
+from per_cli.train.loop.failures import Alive, any_failed, guard, interrupt_behind
+from per_cli.train.loop.steps import Steps
+from per_cli.train.loop.stopping import SignalStop
 
 
 def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
@@ -49,6 +47,7 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     slower (it tripled the update time of configs/cartpole_uniform.yaml). The flag is process state, restored
     when the loop ends.
     """
+    Alive.over(members)  # (this run's: a member fails through failures.fail)
     for member, run_dir in zip(members, run_dirs, strict=True):
         member.begin(run_dir)
     torch.set_flush_denormal(True)
@@ -72,50 +71,6 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     return [member.summary for member in members]
 
 
-def guard(member: Any, phase: Callable, *args: Any) -> Any:
-    """Run one phase of one member; an exception fails that member only (recorded with its traceback).
-
-    An exception caused by an interrupt is the interrupt, not a failure: a signal that arrives while a compiled
-    (numba) function returns surfaces as ``SystemError: ... returned a result with an exception set``, chained
-    to the RunInterrupted that the handler raised. It stops every member (recorded ``interrupted``)."""
-    try:
-        return phase(*args)
-    except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
-        fail(member, exc)
-        return None
-
-
-def fail(member: Any, exc: Exception) -> None:
-    """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
-    leaves, unless ``exc`` stems from an interrupt, which is re-raised (see :func:`guard`)."""
-    interrupt = interrupt_behind(exc)
-    if interrupt is not None:
-        raise interrupt from None
-    _failures[0] += 1
-    member.record_failure(exc)
-    with contextlib.suppress(OSError):  # (a full disk fails the flush of its files too: its failure is recorded)
-        member.close()
-
-
-# members failed in the loop (by ``fail``, the one way a member fails there) in this process so far: while it is
-# 0, no list of members needs looking through for failures (a step asks ~5 times; S members each)
-_failures = [0]
-
-
-def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
-    signal received and not yet raised through (an error then may stand in for it with no chain: see
-    :class:`SignalStop`), if any."""
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        if isinstance(link, KeyboardInterrupt):
-            return as_interrupt(link)
-        seen.add(id(link))
-        link = link.__cause__ or link.__context__
-    return pending_interrupt()
-
-
 def _settle(active: list, steps: Steps | None = None) -> list:
     """Finish the members whose budget is spent; keep those still training (``active`` itself where none
     finished or failed). Only a member's ``end_step`` ends its budget, so after the first step only those that
@@ -129,11 +84,6 @@ def _settle(active: list, steps: Steps | None = None) -> list:
         if member.done and member.error is None:
             guard(member, member.finish)
     return [m for m in active if not m.done and m.error is None]
-
-
-def any_failed(members: Sequence[Any]) -> bool:
-    """Whether any of ``members`` failed (its ``error`` set by :func:`fail`)."""
-    return _failures[0] > 0 and any(m.error is not None for m in members)
 
 
 def _ok(members: list) -> list:

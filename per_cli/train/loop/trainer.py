@@ -22,6 +22,7 @@ from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.rundir.logger import RunLogger
 from per_cli.train.loop.evaluation import Evaluator
+from per_cli.train.loop.failures import Alive
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
@@ -99,6 +100,7 @@ class Trainer(Checkpointed, RunRecord):
         self._initial_td = cfg.replay.initial_priority == "td_error"
         self.done = False  # the budget is spent (end_step)
         self.error: BaseException | None = None  # why the run failed (record_failure)
+        self.alive = (Alive(1), 0)  # (the mask of the loop that runs it, its row: lockstep.run_members sets them)
         self.summary: dict[str, Any] = {}
         self._base: dict[str, Any] = {}
         self._closed = False
