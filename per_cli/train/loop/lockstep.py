@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from per_cli.train.loop import run_record
 from per_cli.train.loop.failures import Alive, any_failed, guard, interrupt_behind
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import SignalStop
+from per_cli.train.loop.tasks import checkpoints_now
 
 
 def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
@@ -49,7 +51,7 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     """
     Alive.over(members)  # (this run's: a member fails through failures.fail)
     for member, run_dir in zip(members, run_dirs, strict=True):
-        member.begin(run_dir)
+        run_record.begin(member, run_dir)
     torch.set_flush_denormal(True)
     with SignalStop(deferred=True).installed() as stop, np.errstate(over="ignore", invalid="ignore"):
         try:
@@ -59,15 +61,15 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
             unfinished = [member for member in members if not member.summary]
             if interrupt is None:
                 for member in unfinished:
-                    member.record_failure(exc)
+                    run_record.record_failure(member, exc)
                 raise
             for member in unfinished:
-                member.record_interrupt(interrupt)
+                run_record.record_interrupt(member, interrupt)
             raise interrupt from None
         finally:
             torch.set_flush_denormal(False)
             for member in members:
-                member.close()
+                run_record.close(member)
     return [member.summary for member in members]
 
 
@@ -82,7 +84,7 @@ def _settle(active: list, steps: Steps | None = None) -> list:
         return active
     for member in finished:
         if member.done and member.error is None:
-            guard(member, member.finish)
+            guard(member, run_record.finish, member)
     return [m for m in active if not m.done and m.error is None]
 
 
@@ -134,7 +136,7 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
                     _after_update(steps, *previous)
             else:
                 training = _after_update(steps, training, batches, results)
-        if pending is not None and any(m.checkpoints_now() for m in active):  # (a checkpoint holds every update)
+        if pending is not None and any(checkpoints_now(m) for m in active):  # (a checkpoint holds every update)
             _after_update(steps, *pending)
             pending = None
         steps.end_steps(active, learning)
