@@ -18,8 +18,10 @@ only orders them, the same for every member, step by step, each phase ONE call o
 3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
 4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
 
-A member that raises is recorded ``failed`` in its own summary and leaves; the others go on. Ctrl-C or SIGTERM
-stop them all (each recorded ``interrupted``, resumable from its checkpoint).
+A member that raises is recorded ``failed`` in its own summary and leaves; the others go on: its row of the loop's
+alive mask over the seed axis (:class:`~per_cli.train.loop.failures.Alive`) turns False where it fails, and this
+loop hands each phase only the members alive after the phase before it. Ctrl-C or SIGTERM stop them all (each
+recorded ``interrupted``, resumable from its checkpoint).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 from per_cli.train.loop import run_record
-from per_cli.train.loop.failures import Alive, any_failed, guard, interrupt_behind
+from per_cli.train.loop.failures import Alive, guard, interrupt_behind
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.tasks import checkpoints_now
@@ -73,6 +75,25 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     return [member.summary for member in members]
 
 
+def _keep(members: list, *aligned: Any) -> tuple:
+    """(``members``, then each of ``aligned``: lists or sequences row by row with them) without the members whose
+    row of the loop's alive mask is False: all of them as they are (the same objects) where none was dropped."""
+    if not members:
+        return (members, *aligned)
+    alive = members[0].alive[0]  # (the loop's: run_members made it over every member)
+    if alive.failed == 0:
+        return (members, *aligned)
+    kept = [k for k, m in enumerate(members) if alive.mask[m.alive[1]]]
+    if len(kept) == len(members):
+        return (members, *aligned)
+    return ([members[k] for k in kept], *([rows[k] for k in kept] for rows in aligned))
+
+
+def _alive(members: list) -> list:
+    """Those of ``members`` still running by the loop's alive mask (``members`` itself where none was dropped)."""
+    return _keep(members)[0]
+
+
 def _settle(active: list, steps: Steps | None = None) -> list:
     """Finish the members whose budget is spent; keep those still training (``active`` itself where none
     finished or failed). Only a member's ``end_step`` ends its budget, so after the first step only those that
@@ -80,34 +101,26 @@ def _settle(active: list, steps: Steps | None = None) -> list:
     finished = active if steps is None else steps.finished
     if steps is not None:
         steps.finished = []
-    if not finished and not any_failed(active):
+    running = _alive(active)
+    if not finished and running is active:
         return active
-    for member in finished:
-        if member.done and member.error is None:
+    for member in _alive(finished):
+        if member.done:
             guard(member, run_record.finish, member)
-    return [m for m in active if not m.done and m.error is None]
-
-
-def _ok(members: list) -> list:
-    """Those of ``members`` that have not failed (``members`` itself where none has)."""
-    return [m for m in members if m.error is None] if any_failed(members) else members
+    return [m for m in _alive(running) if not m.done]
 
 
 def _collect(active: list, steps: Steps) -> list:
     """One env step of every member (see the module docstring); returns those still running."""
     actions = steps.choose_actions(active)
-    stepping = active
-    if any_failed(active):
-        kept = [(m, a) for m, a in zip(active, actions, strict=True) if m.error is None]
-        stepping, actions = [m for m, _ in kept], [a for _, a in kept]
+    stepping, actions = _keep(active, actions)
     steps.step_envs(stepping, actions)
-    inserting = _ok(active) if active[0].inserts_by_td else []  # (one config: all members or none)
-    if inserting:
-        tds = steps.insertion_td(inserting)
-        ok = [k for k, m in enumerate(inserting) if m.error is None]
-        steps.insert_priorities([inserting[k] for k in ok], [tds[k] for k in ok])
-    steps.end_collects(_ok(active))
-    return _ok(active)
+    active = _alive(active)
+    if active and active[0].inserts_by_td:  # (one config: all members or none)
+        steps.insert_priorities(*_keep(active, steps.insertion_td(active)))
+        active = _alive(active)
+    steps.end_collects(active)
+    return _alive(active)
 
 
 def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
@@ -118,49 +131,41 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
         stop.check()
         active = _collect(active, steps)
         learning, training = steps.due(active)
+        learning, training = _alive(learning), _alive(training)
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
-            if not training:  # (every member failed in an earlier gradient step: a full disk fails them all)
-                break
-            batches = steps.sample(training)
-            if any_failed(training):
-                batches = [b for m, b in zip(training, batches, strict=True) if m.error is None]
-                training = _ok(training)
-            if not training:
+            training, batches = _keep(training, steps.sample(training))
+            if not training:  # (every member failed: a full disk fails them all)
                 break
             steps.weigh(training, batches)
             results = steps.learn(training, batches)
             if lag:  # this update's results are read after the next one is queued
                 previous, pending = pending, (training, batches, results)
-                training = _ok(training)
                 if previous is not None:
                     _after_update(steps, *previous)
+                training = _alive(training)
             else:
                 training = _after_update(steps, training, batches, results)
+            if not training:
+                break
+        active = _alive(active)
         if pending is not None and any(checkpoints_now(m) for m in active):  # (a checkpoint holds every update)
             _after_update(steps, *pending)
             pending = None
-        steps.end_steps(active, learning)
+            active = _alive(active)
+        steps.end_steps(active, _alive(learning))
         if pending is not None and steps.finished:  # (a finished member's summary counts every update)
             _after_update(steps, *pending)
             pending = None
         active = _settle(active, steps)
 
 
-def _running(training: list, batches: Sequence[Any], results: Any) -> tuple[list, Sequence[Any], Any]:
-    """``training`` and its batches and results without the members that have failed (as they are where none has)."""
-    if not any_failed(training):
-        return training, batches, results
-    kept = [k for k, m in enumerate(training) if m.error is None]
-    return [training[k] for k in kept], [batches[k] for k in kept], [results[k] for k in kept]
-
-
 def _after_update(steps: Steps, training: list, batches: Sequence[Any], results: Any) -> list:
     """What follows an update of ``training``: its results checked, the priorities updated from its TD errors,
     its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag`` it runs for
     the previous update after the next one is queued (members that failed since are left out)."""
-    training, batches, results = _running(training, batches, results)
+    training, batches, results = _keep(training, batches, results)
     steps.check_results(training, results)
-    training, batches, results = _running(training, batches, results)
+    training, batches, results = _keep(training, batches, results)
     steps.update_priorities(training, batches, results)
     steps.record_updates(training, batches, results, steps.measure(training, batches, results))
-    return _ok(training)
+    return _alive(training)
