@@ -1,9 +1,10 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
-A member is a :class:`~per_cli.train.loop.trainer.Trainer`: it owns everything of its run (env, memory, agent,
-RNG streams, ε and β schedules, counters, evaluator, run directory) and exposes the loop's phases. This module
-only orders them, the same for every member, step by step, each phase ONE call of
-:class:`~per_cli.train.loop.steps.Steps` for all the members:
+A member is a :class:`~per_cli.train.loop.trainer.Trainer`: its data
+(:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and β schedules, counters,
+evaluator, run directory) and the calls the phases make on it; its run directory is
+:mod:`~per_cli.train.loop.run_record`'s. This module only orders the phases, the same for every member, step by
+step, each phase ONE call of :class:`~per_cli.train.loop.steps.Steps` for all the members:
 
 1. collect: ``choose_actions`` (ε's draw, then the greedy actions), ``step_envs`` (step, store), the insertion TD
    errors where ``replay.initial_priority: td_error`` (``insertion_td``, ``insert_priorities``), ``end_collects``
@@ -16,7 +17,7 @@ only orders them, the same for every member, step by step, each phase ONE call o
    previous update, after this one is queued (before a checkpoint or a member's end: for the last one too; a
    run stopped by a signal drops it, and resumes from a checkpoint that had none pending);
 3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
-4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
+4. a member whose budget is spent is finished (``run_record.finish``: final evaluation, summary) and leaves.
 
 A member that raises is recorded ``failed`` in its own summary and leaves; the others go on: its row of the loop's
 alive mask over the seed axis (:class:`~per_cli.train.loop.failures.Alive`) turns False where it fails, and this
@@ -35,12 +36,13 @@ import torch
 
 from per_cli.train.loop import run_record
 from per_cli.train.loop.failures import Alive, guard, interrupt_behind
+from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.tasks import checkpoints_now
 
 
-def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
+def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
     """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
     member's says ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop
     between steps (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted after every unfinished member
@@ -75,7 +77,7 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     return [member.summary for member in members]
 
 
-def _keep(members: list, *aligned: Any) -> tuple:
+def _keep(members: list[MemberData], *aligned: Any) -> tuple:
     """(``members``, then each of ``aligned``: lists or sequences row by row with them) without the members whose
     row of the loop's alive mask is False: all of them as they are (the same objects) where none was dropped."""
     if not members:
@@ -89,12 +91,12 @@ def _keep(members: list, *aligned: Any) -> tuple:
     return ([members[k] for k in kept], *([rows[k] for k in kept] for rows in aligned))
 
 
-def _alive(members: list) -> list:
+def _alive(members: list[MemberData]) -> list[MemberData]:
     """Those of ``members`` still running by the loop's alive mask (``members`` itself where none was dropped)."""
     return _keep(members)[0]
 
 
-def _settle(active: list, steps: Steps | None = None) -> list:
+def _settle(active: list[MemberData], steps: Steps | None = None) -> list:
     """Finish the members whose budget is spent; keep those still training (``active`` itself where none
     finished or failed). Only a member's ``end_step`` ends its budget, so after the first step only those that
     ``steps`` saw finish there (``steps.finished``) are looked at."""
@@ -110,7 +112,7 @@ def _settle(active: list, steps: Steps | None = None) -> list:
     return [m for m in _alive(running) if not m.done]
 
 
-def _collect(active: list, steps: Steps) -> list:
+def _collect(active: list[MemberData], steps: Steps) -> list:
     """One env step of every member (see the module docstring); returns those still running."""
     actions = steps.choose_actions(active)
     stepping, actions = _keep(active, actions)
@@ -123,7 +125,7 @@ def _collect(active: list, steps: Steps) -> list:
     return _alive(active)
 
 
-def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
+def _loop(active: list[MemberData], steps: Steps, stop: SignalStop) -> None:
     active = _settle(active)
     lag = bool(active) and active[0].cfg.train.priority_lag > 0  # (one config: all members or none)
     pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), not yet read
@@ -159,7 +161,7 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
         active = _settle(active, steps)
 
 
-def _after_update(steps: Steps, training: list, batches: Sequence[Any], results: Any) -> list:
+def _after_update(steps: Steps, training: list[MemberData], batches: Sequence[Any], results: Any) -> list:
     """What follows an update of ``training``: its results checked, the priorities updated from its TD errors,
     its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag`` it runs for
     the previous update after the next one is queued (members that failed since are left out)."""

@@ -36,7 +36,7 @@ def _alone() -> tuple[Alive, int]:
     return Alive(1), 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)  # (identity: the loop keys members by it; its repr would print every buffer)
 class MemberData:
     """One seed's run. Built before any run directory exists (``setup.member_fields``); the fields after
     ``episode_means`` are its life in the loop: set by ``run_record.begin``, a resume, the loop's phases."""
