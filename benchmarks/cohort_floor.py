@@ -11,7 +11,7 @@ seed-step is the floor: ``1e6 / floor`` env steps/s is the most the cohort could
 same kernels if the Python around them cost nothing. The update kernel's share is printed apart, since it is
 the one part whose rate could still change much (by changing its float summation order, and so the results).
 
-The members' run start and end (``Trainer.begin``/``finish``: config.yaml, the summaries, the TensorBoard files,
+The members' run start and end (``run_record.begin``/``finish``: config.yaml, the summaries, the TensorBoard files,
 the final checkpoint) happen once per run, however long it is; their CPU time is printed apart ("start/end", per
 seed-step of this short run). The Python part of a seed-step is ``measured - floor - start/end``: the loop's
 cost, the one the seed-axis issue's target (≤ 5 µs per seed-step at S = 100) is about. ``--size 1,10,100``
@@ -19,7 +19,7 @@ measures each cohort size in turn (a cohort of one is a solo run: the same loop)
 
 That Python part is split in two. "events" is the Python of each member's own events, which the issue's design
 keeps per member: an episode's end (``Trainer.end_episode``: the window's measures flushed, the episode's
-metrics.csv row and TensorBoard scalars), a log point (``Trainer._log_updates``: the window's scalars logged) and
+metrics.csv row and TensorBoard scalars), a log point (``reporting.log_updates``: the window's scalars logged) and
 a periodic task (``Trainer.end_step`` where one falls): their CPU time in the plain run, less the compiled calls
 made from the window's ``pop`` (``measures/update_window.py``, ``measures/reference.py``, counted in the floor).
 "steps" is the rest, the Python every step pays whatever happens: ``python = events + steps``.
@@ -61,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cohort_throughput as bench  # noqa: E402
 
 from per_cli.rl.engines import cohort as engine  # noqa: E402
+from per_cli.train.loop import reporting, run_record  # noqa: E402
 from per_cli.train.measures import metrics  # noqa: E402
 
 _ENVPOOL_C = ("_recv", "_send", "_reset")  # EnvPool's C entry points (its Python wrapper around them is loop)
@@ -85,7 +86,7 @@ def compiled_functions() -> set[tuple[str, str]]:
 _BLAS = {(metrics.gram.__code__.co_filename, "gram")}
 _AT_EVENTS = ("update_window.py", "reference.py")  # compiled calls made from these run only at a window's pop
 # the members' own events (their CPU time in the plain run: "events")
-_EVENTS = ("end_episode", "_log_updates", "end_step")
+_EVENTS = (("end_episode", "Trainer"), ("log_updates", "reporting"), ("end_step", "Trainer"))
 
 
 def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, float]]:
@@ -108,13 +109,14 @@ def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, floa
 
 def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     """CPU µs per env step per seed of a cohort of ``bench.CONFIG``: (measured, inside compiled calls by part,
-    and in the members' run start and end (``Trainer.begin``/``finish``: once per run, not per step, so apart
+    and in the members' run start and end (``run_record.begin``/``finish``: once per run, not per step, so apart
     from the steps' Python part); inside each numba kernel)."""
     clock = bench.PhaseClock()  # the members' run start and end (config.yaml, summaries, TensorBoard files)
-    clock.wrap("start/end", bench.Trainer, "begin")
-    clock.wrap("start/end", bench.Trainer, "finish")
-    for name in _EVENTS:  # the members' own events
-        clock.wrap("events", bench.Trainer, name)
+    clock.wrap("start/end", run_record, "begin")
+    clock.wrap("start/end", run_record, "finish")
+    owners = {"Trainer": bench.Trainer, "reporting": reporting}
+    for name, owner in _EVENTS:  # the members' own events
+        clock.wrap("events", owners[owner], name)
     try:
         plain = bench.run(size, steps, as_cohort=True)  # (S = 1: a cohort of one, the same loop as the others)
     finally:
@@ -131,7 +133,7 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     measured, floor_ = plain["cpu"] * per, sum(parts.values())
     python = measured - floor_ - start_end
     summary = {"measured": measured, **parts, "floor": floor_, "start/end": start_end, "python": python}
-    count = clock.calls["end_episode"] + clock.calls["_log_updates"]  # episode ends and log points
+    count = clock.calls["end_episode"] + clock.calls["log_updates"]  # episode ends and log points
     per_event = events * size * steps / count if count else 0.0  # Python µs of one member's event
     summary |= {"events": events, "steps": python - events, "per event": per_event}
     summary["event rate"] = count / (size * steps)

@@ -45,7 +45,7 @@ from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train.loop import steps  # noqa: E402
+from per_cli.train.loop import reporting, steps  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
@@ -62,8 +62,8 @@ PHASES = [
     ("replay", ReplayMemory, "add"),
     ("replay", ReplayMemory, "sample"),
     ("replay", ReplayMemory, "update_priorities"),
-    ("logging", Trainer, "_end_episode"),
-    ("logging", Trainer, "_log_updates"),
+    ("logging", reporting, "log_episode"),
+    ("logging", reporting, "log_updates"),
     ("logging", UpdateWindow, "add"),  # each update measured alone (measure_rows, S = 1) and kept for the next log
     ("logging", CohortRows, "add"),  # a cohort's: its step's measured rows kept over the seed axis
     ("logging", UpdateWindow, "add_block"),  # and taken by each member's window (at its pops)

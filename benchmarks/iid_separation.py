@@ -59,7 +59,7 @@ def run(
     cfg = load_config(configs / f"{env}_uniform.yaml", overrides, device="cpu")
     trainer = Trainer(cfg)
     collected: dict[str, list[np.ndarray]] = {}
-    window = trainer._window
+    window = trainer.window
     pop = window.pop
     saved: dict[str, list[np.ndarray]] = {"batches": [], "refs": [], "ref_vars": [], "window": []}
     save_rng = np.random.default_rng(seed)
@@ -76,7 +76,7 @@ def run(
             saved["ref_vars"].append(window._ref_var)
         return values
 
-    trainer._window.pop = recording_pop
+    trainer.window.pop = recording_pop
     start = time.perf_counter()
     trainer.run(out / f"{env}-{kind}")
     wall = time.perf_counter() - start

@@ -59,7 +59,7 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
     cfg = load_config(config, overrides, device="cpu")
     trainer = Trainer(cfg)
     if build == "no-window":
-        trainer._window = NullWindow()
+        trainer.window = NullWindow()
     cpu, wall = time.process_time(), time.perf_counter()
     trainer.run(out / f"{build}-{time.monotonic_ns()}")
     return time.process_time() - cpu, time.perf_counter() - wall, trainer.agent.updates

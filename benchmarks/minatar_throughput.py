@@ -92,6 +92,7 @@ class Marks:
 
 def build(args):
     from per_cli.config import load_config
+    from per_cli.train.loop import reporting
     from per_cli.train.loop.trainer import Trainer
 
     overrides = [
@@ -112,8 +113,8 @@ def build(args):
         "replay sample": [(trainer.memory, "sample"), (trainer.memory, "begin_phase")],
         "priority update": [(trainer.memory, "update_priorities")],
         "update": [(trainer.agent, "learn"), (trainer.agent, "sync_target")],
-        "measures": [(trainer._window, "add"), (trainer._window, "pop")],
-        "logging": [(trainer, "_log_updates"), (trainer, "_end_episode")],
+        "measures": [(trainer.window, "add"), (trainer.window, "pop")],
+        "logging": [(reporting, "log_updates"), (reporting, "log_episode")],
     }
     for phase, methods in phases.items():
         for obj, name in methods:

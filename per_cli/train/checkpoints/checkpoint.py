@@ -1,7 +1,7 @@
 """Checkpoint files: where a run's state goes on disk so that ``per train --resume RUN_DIR`` continues it.
 
 This module only reads and writes files. What goes into a checkpoint is each component's ``state_dict()``
-(``Trainer.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), all
+(``trainer_state.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), all
 plain data, the envs' snapshots too (:mod:`per_cli.train.checkpoints.env_state`: their attributes' values);
 what a resume may change is checked in :mod:`per_cli.train.checkpoints.resume`.
 
@@ -10,7 +10,7 @@ Layout inside the run directory (format 5)::
     checkpoints/
       latest                  the name of the newest complete checkpoint (written last, atomically)
       step_000000500000/
-        trainer.pt            Trainer.state_dict(), read with torch.load(weights_only=True)
+        trainer.pt            trainer_state.state_dict(), read with torch.load(weights_only=True)
         replay/               only with train.save_replay: one .npy per large array (allow_pickle=False)
           tree.pt             the rest of the replay tree and each .npy's key path, weights_only too
 

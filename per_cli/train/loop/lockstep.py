@@ -1,9 +1,10 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
-A member is a :class:`~per_cli.train.loop.trainer.Trainer`: it owns everything of its run (env, memory, agent,
-RNG streams, ε and β schedules, counters, evaluator, run directory) and exposes the loop's phases. This module
-only orders them, the same for every member, step by step, each phase ONE call of
-:class:`~per_cli.train.loop.steps.Steps` for all the members:
+A member is a :class:`~per_cli.train.loop.trainer.Trainer`: its data
+(:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and β schedules, counters,
+evaluator, run directory) and the calls the phases make on it; its run directory is
+:mod:`~per_cli.train.loop.run_record`'s. This module only orders the phases, the same for every member, step by
+step, each phase ONE call of :class:`~per_cli.train.loop.steps.Steps` for all the members:
 
 1. collect: ``choose_actions`` (ε's draw, then the greedy actions), ``step_envs`` (step, store), the insertion TD
    errors where ``replay.initial_priority: td_error`` (``insertion_td``, ``insert_priorities``), ``end_collects``
@@ -16,29 +17,32 @@ only orders them, the same for every member, step by step, each phase ONE call o
    previous update, after this one is queued (before a checkpoint or a member's end: for the last one too; a
    run stopped by a signal drops it, and resumes from a checkpoint that had none pending);
 3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
-4. a member whose budget is spent ``finish()``-es (final evaluation, summary) and leaves.
+4. a member whose budget is spent is finished (``run_record.finish``: final evaluation, summary) and leaves.
 
-A member that raises is recorded ``failed`` in its own summary and leaves; the others go on. Ctrl-C or SIGTERM
-stop them all (each recorded ``interrupted``, resumable from its checkpoint).
+A member that raises is recorded ``failed`` in its own summary and leaves; the others go on: its row of the loop's
+alive mask over the seed axis (:class:`~per_cli.train.loop.failures.Alive`) turns False where it fails, and this
+loop hands each phase only the members alive after the phase before it. Ctrl-C or SIGTERM stop them all (each
+recorded ``interrupted``, resumable from its checkpoint).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from per_cli.train.loop.stopping import SignalStop, as_interrupt, pending_interrupt
+from per_cli.train.loop import run_record
+from per_cli.train.loop.failures import Alive, guard, interrupt_behind
+from per_cli.train.loop.member_data import MemberData
+from per_cli.train.loop.steps import Steps
+from per_cli.train.loop.stopping import SignalStop
+from per_cli.train.loop.tasks import checkpoints_now
 
-if TYPE_CHECKING:
-    from per_cli.train.loop.steps import Steps
 
-
-def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
+def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
     """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
     member's says ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop
     between steps (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted after every unfinished member
@@ -49,8 +53,9 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
     slower (it tripled the update time of configs/cartpole_uniform.yaml). The flag is process state, restored
     when the loop ends.
     """
+    Alive.over(members)  # (this run's: a member fails through failures.fail)
     for member, run_dir in zip(members, run_dirs, strict=True):
-        member.begin(run_dir)
+        run_record.begin(member, run_dir)
     torch.set_flush_denormal(True)
     with SignalStop(deferred=True).installed() as stop, np.errstate(over="ignore", invalid="ignore"):
         try:
@@ -60,105 +65,76 @@ def run_members(members: Sequence[Any], run_dirs: Sequence[Path], steps: Steps) 
             unfinished = [member for member in members if not member.summary]
             if interrupt is None:
                 for member in unfinished:
-                    member.record_failure(exc)
+                    run_record.record_failure(member, exc)
                 raise
             for member in unfinished:
-                member.record_interrupt(interrupt)
+                run_record.record_interrupt(member, interrupt)
             raise interrupt from None
         finally:
             torch.set_flush_denormal(False)
             for member in members:
-                member.close()
+                run_record.close(member)
     return [member.summary for member in members]
 
 
-def guard(member: Any, phase: Callable, *args: Any) -> Any:
-    """Run one phase of one member; an exception fails that member only (recorded with its traceback).
-
-    An exception caused by an interrupt is the interrupt, not a failure: a signal that arrives while a compiled
-    (numba) function returns surfaces as ``SystemError: ... returned a result with an exception set``, chained
-    to the RunInterrupted that the handler raised. It stops every member (recorded ``interrupted``)."""
-    try:
-        return phase(*args)
-    except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
-        fail(member, exc)
-        return None
-
-
-def fail(member: Any, exc: Exception) -> None:
-    """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
-    leaves, unless ``exc`` stems from an interrupt, which is re-raised (see :func:`guard`)."""
-    interrupt = interrupt_behind(exc)
-    if interrupt is not None:
-        raise interrupt from None
-    _failures[0] += 1
-    member.record_failure(exc)
-    with contextlib.suppress(OSError):  # (a full disk fails the flush of its files too: its failure is recorded)
-        member.close()
+def _keep(members: list[MemberData], *aligned: Any) -> tuple:
+    """(``members``, then each of ``aligned``: lists or sequences row by row with them) without the members whose
+    row of the loop's alive mask is False: all of them as they are (the same objects) where none was dropped."""
+    if not members:
+        return (members, *aligned)
+    alive = members[0].alive[0]  # (the loop's: run_members made it over every member)
+    if alive.failed == 0:
+        return (members, *aligned)
+    kept = [k for k, m in enumerate(members) if alive.mask[m.alive[1]]]
+    if len(kept) == len(members):
+        return (members, *aligned)
+    return ([members[k] for k in kept], *([rows[k] for k in kept] for rows in aligned))
 
 
-# members failed in the loop (by ``fail``, the one way a member fails there) in this process so far: while it is
-# 0, no list of members needs looking through for failures (a step asks ~5 times; S members each)
-_failures = [0]
+def _keep_update(training: list[MemberData], batches: Sequence[Any], results: Any) -> tuple:
+    """``_keep`` of an update: the members, their batches, and the rows of their results (``UpdateResults`` or
+    ``Pending``: ``take``)."""
+    kept, rows = _keep(training, range(len(training)))
+    if len(kept) == len(training):
+        return training, batches, results
+    return kept, [batches[k] for k in rows], results.take(rows)
 
 
-def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
-    signal received and not yet raised through (an error then may stand in for it with no chain: see
-    :class:`SignalStop`), if any."""
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        if isinstance(link, KeyboardInterrupt):
-            return as_interrupt(link)
-        seen.add(id(link))
-        link = link.__cause__ or link.__context__
-    return pending_interrupt()
+def _alive(members: list[MemberData]) -> list[MemberData]:
+    """Those of ``members`` still running by the loop's alive mask (``members`` itself where none was dropped)."""
+    return _keep(members)[0]
 
 
-def _settle(active: list, steps: Steps | None = None) -> list:
+def _settle(active: list[MemberData], steps: Steps | None = None) -> list:
     """Finish the members whose budget is spent; keep those still training (``active`` itself where none
     finished or failed). Only a member's ``end_step`` ends its budget, so after the first step only those that
     ``steps`` saw finish there (``steps.finished``) are looked at."""
     finished = active if steps is None else steps.finished
     if steps is not None:
         steps.finished = []
-    if not finished and not any_failed(active):
+    running = _alive(active)
+    if not finished and running is active:
         return active
-    for member in finished:
-        if member.done and member.error is None:
-            guard(member, member.finish)
-    return [m for m in active if not m.done and m.error is None]
+    for member in _alive(finished):
+        if member.done:
+            guard(member, run_record.finish, member)
+    return [m for m in _alive(running) if not m.done]
 
 
-def any_failed(members: Sequence[Any]) -> bool:
-    """Whether any of ``members`` failed (its ``error`` set by :func:`fail`)."""
-    return _failures[0] > 0 and any(m.error is not None for m in members)
-
-
-def _ok(members: list) -> list:
-    """Those of ``members`` that have not failed (``members`` itself where none has)."""
-    return [m for m in members if m.error is None] if any_failed(members) else members
-
-
-def _collect(active: list, steps: Steps) -> list:
+def _collect(active: list[MemberData], steps: Steps) -> list:
     """One env step of every member (see the module docstring); returns those still running."""
     actions = steps.choose_actions(active)
-    stepping = active
-    if any_failed(active):
-        kept = [(m, a) for m, a in zip(active, actions, strict=True) if m.error is None]
-        stepping, actions = [m for m, _ in kept], [a for _, a in kept]
+    stepping, actions = _keep(active, actions)
     steps.step_envs(stepping, actions)
-    inserting = _ok(active) if active[0].inserts_by_td else []  # (one config: all members or none)
-    if inserting:
-        tds = steps.insertion_td(inserting)
-        ok = [k for k, m in enumerate(inserting) if m.error is None]
-        steps.insert_priorities([inserting[k] for k in ok], [tds[k] for k in ok])
-    steps.end_collects(_ok(active))
-    return _ok(active)
+    active = _alive(active)
+    if active and active[0].inserts_by_td:  # (one config: all members or none)
+        steps.insert_priorities(*_keep(active, steps.insertion_td(active)))
+        active = _alive(active)
+    steps.end_collects(active)
+    return _alive(active)
 
 
-def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
+def _loop(active: list[MemberData], steps: Steps, stop: SignalStop) -> None:
     active = _settle(active)
     lag = bool(active) and active[0].cfg.train.priority_lag > 0  # (one config: all members or none)
     pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), not yet read
@@ -166,49 +142,41 @@ def _loop(active: list, steps: Steps, stop: SignalStop) -> None:
         stop.check()
         active = _collect(active, steps)
         learning, training = steps.due(active)
+        learning, training = _alive(learning), _alive(training)
         for _ in range(training[0].cfg.train.gradient_steps if training else 0):
-            if not training:  # (every member failed in an earlier gradient step: a full disk fails them all)
-                break
-            batches = steps.sample(training)
-            if any_failed(training):
-                batches = [b for m, b in zip(training, batches, strict=True) if m.error is None]
-                training = _ok(training)
-            if not training:
+            training, batches = _keep(training, steps.sample(training))
+            if not training:  # (every member failed: a full disk fails them all)
                 break
             steps.weigh(training, batches)
             results = steps.learn(training, batches)
             if lag:  # this update's results are read after the next one is queued
                 previous, pending = pending, (training, batches, results)
-                training = _ok(training)
                 if previous is not None:
                     _after_update(steps, *previous)
+                training = _alive(training)
             else:
                 training = _after_update(steps, training, batches, results)
-        if pending is not None and any(m.checkpoints_now() for m in active):  # (a checkpoint holds every update)
+            if not training:
+                break
+        active = _alive(active)
+        if pending is not None and any(checkpoints_now(m) for m in active):  # (a checkpoint holds every update)
             _after_update(steps, *pending)
             pending = None
-        steps.end_steps(active, learning)
+            active = _alive(active)
+        steps.end_steps(active, _alive(learning))
         if pending is not None and steps.finished:  # (a finished member's summary counts every update)
             _after_update(steps, *pending)
             pending = None
         active = _settle(active, steps)
 
 
-def _running(training: list, batches: Sequence[Any], results: Any) -> tuple[list, Sequence[Any], Any]:
-    """``training`` and its batches and results without the members that have failed (as they are where none has)."""
-    if not any_failed(training):
-        return training, batches, results
-    kept = [k for k, m in enumerate(training) if m.error is None]
-    return [training[k] for k in kept], [batches[k] for k in kept], results.take(kept)
-
-
-def _after_update(steps: Steps, training: list, batches: Sequence[Any], results: Any) -> list:
+def _after_update(steps: Steps, training: list[MemberData], batches: Sequence[Any], results: Any) -> list:
     """What follows an update of ``training``: its results checked, the priorities updated from its TD errors,
     its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag`` it runs for
     the previous update after the next one is queued (members that failed since are left out)."""
-    training, batches, results = _running(training, batches, results)
+    training, batches, results = _keep_update(training, batches, results)
     steps.check_results(training, results)
-    training, batches, results = _running(training, batches, results)
+    training, batches, results = _keep_update(training, batches, results)
     steps.update_priorities(training, batches, results)
     steps.record_updates(training, batches, results, steps.measure(training, batches, results))
-    return _ok(training)
+    return _alive(training)

@@ -25,7 +25,7 @@ class Counters:
     """The per-step counters of ``size`` members, one row each: ``step`` (env steps taken: the position of the ε
     and β schedules), ``episode`` (episodes finished), ``episode_return`` and ``episode_length`` (of the episode in
     progress); this step's ``epsilon``, ``beta`` (of its batches) and ``ended`` (an episode was counted at this
-    step: ``Trainer.end_step`` syncs the target); and ``quiet_until``, the step count before which no periodic
+    step: ``tasks.end_step`` syncs the target); and ``quiet_until``, the step count before which no periodic
     task falls (``Periodic.next_due``; 0: not known yet), so that until then a step without an episode's end only
     moves ``step`` on."""
 
@@ -77,7 +77,7 @@ class LoopState:
     epsilon = _Column(float)  # ε of this step (not checkpointed: each step draws its own)
     ended = _Column(bool)  # an episode was counted at this step (not checkpointed: a step's own)
     beta = _Column(float)  # β of this step's batches (not checkpointed: set where a step trains)
-    quiet_until = _Column(int)  # (not checkpointed: 0 after a load, and Trainer.end_step asks Periodic)
+    quiet_until = _Column(int)  # (not checkpointed: 0 after a load, and tasks.end_step asks Periodic)
 
     def __init__(self) -> None:
         self._counters, self._row = Counters(1), 0

@@ -1,5 +1,5 @@
 """Which env steps carry a periodic task of a run: a target sync by period, the step budget, an evaluation, a
-progress update, a checkpoint. One definition, read by ``Trainer.end_step`` (each member's, solo or in a
+progress update, a checkpoint. One definition, read by ``tasks.end_step`` (each member's, solo or in a
 cohort)."""
 
 from __future__ import annotations
@@ -34,6 +34,6 @@ class Periodic:
 
     def next_due(self, after: int) -> int:
         """The first step count >= ``after`` at which any task above falls (the budget's end at the latest):
-        until then a step carries none of them, and ``Trainer.end_step`` only moves the counter on."""
+        until then a step carries none of them, and ``tasks.end_step`` only moves the counter on."""
         periods = (self._sync_period, PROGRESS_EVERY, self._eval_every, self._checkpoint_every)
         return min(self._total_steps, *(-(-after // p) * p for p in periods if p))

@@ -1,15 +1,88 @@
-"""What the loop reports: each finished episode's scalars and metrics.csv row, the progress line's
-numbers, and the results part of summary.json."""
+"""What the loop reports: each finished episode's scalars and metrics.csv row, the updates' measures at a log
+point, an evaluation's scalars, the progress line's numbers, and the results part of summary.json. The
+functions over a :class:`~per_cli.train.loop.member_data.MemberData` write that member's; the others are pure."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from per_cli.rundir.logger import EPISODE_REPLAY_COLUMNS, EPISODE_UPDATE_COLUMNS
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.loop_state import LoopState
+from per_cli.train.loop.stopping import check_logged
+from per_cli.train.measures.metrics import totals
+
+if TYPE_CHECKING:
+    from per_cli.train.loop.member_data import MemberData
+
+
+def flush_window(d: MemberData) -> None:
+    """The window's measures since its last pop into the running means of the next log point and episode row
+    (checked finite first: a non-finite one is a divergence)."""
+    values = d.window.pop(d.memory)
+    if values:
+        sums = totals(values)  # once for both means
+        if not all(math.isfinite(total) for total, _ in sums.values()):  # finite sums: all values finite
+            check_logged(values, d.state.step + 1, d.cfg.agent)
+        d.log_means.add_totals(sums)
+        d.episode_means.add_totals(sums)
+
+
+def log_updates(d: MemberData, step: int, beta: float) -> None:
+    """A log point: the means of the updates' measures since the last one, β and the memory's stats."""
+    flush_window(d)
+    scalars = d.log_means.pop()
+    scalars["replay/beta"] = beta
+    scalars.update({f"replay/{k}": v for k, v in d.memory.stats().items()})
+    d.logger.scalars(scalars, step)
+
+
+def replay_state_of(d: MemberData, steps: int) -> dict[str, float]:
+    """:func:`replay_state` of ``d``'s memory after ``steps`` env steps."""
+    storage = d.memory.storage
+    return replay_state(d.agent.updates, steps, storage.added, storage.oldest_sampleable_id())
+
+
+def log_episode(d: MemberData, info: dict[str, Any], epsilon: float) -> bool:
+    """Log the episode that just ended (counted in ``d.state``); False (nothing logged) for an Atari life lost,
+    not a game over."""
+    s = d.state
+    if d.env_reports_episodes:
+        if "episode" not in info:  # a life lost, not a game over: keep counting
+            return False
+        ep_return, ep_length = float(info["episode"]["r"]), int(info["episode"]["l"])
+    else:
+        ep_return, ep_length = s.episode_return, s.episode_length
+    success = info.get("is_success")
+    s.finish_episode(ep_return, success)
+    wall = time.time() - d.start_time
+    flush_window(d)
+    means, replay = d.episode_means.pop(), replay_state_of(d, s.step + 1)
+    scalars, row = episode_record(s, ep_return, ep_length, epsilon, success, wall, means, replay)
+    d.logger.scalars(scalars, s.step + 1)
+    d.logger.episode(row)
+    return True
+
+
+def evaluate(d: MemberData, log_step: int) -> None:
+    """An evaluation of ``d``'s agent, its scalars logged at ``log_step``."""
+    d.logger.scalars(d.evaluator.run(d.agent, seed_step=d.state.step), log_step)
+
+
+def progress_of(d: MemberData, epsilon: float | None = None, final: bool = False) -> dict[str, Any]:
+    """:func:`progress_info` of ``d`` now (ε: this step's by default)."""
+    epsilon = d.epsilon(d.state.step) if epsilon is None else epsilon
+    return progress_info(d.state, d.evaluator, epsilon, time.time() - d.start_time, final)
+
+
+def results_of(d: MemberData) -> dict[str, Any]:
+    """:func:`run_results` of ``d`` now."""
+    wall = time.time() - d.start_time
+    return run_results(d.state, d.evaluator, d.agent.updates, wall, replay_state_of(d, d.state.step))
 
 
 def replay_state(updates: int, steps: int, added: int, oldest: int) -> dict[str, float]:

@@ -50,14 +50,14 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
 from per_cli.rl.results import Pending, UpdateResults
-from per_cli.train.loop.lockstep import any_failed, fail, guard, interrupt_behind
+from per_cli.train.loop.failures import any_failed, fail, guard, interrupt_behind
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.updates import updates_for
 from per_cli.train.measures.cohort_rows import CohortRows
 from per_cli.train.measures.update_measures import measure_table
 
 if TYPE_CHECKING:
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.member import Member as Trainer  # (the face of a member the phases use)
 
 
 class Steps:

@@ -24,10 +24,10 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine
 from per_cli.rl.results import Pending, UpdateResults
-from per_cli.train.loop.lockstep import guard
+from per_cli.train.loop.failures import guard
 
 if TYPE_CHECKING:
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.member import Member as Trainer  # (the face of a member the phases use)
 
 _TRANSITION = ("obs", "actions", "rewards", "next_obs", "terminated")  # the engine's argument order
 _FIELDS = (*_TRANSITION, "weights")  # an update's

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from per_cli.config import load_config
-from per_cli.train.loop.lockstep import guard
+from per_cli.train.loop.failures import Alive, guard
 from per_cli.train.loop.stopping import RunInterrupted, SignalStop
 from per_cli.train.loop.trainer import Trainer
 
@@ -20,6 +20,8 @@ class Member:
     def __init__(self):
         self.failures: list[BaseException] = []
         self.closed = False
+        self.error: BaseException | None = None
+        self.alive = (Alive(1), 0)
 
     def record_failure(self, exc: BaseException) -> None:
         self.failures.append(exc)
@@ -48,6 +50,8 @@ def test_a_failing_phase_fails_only_its_member():
     member = Member()
     assert guard(member, _raise(ValueError("bad batch"))) is None
     assert [str(e) for e in member.failures] == ["bad batch"] and member.closed
+    alive, row = member.alive
+    assert not alive.mask[row] and alive.failed == 1  # its row of the loop's alive mask, once
 
 
 def test_an_error_caused_by_a_signal_is_the_interrupt_not_a_failure():

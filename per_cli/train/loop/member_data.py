@@ -1,0 +1,105 @@
+"""A member's data: everything one seed's run holds, as one dataclass that its collaborators take explicitly.
+
+The collaborators are functions over it, each one concern: :mod:`~per_cli.train.loop.run_record` (its life in
+its run directory), :mod:`~per_cli.train.loop.trainer_state` (its checkpoints), :mod:`~per_cli.train.loop.reporting`
+(its logged rows and evaluations), :mod:`~per_cli.train.loop.tasks` (the periodic tasks at the end of a step).
+:class:`~per_cli.train.loop.trainer.Trainer` is this data plus the calls the loop's phases make on it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from per_cli.config import Config
+from per_cli.replay import ReplayMemory
+from per_cli.rl.agent import DQNAgent
+from per_cli.rl.losses import TDLoss
+from per_cli.rl.schedules import BatchBeta
+from per_cli.rundir.logger import RunLogger
+from per_cli.train.loop.evaluation import Evaluator
+from per_cli.train.loop.failures import Alive
+from per_cli.train.loop.loop_state import LoopState
+from per_cli.train.loop.periodic import Periodic
+from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.transitions import StoreRule
+from per_cli.train.measures.metrics import RunningMeans
+from per_cli.train.measures.update_window import UpdateWindow
+
+
+def _alone() -> tuple[Alive, int]:
+    return Alive(1), 0
+
+
+@dataclass(eq=False, repr=False)  # (identity: the loop keys members by it; its repr would print every buffer)
+class MemberData:
+    """One seed's run. Built before any run directory exists (``setup.member_fields``); the fields after
+    ``episode_means`` are its life in the loop: set by ``run_record.begin``, a resume, the loop's phases."""
+
+    cfg: Config  # resolved: the kind's α, β0 and params filled in (what config.yaml shows)
+    device: torch.device
+    progress: ProgressSink
+    periodic: Periodic  # which steps carry a periodic task
+    env: Any  # the training env
+    td_loss: TDLoss
+    agent: DQNAgent
+    memory: ReplayMemory
+    action_rng: np.random.Generator  # ε-greedy's draws
+    epsilon: Any  # ε's schedule: epsilon(step)
+    beta: Any  # β's schedule by step
+    batch_beta: BatchBeta | None  # β per sampled batch (replay.beta_increment), else None
+    store_rule: StoreRule  # what the memory stores of a step (env.done_reward, ...)
+    learn_from: int  # the step from which it learns (learning_starts, at least a batch)
+    evaluator: Evaluator
+    window: UpdateWindow  # the updates' measures since the last log or episode end
+    env_reports_episodes: bool  # a RecordEpisodeStatistics wrapper counts the episodes (setup.reports_episodes)
+    log_means: RunningMeans = field(default_factory=RunningMeans)  # the window's measures since the last log
+    episode_means: RunningMeans = field(default_factory=RunningMeans)  # and since the last episode's end
+    state: LoopState = field(default_factory=LoopState)  # the counters: its row of the loop's
+    alive: tuple[Alive, int] = field(default_factory=_alone)  # (the loop's alive mask, its row: lockstep sets it)
+    run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
+    logger: RunLogger | None = None
+    start_time: float = field(default_factory=time.time)
+    done: bool = False  # the budget is spent (end_step)
+    error: BaseException | None = None  # why the run failed (run_record.record_failure)
+    summary: dict[str, Any] = field(default_factory=dict)  # the final summary.json
+    base: dict[str, Any] = field(default_factory=dict)  # the summary's fields from its start
+    closed: bool = False
+    resumed_from: int | None = None  # the step of the checkpoint it continues (per train --resume)
+    elapsed_before: float = 0.0  # wall time before that checkpoint
+    refill: int = 0  # transitions the memory must hold before learning after a resume without its replay
+    own_obs: Any = None  # the observation in hand while the loop holds none (``obs``)
+    held: tuple[np.ndarray, int] | None = None  # (the loop's array of observations, this member's row)
+
+    @property
+    def obs(self) -> Any:
+        """The observation in hand (begin, end_collects, a resume): this member's row of the loop's array of
+        them where the loop holds one (``hold_obs``)."""
+        return self.own_obs if self.held is None else self.held[0][self.held[1]]
+
+    @obs.setter
+    def obs(self, value: Any) -> None:
+        if self.held is None:
+            self.own_obs = value
+            return
+        rows, k = self.held
+        if type(value) is not np.ndarray or value.dtype != rows.dtype or value.shape != rows.shape[1:]:
+            raise TypeError(f"an observation of {getattr(value, 'dtype', type(value))} {np.shape(value)} where the "
+                            f"loop holds {rows.dtype} {rows.shape[1:]}: one env's observations must keep their type")
+        rows[k] = value
+
+    def hold_obs(self, rows: np.ndarray, k: int) -> None:
+        """The observation in hand is row ``k`` of ``rows`` from now on (a cohort's observations, one array that
+        its phases read and write whole), starting from the one in hand."""
+        rows[k] = self.own_obs
+        self.held = (rows, k)
+
+    def replay_beta(self) -> float:
+        """β of the batch sampled last (logged at a log point): this step's, or the batch's own under
+        ``replay.beta_increment``."""
+        return self.state.beta if self.batch_beta is None else self.batch_beta(self.agent.updates)
