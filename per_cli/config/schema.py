@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# Upper bounds of counts that multiply a run's time or memory, where no bound was the only limit (1e9 evaluation
-# episodes, or a replay ratio of 1e300, hung a run at "running"); each far above what papers use.
+# Upper bounds of counts that multiply a run's time or memory (without one, a huge value hangs a run); each far above
+# what papers use.
 MAX_UPDATES_PER_STEP = 1024  # gradient steps per env step: high replay ratios in the literature are <= 128
 MAX_EVAL_EPISODES = 10_000  # per evaluation (papers: 10 to 200)
 MAX_BITS = 10_000  # bit flipping's n (see EnvConfig.n_bits)
@@ -54,8 +54,6 @@ class EnvConfig:
     atari: AtariConfig = field(default_factory=AtariConfig)
     minatar: MinAtarConfig = field(default_factory=MinAtarConfig)
     # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
-    # (at most MAX_BITS: a goal reached by chance once in 2^n episodes, a network 2n inputs wide and n actions;
-    # Andrychowicz et al. 2017 go to 50. 10^9 bits were gigabytes per env, allocated before any check)
     n_bits: int | None = field(default=None, metadata=_bounds(1, MAX_BITS))
     # what steps the training env: gymnasium, or envpool (CartPole, Acrobot, MountainCar; pip install envpool):
     # a cohort's envs in one C++ call (per_cli/envs/pool.py); evaluation always uses Gymnasium's env
@@ -94,9 +92,8 @@ class AgentConfig:
     # torch: autograd, any network and device; numba: one compiled call per update, for the configs that
     # per_cli.rl.engines.supports accepts (a ReLU MLP on the CPU, ...); auto: see per_cli/rl/engines/__init__.py
     engine: Literal["auto", "torch", "numba"] = "auto"
-    # on a CUDA device, the torch engine's update is replayed as one captured CUDA graph (per_cli/rl/cuda_graph.py:
-    # the Atari update is launch-bound; equal to the eager update to float rounding); false: eager. No effect on
-    # a CPU or under the numba engine
+    # on a CUDA device, the torch engine's update is replayed as one captured CUDA graph (per_cli/rl/cuda_graph.py);
+    # false: eager. No effect on a CPU or under the numba engine
     cuda_graph: bool = True
 
 
@@ -151,15 +148,9 @@ class ReplayConfig:
         self._check()
 
     def _check_alpha(self) -> None:
-        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds
-        (prioritized, and lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank. At α = 1000, 1e-6^α
-        is 0 and 2^α is inf, 1/rank^α is 0 past the first rank: sampling probabilities of 0 made every
-        importance-sampling weight 0, and the run trained with a loss of 0, silently. A bound, not a test of
-        each run's range: |δ| is not known before training. At α <= 10 a priority stays finite and non-zero
-        for |δ| + ε in [1e-30, 1e29] (their sum over a billion transitions too) and for ranks up to 10^30;
-        the paper's α lies in [0, 1] (1: sampling in proportion to the priority; more sharpens towards
-        greedy). Within the bound, memory_max IS weights still shrink as α spreads the priorities (the
-        paper's normalisation, the run logs as replay/is_weight_mean)."""
+        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds (prioritized, and
+        lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank; past MAX_ALPHA, p^α reaches 0 or inf and every
+        importance-sampling weight 0 (nothing learnt, silently). Below it priorities stay finite and non-zero."""
         from per_cli.errors import ConfigError
 
         if self.alpha is not None and self.alpha > MAX_ALPHA:
