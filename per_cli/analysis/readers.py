@@ -1,12 +1,4 @@
-"""The scalars of one run directory, from its per-episode ``metrics.csv`` or its TensorBoard event files.
-
-Both are written by the same loop: ``metrics.csv`` holds, per episode, the return and length at the episode's
-last env step and the mean of every update scalar logged during the episode; the event files hold every
-logged value. :func:`read_scalars` reads the CSV when it has a column for every tag asked for (about 20x
-faster than the event files: what makes ``per plot`` of a 1,500-run grid take seconds per hundred runs), and
-the event files otherwise (a ``--metric`` the CSV lacks, such as ``eval/return``) or when asked for
-everything. Which one a run came from is recorded (``Run.source``) and said in ``captions.md``.
-"""
+"""The scalars of one run directory, from its per-episode ``metrics.csv`` or its TensorBoard event files."""
 
 from __future__ import annotations
 
@@ -59,12 +51,9 @@ def event_files(run_dir: Path) -> list[Path]:
 
 
 def read_event_files(run_dir: Path) -> Scalars | None:
-    """The same scalars as :func:`read_tensorboard`, read about 20x faster: the TFRecord framing is parsed
-    here and each record decoded by protobuf's compiled ``Event.FromString``, without TensorBoard's pure-Python
-    CRC checks. It applies TensorBoard's purge rule for event files of version 2 (what torch's SummaryWriter
-    writes): a ``SessionLog.START`` at step s (a resumed run's ``purge_step``) drops every value logged at a
-    step >= s before it. A truncated last record (a run still writing) is left out. Returns None for files of
-    an older version, whose purge rules differ: the caller then reads them with :func:`read_tensorboard`."""
+    """The same scalars as :func:`read_tensorboard`, with TensorBoard's purge rule for version-2 files (a
+    ``SessionLog.START`` at step s drops the values logged before it at steps >= s); a truncated last record is left
+    out. None for files of an older version (other purge rules): read those with :func:`read_tensorboard`."""
     from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
     data: dict[str, tuple[list[int], list[float]]] = {}

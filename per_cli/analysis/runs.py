@@ -1,11 +1,4 @@
-"""Run directories read back: find them under a folder and load each one's config, summary and scalars.
-
-A run directory is any directory holding ``summary.json`` or ``config.yaml`` (what ``per train`` and
-``per grid`` write). A run's status is its summary's: ``completed``, ``failed``, ``interrupted`` (stopped by
-Ctrl-C or SIGTERM; a partial curve, resumable), ``running`` (also a run without summary.json, just started,
-or whose process died) or ``unreadable`` (a summary.json that cannot be parsed: never taken for a run in
-progress).
-"""
+"""Run directories read back: find them under a folder and load each one's config, summary and scalars."""
 
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ import numpy as np
 
 from per_cli.analysis.readers import RETURN_TAG, Scalars, damage, read_scalars
 from per_cli.config.reading import parse_yaml, read_text
-from per_cli.errors import ConfigError
+from per_cli.errors import ConfigError, cut
 from per_cli.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 
 RUN_MARKERS = ("summary.json", "config.yaml")
@@ -177,10 +170,7 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
 
 
 def read_run_config(path: Path) -> tuple[dict[str, Any], str | None]:
-    """A run's ``config.yaml`` flattened (empty when it is missing), and what is wrong with it (None: nothing).
-    Read as a config is (:func:`per_cli.config.reading.parse_yaml`: an alias bomb costs milliseconds, not all
-    the memory); a file that holds no mapping of settings (``[]``, a scalar, nothing) is said, naming the file,
-    since its run is then grouped by its summary alone (with whichever runs share its env and replay)."""
+    """A run's ``config.yaml`` flattened (empty when it is missing), and what is wrong with it (None: nothing)."""
     try:
         raw = parse_yaml(path, read_text(path))
     except ConfigError as exc:
@@ -231,8 +221,7 @@ _KIND = {(str,): "string", (int,): "whole number", (int, float): "number"}
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:30]}...({len(text):,} characters)"
+    return cut(repr(value), 40, 30)
 
 
 def _load_one(args: tuple[Path, Path, set[str] | None, frozenset[str] | None]) -> Run | None:
@@ -270,20 +259,10 @@ def load_runs(
     return runs
 
 
-def checked_env_id(name: str, option: str) -> str:
-    """A command-line env name (alias or id) as its resolved id; an unknown one is the env factory's ConfigError
-    with ``option`` (e.g. ``--env acrobt``) in place of its ``env.id`` key."""
-    from per_cli.envs import check_env_id
-
-    try:
-        check_env_id(name)
-    except ConfigError as exc:
-        raise ConfigError(str(exc).replace("env.id: ", f"{option}: ", 1)) from None
-    return _env_id(name)
-
-
 def _wanted_envs(names: Iterable[str]) -> frozenset[str] | None:
     """``--env`` names as resolved env ids (None: every env)."""
+    from per_cli.envs import checked_env_id
+
     wanted = frozenset(checked_env_id(name, f"--env {name}") for name in names)
     return wanted or None
 

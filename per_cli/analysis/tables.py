@@ -27,11 +27,9 @@ NOT_COUNTED = ("running", "interrupted", "failed", "unreadable")  # statuses sho
 
 
 def default_threshold(env_id: str, episode_limit: int | None = None) -> float | None:
-    """The env's registered ``reward_threshold`` (CartPole-v1: 475), if Gymnasium knows one.
-
-    Runs with another episode limit (``env.max_episode_steps``) than the id's take the threshold of the
-    registered version with that limit and the same dynamics: CartPole-v1 cut at 200 steps is CartPole-v0,
-    solved at 195, where 475 could never be reached. With no such version there is no default."""
+    """The env's registered ``reward_threshold`` (CartPole-v1: 475), if Gymnasium knows one; under another episode
+    limit, that of the registered version with that limit and the same dynamics (CartPole-v1 cut at 200 steps:
+    CartPole-v0's 195), else None."""
     import gymnasium as gym
 
     try:
