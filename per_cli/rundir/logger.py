@@ -107,17 +107,8 @@ _MAX_CLOCK_WAIT_S = 5.0
 
 
 def wait_for_a_later_event_file_name(run_dir: Path) -> None:
-    """Sleep until a new TensorBoard event file in ``run_dir`` will sort after every existing one.
-
-    TensorBoard reads a directory's event files in the order of their names,
-    ``events.out.tfevents.<10-digit second>.<host>.<pid>.<writer counter>``, and a resumed run relies on that
-    order: its file starts with a restart marker at ``purge_step`` that hides the crashed run's later events,
-    so it must be read last. Within one second the order falls to host, pid and counter, compared as text
-    (``...9`` sorts after ``...10``): the resumed run's events were then read first, the crashed run's after
-    them, and the scalars came back out of step order (the flaky resume test). A later second sorts last
-    whatever follows it, so wait for one (under a second, and only when resuming within a second of the
-    last write). A clock more than a few seconds behind the files' is only reported.
-    """
+    """Sleep until a new TensorBoard event file in ``run_dir`` will sort after every existing one: a resumed run's file
+    (its purge marker) must be read last, and within one second names sort by host, pid and counter as text."""
     seconds = [int(field) for p in run_dir.glob(EVENT_FILE_PREFIX + "*")
                if (field := p.name[len(EVENT_FILE_PREFIX):].split(".")[0]).isdigit()]  # fmt: skip
     if not seconds:
@@ -134,11 +125,8 @@ def wait_for_a_later_event_file_name(run_dir: Path) -> None:
 
 
 class RunLogger:
-    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs.
-
-    metrics.csv and the event file are buffered: they reach the disk at least every ``FLUSH_EVERY_S`` seconds
-    while rows come in, at every checkpoint (``flush``) and at ``close`` (a flush per episode cost more than
-    writing the row)."""
+    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs. Rows and events
+    are buffered: on disk every ``FLUSH_EVERY_S`` seconds, at ``flush`` (checkpoints) and ``close``."""
 
     def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False, purge_step: int | None = None):
         self.run_dir = run_dir
