@@ -177,8 +177,6 @@ def grid(
                 raise ConfigError(
                     "--backend ray needs Ray: pip install -e '.[ray]' (in a clone; else pip install 'per-cli[ray]')"
                 ) from None
-        if plot and "plot" not in {c.name or c.callback.__name__ for c in app.registered_commands}:
-            raise ConfigError("--plot: this version has no `per plot` command")
         check_run_name(name)
         check_path_length(runs_dir, "--runs-dir")
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
