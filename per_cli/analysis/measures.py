@@ -12,6 +12,7 @@ from per_cli.analysis.groups import Group
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, stratified_bootstrap_ci
 from per_cli.analysis.tables import no_interval, rows_csv
+from per_cli.rundir.readers import LENGTH_TAG
 
 MEASURE_TAGS = {
     "iid/state_diversity": "state diversity",
@@ -22,7 +23,6 @@ MEASURE_TAGS = {
     "replay/is_weight_mean": "IS weight mean",
 }
 CI_REPS = 2_000
-LENGTH_TAG = "charts/episodic_length"  # the weights of metrics.csv's per-episode means
 
 
 @dataclass

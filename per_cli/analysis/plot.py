@@ -20,9 +20,8 @@ from per_cli.analysis.figures import (
     figure_hypothesis,
 )
 from per_cli.analysis.groups import Group, group_runs
-from per_cli.analysis.measures import LENGTH_TAG, MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
+from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
 from per_cli.analysis.provenance import made_by
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
 from per_cli.analysis.tables import (
@@ -33,6 +32,7 @@ from per_cli.analysis.tables import (
     table_markdown,
 )
 from per_cli.errors import ConfigError
+from per_cli.rundir.readers import LENGTH_TAG, RETURN_TAG
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
+from per_cli.rundir.readers import RETURN_TAG
 from per_cli.rundir.returns import return_measures
 
 KEYS = ("return_auc", "return_peak", "return_drop")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -12,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from per_cli.analysis.readers import RETURN_TAG, Scalars, damage, read_scalars
 from per_cli.config.reading import parse_yaml, read_text
 from per_cli.errors import ConfigError, cut
 from per_cli.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
+from per_cli.rundir.readers import RETURN_TAG, Scalars, checked_summary, damage, read_scalars
 
 RUN_MARKERS = ("summary.json", "config.yaml")
 # Config keys added after runs were recorded, with the value that does what those runs did: a config.yaml that
@@ -136,7 +135,7 @@ def _status(summary: dict[str, Any] | None) -> str:
 
 def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozenset[str] | None = None) -> Run | None:
     """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot.
-    ``tags``: the scalars needed (see :func:`per_cli.analysis.readers.read_scalars`); None: all of them.
+    ``tags``: the scalars needed (see :func:`per_cli.rundir.readers.read_scalars`); None: all of them.
     ``envs``: resolved env ids to keep; a run of another env is None, its scalars never read."""
     summary, problems = checked_summary(read_summary(path) or {})
     config, read_error = read_run_config(path / "config.yaml")
@@ -179,49 +178,11 @@ def read_run_config(path: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"{path.name} cannot be read ({str(exc).removeprefix(f'{path}: ')}); its settings are unknown"
     if isinstance(raw, dict):
         return {**ADDED_LATER, **flatten(raw)}, None
-    held = "nothing" if raw is None else f"a {type(raw).__name__} ({_short(raw)})"
+    held = "nothing" if raw is None else f"a {type(raw).__name__} ({cut(repr(raw), 40, 30)})"
     return {}, (
         f"{path.name} holds {held}, not a mapping of settings, so its settings are unknown (grouped by its summary "
         "only, with the runs of its env and replay)"
     )
-
-
-# summary.json keys that are read, with the types they must have: any other value is left out and said
-SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
-    "env": (str,),
-    "replay": (str,),
-    "error": (str,),
-    "seed": (int,),
-    "total_steps": (int, float),
-    "wall_time_s": (int, float),
-    "final_return_mean": (int, float),
-    "eval_return_mean": (int, float),
-}
-
-
-def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
-    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
-    or damaged summary costs its run those values, never the whole plot."""
-    kept, problems = dict(summary), []
-    for key, types in SUMMARY_TYPES.items():
-        value = kept.get(key)
-        if value is None:
-            continue
-        bad = isinstance(value, bool) or not isinstance(value, types)
-        if not bad and isinstance(value, float) and key != "final_return_mean" and key != "eval_return_mean":
-            bad = not math.isfinite(value)
-        if bad:
-            del kept[key]
-            problems.append(f"summary.json: {key} is {_short(value)}, not a {_KIND[types]}; left out")
-    return kept, problems
-
-
-_KIND = {(str,): "string", (int,): "whole number", (int, float): "number"}
-
-
-def _short(value: Any) -> str:
-    return cut(repr(value), 40, 30)
 
 
 def _load_one(args: tuple[Path, Path, set[str] | None, frozenset[str] | None]) -> Run | None:

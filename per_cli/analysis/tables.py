@@ -17,11 +17,11 @@ import numpy as np
 
 from per_cli.analysis.curves import steps_to_threshold
 from per_cli.analysis.groups import Group
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.run_returns import FROM_LOGS, run_return_measures
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
 from per_cli.analysis.text import num
+from per_cli.rundir.readers import RETURN_TAG
 
 NOT_COUNTED = ("running", "interrupted", "failed", "unreadable")  # statuses shown beside the seed count
 

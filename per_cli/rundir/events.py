@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 FLUSH_EVERY_S = 5.0
+EVENT_FILE_PREFIX = "events.out.tfevents."  # then the second, host, pid and counter, as SummaryWriter names them
 _FILE_VERSION = "brain.Event:2"
 _WRITER = "tensorboard.summary.writer.event_file_writer"  # what SummaryWriter's files name as their writer
 
@@ -174,7 +175,7 @@ class EventFile:
         from tensorboard.compat.proto import event_pb2
 
         self._encoder = ScalarEvents()
-        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{_file_counter()()}"
+        name = f"{EVENT_FILE_PREFIX}{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{_file_counter()()}"
         self.path = run_dir / name
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
         source = event_pb2.SourceMetadata(writer=_WRITER)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.events import FLUSH_EVERY_S, EventFile
+from per_cli.rundir.events import EVENT_FILE_PREFIX, FLUSH_EVERY_S, EventFile
 
 # summary.json "status": running while the process trains; then completed, failed (an error, or the updates
 # diverged) or interrupted (Ctrl-C or SIGTERM: resumable from its latest checkpoint). UNREADABLE is never
@@ -102,7 +102,6 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return data
 
 
-EVENT_FILE_PREFIX = "events.out.tfevents."
 _MAX_CLOCK_WAIT_S = 5.0
 
 
@@ -136,7 +135,7 @@ class RunLogger:
         self._rows = io.StringIO()  # whole rows not yet written: the file never ends in half a row
         self._csv = csv.writer(self._rows)  # (what csv.DictWriter writes, without its per-row dict work)
         # a resumed run's rows keep the columns of the file they continue (one written before a column existed)
-        self._columns = EPISODE_COLUMNS if new_csv else _header(csv_path)
+        self._columns = EPISODE_COLUMNS if new_csv else csv_header(csv_path) or EPISODE_COLUMNS
         if new_csv:
             self._csv.writerow(EPISODE_COLUMNS)
         self._flush_csv()
@@ -181,8 +180,7 @@ class RunLogger:
             self._tb.close()
 
 
-def _header(csv_path: Path) -> list[str]:
-    """The column names of an existing metrics.csv (EPISODE_COLUMNS if it has none yet)."""
-    with open(csv_path, newline="") as f:
-        header = next(csv.reader(f), None)
-    return header or EPISODE_COLUMNS
+def csv_header(path: Path) -> list[str]:
+    """The column names of an existing metrics.csv (none if it has no header yet)."""
+    with path.open(newline="") as f:
+        return next(csv.reader(f), [])

@@ -1,20 +1,26 @@
-"""The scalars of one run directory, from its per-episode ``metrics.csv`` or its TensorBoard event files."""
+"""Reading a run directory's scalars back, from its per-episode ``metrics.csv`` or its TensorBoard event files (what
+:mod:`.logger` and :mod:`.events` write)."""
 
 from __future__ import annotations
 
 import csv
+import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS
+from per_cli.errors import cut
+from per_cli.rundir.events import EVENT_FILE_PREFIX
+from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS, csv_header
 
 RETURN_TAG = "charts/episodic_return"
+LENGTH_TAG = "charts/episodic_length"
 # metrics.csv columns as the TensorBoard tags they average (the CSV holds per-episode values)
 CSV_TAGS = {
     "return": RETURN_TAG,
-    "length": "charts/episodic_length",
+    "length": LENGTH_TAG,
     "epsilon": "charts/epsilon",
     "success": "charts/success_rate",
     **{column: tag for tag, column in EPISODE_UPDATE_COLUMNS.items()},
@@ -47,7 +53,7 @@ def read_tensorboard(run_dir: Path) -> Scalars:
 
 def event_files(run_dir: Path) -> list[Path]:
     """The run's TensorBoard event files in the order TensorBoard reads them (by name)."""
-    return sorted(p for p in run_dir.iterdir() if p.name.startswith("events.out.tfevents"))
+    return sorted(p for p in run_dir.iterdir() if p.name.startswith(EVENT_FILE_PREFIX))
 
 
 def read_event_files(run_dir: Path) -> Scalars | None:
@@ -86,11 +92,6 @@ def read_event_files(run_dir: Path) -> Scalars | None:
         for tag, (steps, values) in data.items()
         if steps
     }
-
-
-def csv_header(path: Path) -> list[str]:
-    with path.open(newline="") as f:
-        return next(csv.reader(f), [])
 
 
 def damage(run_dir: Path) -> list[str]:
@@ -177,3 +178,37 @@ def read_scalars(run_dir: Path, tags: set[str] | None = None) -> tuple[Scalars, 
     if has_csv:
         return read_metrics_csv(csv_path, tags), "metrics.csv"
     return {}, "none"
+
+
+# summary.json keys that are read, with the types they must have: any other value is left out and said
+SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
+    "env": (str,),
+    "replay": (str,),
+    "error": (str,),
+    "seed": (int,),
+    "total_steps": (int, float),
+    "wall_time_s": (int, float),
+    "final_return_mean": (int, float),
+    "eval_return_mean": (int, float),
+}
+
+
+def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
+    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
+    or damaged summary costs its run those values, never the whole plot."""
+    kept, problems = dict(summary), []
+    for key, types in SUMMARY_TYPES.items():
+        value = kept.get(key)
+        if value is None:
+            continue
+        bad = isinstance(value, bool) or not isinstance(value, types)
+        if not bad and isinstance(value, float) and key != "final_return_mean" and key != "eval_return_mean":
+            bad = not math.isfinite(value)
+        if bad:
+            del kept[key]
+            problems.append(f"summary.json: {key} is {cut(repr(value), 40, 30)}, not a {_KIND[types]}; left out")
+    return kept, problems
+
+
+_KIND = {(str,): "string", (int,): "whole number", (int, float): "number"}
