@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, shown
+from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, say_notes, shown
 from per_cli.errors import ConfigError, cut
 
 
@@ -21,8 +21,7 @@ def resolve_config_option(config: str | None) -> Path | None:
     from per_cli.config.shipped import resolve_config
 
     resolved = resolve_config(config)
-    if resolved.note:
-        typer.echo(f"note: {resolved.note}", err=True)
+    say_notes(resolved.note)
     return resolved.path
 
 
@@ -149,7 +148,7 @@ def say_when_compiling(stack: contextlib.ExitStack, quiet: bool) -> None:
     from per_cli.cli.compiling import compile_note
 
     if not quiet:
-        stack.enter_context(compile_note(lambda note: typer.echo(f"note: {note}", err=True)))
+        stack.enter_context(compile_note(say_notes))
 
 
 def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
@@ -217,11 +216,8 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        for note in notes(cfg):
-            if note:
-                typer.echo(f"note: {note}", err=True)
-        if trainer.agent.engine_note:  # the fast path declined: say so once (also in summary.json)
-            typer.echo(f"note: agent.engine {trainer.agent.engine}: {trainer.agent.engine_note}", err=True)
+        agent = trainer.agent  # (where the fast path declined, said once; also in summary.json)
+        say_notes(*notes(cfg), agent.engine_note and f"agent.engine {agent.engine}: {agent.engine_note}")
     try:
         with progress:
             summary = trainer.run(run_dir)
@@ -276,9 +272,7 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        for note in [single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note]:
-            if note:
-                typer.echo(f"note: {note}", err=True)
+        say_notes(single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note)
     try:
         with progress:
             summaries = cohort.run(run_dirs)
