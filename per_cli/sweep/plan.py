@@ -207,7 +207,7 @@ def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int,
 
 
 def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
-    """Every check that needs no training once per distinct config up to the seed."""
+    """Every check that needs no training, once per distinct config up to the seed."""
     from per_cli.train.preflight import preflight
 
     data = to_dict(cfg)

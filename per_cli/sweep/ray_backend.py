@@ -1,5 +1,5 @@
 """The Ray backend: one task per run, or per cohort of runs that differ only in the seed; the files come back to the
-driver."""
+driver, which writes them into the grid directory holding each run's lock (no shared filesystem needed)."""
 
 from __future__ import annotations
 
