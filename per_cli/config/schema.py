@@ -58,12 +58,8 @@ class EnvConfig:
     # what steps the training env: gymnasium, or envpool (CartPole, Acrobot, MountainCar; pip install envpool):
     # a cohort's envs in one C++ call (per_cli/envs/pool.py); evaluation always uses Gymnasium's env
     backend: Literal["gymnasium", "envpool"] = "gymnasium"
-    # What the learner stores of a step that ends an episode (per_cli/train/loop/transitions.py). Logged and evaluated
-    # returns stay the env's own; only the replay memory sees these. done_reward: the reward stored for every step
-    # that ends an episode (terminated or truncated) in place of the env's; null: the env's own. It is not given
-    # when the episode's return before that step equals done_reward_except_return (the seed notebook's
-    # `reward if not done or score == 499 else -10`: done_reward -10, done_reward_except_return 499; the exception
-    # is kept but idle while done_reward is null, so a sweep of done_reward=-10,null ablates the -10 alone)
+    # the reward the replay memory stores for a step that ends an episode (null: the env's), except where the episode's
+    # return before it equals done_reward_except_return (the seed notebook's -10 and 499; docs/study.md)
     done_reward: float | None = None
     done_reward_except_return: float | None = None
     # a time-limit truncation is stored as a termination: no bootstrap from its next state (old gym's `done`)
@@ -107,13 +103,9 @@ class ReplayConfig:
     alpha: float | None = field(default=None, metadata=_bounds(0.0))
     beta0: float | None = field(default=None, metadata=_bounds(0.0, 1.0))
     beta_end_step: int | None = field(default=None, metadata=_bounds(1))
-    # β rises by this much with every sampled batch instead: batch n (1, 2, ...) has β = min(1, beta0 + n ×
-    # beta_increment), as the rlcode PER memory raises β before each draw (the seed notebook: 0.001); null: the
-    # linear anneal to beta_end_step
+    # β of the n-th sampled batch (n from 1) is min(1, beta0 + n × beta_increment); null: the linear anneal
     beta_increment: float | None = field(default=None, metadata=_bounds(0.0, lo_open=True))
-    # the importance-sampling weights the loss applies (per_cli/rl/is_weights.py): memory_max, the paper's
-    # (N·P(i))^-β / max over the memory; batch_max, / max over the batch; batch_mean, / mean over the batch (mean
-    # weight 1: α changes which transitions are seen, not the step size); off, all ones (no correction)
+    # the importance-sampling weights the loss applies (per_cli/rl/is_weights.py; docs/replay.md)
     is_weights: Literal["memory_max", "batch_max", "batch_mean", "off"] = "memory_max"
     priority_eps: float = field(default=1e-6, metadata=_bounds(0.0))
     # lap and pal (Fujimoto et al. 2020): κ, the TD error below which priorities stop falling (max(|δ|, κ)^α) and
@@ -127,8 +119,7 @@ class ReplayConfig:
     # them. W = batch_size is `none`'s set of transitions, W = capacity ordinary replay (docs/replay.md)
     window: int | None = field(default=None, metadata=_bounds(1))
     # a batch is batch_size / chunk runs of `chunk` consecutive stored transitions, each run's start drawn by the
-    # kind's own rule among the starts whose run fits inside the held (and windowed) transitions: correlation at
-    # the kind's age (uniform, prioritized, rank); 1: each transition drawn on its own
+    # kind's own rule; 1: each transition drawn on its own
     chunk: int = field(default=1, metadata=_bounds(1))
     # n-step returns: each sampled transition's target sums up to n discounted rewards of its episode before
     # bootstrapping with γ^k (computed at sampling from the stored one-step transitions: every storage, every kind)
@@ -211,10 +202,8 @@ class TrainConfig:
     learning_starts: int = field(default=1_000, metadata=_bounds(0))
     train_freq: int = field(default=1, metadata=_bounds(1))
     gradient_steps: int = field(default=1, metadata=_bounds(1, MAX_UPDATES_PER_STEP))
-    # Fedus et al. (2020)'s replay ratio, gradient updates per env transition, = gradient_steps / train_freq: a
-    # ratio r >= 1 (an integer) is gradient_steps r every step, r < 1 (1/r an integer) one update every 1/r steps;
-    # when set it decides train_freq and gradient_steps (whatever they say), at load (dumps show all three), so a
-    # sweep can name the ratio over any base config; null: those two as given
+    # Fedus et al. (2020)'s replay ratio, gradient updates per env transition: when set, it decides train_freq and
+    # gradient_steps at load (replay_schedule); null: those two as given
     replay_ratio: float | None = field(default=None, metadata=_bounds(0.0, MAX_UPDATES_PER_STEP, lo_open=True))
     eps_start: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
     eps_end: float = field(default=0.05, metadata=_bounds(0.0, 1.0))
@@ -226,9 +215,8 @@ class TrainConfig:
     eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
     checkpoint_every: int = field(default=0, metadata=_bounds(0))
     save_replay: bool = False
-    # 1: an update's TD errors reach the host one update late: its priority update, result check and measures
-    # run after the next update is queued (so a GPU update runs while the host works); the next batch is drawn
-    # before this one's priorities are set. An algorithm change, off by default (docs/atari.md)
+    # 1: an update's TD errors reach the host one update late, so a GPU update runs while the host works; the next
+    # batch is drawn before this one's priorities are set. An algorithm change, off by default (docs/atari.md)
     priority_lag: int = field(default=0, metadata=_bounds(0, 1))
 
     def __post_init__(self) -> None:
