@@ -2,10 +2,8 @@
 
 import os
 
-# Each run is single-threaded by design (`per grid` runs one process per core). numpy's OpenBLAS would otherwise
-# start a thread per core for the small matrix products of the metrics, and under load those threads spin:
-# the correlation count went from ~1 ms to 150-800 ms per window. Set before numpy is imported; a value the
-# user exported wins.
+# Each run is single-threaded by design (`per grid` runs one process per core): OpenBLAS's threads would spin on the
+# metrics' small matrix products. Set before numpy is imported; a value the user exported wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # numba's on-disk cache misses changes in a kernel's callees from other modules: key it by the compiled code's

@@ -1,18 +1,8 @@
 """Where numba keeps the compiled kernels: a directory per version of the package's compiled code.
 
-Why not numba's default (``__pycache__`` next to each module). Numba checks a cached function against the
-timestamp and size of ITS OWN source file only. A kernel that calls a compiled function of another module (the
-cohort's draw calls ``window_sample``, the update kernels the dense products) keeps the callee's old machine
-code after the callee's file changes: measured here, an edited ``window_tree.py`` left the cohort kernel running
-the old draw until its cache file was deleted. Nothing fails; the process computes what the old code did.
-
-So the cache lives in ``$XDG_CACHE_HOME/per/numba/<key>`` (``~/.cache`` by default), where the key hashes the
-source of every module that uses numba: a change to any compiled function's module starts a fresh cache, and
-unchanged code reuses it across runs, checkouts and worktrees. Only modules that mention numba are hashed, so
-editing the CLI or the plots does not recompile. (A module-level constant read by a kernel must therefore live
-in a numba module, as ``sum_tree.K`` does.) A ``NUMBA_CACHE_DIR`` the user exports wins, and then keeping it
-fresh is theirs; old keys' directories are not deleted (``rm -r ~/.cache/per/numba`` frees them).
-"""
+Numba checks a cached kernel against its own source file only, so a kernel calling a changed function of another
+module would keep the old code; hence ``$XDG_CACHE_HOME/per/numba/<hash of every module that mentions numba>``.
+A ``NUMBA_CACHE_DIR`` the user exports wins."""
 
 from __future__ import annotations
 
@@ -77,5 +67,5 @@ def point_numba_cache(package: Path = PACKAGE) -> None:
         config.CACHE_DIR = path
 
 
-# measured: the first cartpole_per run of a version on a cold cache (issue 35; README "First run")
+# what the first run of a version on a cold cache costs (the README's "First run")
 COLD_COMPILE_S = "1-2 min"

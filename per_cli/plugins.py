@@ -1,14 +1,4 @@
-"""Users' own code, imported by name before a run: the config's ``plugins`` list.
-
-A plugin is an importable module name (``mylab.samplers``) or a path to a ``.py`` file
-(``examples/samplers/stratified.py``, relative to the working directory). Importing it runs its registrations
-(``per_cli.replay.register_kind``), so a kind it adds is a ``replay.kind`` like the built-in ones. The list is
-part of the config, so it is written into every run's config.yaml and imported again wherever the run is built:
-``per train``, each ``per grid`` worker, each Ray task (docs/extending.md).
-
-Why by hand and not Python entry points: a user's sampler is one file beside their configs, not an installed
-package; entry points would make every new idea a packaging step. Each plugin is imported once per process.
-"""
+"""Users' own code, imported by name before a run: the config's ``plugins`` list."""
 
 from __future__ import annotations
 

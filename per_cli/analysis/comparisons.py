@@ -1,22 +1,5 @@
-"""Each replay kind against a baseline kind (``uniform``), per env: how likely a run of it ends above a run
-of the baseline, by how much, and whether that is more than seed noise.
-
-* **Probability of improvement** P(X > Y) + ½·P(X = Y) over the two groups' final returns (Agarwal et al.
-  2021, rliable's ``probability_of_improvement``; it is the Mann–Whitney U statistic over n_x·n_y), with a 95%
-  percentile bootstrap CI that resamples each group's seeds on their own. 0.5: no difference.
-* **IQM difference** IQM(X) − IQM(Y), in return units, with the same bootstrap samples.
-* **Mann–Whitney p**: two-sided, ``scipy.stats.mannwhitneyu``: exact (every split of the pooled scores, ties
-  included) where there are at most :data:`EXACT_SPLITS` splits, so that small groups with ties never get a
-  normal approximation below the smallest p the test can reach; else scipy's default. Beside it the
-  **Holm-adjusted p** over the table's family (every row with a p: one table, one family) and the smallest p
-  the test can reach at the groups' sizes; the mark of a difference (bold) follows the adjusted p.
-* Below 5 seeds in either group there is no bootstrap interval (``no interval (n = 3)``): a percentile
-  bootstrap of 3 runs is degenerate (a CI of P(X > Y) reads [0.00, 0.00]).
-
-Groups are compared only with a baseline group of the same env and the same swept settings (a grid that
-sweeps a setting within one kind, such as the two-factor study, has no baseline and gets no table). The
-bootstrap is seeded, so the table is reproducible.
-"""
+"""Each replay kind against a baseline kind (``uniform``), per env: how likely a run of it ends above a run of the
+baseline, by how much, and whether that is more than seed noise."""
 
 from __future__ import annotations
 
@@ -72,9 +55,9 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray | flo
 def compare_pair(
     x: np.ndarray, y: np.ndarray, *, reps: int = DEFAULT_REPS, confidence: float = 0.95, seed: int = 0
 ) -> dict[str, float]:
-    """The measures of the module docstring for scores ``x`` against baseline scores ``y``: NaN p for a group of
-    fewer than two scores, NaN CIs for one of fewer than :data:`MIN_INTERVAL_SEEDS`; ``mann_whitney_p_min``: the
-    smallest p reachable at these sizes. The Holm adjustment needs the family: :func:`adjust`."""
+    """Scores ``x`` against baseline scores ``y``: the probability of improvement and the IQM difference with 95%
+    percentile bootstrap CIs (NaN below :data:`MIN_INTERVAL_SEEDS` scores), the two-sided Mann–Whitney p (exact up to
+    :data:`EXACT_SPLITS` splits; NaN below two scores) and the smallest p reachable at these sizes."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     out = {
         "p_improvement": probability_of_improvement(x, y),

@@ -61,9 +61,7 @@ def steps_to_threshold(steps: np.ndarray, returns: np.ndarray, threshold: float,
 
 
 def enough_runs(curves: np.ndarray, fraction: float = 0.5) -> np.ndarray:
-    """Per grid point, whether at least ``fraction`` of the group's runs (rows of ``curves``, NaN where a run has
-    no value) are present. A group's line stops where fewer than half its runs remain: with episode budgets runs
-    end at different steps, and a tail drawn over the few survivors (those that ended last, biased) would
-    stand for all of them under the legend's n."""
+    """Per grid point, whether at least ``fraction`` of the group's runs (rows of ``curves``, NaN where a run has no
+    value) are present: a tail drawn over the few runs that ended last would be biased."""
     curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
     return np.isfinite(curves).sum(axis=0) >= fraction * curves.shape[0]

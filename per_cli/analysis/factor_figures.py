@@ -53,12 +53,8 @@ def figure_heatmap(design: Design, out: Output, env: str | None = None) -> bool:
 
 
 def figure_marginals(design: Design, out: Output, env: str | None = None):
-    """One panel per factor: the final-return IQM at each of its levels with a 95% bootstrap CI. A numeric
-    factor's levels (evenly spaced, in ascending order) are joined by a line; a categorical factor's (the
-    replay kind, in the project's order none, uniform, combined, prioritized, rank, then others; any other
-    non-numeric levels) are separate points, since no trend runs between categories. ``env``: the env as run, for
-    the title (default its id). Returns the figure
-    (saved and closed), so that what is drawn can be checked."""
+    """One panel per factor: the final-return IQM at each of its levels with a 95% bootstrap CI; numeric levels are
+    joined by a line, categorical ones (the replay kind) are separate points. Returns the figure (saved, closed)."""
     import matplotlib.pyplot as plt
 
     k = len(design.factors)

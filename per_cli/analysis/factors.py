@@ -1,17 +1,6 @@
-"""How much of the variance in final return each swept factor explains: ANOVA η² over a full factorial
-design, with bootstrap CIs over seeds. This is the two-factor study's answer (issue 10): with
-``--sweep replay.window=... --sweep replay.alpha=...`` the factors are W and α.
-
-For a balanced design (every cell of the factorial holds the same seeds) the sums of squares of the main
-effects and of the interactions are orthogonal, so each η² = SS_effect / SS_total is that effect's share of
-the total variance and the shares add up with the residual (seed-to-seed noise and higher-order interactions)
-to 1. Per env the factors are the replay label (when runs of several are present) and every key swept
-among them. Cells are made balanced by keeping only the seeds that completed in every cell; a design that is
-not a full factorial gets a note and no table.
-
-η² is biased upward for small samples: a factor with L levels and no effect has an expected η² of about
-(L - 1) / (N - 1) over N runs. The CIs resample seeds within each cell (10,000 times by default).
-"""
+"""How much of the variance in final return each swept factor explains: ANOVA η² over a full factorial design, with
+bootstrap CIs over seeds. The two-factor study's answer: with ``--sweep replay.window=... --sweep
+replay.alpha=...`` the factors are W and α."""
 
 from __future__ import annotations
 
@@ -125,13 +114,8 @@ def build_design(env: str, groups: Sequence[Group]) -> tuple[Design | None, str 
 
 
 def effects(y: np.ndarray, k: int) -> dict[tuple[int, ...], np.ndarray]:
-    """η² of every main effect and two-way interaction of a balanced design.
-
-    ``y`` has shape ``(*batch, L_1, ..., L_k, R)``: leading batch axes (bootstrap samples), one axis per
-    factor, then R replicates. Each effect's sum of squares is the sum over all observations of its squared
-    deviation (main effect: level mean minus grand mean; interaction of i and j: cell mean of (i, j) minus both
-    level means plus the grand mean), divided by the total sum of squares. Returns ``{(i,): η²_i,
-    (i, j): η²_ij}``, each with the batch shape (NaN where the total variance is 0)."""
+    """η² of every main effect and two-way interaction of a balanced design ``y`` of shape ``(*batch, L_1, ..., L_k,
+    R)``: ``{(i,): η²_i, (i, j): η²_ij}``, each with the batch shape (NaN where the total variance is 0)."""
     batch = y.ndim - k - 1
     fac_axes = tuple(batch + i for i in range(k))
     obs_axes = (*fac_axes, y.ndim - 1)

@@ -12,12 +12,12 @@ import numpy as np
 from per_cli.analysis.curves import curve_on_grid, enough_runs
 from per_cli.analysis.envname import env_as_run
 from per_cli.analysis.groups import Group
-from per_cli.analysis.measures import run_mean
-from per_cli.analysis.readers import RETURN_TAG
+from per_cli.analysis.measures import MEASURE_TAGS, run_mean
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import mean_band, spearman
 from per_cli.analysis.style import DOUBLE, SINGLE, Output, band_caption, legend_height, legend_inside, marker_of
 from per_cli.analysis.text import slug
+from per_cli.rundir.readers import RETURN_TAG
 
 GRID_POINTS = 200
 TD_TAGS = ("td_error/mean", "td_error/max")
@@ -170,11 +170,6 @@ def figure_all_returns(by_env: dict[str, list[Group]], smooth: int, styles: dict
 
 
 SCATTER_TITLE = "one point per completed run; ρ: Spearman rank correlation"
-SHORT_LABELS = {
-    "iid/state_diversity": "state diversity",
-    "iid/episode_diversity": "episode diversity",
-    "td_error/mean": "mean |TD error|",
-}
 
 
 def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict], env: str, first: bool) -> bool:
@@ -196,7 +191,7 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
     ax.set_title(f"{env_title(env, groups)}\n{stats}" if first else stats, loc="left")
     if not xs:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
-    ax.set_xlabel(f"{SHORT_LABELS.get(tag, tag)} (run mean)")
+    ax.set_xlabel(f"{MEASURE_TAGS.get(tag, tag)} (run mean)")
     if first:
         ax.set_ylabel("final return")
     return bool(xs)

@@ -1,9 +1,4 @@
-"""Runs grouped over seeds: same env, replay label and values of the settings that change results.
-
-Which config keys split a group is decided here, explicitly. :data:`BOOKKEEPING_KEYS` never do: they change
-how a run is recorded (checkpoints, logging, measurement, evaluation cadence, where it ran), not what it
-learns. Every other key that differs between runs of one env and replay label is a swept setting.
-"""
+"""Runs grouped over seeds: same env, replay label and values of the settings that change results."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""What each group's batches looked like: per group, the mean over its completed runs of each run's mean batch
-measure, with a 95% bootstrap CI over seeds; ``measures.md`` / ``measures.csv`` of ``per plot``.
-
-This is the table behind "did the knob move the thing it is meant to move?": the i.i.d. measures and the
-notebook's correlation count side by side (a measure that does not change between `none` and `uniform`, or
-across replay windows, cannot stand for i.i.d.-ness), the sample age, and the TD-error focus (mean |δ| and the
-IS-weight mean). A run's mean (:func:`run_mean`, which the hypothesis figure uses too) is weighted by what it
-averages: metrics.csv holds per episode the mean over the updates made during it, so each episode's value counts
-by its env steps (the updates it saw, at a fixed replay ratio; an unweighted mean over-weights the short early
-episodes); TensorBoard's values, one per log window of a fixed number of steps, count equally. Below 5 runs a
-group gets no interval.
-"""
+"""What each group's batches looked like: per group, the mean over its completed runs of each run's mean batch measure,
+with a 95% bootstrap CI over seeds; ``measures.md`` / ``measures.csv`` of ``per plot``."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,7 +11,8 @@ import numpy as np
 from per_cli.analysis.groups import Group
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, stratified_bootstrap_ci
-from per_cli.analysis.tables import cell, no_interval
+from per_cli.analysis.tables import no_interval, rows_csv
+from per_cli.rundir.readers import LENGTH_TAG
 
 MEASURE_TAGS = {
     "iid/state_diversity": "state diversity",
@@ -34,7 +23,6 @@ MEASURE_TAGS = {
     "replay/is_weight_mean": "IS weight mean",
 }
 CI_REPS = 2_000
-LENGTH_TAG = "charts/episodic_length"  # the weights of metrics.csv's per-episode means
 
 
 @dataclass
@@ -82,12 +70,7 @@ def measure_rows(groups: Sequence[Group]) -> list[MeasureRow]:
 
 
 def measures_csv(rows: Sequence[MeasureRow]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["env", "replay", "settings", "tag", "runs", "mean", "ci_low", "ci_high"])
-    for r in rows:
-        writer.writerow([r.env, r.replay, r.settings, r.tag, r.runs, cell(r.mean), cell(r.ci_low), cell(r.ci_high)])
-    return out.getvalue()
+    return rows_csv(rows, list(MeasureRow.__dataclass_fields__))
 
 
 def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:

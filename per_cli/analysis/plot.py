@@ -1,21 +1,4 @@
-"""``per plot``: figures and tables from run directories.
-
-Figures (one file each, sized for a paper: 3.5 in single column, 7 in double; png, svg or pdf):
-* ``return_<env>``: episodic return against env steps, one line per group (replay label and swept settings),
-  the mean over seeds with a 95% bootstrap band on a common step grid; ``returns``: every env side by side;
-* ``td_<env>``: mean and max |TD error| in the batch; ``iid_<env>``: the i.i.d. measures (state and episode
-  diversity of the batch), the same way;
-* ``hypothesis``: per completed run, its mean of each i.i.d. measure and of the mean |TD error| against its
-  final return;
-* ``metric_<tag>_<env>``: any other logged scalar (``--metric TAG``, e.g. the notebook's
-  ``replay/correlation_count``);
-* for a grid with factors (swept keys, or several replay kinds), per env: ``factors_heatmap_<env>``
-  (final-return IQM over the first two factors) and ``factors_marginal_<env>`` (each factor's marginal effect:
-  a line across numeric levels, separate points for the replay kinds and other categories).
-Tables: ``summary.csv`` / ``summary.md`` (:mod:`.tables`), ``factors.csv`` / ``factors.md`` (:mod:`.factors`),
-``comparisons.csv`` / ``comparisons.md`` (each kind against ``uniform``, :mod:`.comparisons`);
-``captions.md`` says what each figure shows (band, smoothing).
-"""
+"""``per plot``: figures and tables from run directories."""
 
 from __future__ import annotations
 
@@ -37,10 +20,9 @@ from per_cli.analysis.figures import (
     figure_hypothesis,
 )
 from per_cli.analysis.groups import Group, group_runs
-from per_cli.analysis.measures import LENGTH_TAG, MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
+from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
 from per_cli.analysis.provenance import made_by
-from per_cli.analysis.readers import RETURN_TAG
-from per_cli.analysis.runs import Run, checked_env_id, load_runs
+from per_cli.analysis.runs import Run, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
 from per_cli.analysis.tables import (
     default_threshold,
@@ -50,6 +32,7 @@ from per_cli.analysis.tables import (
     table_markdown,
 )
 from per_cli.errors import ConfigError
+from per_cli.rundir.readers import LENGTH_TAG, RETURN_TAG
 
 
 @dataclass
@@ -74,6 +57,8 @@ class PlotReport:
 def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
     """``["cartpole=475", "Acrobot-v1=none"]`` -> ``{"CartPole-v1": 475.0, "Acrobot-v1": None}``; an unknown
     env is a ConfigError with the closest names."""
+    from per_cli.envs import checked_env_id
+
     out: dict[str, float | None] = {}
     for item in items:
         env, sep, raw = item.partition("=")
@@ -165,11 +150,9 @@ def make_plots(
     final_episodes: int | None = None,
     envs: Sequence[str] = (),
 ) -> PlotReport:
-    """Load every run under ``runs_dir`` and write the figures and tables into ``out`` (default
-    ``runs_dir/plots``). ``final_episodes``: a run's final return is the mean of its last N logged episode
-    returns (tables, factors, the hypothesis figure) instead of its summary's last 20. ``envs``: only these
-    envs' runs (aliases or ids; empty: all). Raises ConfigError for bad input (no runs, unknown --metric or
-    --env, bad --format, --final-episodes below 1)."""
+    """Load every run under ``runs_dir`` and write the figures and tables into ``out`` (default ``runs_dir/plots``).
+    ``final_episodes``: a run's final return is the mean of its last N logged episode returns (tables, factors, the
+    hypothesis figure) instead of its summary's last 20. ConfigError for bad input."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if smooth < 1:

@@ -1,17 +1,13 @@
-"""A completed run's measures of its whole learning curve, beside its final return: ``return_auc`` (mean return
-of every training episode), ``return_peak`` (best mean of 20 consecutive episodes) and ``return_drop`` (peak
-minus final), as summary.json holds them (``per_cli.rundir.returns.return_measures`` defines them).
-
-A run recorded before summary.json had them (the committed docs/results runs) gets them from its logged episode
-returns (metrics.csv or its event files), by the same definition; a run with neither has none (the tables say
-"—" and how many runs had them)."""
+"""A completed run's measures of its whole learning curve, beside its final return: ``return_auc`` (mean return of every
+training episode), ``return_peak`` (best mean of 20 consecutive episodes) and ``return_drop`` (peak minus final), as
+summary.json holds them (``per_cli.rundir.returns.return_measures`` defines them)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import Run
+from per_cli.rundir.readers import RETURN_TAG
 from per_cli.rundir.returns import return_measures
 
 KEYS = ("return_auc", "return_peak", "return_drop")

@@ -1,15 +1,7 @@
-"""Run directories read back: find them under a folder and load each one's config, summary and scalars.
-
-A run directory is any directory holding ``summary.json`` or ``config.yaml`` (what ``per train`` and
-``per grid`` write). A run's status is its summary's: ``completed``, ``failed``, ``interrupted`` (stopped by
-Ctrl-C or SIGTERM; a partial curve, resumable), ``running`` (also a run without summary.json, just started,
-or whose process died) or ``unreadable`` (a summary.json that cannot be parsed: never taken for a run in
-progress).
-"""
+"""Run directories read back: find them under a folder and load each one's config, summary and scalars."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -19,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from per_cli.analysis.readers import RETURN_TAG, Scalars, damage, read_scalars
 from per_cli.config.reading import parse_yaml, read_text
-from per_cli.errors import ConfigError
+from per_cli.errors import ConfigError, cut
 from per_cli.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
+from per_cli.rundir.readers import RETURN_TAG, Scalars, checked_summary, damage, read_scalars
 
 RUN_MARKERS = ("summary.json", "config.yaml")
 # Config keys added after runs were recorded, with the value that does what those runs did: a config.yaml that
@@ -143,7 +135,7 @@ def _status(summary: dict[str, Any] | None) -> str:
 
 def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozenset[str] | None = None) -> Run | None:
     """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot.
-    ``tags``: the scalars needed (see :func:`per_cli.analysis.readers.read_scalars`); None: all of them.
+    ``tags``: the scalars needed (see :func:`per_cli.rundir.readers.read_scalars`); None: all of them.
     ``envs``: resolved env ids to keep; a run of another env is None, its scalars never read."""
     summary, problems = checked_summary(read_summary(path) or {})
     config, read_error = read_run_config(path / "config.yaml")
@@ -177,10 +169,7 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
 
 
 def read_run_config(path: Path) -> tuple[dict[str, Any], str | None]:
-    """A run's ``config.yaml`` flattened (empty when it is missing), and what is wrong with it (None: nothing).
-    Read as a config is (:func:`per_cli.config.reading.parse_yaml`: an alias bomb costs milliseconds, not all
-    the memory); a file that holds no mapping of settings (``[]``, a scalar, nothing) is said, naming the file,
-    since its run is then grouped by its summary alone (with whichever runs share its env and replay)."""
+    """A run's ``config.yaml`` flattened (empty when it is missing), and what is wrong with it (None: nothing)."""
     try:
         raw = parse_yaml(path, read_text(path))
     except ConfigError as exc:
@@ -189,50 +178,11 @@ def read_run_config(path: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"{path.name} cannot be read ({str(exc).removeprefix(f'{path}: ')}); its settings are unknown"
     if isinstance(raw, dict):
         return {**ADDED_LATER, **flatten(raw)}, None
-    held = "nothing" if raw is None else f"a {type(raw).__name__} ({_short(raw)})"
+    held = "nothing" if raw is None else f"a {type(raw).__name__} ({cut(repr(raw), 40, 30)})"
     return {}, (
         f"{path.name} holds {held}, not a mapping of settings, so its settings are unknown (grouped by its summary "
         "only, with the runs of its env and replay)"
     )
-
-
-# summary.json keys that are read, with the types they must have: any other value is left out and said
-SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
-    "env": (str,),
-    "replay": (str,),
-    "error": (str,),
-    "seed": (int,),
-    "total_steps": (int, float),
-    "wall_time_s": (int, float),
-    "final_return_mean": (int, float),
-    "eval_return_mean": (int, float),
-}
-
-
-def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
-    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
-    or damaged summary costs its run those values, never the whole plot."""
-    kept, problems = dict(summary), []
-    for key, types in SUMMARY_TYPES.items():
-        value = kept.get(key)
-        if value is None:
-            continue
-        bad = isinstance(value, bool) or not isinstance(value, types)
-        if not bad and isinstance(value, float) and key != "final_return_mean" and key != "eval_return_mean":
-            bad = not math.isfinite(value)
-        if bad:
-            del kept[key]
-            problems.append(f"summary.json: {key} is {_short(value)}, not a {_KIND[types]}; left out")
-    return kept, problems
-
-
-_KIND = {(str,): "string", (int,): "whole number", (int, float): "number"}
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:30]}...({len(text):,} characters)"
 
 
 def _load_one(args: tuple[Path, Path, set[str] | None, frozenset[str] | None]) -> Run | None:
@@ -270,20 +220,10 @@ def load_runs(
     return runs
 
 
-def checked_env_id(name: str, option: str) -> str:
-    """A command-line env name (alias or id) as its resolved id; an unknown one is the env factory's ConfigError
-    with ``option`` (e.g. ``--env acrobt``) in place of its ``env.id`` key."""
-    from per_cli.envs import check_env_id
-
-    try:
-        check_env_id(name)
-    except ConfigError as exc:
-        raise ConfigError(str(exc).replace("env.id: ", f"{option}: ", 1)) from None
-    return _env_id(name)
-
-
 def _wanted_envs(names: Iterable[str]) -> frozenset[str] | None:
     """``--env`` names as resolved env ids (None: every env)."""
+    from per_cli.envs import checked_env_id
+
     wanted = frozenset(checked_env_id(name, f"--env {name}") for name in names)
     return wanted or None
 

@@ -1,19 +1,4 @@
-"""Interval estimates over a few seeds (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice").
-
-* ``iqm``: the interquartile mean, the mean of the middle 50% of scores (``scipy.stats.trim_mean(x, 0.25)``:
-  ``floor(n / 4)`` scores are cut from each end, so n < 4 gives the plain mean).
-* ``stratified_bootstrap_ci``: a percentile bootstrap CI of a statistic, resampling runs with replacement
-  within each stratum (task), as rliable does; with one stratum it is the ordinary bootstrap.
-* ``mean_band``: per point of a step grid, the mean over seeds and a percentile bootstrap CI of that mean,
-  for seeds whose curves may stop early (runs in progress).
-* ``spearman``: rank correlation, for the hypothesis figure.
-* ``holm``: Holm's (1979) step-down adjusted p over a family of tests; ``smallest_p``: the smallest two-sided
-  p an exact Mann–Whitney test can give two groups of their sizes (3 vs 3: 0.1, so it never reads "< 0.05").
-* ``MIN_INTERVAL_SEEDS``: below 5 seeds a percentile bootstrap is degenerate (three runs have few distinct
-  resamples; the IQM of three is their mean), so the tables print no interval there.
-
-Every bootstrap takes a seed, so figures and tables are reproducible.
-"""
+"""Interval estimates over a few seeds (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice")."""
 
 from __future__ import annotations
 
@@ -45,11 +30,8 @@ def stratified_bootstrap_ci(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float, float]:
-    """(point estimate, CI low, CI high) of ``statistic`` over the scores of all strata.
-
-    ``statistic(x, axis=-1)`` must reduce the last axis. Each of ``reps`` bootstrap samples draws, within every
-    stratum, as many scores as it has, with replacement; the CI is the percentile interval.
-    """
+    """(point estimate, CI low, CI high) of ``statistic`` (reducing the last axis) over the scores of all strata;
+    each bootstrap sample resamples every stratum with replacement."""
     strata = [np.asarray(s, dtype=np.float64).ravel() for s in strata]
     strata = [s for s in strata if len(s)]
     if not strata:
@@ -66,11 +48,8 @@ def stratified_bootstrap_ci(
 def mean_band(
     curves: np.ndarray, *, reps: int = 2_000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and bootstrap CI of the mean across seeds at each grid point.
-
-    ``curves`` is (seeds, points) with NaN where a seed has no value (its run had not reached that step). The
-    mean uses the seeds present at each point; the band is NaN where fewer than two are present.
-    """
+    """Mean and bootstrap CI of the mean across seeds at each grid point of ``curves`` (seeds, points), NaN where a
+    seed has no value; the band is NaN where fewer than two seeds are present."""
     curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
     present = ~np.isnan(curves)
     count = present.sum(axis=0)
@@ -96,22 +75,14 @@ def mean_band(
     return mean, lo, hi
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n with ties given their average rank."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = np.arange(1, len(x) + 1)
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse.ravel(), weights=ranks)
-    return sums[inverse.ravel()] / counts[inverse.ravel()]
-
-
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman's rank correlation of paired samples; NaN for fewer than 3 pairs or a constant side."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if len(x) < 3:
         return np.nan
-    rx, ry = _ranks(x) - (len(x) + 1) / 2, _ranks(y) - (len(y) + 1) / 2
+    from scipy.stats import rankdata  # (ties: their average rank)
+
+    rx, ry = rankdata(x) - (len(x) + 1) / 2, rankdata(y) - (len(y) + 1) / 2
     denom = np.sqrt((rx @ rx) * (ry @ ry))
     return float(rx @ ry / denom) if denom > 0 else np.nan
 

@@ -17,21 +17,19 @@ import numpy as np
 
 from per_cli.analysis.curves import steps_to_threshold
 from per_cli.analysis.groups import Group
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.run_returns import FROM_LOGS, run_return_measures
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
 from per_cli.analysis.text import num
+from per_cli.rundir.readers import RETURN_TAG
 
 NOT_COUNTED = ("running", "interrupted", "failed", "unreadable")  # statuses shown beside the seed count
 
 
 def default_threshold(env_id: str, episode_limit: int | None = None) -> float | None:
-    """The env's registered ``reward_threshold`` (CartPole-v1: 475), if Gymnasium knows one.
-
-    Runs with another episode limit (``env.max_episode_steps``) than the id's take the threshold of the
-    registered version with that limit and the same dynamics: CartPole-v1 cut at 200 steps is CartPole-v0,
-    solved at 195, where 475 could never be reached. With no such version there is no default."""
+    """The env's registered ``reward_threshold`` (CartPole-v1: 475), if Gymnasium knows one; under another episode
+    limit, that of the registered version with that limit and the same dynamics (CartPole-v1 cut at 200 steps:
+    CartPole-v0's 195), else None."""
     import gymnasium as gym
 
     try:

@@ -22,6 +22,7 @@ from per_cli.cli.usage import (
     config_listing,
     fail_input,
     path_option,
+    say_notes,
 )
 from per_cli.errors import ConfigError
 
@@ -92,8 +93,7 @@ def configs(
         cfg = with_kind_defaults(load_config(resolved.path))  # (the kind's own defaults: α, β0, params)
     except ConfigError as exc:
         raise fail_input(str(exc)) from None
-    if resolved.note:
-        typer.echo(f"note: {resolved.note}", err=True)
+    say_notes(resolved.note)
     typer.echo(f"# {resolved.name or resolved.path}: {describe(resolved.path)}")
     typer.echo(f"# resolved from {resolved.path} with every default filled in; edit and run with per train --config")
     typer.echo(dump_config(cfg), nl=False)
@@ -177,13 +177,10 @@ def grid(
                 raise ConfigError(
                     "--backend ray needs Ray: pip install -e '.[ray]' (in a clone; else pip install 'per-cli[ray]')"
                 ) from None
-        if plot and "plot" not in {c.name or c.callback.__name__ for c in app.registered_commands}:
-            raise ConfigError("--plot: this version has no `per plot` command")
         check_run_name(name)
         check_path_length(runs_dir, "--runs-dir")
         request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
-        if note := single_seed_note(seeds, request.seeds):
-            typer.echo(f"note: {note}", err=True)
+        say_notes(single_seed_note(seeds, request.seeds))
         plan = grid_mod.plan_grid(request)
         if not dry_run:
             check_runs_dir(runs_dir)

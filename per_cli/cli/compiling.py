@@ -1,12 +1,4 @@
-"""The note a run prints when it starts compiling kernels (per_cli/compiled_cache.py says where they are kept).
-
-Numba compiles a cached kernel only where its cache holds none for that source file and signature: an index
-``<module>.<function>-<line>.pyXY.nbi`` in a folder per source folder, named after the folder's absolute path.
-Whether a run will compile therefore depends on the kernels it calls and on where the package is, which no look
-at the cache before the run can tell (a new checkout beside an old one finds the version's cache full, of the
-other checkout's folders). Numba's own compile event can: the note comes at the first compile of one of the
-package's cached kernels, once, and never when every kernel the run calls loads from the cache.
-"""
+"""The note a run prints when it starts compiling kernels (per_cli/compiled_cache.py says where they are kept)."""
 
 from __future__ import annotations
 

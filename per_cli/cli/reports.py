@@ -10,7 +10,7 @@ import typer
 
 from per_cli.cli.app import app
 from per_cli.cli.running import check_plot_out, check_writable_dir, new_files_removed_on_error
-from per_cli.cli.usage import FlagCommand, fail_input, path_option, shown
+from per_cli.cli.usage import FlagCommand, fail_input, path_option, say_notes, shown
 from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.settings import N_RANGE
@@ -96,8 +96,7 @@ def plot(
     )
     for path in report.files:
         typer.echo(f"  {path}")
-    for note in report.notes:
-        typer.echo(f"note: {note}", err=True)
+    say_notes(*report.notes)
 
 
 @app.command(cls=FlagCommand)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, shown
-from per_cli.errors import ConfigError
+from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, say_notes, shown
+from per_cli.errors import ConfigError, cut
 
 
 def resolve_config_option(config: str | None) -> Path | None:
@@ -21,8 +21,7 @@ def resolve_config_option(config: str | None) -> Path | None:
     from per_cli.config.shipped import resolve_config
 
     resolved = resolve_config(config)
-    if resolved.note:
-        typer.echo(f"note: {resolved.note}", err=True)
+    say_notes(resolved.note)
     return resolved.path
 
 
@@ -39,11 +38,9 @@ def check_runs_dir(runs_dir: Path) -> None:
 
 
 def check_writable_dir(path: Path, option: str, what: str) -> None:
-    """``path`` (given as ``option``) must be a directory this process can create ``what`` in: an existing file,
-    a path under /proc, a read-only or full place, a path longer than the system takes are bad input (one line,
-    exit 2), found before anything is written. The check makes the missing folders and one probe folder in the
-    last, and removes all it made again (the command makes them itself), so a check, passed or failed, leaves
-    the disk as it was."""
+    """``path`` (given as ``option``) must be a directory this process can create ``what`` in: an existing file, a path
+    under /proc, a read-only or full place, a path longer than the system takes are bad input (one line, exit 2), found
+    before anything is written."""
     import tempfile
 
     check_path_length(path, option)
@@ -70,10 +67,10 @@ def check_writable_dir(path: Path, option: str, what: str) -> None:
         ) from None
 
 
-def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a sweep.locks.Lock, or None
+def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a rundir.locks.Lock, or None
     """A run of a ``per grid`` is trained under the grid's lock for it (``<grid>/.locks/<run>.lock``), not its own
     ``.lock``: ``--resume`` of such a run takes that lock too, refused while the grid trains the run."""
-    from per_cli.sweep.locks import GridLockedError, hold_lock
+    from per_cli.rundir.locks import Locked, hold_lock
     from per_cli.sweep.status import LOCKS_DIR
 
     path = run_dir.parent / LOCKS_DIR / f"{run_dir.name}.lock"
@@ -81,7 +78,7 @@ def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a sweep.locks.Lock, or None
         return None
     try:
         return hold_lock(path, wait_s=0)
-    except GridLockedError:
+    except Locked:
         raise ConfigError(f"--resume: {shown(run_dir)} is being trained by per grid; wait for it or stop it") from None
 
 
@@ -98,10 +95,9 @@ def check_plot_out(runs_dir: Path, out: Path | None) -> None:
 
 @contextlib.contextmanager
 def new_files_removed_on_error(folder: Path) -> Iterator[None]:
-    """Run the block; if it raises (a full disk while figures are saved), remove what it made in ``folder``
-    (files and folders that were not there before, ``folder`` itself included) and re-raise: nothing
-    half-written stays. Files it rewrote keep their new, partial content: they are the command's own outputs,
-    made again by running it again."""
+    """Run the block; if it raises (a full disk while figures are saved), remove what it made in ``folder`` (files and
+    folders that were not there before, ``folder`` itself included) and re-raise: nothing half-written stays. Files it
+    rewrote keep their new, partial content: they are the command's own outputs, made again by running it again."""
     try:
         made = [p for p in (folder, *folder.parents) if not p.exists()]
         before = set(folder.rglob("*")) if folder.is_dir() else set()
@@ -143,8 +139,7 @@ def check_path_length(path: Path, option: str) -> None:
 
 def _cut(path: Path) -> str:
     """A path for an error line: quoted, and cut to a readable length."""
-    text = shown(path)
-    return text if len(text) <= 100 else f"{text[:60]}...({len(text):,} characters)"
+    return cut(shown(path))
 
 
 def say_when_compiling(stack: contextlib.ExitStack, quiet: bool) -> None:
@@ -153,17 +148,12 @@ def say_when_compiling(stack: contextlib.ExitStack, quiet: bool) -> None:
     from per_cli.cli.compiling import compile_note
 
     if not quiet:
-        stack.enter_context(compile_note(lambda note: typer.echo(f"note: {note}", err=True)))
+        stack.enter_context(compile_note(say_notes))
 
 
 def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
-    """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before
-    anything is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one.
-
-    A resume reads its checkpoint (which runs nothing: checkpoints are data) and checks what may change against
-    it before the config's plugins are imported, so a plugin edited into a run's config.yaml never runs. The run
-    directory is claimed (:mod:`per_cli.rundir.claim`) for the run's life: a second process asking for the
-    same ``--name``, or resuming a run in progress, is refused in one line."""
+    """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before anything
+    is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one."""
     with contextlib.ExitStack() as compiling:
         _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume)
 
@@ -189,7 +179,7 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         else:
             check_run_name(name)
             cfg = load_config(resolve_config_option(config), overrides, seed=seed, device=device)
-        # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        # bad keys and values are refused above, before torch and Gymnasium are imported
         from per_cli.rundir.claim import claim_existing, claim_free_name, claim_new
         from per_cli.train.checkpoints.checkpoint import load_checkpoint
         from per_cli.train.checkpoints.resume import check_resume
@@ -226,11 +216,8 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        for note in notes(cfg):
-            if note:
-                typer.echo(f"note: {note}", err=True)
-        if trainer.agent.engine_note:  # the fast path declined: say so once (also in summary.json)
-            typer.echo(f"note: agent.engine {trainer.agent.engine}: {trainer.agent.engine_note}", err=True)
+        agent = trainer.agent  # (where the fast path declined, said once; also in summary.json)
+        say_notes(*notes(cfg), agent.engine_note and f"agent.engine {agent.engine}: {agent.engine_note}")
     try:
         with progress:
             summary = trainer.run(run_dir)
@@ -261,7 +248,7 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
             raise ConfigError("--seeds: a cohort names its runs by seed and starts anew; drop --seed, --name, --resume")
         seed_list = parse_seeds(seeds)
         cfg = load_config(resolve_config_option(config), overrides, device=device)
-        # bad keys and values are refused above, before torch and Gymnasium are imported (~1.5 s on a small VM)
+        # bad keys and values are refused above, before torch and Gymnasium are imported
         from per_cli.rundir.claim import claim_free_name
         from per_cli.train.loop.cohort import Cohort, cohort_configs
         from per_cli.train.loop.progress import train_progress
@@ -285,9 +272,7 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        for note in [single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note]:
-            if note:
-                typer.echo(f"note: {note}", err=True)
+        say_notes(single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note)
     try:
         with progress:
             summaries = cohort.run(run_dirs)

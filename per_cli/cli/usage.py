@@ -120,6 +120,13 @@ def shown(path: object) -> str:
     return shlex.quote(str(path))
 
 
+def say_notes(*notes: str | None) -> None:
+    """Each note on stderr as ``note: ...`` (empty ones and None left out)."""
+    for note in notes:
+        if note:
+            typer.echo(f"note: {note}", err=True)
+
+
 def fail_input(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(EXIT_BAD_INPUT)

@@ -1,8 +1,4 @@
-"""Building a :class:`~per_cli.config.schema.Config` from YAML plus ``--set a.b=c`` overrides.
-
-Validation is driven by the dataclass fields themselves (their type hints and ``metadata`` bounds), so every
-error names the dotted key, what was given, and what is allowed.
-"""
+"""Building a :class:`~per_cli.config.schema.Config` from YAML plus ``--set a.b=c`` overrides."""
 
 from __future__ import annotations
 
@@ -18,14 +14,10 @@ import yaml
 
 from per_cli.config.reading import parse_yaml, read_text
 from per_cli.config.schema import Config
-from per_cli.errors import ConfigError
+from per_cli.errors import ConfigError, cut
 
-# libyaml's emitter where PyYAML has it: the same text as the pure-Python SafeDumper (checked on every config under
-# configs/), ~4x faster; every run writes its config.yaml, so a 100-seed cohort's start waited on it
+# libyaml's emitter where PyYAML has it: the same text as the pure-Python SafeDumper, faster
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-# ----------------------------------------------------------------------------------------------------------
-# building from plain data
 
 # every int field's limit besides its own bounds: 2^53 is exact in float64 and far inside int64
 MAX_INT = 2**53
@@ -35,8 +27,7 @@ MAX_STR = 100
 
 def _short(value: Any) -> str:
     """``repr(value)``, cut to one readable length (a 1 MB value must not become a 1 MB error line)."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:50]}...({len(text):,} characters)"
+    return cut(repr(value), 60, 50)
 
 
 def _type_name(tp: Any) -> str:
@@ -191,11 +182,9 @@ def _count(n: int) -> str:
 
 
 def _check_relations(cfg: Config) -> None:
-    """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay
-    kinds) and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither
-    envs nor replay). A step s trains when s >= learning_starts and s + 1 is a multiple of train_freq, so the
-    first update is at the first multiple of train_freq above learning_starts: past total_steps (a replay ratio
-    of 1e-300 is a train_freq of 10^300), the run would end having learnt nothing."""
+    """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay kinds)
+    and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither envs nor replay);
+    a train_freq whose first update would come after total_steps is refused (the run would learn nothing)."""
     r, t = cfg.replay, cfg.train
     if r.batch_size > r.capacity:
         raise ConfigError(
@@ -221,9 +210,6 @@ def _check_relations(cfg: Config) -> None:
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
 
-
-# ----------------------------------------------------------------------------------------------------------
-# public API
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -318,8 +304,7 @@ def load_config(path: str | Path | None, overrides: typing.Iterable[str] = (), *
 
 
 def to_dict(cfg: Config) -> dict:
-    """``cfg`` as plain data; ``replay.params`` only where the kind has parameters (a config.yaml without them
-    reads the same as before the key existed)."""
+    """``cfg`` as plain data; ``replay.params`` only where the kind has parameters."""
     data = dataclasses.asdict(cfg)
     if not data["replay"]["params"]:
         del data["replay"]["params"]

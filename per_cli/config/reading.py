@@ -1,13 +1,4 @@
-"""Reading a config file into plain data, safely: whatever the bytes, one line and no hang.
-
-A config is small hand-written YAML. What a hostile or broken file could do is refused before it costs
-anything: a file over :data:`MAX_CONFIG_BYTES` (a 50 MB file of ``env.kwargs`` keys would be parsed, checked
-and dumped again by preflight for minutes), bytes that are not UTF-8, a key given twice in one mapping (YAML keeps
-the last value silently), and aliases whose expansion is large or recursive (a 1 KB "billion laughs" file expands
-to 10^9 values; every walk over the data after the parse would follow it), in values and in characters (a few
-aliases of one long string). The alias check counts the expanded size over the node graph with each distinct
-node visited once, so it is linear in the file, not in the expansion.
-"""
+"""Reading a config file into plain data, safely: whatever the bytes, one line and no hang."""
 
 from __future__ import annotations
 
@@ -18,8 +9,7 @@ import yaml
 
 from per_cli.errors import ConfigError
 
-# libyaml's parser where PyYAML has it: the same nodes as the pure-Python one, ~100x faster on a large file (a
-# 900 KB alias file is refused in milliseconds, not seconds)
+# libyaml's parser where PyYAML has it: the same nodes as the pure-Python one, much faster on a large file
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # far above any real config (the shipped ones are under 3 KB), far below what makes parsing slow
 MAX_CONFIG_BYTES = 1_000_000
@@ -101,11 +91,10 @@ def _find_duplicate_key(
 
 
 def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> Any:
-    """The document in ``text`` as plain data; ConfigError (naming ``path``, a file or ``--set k=v``) for
-    malformed YAML, a duplicate key or aliases that expand to more than ``limit``'s values or characters
-    (:data:`CONFIG_LIMIT`: :data:`MAX_EXPANDED_NODES`, :data:`MAX_EXPANDED_CHARS`; a file that per writes,
-    as large as its runs make it, passes :func:`file_limit`). Every reader of a YAML file that a person could
-    have written or edited (a config, a run's config.yaml, a grid's grid.yaml) goes through here."""
+    """The document in ``text`` as plain data; ConfigError (naming ``path``, a file or ``--set k=v``) for malformed
+    YAML, a duplicate key or aliases that expand to more than ``limit``'s values or characters (:data:`CONFIG_LIMIT`:
+    :data:`MAX_EXPANDED_NODES`, :data:`MAX_EXPANDED_CHARS`; a file that per writes, as large as its runs make it, passes
+    :func:`file_limit`)."""
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()

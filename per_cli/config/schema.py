@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# Upper bounds of counts that multiply a run's time or memory, where no bound was the only limit (1e9 evaluation
-# episodes, or a replay ratio of 1e300, hung a run at "running"); each far above what papers use.
+# Upper bounds of counts that multiply a run's time or memory (without one, a huge value hangs a run); each far above
+# what papers use.
 MAX_UPDATES_PER_STEP = 1024  # gradient steps per env step: high replay ratios in the literature are <= 128
 MAX_EVAL_EPISODES = 10_000  # per evaluation (papers: 10 to 200)
 MAX_BITS = 10_000  # bit flipping's n (see EnvConfig.n_bits)
@@ -54,18 +54,12 @@ class EnvConfig:
     atari: AtariConfig = field(default_factory=AtariConfig)
     minatar: MinAtarConfig = field(default_factory=MinAtarConfig)
     # bit flipping (env.id: bitflip) only: the number of bits n (episode length n); null: the env's default 10
-    # (at most MAX_BITS: a goal reached by chance once in 2^n episodes, a network 2n inputs wide and n actions;
-    # Andrychowicz et al. 2017 go to 50. 10^9 bits were gigabytes per env, allocated before any check)
     n_bits: int | None = field(default=None, metadata=_bounds(1, MAX_BITS))
     # what steps the training env: gymnasium, or envpool (CartPole, Acrobot, MountainCar; pip install envpool):
     # a cohort's envs in one C++ call (per_cli/envs/pool.py); evaluation always uses Gymnasium's env
     backend: Literal["gymnasium", "envpool"] = "gymnasium"
-    # What the learner stores of a step that ends an episode (per_cli/train/loop/transitions.py). Logged and evaluated
-    # returns stay the env's own; only the replay memory sees these. done_reward: the reward stored for every step
-    # that ends an episode (terminated or truncated) in place of the env's; null: the env's own. It is not given
-    # when the episode's return before that step equals done_reward_except_return (the seed notebook's
-    # `reward if not done or score == 499 else -10`: done_reward -10, done_reward_except_return 499; the exception
-    # is kept but idle while done_reward is null, so a sweep of done_reward=-10,null ablates the -10 alone)
+    # the reward the replay memory stores for a step that ends an episode (null: the env's), except where the episode's
+    # return before it equals done_reward_except_return (the seed notebook's -10 and 499; docs/study.md)
     done_reward: float | None = None
     done_reward_except_return: float | None = None
     # a time-limit truncation is stored as a termination: no bootstrap from its next state (old gym's `done`)
@@ -94,9 +88,8 @@ class AgentConfig:
     # torch: autograd, any network and device; numba: one compiled call per update, for the configs that
     # per_cli.rl.engines.supports accepts (a ReLU MLP on the CPU, ...); auto: see per_cli/rl/engines/__init__.py
     engine: Literal["auto", "torch", "numba"] = "auto"
-    # on a CUDA device, the torch engine's update is replayed as one captured CUDA graph (per_cli/rl/cuda_graph.py:
-    # the Atari update is launch-bound; equal to the eager update to float rounding); false: eager. No effect on
-    # a CPU or under the numba engine
+    # on a CUDA device, the torch engine's update is replayed as one captured CUDA graph (per_cli/rl/cuda_graph.py);
+    # false: eager. No effect on a CPU or under the numba engine
     cuda_graph: bool = True
 
 
@@ -110,13 +103,9 @@ class ReplayConfig:
     alpha: float | None = field(default=None, metadata=_bounds(0.0))
     beta0: float | None = field(default=None, metadata=_bounds(0.0, 1.0))
     beta_end_step: int | None = field(default=None, metadata=_bounds(1))
-    # β rises by this much with every sampled batch instead: batch n (1, 2, ...) has β = min(1, beta0 + n ×
-    # beta_increment), as the rlcode PER memory raises β before each draw (the seed notebook: 0.001); null: the
-    # linear anneal to beta_end_step
+    # β of the n-th sampled batch (n from 1) is min(1, beta0 + n × beta_increment); null: the linear anneal
     beta_increment: float | None = field(default=None, metadata=_bounds(0.0, lo_open=True))
-    # the importance-sampling weights the loss applies (per_cli/rl/is_weights.py): memory_max, the paper's
-    # (N·P(i))^-β / max over the memory; batch_max, / max over the batch; batch_mean, / mean over the batch (mean
-    # weight 1: α changes which transitions are seen, not the step size); off, all ones (no correction)
+    # the importance-sampling weights the loss applies (per_cli/rl/is_weights.py; docs/replay.md)
     is_weights: Literal["memory_max", "batch_max", "batch_mean", "off"] = "memory_max"
     priority_eps: float = field(default=1e-6, metadata=_bounds(0.0))
     # lap and pal (Fujimoto et al. 2020): κ, the TD error below which priorities stop falling (max(|δ|, κ)^α) and
@@ -130,8 +119,7 @@ class ReplayConfig:
     # them. W = batch_size is `none`'s set of transitions, W = capacity ordinary replay (docs/replay.md)
     window: int | None = field(default=None, metadata=_bounds(1))
     # a batch is batch_size / chunk runs of `chunk` consecutive stored transitions, each run's start drawn by the
-    # kind's own rule among the starts whose run fits inside the held (and windowed) transitions: correlation at
-    # the kind's age (uniform, prioritized, rank); 1: each transition drawn on its own
+    # kind's own rule; 1: each transition drawn on its own
     chunk: int = field(default=1, metadata=_bounds(1))
     # n-step returns: each sampled transition's target sums up to n discounted rewards of its episode before
     # bootstrapping with γ^k (computed at sampling from the stored one-step transitions: every storage, every kind)
@@ -151,15 +139,9 @@ class ReplayConfig:
         self._check()
 
     def _check_alpha(self) -> None:
-        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds
-        (prioritized, and lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank. At α = 1000, 1e-6^α
-        is 0 and 2^α is inf, 1/rank^α is 0 past the first rank: sampling probabilities of 0 made every
-        importance-sampling weight 0, and the run trained with a loss of 0, silently. A bound, not a test of
-        each run's range: |δ| is not known before training. At α <= 10 a priority stays finite and non-zero
-        for |δ| + ε in [1e-30, 1e29] (their sum over a billion transitions too) and for ranks up to 10^30;
-        the paper's α lies in [0, 1] (1: sampling in proportion to the priority; more sharpens towards
-        greedy). Within the bound, memory_max IS weights still shrink as α spreads the priorities (the
-        paper's normalisation, the run logs as replay/is_weight_mean)."""
+        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds (prioritized, and
+        lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank; past MAX_ALPHA, p^α reaches 0 or inf and every
+        importance-sampling weight 0 (nothing learnt, silently). Below it priorities stay finite and non-zero."""
         from per_cli.errors import ConfigError
 
         if self.alpha is not None and self.alpha > MAX_ALPHA:
@@ -220,10 +202,8 @@ class TrainConfig:
     learning_starts: int = field(default=1_000, metadata=_bounds(0))
     train_freq: int = field(default=1, metadata=_bounds(1))
     gradient_steps: int = field(default=1, metadata=_bounds(1, MAX_UPDATES_PER_STEP))
-    # Fedus et al. (2020)'s replay ratio, gradient updates per env transition, = gradient_steps / train_freq: a
-    # ratio r >= 1 (an integer) is gradient_steps r every step, r < 1 (1/r an integer) one update every 1/r steps;
-    # when set it decides train_freq and gradient_steps (whatever they say), at load (dumps show all three), so a
-    # sweep can name the ratio over any base config; null: those two as given
+    # Fedus et al. (2020)'s replay ratio, gradient updates per env transition: when set, it decides train_freq and
+    # gradient_steps at load (replay_schedule); null: those two as given
     replay_ratio: float | None = field(default=None, metadata=_bounds(0.0, MAX_UPDATES_PER_STEP, lo_open=True))
     eps_start: float = field(default=1.0, metadata=_bounds(0.0, 1.0))
     eps_end: float = field(default=0.05, metadata=_bounds(0.0, 1.0))
@@ -235,9 +215,8 @@ class TrainConfig:
     eval_eps: float = field(default=0.0, metadata=_bounds(0.0, 1.0))
     checkpoint_every: int = field(default=0, metadata=_bounds(0))
     save_replay: bool = False
-    # 1: an update's TD errors reach the host one update late: its priority update, result check and measures
-    # run after the next update is queued (so a GPU update runs while the host works); the next batch is drawn
-    # before this one's priorities are set. An algorithm change, off by default (docs/atari.md)
+    # 1: an update's TD errors reach the host one update late, so a GPU update runs while the host works; the next
+    # batch is drawn before this one's priorities are set. An algorithm change, off by default (docs/atari.md)
     priority_lag: int = field(default=0, metadata=_bounds(0, 1))
 
     def __post_init__(self) -> None:

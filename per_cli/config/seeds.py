@@ -1,10 +1,4 @@
-"""``--seeds``: which seeds one command trains, read the same way by ``per train`` and ``per grid``.
-
-A spec is a seed (``3``: seed 3 alone, as ``--seed 3``), a range with both ends included (``1-100``) or a list
-of either (``1,5,9``, ``1-10,20``). Each seed is within the bounds of the config's ``seed`` key (what ``--seed``
-enforces), and one command takes at most :data:`MAX_SEEDS` of them: the count is checked before any list is
-made, so ``1-1000000000`` is refused at once instead of planned for minutes.
-"""
+"""``--seeds``: which seeds one command trains, read the same way by ``per train`` and ``per grid``."""
 
 from __future__ import annotations
 
@@ -14,9 +8,7 @@ import re
 from per_cli.config.schema import Config
 from per_cli.errors import ConfigError
 
-# seeds one command takes. A cohort member holds an env, a network and a memory (preflight checks their RAM),
-# and a grid plans a run directory per seed and setting before any starts; past this many, the per-seed
-# overhead of a process and the planning itself decide, which nothing else checks
+# seeds one command takes: each is a run to plan, check and hold
 MAX_SEEDS = 10_000
 _SPEC = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _SHOWN = 40  # characters of a bad spec echoed back
@@ -72,7 +64,7 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
 
 
 def single_seed_note(text: str, seeds: list[int]) -> str | None:
-    """A note when ``--seeds N`` names the one seed N > 1: ``per grid --seeds N`` once meant seeds 1 to N."""
+    """A note when ``--seeds N`` names the one seed N > 1: easily read as seeds 1 to N."""
     if len(seeds) != 1 or seeds[0] <= 1 or "-" in text:
         return None
     return f"--seeds {seeds[0]} trains seed {seeds[0]} alone; for seeds 1 to {seeds[0]} write --seeds 1-{seeds[0]}"

@@ -1,17 +1,4 @@
-"""The configs shipped inside the package, and how a ``--config`` argument finds one.
-
-The configs live in ``per_cli/configs/`` as package data (the repository's top-level ``configs`` is a symlink to
-that folder, so there is one copy), which is why a wheel install finds them as well as a clone does.
-
-``--config TEXT`` resolves in this order (:func:`resolve_config`):
-
-1. an existing path (a directory is an error that says so); when it bears the name of a shipped config but is
-   another file, it is used and the returned note says that it shadows the shipped one;
-2. a shipped config by name, with or without ``.yaml`` and with or without a ``configs/`` prefix, in
-   subfolders too (``seed001/cartpole_per``); a bare name found only in subfolders must be unique there.
-
-An unknown or ambiguous name is a :class:`~per_cli.errors.ConfigError` of one line with the closest names.
-"""
+"""The configs shipped inside the package, and how a ``--config`` argument finds one."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Environment factory: aliases, registered Gymnasium ids, the Atari pipeline and the MinAtar games.
-
-Names are validated once, before a run starts (``check_env_id``, called by config validation / preflight);
-``make_env`` builds what it is given and does not repeat those checks."""
+"""Environment factory: aliases, registered Gymnasium ids, the Atari pipeline and the MinAtar games."""
 
 from __future__ import annotations
 
@@ -75,6 +72,16 @@ def check_env_id(name: str) -> None:
     )
 
 
+def checked_env_id(name: str, option: str) -> str:
+    """A command-line env name (alias or id) as its resolved id; an unknown one is :func:`check_env_id`'s ConfigError
+    with ``option`` (e.g. ``--env acrobt``) in place of its ``env.id`` key."""
+    try:
+        check_env_id(name)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("env.id: ", f"{option}: ", 1)) from None
+    return resolve_env_id(name)
+
+
 def env_label(name: str) -> str:
     """A short, file-name-safe label: the alias where one is used, else the id with '/' replaced."""
     return name.lower() if name.lower() in ALIASES else name.replace("/", "-")
@@ -103,10 +110,9 @@ def accepts_n_bits(name: str) -> bool:
 
 
 def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
-    """Build the env described by ``cfg`` (already validated: see ``check_env_id``); evaluation envs skip
-    training-only shaping (Atari reward clipping and life-loss terminals). The env is reset once with ``seed``
-    so its RNG is seeded. ``env.backend: envpool``: the training env is one seed's EnvPool env
-    (:mod:`per_cli.envs.pool`, seeded at construction and reset by the trainer); evaluation stays Gymnasium's."""
+    """Build the env described by ``cfg`` (already validated: see ``check_env_id``); evaluation envs skip training-only
+    shaping (Atari reward clipping and life-loss terminals). The env is reset once with ``seed`` so its RNG is seeded;
+    under ``env.backend: envpool`` the training env is one seed's EnvPool env."""
     env_id = resolve_env_id(cfg.id)
     if cfg.backend == "envpool" and not evaluation:
         from per_cli.envs.pool import make_pooled

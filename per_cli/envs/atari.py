@@ -1,20 +1,4 @@
-"""The Atari pipeline: ALE games through Gymnasium's own preprocessing, plus the few wrappers it lacks.
-
-Chain, innermost first (``make_atari_env``)::
-
-    ALE/<Game>-v5 (frameskip=1, sticky actions = env.atari.sticky_actions, default 0)   or <Game>NoFrameskip-v4
-    AtariPreprocessing       Gymnasium: noop starts, frame skip with max-pooling, grayscale, resize to 84x84
-    TimeLimit                only when env.max_episode_steps is set (counted in agent steps)
-    RecordEpisodeStatistics  whole games, unclipped rewards: what the training loop logs
-    LifeLossTerminal         training only (env.atari.terminal_on_life_loss): a lost life ends the episode
-    FireOnReset              games with a FIRE action (env.atari.fire_reset): press FIRE to launch the game
-    UnitRewardClip           training only (env.atari.clip_rewards): rewards clipped to [-1, 1] (integer ALE
-                             rewards: their sign)
-    FrameStackObservation    Gymnasium: the last env.atari.frame_stack frames, zero-padded at an episode start
-
-Evaluation envs (``evaluation=True``) skip the two training-only wrappers: they see unclipped rewards and
-play whole games.
-"""
+"""The Atari pipeline: ALE games through Gymnasium's own preprocessing, plus the few wrappers it lacks."""
 
 from __future__ import annotations
 
@@ -34,12 +18,7 @@ def _ale(env: gym.Env):
 
 
 class LifeLossTerminal(gym.Wrapper):
-    """End an episode when a life is lost, without resetting the game (Mnih et al. 2015).
-
-    ``step`` reports ``terminated=True`` on a life loss; the next ``reset`` then continues the same game with
-    one no-op step instead of restarting it. Only a real game over (or an explicit seed) resets the game, so
-    the statistics recorded underneath still cover whole games.
-    """
+    """End an episode when a life is lost, without resetting the game (Mnih et al. 2015)."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -68,8 +47,7 @@ class LifeLossTerminal(gym.Wrapper):
 
 
 class UnitRewardClip(gym.RewardWrapper):
-    """Rewards clipped to [-1, 1] (Mnih et al. 2015). Gymnasium's ``ClipReward`` does the same with a lambda,
-    which cannot be pickled, and checkpoints pickle the env."""
+    """Rewards clipped to [-1, 1] (Mnih et al. 2015), as a plain float."""
 
     def reward(self, reward):
         return float(min(max(reward, -1.0), 1.0))

@@ -1,15 +1,4 @@
-"""Bit flipping (Andrychowicz et al. 2017, section 3.1): the goal-conditioned task hindsight replay was made
-for.
-
-State and goal are in {0, 1}^n; action ``i`` flips bit ``i``; the reward after a step is ``-[state != goal]``
-(0 on reaching the goal, -1 otherwise). Reaching the goal ends the episode (``terminated``,
-``info['is_success'] = True``); after ``n`` steps without it the episode is cut (``truncated``: the time limit
-is not a terminal state, so its transitions still bootstrap). A goal is always reachable in ``n`` flips.
-
-The observation is flat, ``state ‖ goal`` (float32, length 2n), so the project's MLP reads it as it is;
-:meth:`BitFlipEnv.goal_layout` tells the hindsight memory where the achieved and desired goals sit in it
-and how to recompute rewards for a substituted goal.
-"""
+"""Bit flipping (Andrychowicz et al. 2017, section 3.1): the goal-conditioned task hindsight replay was made for."""
 
 from __future__ import annotations
 

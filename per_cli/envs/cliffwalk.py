@@ -1,16 +1,4 @@
-"""The Blind Cliffwalk (Schaul et al. 2016, section 3.1 and appendix B.1).
-
-A chain of ``n`` states ``0 .. n-1`` and two actions. In each state one action is 'right' and the other
-'wrong'; which one alternates from state to state (action ``s % 2`` is right in state ``s``), so nothing
-learnt in one state says anything about the next. 'Wrong' ends the episode with reward 0; 'right' moves on
-to ``s + 1``, and in the last state ends the episode with reward 1. Reaching the reward by chance takes
-``2^n`` tries.
-
-:class:`BlindCliffwalk` is the MDP itself: its dynamics, the exact Q-values and the replay memory of the
-paper (every one of the ``2^n`` action sequences run once: ``2^(n+1) - 2`` transitions, exactly one of them
-rewarded). :class:`BlindCliffwalkEnv` is the same chain as a Gymnasium env with one-hot observations
-(registered as ``BlindCliffwalk-v0``, alias ``cliffwalk``), so a DQN can be pointed at it too.
-"""
+"""The Blind Cliffwalk (Schaul et al. 2016, section 3.1 and appendix B.1)."""
 
 from __future__ import annotations
 

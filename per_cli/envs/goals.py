@@ -15,11 +15,7 @@ def all_equal(achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class GoalLayout:
-    """Where the goals sit in a flat observation, and the env's reward for any goal.
-
-    ``compute_reward(achieved, desired)`` and ``compute_success(achieved, desired)`` are vectorised over
-    leading axes (goals along the last one). With ``terminate_on_success`` a relabelled transition that
-    reaches its new goal is terminal, as the env's own episodes are."""
+    """Where the goals sit in a flat observation, and the env's reward for any goal."""
 
     achieved: slice  # the achieved goal inside an observation (for bit flipping: the state)
     desired: slice  # the desired goal inside an observation

@@ -1,20 +1,4 @@
-"""MinAtar (Young & Tian 2019): five Atari-like games on a 10×10 grid of C binary channels, small enough for a CPU.
-
-The games come from the ``minatar`` package (an optional extra: ``pip install 'per-cli[minatar]'``), whose
-``minatar.gym.register_envs()`` registers ``MinAtar/<Game>-v0`` (all 6 actions) and ``MinAtar/<Game>-v1``
-(each game's minimal action set) with Gymnasium. The aliases here name the ``-v1`` ids.
-
-What the package does, read from its source (minatar 1.0.15) and relied on here:
-
-* observations are ``bool`` arrays of shape (10, 10, C), channels last, C = 4 (Breakout) to 10 (Seaquest);
-  the replay memory keeps them bit-packed (:mod:`per_cli.replay.storage.packed`);
-* sticky actions: with probability ``sticky_action_prob`` (MinAtar's default 0.1, the paper's setting) the
-  previous action is repeated; ``difficulty_ramping`` (default on) speeds games up as they go;
-* ``reset(seed=s)`` reseeds the game's own ``RandomState`` (sticky actions and spawns), so a seed fixes an
-  episode sequence;
-* episodes end only with ``terminated``: no time limit is registered. Freeway ends after 2,500 frames, which
-  the game reports as a terminal (as the paper's DQN treats it), not as a truncation.
-"""
+"""MinAtar (Young & Tian 2019): five Atari-like games on a 10×10 grid of C binary channels, small enough for a CPU."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
 """``env.backend: envpool``: the classic-control envs of a run or a cohort stepped by EnvPool, in one call.
 
-Why: Gymnasium steps one env per Python call, and a cohort steps S of them one after another: measured here
-(``benchmarks/env_step.py``) 15-35 µs per CartPole step and 60-130 µs per Acrobot step, the largest env cost
-of the seed notebook's study. Gymnasium's own batched CartPole (``vector_entry_point``) takes ONE seed for all
-its sub-envs, and Acrobot and MountainCar have none. EnvPool (``pip install envpool``) steps all of them in C++,
-2-4 µs per env step at S = 100, with a seed per env: env i of a pool made with seed s is seeded s + i.
-
-What stays as with Gymnasium, and is tested against it (tests/envs/test_pool.py): the dynamics (EnvPool's are
-Gymnasium's to a float32 rounding), rewards, termination, truncation at the same step limit, and each seed's
-own stream of initial states. What differs: the initial states themselves (EnvPool's RNG, not NumPy's), so
-an envpool run is not its Gymnasium twin; it is its own reproducible run, the same alone and in a cohort.
-
-:class:`PooledEnv` is one seed's env, with Gymnasium's ``step``/``reset`` contract, so the trainer needs no
-change: ``step`` steps its env alone, unless :func:`step_together` has just stepped the members of a cohort in
-one call per pool, leaving each its result. ``reset()`` starts its next episode (EnvPool's explicit reset of
-that env); ``reset(seed=s)`` restarts a stream as Gymnasium does, from a pool of its own seeded s, except for
-the first one of its own seed, which is the pool's. Envs that cannot be pickled start a new episode on resume
-(see ``Trainer.load_state_dict``), as any env that cannot be pickled.
-"""
+Env i of a pool made with seed s is seeded s + i. Dynamics, rewards, termination and truncation are Gymnasium's
+(tests/envs/test_pool.py); the initial states are EnvPool's, so an envpool run is a run of its own (docs/cohorts.md)."""
 
 from __future__ import annotations
 
@@ -32,11 +16,8 @@ SUPPORTED = ("CartPole-v0", "CartPole-v1", "Acrobot-v1", "MountainCar-v0")
 
 
 def terminal(env_id: str, obs: np.ndarray) -> bool:
-    """Gymnasium's termination condition of ``env_id``, on an observation (from its float32 rounding of the
-    state: only a state within a rounding of the threshold could read otherwise).
-
-    Needed because EnvPool reports ``terminated=False`` on a step that both ends the episode and reaches the
-    step limit, where Gymnasium reports both flags (a terminal state must not be bootstrapped)."""
+    """Gymnasium's termination condition of ``env_id``, on an observation (from its float32 rounding of the state: only
+    a state within a rounding of the threshold could read otherwise)."""
     o = obs.astype(np.float64)
     if env_id.startswith("CartPole"):
         return bool(abs(o[0]) > 2.4 or abs(o[2]) > 12 * 2 * np.pi / 360)
@@ -100,7 +81,8 @@ class _Pool:
 
 
 class PooledEnv:
-    """One seed's env in an EnvPool batch (see the module docstring)."""
+    """One seed's env in an EnvPool batch, with Gymnasium's ``step``/``reset`` contract: ``step`` returns what
+    :func:`step_together` left for it, else steps it alone; ``reset(seed=s)`` restarts its stream as Gymnasium does."""
 
     metadata: dict[str, Any] = {}
     spec = None
@@ -150,9 +132,6 @@ class PooledEnv:
     def close(self) -> None:
         self._pending = None
 
-    def __getstate__(self):
-        raise TypeError("an EnvPool env cannot be pickled")
-
 
 def make_pooled(env_id: str, seeds: Sequence[int], max_episode_steps: int | None = None) -> list[PooledEnv]:
     """One :class:`PooledEnv` per seed; seeds that follow each other (5, 6, 7) share one pool."""
@@ -184,10 +163,8 @@ def step_together(envs: Sequence[PooledEnv], actions: Sequence[int]) -> None:
 
 
 def reset_together(envs: Sequence[PooledEnv]) -> None:
-    """Reset ``envs`` (each stepped, its episode over) in one EnvPool call per pool, leaving each env its next
-    episode's first observation for its next ``reset()``: what each env's own reset would have done, at the
-    cost of one call (a call costs ~60 µs whether it resets one env or ten). Should the call raise, nothing is
-    left and each env resets itself."""
+    """Reset ``envs`` (each stepped, its episode over) in one EnvPool call per pool, leaving each env its next episode's
+    first observation for its next ``reset()``: what each env's own reset would have done, in one call."""
     by_pool: dict[int, list[PooledEnv]] = {}
     for env in envs:
         by_pool.setdefault(id(env.pool), []).append(env)
@@ -201,10 +178,9 @@ def reset_together(envs: Sequence[PooledEnv]) -> None:
 
 
 def step_arrays(envs: Sequence[PooledEnv], actions: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Step ``envs`` (each already reset, nothing left pending) with ``actions`` (int64, one per env) in one
-    EnvPool call per pool and return their results as arrays in the order of ``envs``: (obs, reward,
-    terminated, truncated), as each env's own ``step`` would give them row by row (its info is always empty).
-    For a cohort's batched step, which stores the transitions itself; each env counts as stepped."""
+    """Step ``envs`` (each already reset, nothing left pending) with ``actions`` (int64, one per env) in one EnvPool
+    call per pool and return their results as arrays in the order of ``envs``: (obs, reward, terminated, truncated), as
+    each env's own ``step`` would give them row by row (its info is always empty)."""
     if not all([env._stepped or env._first_obs is not None for env in envs]):
         raise RuntimeError("PooledEnv.step before reset")
     pool = envs[0].pool

@@ -1,15 +1,4 @@
-"""Claiming a run directory: one process trains in it at a time.
-
-A new run directory is made with an exclusive ``os.mkdir`` (two processes asking for the same name cannot both
-get it), and its ``.lock`` is held with ``fcntl.flock`` for the run's life; ``per train --resume`` takes the same
-lock on an existing directory, so a resume of a run in progress is refused too. The kernel drops the lock when its
-holder exits, however it exits, so a crashed run never leaves its directory claimed. The refused process has
-written nothing: its ``mkdir`` failed, or the lock it tried was the other process's.
-
-Default names (env, replay, seed and the start second) collide when two runs of the same seed start in the same
-second; both are runs the user asked for, so the second takes the next free name (``<name>-2``, ...) rather than
-failing. A name the user gave (``--name``) is theirs: a clash is refused.
-"""
+"""Claiming a run directory: one process trains in it at a time."""
 
 from __future__ import annotations
 
@@ -18,6 +7,7 @@ import os
 from pathlib import Path
 
 from per_cli.errors import ConfigError
+from per_cli.rundir.locks import Lock, Locked, hold_lock
 
 LOCK_FILE = ".lock"  # inside the run directory: holds the pid of the process training it
 _MAX_SUFFIX = 100
@@ -26,17 +16,15 @@ _MAX_SUFFIX = 100
 class Claim:
     """A run directory held by this process until :meth:`release` (or its exit)."""
 
-    def __init__(self, path: Path, fd: int | None, made_dir: bool, made_lock: bool):
+    def __init__(self, path: Path, lock: Lock, made_dir: bool, made_lock: bool):
         self.path = path
-        self._fd = fd
+        self._lock = lock
         self._made_dir = made_dir
         self._made_lock = made_lock
         self.made_parents: list[Path] = []  # the missing folders above a new run directory, made for it
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+        self._lock.release()
 
     def abandon(self) -> None:
         """Release, and take back what claiming wrote (the directory it made, the lock file it created), for a
@@ -51,25 +39,15 @@ class Claim:
 
 
 def _lock(path: Path, made_dir: bool) -> Claim:
-    """Hold ``path``'s lock file; None-descriptor claim where flock does not exist (Windows: no locks)."""
+    """Hold ``path``'s lock file."""
+    made_lock = not (path / LOCK_FILE).exists()
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return Claim(path, None, made_dir, False)
-    lock = path / LOCK_FILE
-    made_lock = not lock.exists()
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        os.close(fd)
+        lock = hold_lock(path / LOCK_FILE, wait_s=0)
+    except Locked as exc:
         raise ConfigError(
-            f"--resume: {path} is being trained by another process (pid {holder}); wait for it to end or stop it"
+            f"--resume: {path} is being trained by another process (pid {exc}); wait for it to end or stop it"
         ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return Claim(path, fd, made_dir, made_lock)
+    return Claim(path, lock, made_dir, made_lock)
 
 
 def claim_new(path: Path) -> Claim:

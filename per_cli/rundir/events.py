@@ -1,14 +1,5 @@
-"""A run's TensorBoard event file, written in the calling thread.
-
-It holds what torch's ``SummaryWriter`` writes for a run (the same file name pattern and counter, the version
-event, a resumed run's purge marker, and ``simple_value`` scalars), so TensorBoard, ``per plot`` and
-``per_cli.analysis.readers`` read it unchanged. What it saves: the writer's thread (one hand-off per event, one
-thread per run: a hundred in a cohort of a hundred) and TensorBoard's pure-Python CRC32C (~70 µs per event,
-more than computing everything the event holds); the CRCs here are computed by a compiled loop, with the same
-values, and a scalar event's bytes are put together without building protobuf messages (``ScalarEvents``: the
-same bytes). Events are buffered and reach the disk at ``flush`` (at least every ``FLUSH_EVERY_S`` seconds while
-scalars come in, at checkpoints) and ``close``.
-"""
+"""A run's TensorBoard event file, written in the calling thread: what torch's ``SummaryWriter`` writes (name, version
+event, purge marker, ``simple_value`` scalars), without its thread, with a compiled CRC32C and buffered writes."""
 
 from __future__ import annotations
 
@@ -23,6 +14,7 @@ import numba
 import numpy as np
 
 FLUSH_EVERY_S = 5.0
+EVENT_FILE_PREFIX = "events.out.tfevents."  # then the second, host, pid and counter, as SummaryWriter names them
 _FILE_VERSION = "brain.Event:2"
 _WRITER = "tensorboard.summary.writer.event_file_writer"  # what SummaryWriter's files name as their writer
 
@@ -111,19 +103,10 @@ def _varint(n: int) -> bytes:
 
 
 class ScalarEvents:
-    """The serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value), ...]))``,
-    byte for byte as protobuf writes it, and its TFRecord, from a cached template per tag sequence whose
-    4-byte float holes one compiled call fills before it frames the record (:func:`_scalar_record`): protobuf
-    costs ~4 µs a value. An Event is its fields in field-number order (wall_time: 1, a double, omitted when its
-    bits are all zero; step: 2, a varint, omitted at 0; summary: 5, length-delimited, always written: it is set),
-    as proto3 writes them; a Summary its repeated ``value`` (field 1), each a Value of ``tag`` (1, omitted when
-    empty) and ``simple_value`` (2, a float32, always written: it is a oneof member). The values are taken as
-    ``float(v)`` and cast to float32 as protobuf's C cast does (±inf beyond float32's range, NaN kept).
-
-    This is the only way the loop's scalars are written (``tests/rundir/test_logger.py`` compares its bytes
-    with protobuf's and reads them back with TensorBoard's reader). What protobuf would refuse, it refuses: a
-    step outside int64 (ValueError), a tag that is not a str (TypeError) or not UTF-8 (UnicodeEncodeError), a
-    value ``float`` does not take."""
+    """The serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value), ...]))``, byte for byte
+    as protobuf writes it, and its TFRecord, from a cached template per tag sequence whose 4-byte float holes one
+    compiled call fills before it frames the record (:func:`_scalar_record`). What protobuf would refuse, it
+    refuses: a step outside int64 (ValueError), a tag that is not a str (TypeError) or not UTF-8."""
 
     def __init__(self) -> None:
         self._templates: dict[tuple, tuple[np.ndarray, np.ndarray, bytes]] = {}
@@ -192,7 +175,7 @@ class EventFile:
         from tensorboard.compat.proto import event_pb2
 
         self._encoder = ScalarEvents()
-        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{_file_counter()()}"
+        name = f"{EVENT_FILE_PREFIX}{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{_file_counter()()}"
         self.path = run_dir / name
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
         source = event_pb2.SourceMetadata(writer=_WRITER)
@@ -206,7 +189,7 @@ class EventFile:
     def scalars(self, values: dict[str, float], step: int) -> None:
         """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag
         writes, to every reader. Its bytes are protobuf's own (:class:`ScalarEvents`), without building the
-        message (~4 µs a value)."""
+        message."""
         self._file.write(self._encoder.record(values, int(step), time.time()))
         if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
             self.flush()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.events import FLUSH_EVERY_S, EventFile
+from per_cli.rundir.events import EVENT_FILE_PREFIX, FLUSH_EVERY_S, EventFile
 
 # summary.json "status": running while the process trains; then completed, failed (an error, or the updates
 # diverged) or interrupted (Ctrl-C or SIGTERM: resumable from its latest checkpoint). UNREADABLE is never
@@ -102,22 +102,12 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return data
 
 
-EVENT_FILE_PREFIX = "events.out.tfevents."
 _MAX_CLOCK_WAIT_S = 5.0
 
 
 def wait_for_a_later_event_file_name(run_dir: Path) -> None:
-    """Sleep until a new TensorBoard event file in ``run_dir`` will sort after every existing one.
-
-    TensorBoard reads a directory's event files in the order of their names,
-    ``events.out.tfevents.<10-digit second>.<host>.<pid>.<writer counter>``, and a resumed run relies on that
-    order: its file starts with a restart marker at ``purge_step`` that hides the crashed run's later events,
-    so it must be read last. Within one second the order falls to host, pid and counter, compared as text
-    (``...9`` sorts after ``...10``): the resumed run's events were then read first, the crashed run's after
-    them, and the scalars came back out of step order (the flaky resume test). A later second sorts last
-    whatever follows it, so wait for one (under a second, and only when resuming within a second of the
-    last write). A clock more than a few seconds behind the files' is only reported.
-    """
+    """Sleep until a new TensorBoard event file in ``run_dir`` will sort after every existing one: a resumed run's file
+    (its purge marker) must be read last, and within one second names sort by host, pid and counter as text."""
     seconds = [int(field) for p in run_dir.glob(EVENT_FILE_PREFIX + "*")
                if (field := p.name[len(EVENT_FILE_PREFIX):].split(".")[0]).isdigit()]  # fmt: skip
     if not seconds:
@@ -134,11 +124,8 @@ def wait_for_a_later_event_file_name(run_dir: Path) -> None:
 
 
 class RunLogger:
-    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs.
-
-    metrics.csv and the event file are buffered: they reach the disk at least every ``FLUSH_EVERY_S`` seconds
-    while rows come in, at every checkpoint (``flush``) and at ``close`` (a flush per episode cost more than
-    writing the row)."""
+    """Owns everything a run writes except checkpoints. ``append`` continues an existing run's logs. Rows and events
+    are buffered: on disk every ``FLUSH_EVERY_S`` seconds, at ``flush`` (checkpoints) and ``close``."""
 
     def __init__(self, run_dir: Path, *, tensorboard: bool = True, append: bool = False, purge_step: int | None = None):
         self.run_dir = run_dir
@@ -148,7 +135,7 @@ class RunLogger:
         self._rows = io.StringIO()  # whole rows not yet written: the file never ends in half a row
         self._csv = csv.writer(self._rows)  # (what csv.DictWriter writes, without its per-row dict work)
         # a resumed run's rows keep the columns of the file they continue (one written before a column existed)
-        self._columns = EPISODE_COLUMNS if new_csv else _header(csv_path)
+        self._columns = EPISODE_COLUMNS if new_csv else csv_header(csv_path) or EPISODE_COLUMNS
         if new_csv:
             self._csv.writerow(EPISODE_COLUMNS)
         self._flush_csv()
@@ -193,8 +180,7 @@ class RunLogger:
             self._tb.close()
 
 
-def _header(csv_path: Path) -> list[str]:
-    """The column names of an existing metrics.csv (EPISODE_COLUMNS if it has none yet)."""
-    with open(csv_path, newline="") as f:
-        header = next(csv.reader(f), None)
-    return header or EPISODE_COLUMNS
+def csv_header(path: Path) -> list[str]:
+    """The column names of an existing metrics.csv (none if it has no header yet)."""
+    with path.open(newline="") as f:
+        return next(csv.reader(f), [])

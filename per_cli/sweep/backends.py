@@ -1,14 +1,6 @@
-"""Where the runs of a grid train: a pool of spawned local worker processes (:mod:`per_cli.sweep.local`) or
-Ray tasks (:mod:`per_cli.sweep.ray_backend`). Both run the real training code in-process
-(:mod:`per_cli.sweep.worker`) and answer the driver with the same events.
-
-Safety rules that make a SIGKILL of the grid lose at most the runs in flight, and never run anything twice:
-- A local worker takes an exclusive lock (``<grid>/.locks/<run>.lock``) for the run it trains and re-checks
-  the run's summary under that lock; a run already ``completed`` is never started again.
-- A local worker dies with its driver, so no orphan keeps writing into a run directory that a resumed grid is
-  about to restart.
-- A Ray task's files are written into the grid directory only by the driver, holding the run's lock.
-"""
+"""Where the runs of a grid train: a pool of spawned local worker processes (:mod:`per_cli.sweep.local`) or Ray tasks
+(:mod:`per_cli.sweep.ray_backend`). Both run the real training code in-process (:mod:`per_cli.sweep.worker`) and answer
+the driver with the same events."""
 
 from __future__ import annotations
 

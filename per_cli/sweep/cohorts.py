@@ -1,12 +1,6 @@
-"""``per grid --cohort-size N``: the runs of a grid that differ only in the seed are packed into cohorts, each
-trained in lockstep in one worker process (:mod:`per_cli.train.loop.cohort`), every seed still in its own run
-directory with its own summary, lock and resume.
-
-A cohort task's payload is ``{"name": ..., "cohort": [run payload, ...]}``; its result
-``{"status": "cohort", "members": {run name: run result}}``, which the driver unpacks into one result per run.
-A local worker trains a cohort in the grid directory (:func:`run_cohort_locked`); a Ray task trains it in a
-temporary directory on its node and the driver installs each run's files (:mod:`per_cli.sweep.ray_backend`).
-"""
+"""``per grid --cohort-size N``: the runs of a grid that differ only in the seed are packed into cohorts, each trained
+in lockstep in one worker process (:mod:`per_cli.train.loop.cohort`), every seed still in its own run directory with its
+own summary, lock and resume."""
 
 from __future__ import annotations
 
@@ -14,14 +8,14 @@ import json
 import math
 import shutil
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from per_cli.sweep.locks import GridLockedError, hold_lock
+from per_cli.rundir.locks import Locked, hold_lock
 from per_cli.sweep.plan import RunSpec
-from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, set_aside
-from per_cli.sweep.worker import RESULT_KEYS, decide, record_failure
+from per_cli.sweep.status import FAILED, INTERRUPTED
+from per_cli.sweep.worker import decide, record_failure, resume_or_restart, summary_result
 
 
 def default_cohort_size(todo: Sequence[RunSpec], workers: int) -> int:
@@ -45,6 +39,13 @@ def pack(todo: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
     return [group[i : i + size] for group in _groups(todo) for i in range(0, len(group), size)]
 
 
+def for_each_run(payload: dict[str, Any], result_of: Callable[[dict[str, Any]], dict]) -> dict[str, Any]:
+    """A task's result: ``result_of`` its run's payload, or, for a cohort task, of each of its runs'."""
+    if "cohort" not in payload:
+        return result_of(payload)
+    return {"status": "cohort", "members": {m["name"]: result_of(m) for m in payload["cohort"]}}
+
+
 def cohort_payload(payloads: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": f"{payloads[0]['name']}+{len(payloads) - 1}", "cohort": payloads}
 
@@ -57,7 +58,7 @@ def run_cohort_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
     for member in payload["cohort"]:
         try:
             locks.append(hold_lock(Path(member["lock"])))
-        except GridLockedError:
+        except Locked:
             results[member["name"]] = {"status": "busy", "error": "another process holds this run's lock"}
             continue
         mode = decide(member, Path(member["run_dir"]))
@@ -88,15 +89,9 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
         cohort = Cohort([from_dict(member["config"]) for member in payloads], progress=progress)
         for i, ((_, mode), run_dir) in enumerate(zip(todo, run_dirs, strict=True)):
             if mode == "resume":
-                try:
-                    notes[i] = f"resumed from step {cohort.members[i].resume(run_dir)}"
-                    continue
-                except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
-                    where = set_aside(run_dir)
-                    error = f"{type(exc).__name__}: {exc}"
-                    notes[i] = f"checkpoint not usable ({error}); its files moved to {where}; started again"
-                    cohort.members[i] = Trainer(cohort.members[i].cfg)
-            if run_dir.exists():
+                member = cohort.members[i]
+                cohort.members[i], notes[i] = resume_or_restart(member, run_dir, lambda m=member: Trainer(m.cfg))
+            elif run_dir.exists():
                 shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
     except Exception as exc:  # noqa: BLE001 - a cohort that cannot even start: each of its runs failed
         error = f"{type(exc).__name__}: {exc}"
@@ -107,10 +102,4 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
         summaries = cohort.run(run_dirs)
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C: every unfinished run recorded it; the grid resumes them
         return {m["name"]: {"status": INTERRUPTED, "note": note} for m, note in zip(payloads, notes, strict=True)}
-    out = {}
-    for member, summary, note in zip(payloads, summaries, notes, strict=True):
-        if summary.get("status") == COMPLETED:
-            out[member["name"]] = {"status": COMPLETED, "note": note, **{k: summary.get(k) for k in RESULT_KEYS}}
-        else:
-            out[member["name"]] = {"status": summary.get("status", FAILED), "error": summary.get("error"), "note": note}
-    return out
+    return {m["name"]: summary_result(s, note) for m, s, note in zip(payloads, summaries, notes, strict=True)}

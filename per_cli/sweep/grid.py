@@ -1,10 +1,5 @@
-"""``per grid``: expand a sweep (env × replay label × seed × swept keys) into runs, run them on a local process
-pool or on Ray, and resume after any crash.
-
-The stages, one module each: :mod:`.request` (parse the options), :mod:`.plan` (resolve and preflight every
-run's config), :mod:`.status` (the grid directory and each run's state), :mod:`.backends` (where runs train),
-:mod:`.report` (what is printed). This module drives them; the CLI calls the names it exports.
-"""
+"""``per grid``: expand a sweep (env × replay label × seed × swept keys) into runs, run them on a local process pool or
+on Ray, and resume after any crash."""
 
 from __future__ import annotations
 
@@ -87,8 +82,8 @@ def run_grid(
     """Run every run of ``plan`` that is not complete into ``grid_dir``; returns the exit code (0 all
     completed, 1 any not, 130 interrupted). On the local pool, runs that differ only in the seed train as
     cohorts of up to ``cohort_size`` seeds (None: :func:`~per_cli.sweep.cohorts.default_cohort_size`; 1: solo)."""
+    from per_cli.rundir.locks import Locked, hold_lock
     from per_cli.sweep.backends import make_executor
-    from per_cli.sweep.locks import GridLockedError, hold_lock
     from per_cli.train.loop.stopping import SignalStop
 
     out = out or sys.stdout
@@ -110,7 +105,7 @@ def run_grid(
         grid_dir.mkdir(parents=True, exist_ok=True)
         (grid_dir / LOCKS_DIR).mkdir(exist_ok=True)
         grid_lock = hold_lock(grid_dir / GRID_LOCK, wait_s=0)
-    except GridLockedError:
+    except Locked:
         if executor is not None:
             executor.close()
         raise ConfigError(f"{grid_dir} is being run by another per grid process; wait for it or stop it") from None

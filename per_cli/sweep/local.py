@@ -1,11 +1,6 @@
-"""The local backend: a pool of spawned worker processes, each training one run at a time.
-
-Workers stay alive across runs, so torch is imported once per worker, not once per run; and since each
-trains one run at a time, the driver always knows which run a dead worker held. A worker takes the run's
-lock and re-checks its summary under it (:func:`per_cli.sweep.worker.run_locked`), and dies with its driver
-(``PR_SET_PDEATHSIG`` on Linux, plus a watchdog thread), so no orphan keeps writing into a run directory that
-a resumed grid is about to restart.
-"""
+"""The local backend: a pool of spawned worker processes, each training one run (or cohort) at a time. A worker
+trains under the run's lock and dies with its driver (``PR_SET_PDEATHSIG`` and a watchdog thread), so no orphan
+writes into a run directory that a resumed grid is about to restart."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.errors import os_error_line
-from per_cli.sweep.cohorts import run_cohort_locked
+from per_cli.sweep.cohorts import for_each_run, run_cohort_locked
 from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
 from per_cli.train.loop.stopping import SignalStop
 
@@ -78,20 +73,14 @@ def worker_main(conn, parent_pid: int) -> None:
                     else:
                         result = run_locked(payload, _PipeProgress(conn, payload["name"]))
                 except OSError as exc:  # outside a run's own handling (its lock, its old files): a full disk
-                    result = _failed(payload, os_error_line(exc))
+                    error = os_error_line(exc)  # (one line, no traceback from the worker)
+                    result = for_each_run(payload, lambda _, error=error: {"status": "failed", "error": error})
                 conn.send(("done", payload["name"], result))
                 statuses = {result["status"], *(r["status"] for r in result.get("members", {}).values())}
                 if "interrupted" in statuses:
                     return
     except (KeyboardInterrupt, EOFError, BrokenPipeError):
         return
-
-
-def _failed(payload: dict, error: str) -> dict:
-    """The result of a task whose runs all failed with ``error`` (one line, no traceback from the worker)."""
-    if "cohort" not in payload:
-        return {"status": "failed", "error": error}
-    return {"status": "cohort", "members": {m["name"]: {"status": "failed", "error": error} for m in payload["cohort"]}}
 
 
 class _Worker:
@@ -170,10 +159,7 @@ class LocalExecutor:
     def _died(cls, worker: _Worker) -> dict[str, Any]:
         code = worker.proc.exitcode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        error = f"worker process died ({how}) during the run"
-        if "cohort" in worker.task:
-            return {"status": "cohort", "members": {p["name"]: cls._lost(p, error) for p in worker.task["cohort"]}}
-        return cls._lost(worker.task, error)
+        return for_each_run(worker.task, lambda p: cls._lost(p, f"worker process died ({how}) during the run"))
 
     @staticmethod
     def _lost(payload: dict[str, Any], error: str) -> dict[str, Any]:

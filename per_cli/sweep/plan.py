@@ -1,11 +1,4 @@
-"""The plan of a grid: one :class:`RunSpec` per run, every config resolved and checked before anything runs.
-
-The runs are env × replay label × seed × the values of each ``--sweep``. A replay label is a sampler kind
-(``uniform``) or a kind with hindsight relabelling (``uniform+her``); each finds its env's own config file
-(``configs/<env>_<kind>.yaml``, ``configs/<env>_her.yaml``) unless ``--config BASE`` names one for all.
-Every resolved config goes through :func:`per_cli.train.preflight.preflight` (env spaces against the network,
-memory size, names), so a sweep value that cannot work is rejected before any run starts.
-"""
+"""The plan of a grid: one :class:`RunSpec` per run, every config resolved and checked before anything runs."""
 
 from __future__ import annotations
 
@@ -214,7 +207,7 @@ def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int,
 
 
 def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
-    """Every check that needs no training (H4's preflight), once per distinct config up to the seed."""
+    """Every check that needs no training, once per distinct config up to the seed."""
     from per_cli.train.preflight import preflight
 
     data = to_dict(cfg)
@@ -230,10 +223,8 @@ def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
 
 
 def plan_grid(request: GridRequest) -> GridPlan:
-    """Resolve and validate the config of every run; raises ConfigError (nothing is written).
-
-    A setting (env × replay × swept values) is resolved and checked once: the seed changes nothing a check
-    reads, so each seed's run is the setting's config with its seed, and planning costs microseconds a run."""
+    """Resolve and validate the config of every run; raises ConfigError (nothing is written). Each setting is checked
+    once: the seed changes nothing a check reads."""
     sources = _sources(request)
     combos = list(itertools.product(*[list(zip(s.raw, s.values, strict=True)) for s in request.sweeps]))
     count = len(request.seeds) * len(sources) * len(combos)

@@ -1,12 +1,5 @@
-"""The Ray backend: one task per run, or per cohort of runs that differ only in the seed; the files come
-back to the driver.
-
-A task trains in a temporary directory on whichever node runs it and returns each run directory's files as
-bytes; the driver, holding each run's lock, writes them next to the grid directory and renames them into
-place. No shared filesystem is needed. An unfinished run resumes on its node from the files the driver
-sends, when they are small enough. A cohort task is one Ray task (one CPU) that trains its seeds in lockstep
-(:func:`per_cli.sweep.cohorts.train_cohort`), as a local worker does.
-"""
+"""The Ray backend: one task per run, or per cohort of runs that differ only in the seed; the files come back to the
+driver, which writes them into the grid directory holding each run's lock (no shared filesystem needed)."""
 
 from __future__ import annotations
 
@@ -17,8 +10,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from per_cli.rundir.locks import Lock, Locked, hold_lock
 from per_cli.sweep.cohorts import train_cohort
-from per_cli.sweep.locks import GridLockedError, Lock, hold_lock
 from per_cli.sweep.worker import decide, execute_run, limit_threads, record_failure
 
 Event = tuple[str, str, Any]
@@ -118,8 +111,6 @@ class RayExecutor:
         self._size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         # max_retries: a task whose node or worker process dies is retried (its result is written only once,
         # by this driver); an exception inside the run is never retried -- it is a failed run
-        # max_retries: a task whose node or worker process dies is retried (its result is written only once,
-        # by this driver); an exception inside the run is never retried -- it is a failed run
         remote = ray.remote(num_cpus=1, max_retries=2, retry_exceptions=False)
         self._task, self._cohort_task = remote(ray_train), remote(ray_train_cohort)
         # a task in flight: (its payload, the lock of each run it trains, results of its runs answered at once)
@@ -142,7 +133,7 @@ class RayExecutor:
         for member in members:
             try:
                 lock = hold_lock(Path(member["lock"]))
-            except GridLockedError:
+            except Locked:
                 answered[member["name"]] = {"status": "busy", "error": "run locked elsewhere"}
                 continue
             mode = decide(member, Path(member["run_dir"]))

@@ -1,8 +1,4 @@
-"""What ``per grid`` was asked: the command-line strings parsed into a :class:`GridRequest`.
-
-Everything here is checked before the plan is made (names of envs and replay kinds, seeds, sweep syntax);
-each mistake is one :class:`~per_cli.errors.ConfigError` naming the option.
-"""
+"""What ``per grid`` was asked: the command-line strings parsed into a :class:`GridRequest`."""
 
 from __future__ import annotations
 
@@ -161,11 +157,9 @@ def build_request(
     config: Path | None = None,
     configs_dir: Path | None = None,
 ) -> GridRequest:
-    """Parse the command-line strings of ``per grid``; raises ConfigError on bad input.
-
-    Without ``envs``, ``config`` is run as it is: its own env and (without ``replays``) its own replay kind,
-    so ``per grid --config seed001/cartpole_per --sweep ...`` sweeps that one config."""
-    from per_cli.envs import check_env_id
+    """Parse the command-line strings of ``per grid``; raises ConfigError on bad input. Without ``envs``, ``config``
+    runs as it is: its own env and (without ``replays``) its own replay kind."""
+    from per_cli.envs import checked_env_id
 
     seed_list = parse_seeds(seeds)  # (first: cheap, and a count past the cap must not wait on the rest)
     if config is not None:  # a file, or a shipped config by name (seed001/cartpole_per)
@@ -179,10 +173,7 @@ def build_request(
         replays = own_replay if replays is None else replays
     env_list = split_list(envs, "--envs", "env")
     for env in env_list:
-        try:
-            check_env_id(env)
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace("env.id: ", "--envs: ", 1)) from None
+        checked_env_id(env, "--envs")
     set_list = list(sets or [])
     load_plugins(plugins_named(config, set_list))  # (before the kinds are checked: the kinds they register)
     replay_list = None

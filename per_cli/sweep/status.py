@@ -1,10 +1,5 @@
-"""The grid directory and the state of each run in it: the manifest (``grid.yaml``), the audit log
-(``grid.log``), and what a run's ``summary.json`` says about whether to skip, resume or start it.
-
-The run directories are the only state. ``completed`` is never started again; ``interrupted`` (Ctrl-C,
-SIGTERM) and ``running`` (the process died) are resumed from their checkpoint or started again; ``failed``
-and ``unreadable`` (a summary.json that cannot be parsed) are re-run only with ``--retry-failed``.
-"""
+"""The grid directory and the state of each run in it: the manifest (``grid.yaml``), the audit log (``grid.log``), and
+what a run's ``summary.json`` says about whether to skip, resume or start it."""
 
 from __future__ import annotations
 
@@ -94,9 +89,6 @@ def skip_note(state: str) -> str:
     }.get(state, "")
 
 
-# ----------------------------------------------------------------------------------------------------------
-# the grid directory
-
 
 def read_manifest(grid_dir: Path) -> dict | None:
     from per_cli.config.reading import file_limit, parse_yaml
@@ -132,15 +124,9 @@ PATH_KEYS = ("config", "configs_dir")
 def find_grid_dir(
     wanted: dict, runs_dir: Path, name: str | None, config_change: Callable[[Path], str | None] | None = None
 ) -> tuple[Path, bool]:
-    """The grid directory for the request manifest ``wanted`` and whether it exists already. ``--name`` picks
-    it (a request that differs from the grid's only in ``--seeds`` grows it: ``--seeds 10`` then ``--seeds 100``
-    runs seeds 11-100 beside the ten done); otherwise an existing grid made by the same request is resumed,
-    else a new ``grid-<timestamp>`` is named (not created).
-
-    A named grid is resumed only when ``config_change(grid_dir)`` finds no run there whose stored config.yaml
-    differs from the config the request now resolves for it (it returns that run's name, or None): an edited
-    config file is refused, and configs read from another path (another clone, a moved checkout) are the same
-    grid when they give the same configs. Without ``config_change`` the paths must match."""
+    """The grid directory for the request manifest ``wanted`` and whether it exists already: ``--name``'s (a request
+    that differs only in ``--seeds`` grows it; one whose run ``config_change`` names is refused), else an existing
+    grid of the same request, else a new ``grid-<timestamp>`` (not created)."""
     if name is not None:
         if not name or "/" in name or name in (".", ".."):
             raise ConfigError(f"--name {name!r}: give a plain directory name")

@@ -1,10 +1,6 @@
-"""One run of a grid, in whichever process trains it (a local worker or a Ray task): decide from its
-``summary.json`` whether to skip, resume or start it, then train it with the real training code,
-``Trainer(cfg).run(run_dir)`` (what ``per train`` calls), and answer with a small result dict.
-
-A payload is the dict the driver sends: ``name``, ``run_dir``, ``lock``, ``replay`` (the label), ``config``
-(resolved, as plain data) and ``retry_failed``.
-"""
+"""One run of a grid, in whichever process trains it (a local worker or a Ray task): decide from its ``summary.json``
+whether to skip, resume or start it, then train it with the real training code, ``Trainer(cfg).run(run_dir)`` (what
+``per train`` calls), and answer with a small result dict."""
 
 from __future__ import annotations
 
@@ -12,11 +8,12 @@ import contextlib
 import os
 import shutil
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from per_cli.rundir.locks import Locked, hold_lock
 from per_cli.rundir.logger import read_summary, write_summary
-from per_cli.sweep.locks import GridLockedError, hold_lock
 from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, set_aside, skip_note
 
 RESULT_KEYS = ("total_steps", "episodes", "wall_time_s", "steps_per_second", "final_return_mean", "eval_return_mean")
@@ -50,9 +47,24 @@ def record_failure(payload: dict[str, Any], run_dir: Path, error: str, tb: str =
 def completed_result(run_dir: Path) -> dict[str, Any] | None:
     """The result of a run whose summary says completed, else None."""
     summary = read_summary(run_dir) or {}
-    if summary.get("status") != COMPLETED:
-        return None
-    return {"status": COMPLETED, **{k: summary.get(k) for k in RESULT_KEYS}}
+    return summary_result(summary) if summary.get("status") == COMPLETED else None
+
+
+def summary_result(summary: dict[str, Any], note: str = "") -> dict[str, Any]:
+    """A finished run's result, from its summary: its status, and its numbers where it completed, else its error."""
+    if summary.get("status") == COMPLETED:
+        return {"status": COMPLETED, "note": note, **{k: summary.get(k) for k in RESULT_KEYS}}
+    return {"status": summary.get("status", FAILED), "error": summary.get("error"), "note": note}
+
+
+def resume_or_restart(trainer: Any, run_dir: Path, fresh: Callable[[], Any]) -> tuple[Any, str]:
+    """(trainer, note): ``trainer`` resumed from ``run_dir``'s latest checkpoint; where that is damaged or does not
+    fit, the run's files set aside and ``fresh()`` in its place."""
+    try:
+        return trainer, f"resumed from step {trainer.resume(run_dir)}"
+    except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
+        why = f"{type(exc).__name__}: {exc}"
+        return fresh(), f"checkpoint not usable ({why}); its files moved to {set_aside(run_dir)}; started again"
 
 
 def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
@@ -70,10 +82,9 @@ def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
 
 
 def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
-    """A failed result when the run's checkpoint is refused (crafted, altered or of an older format: loading it
-    could run code, or this version cannot read it), else None. Nothing in it runs; its files are moved aside,
-    untouched (``.set-aside/``, never deleted), and the run is recorded failed with why and where they went, so
-    the grid ends with a failed run (``--retry-failed`` starts it again) rather than quietly starting it over."""
+    """A failed result when the run's checkpoint is refused (crafted, altered or of an older format: loading it could
+    run code, or this version cannot read it), else None. Its files go to ``.set-aside/``, the run is recorded failed.
+    """
     from per_cli.train.checkpoints.checkpoint import refusal_of
 
     refused = refusal_of(run_dir)
@@ -87,10 +98,9 @@ def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] 
 
 
 def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", progress=None) -> dict[str, Any]:
-    """Train one run into ``run_dir``: ``fresh`` clears any older attempt first; ``resume`` continues from the
-    run's latest checkpoint (falling back to fresh when the checkpoint is damaged or does not fit; one that is
-    refused never gets here: :func:`refuse_checkpoint`). Always returns a small
-    result dict and leaves a summary.json that says completed, failed, or interrupted."""
+    """Train one run into ``run_dir``: ``fresh`` clears any older attempt first; ``resume`` continues from the run's
+    latest checkpoint (falling back to fresh when the checkpoint is damaged or does not fit; one that is refused never
+    gets here: :func:`refuse_checkpoint`). Leaves a summary.json that says completed, failed or interrupted."""
     note = ""
     try:
         from per_cli.config import from_dict
@@ -99,13 +109,8 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         cfg = from_dict(payload["config"])
         trainer = Trainer(cfg, progress=progress)
         if mode == "resume":
-            try:
-                note = f"resumed from step {trainer.resume(run_dir)}"
-            except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
-                where = set_aside(run_dir)
-                note = f"checkpoint not usable ({type(exc).__name__}: {exc}); its files moved to {where}; started again"
-                trainer, mode = Trainer(cfg, progress=progress), "fresh"
-        if mode == "fresh" and run_dir.exists():
+            trainer, note = resume_or_restart(trainer, run_dir, lambda: Trainer(cfg, progress=progress))
+        elif run_dir.exists():
             shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
     except Exception as exc:  # noqa: BLE001 - a run that cannot even start is a failed run
         error = f"{type(exc).__name__}: {exc}"
@@ -119,7 +124,7 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         return {"status": INTERRUPTED, "note": note}
     except Exception as exc:  # noqa: BLE001 - the Trainer recorded it as failed; the grid goes on
         return {"status": FAILED, "error": f"{type(exc).__name__}: {exc}", "note": note}
-    return {"status": COMPLETED, "note": note, **{k: summary.get(k) for k in RESULT_KEYS}}
+    return summary_result({**summary, "status": COMPLETED}, note)
 
 
 def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
@@ -127,7 +132,7 @@ def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
     run_dir = Path(payload["run_dir"])
     try:
         lock = hold_lock(Path(payload["lock"]))
-    except GridLockedError:
+    except Locked:
         return {"status": "busy", "error": "another process holds this run's lock"}
     try:
         mode = decide(payload, run_dir)

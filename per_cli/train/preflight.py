@@ -1,12 +1,4 @@
-"""Every check that can be made before a run starts, in one call: :func:`preflight`.
-
-``per_cli.config`` validates what the schema alone can judge (types, ranges, relations between keys). The
-checks here need the registries and the environment: env ids and replay kind names (their registries live in
-``per_cli.envs`` and ``per_cli.replay``, which the config layer must not import), whether the network fits the
-env's observations, whether the memory fits in RAM, and whether the schedule lets the agent learn at all.
-``per train`` calls it before creating the run directory and ``per grid`` for every run of a sweep before any
-run starts, so a mistake is one line and exit 2 with nothing written, never a failed run.
-"""
+"""Every check that can be made before a run starts, in one call: :func:`preflight`."""
 
 from __future__ import annotations
 
@@ -76,10 +68,9 @@ def check_names(cfg: Config) -> None:
 
 
 def check_env_kwargs(env_cfg: EnvConfig) -> None:
-    """Each ``env.kwargs`` value against the env's own parameter of that name, where its default tells the type:
-    a flag takes true or false (``.nan`` or ``1`` is truthy and changed CartPole's reward silently), a number a
-    number, a name a string. Parameters without a typed default, and kwargs that ``gym.make`` itself takes,
-    are left to the env."""
+    """Each ``env.kwargs`` value against the env's own parameter of that name, where its default tells the type: a flag
+    takes true or false (``.nan`` or ``1`` is truthy and changed CartPole's reward silently), a number a number, a name
+    a string. Parameters without a typed default, and kwargs that ``gym.make`` itself takes, are left to the env."""
     if not env_cfg.kwargs:
         return
     defaults = _env_defaults(resolve_env_id(env_cfg.id))

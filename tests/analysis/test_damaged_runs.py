@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from per_cli.analysis.plot import make_plots
-from per_cli.analysis.readers import read_metrics_csv
 from per_cli.analysis.runs import find_run_dirs, load_run
+from per_cli.rundir.readers import read_metrics_csv
 from tests.runfactory import linear_returns, write_run
 
 RETURNS = linear_returns(20, 2000, lambda s: 130.0 + 0 * s)

@@ -10,9 +10,9 @@ import numpy as np
 from per_cli.analysis.figures import env_title, figure_curves, plot_curves
 from per_cli.analysis.groups import group_runs
 from per_cli.analysis.plot import make_plots
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import load_runs
 from per_cli.analysis.style import STYLE, Output, line_styles
+from per_cli.rundir.readers import RETURN_TAG
 
 from ..runfactory import linear_returns, write_run
 

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 from per_cli.analysis.figures import legend_label, plot_curves
 from per_cli.analysis.groups import group_runs
 from per_cli.analysis.plot import make_plots, parse_thresholds
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import load_runs
 from per_cli.analysis.style import kind_color, line_styles
 from per_cli.cli import app
 from per_cli.errors import ConfigError
+from per_cli.rundir.readers import RETURN_TAG
 from per_cli.rundir.returns import return_measures
 
 from ..conftest import CONFIGS, TINY_CARTPOLE

@@ -12,12 +12,12 @@ import pytest
 
 from per_cli.analysis.curves import curve_on_grid, dedup_steps, steps_to_threshold, trailing_mean
 from per_cli.analysis.groups import format_value, group_runs
-from per_cli.analysis.readers import RETURN_TAG
 from per_cli.analysis.runs import find_run_dirs, load_run, load_runs
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import summarize, table_csv, table_markdown
 from per_cli.errors import ConfigError
-from per_cli.rundir.logger import EPISODE_COLUMNS
+from per_cli.rundir.logger import EPISODE_COLUMNS, wait_for_a_later_event_file_name
+from per_cli.rundir.readers import RETURN_TAG
 
 from ..runfactory import write_run
 
@@ -70,6 +70,7 @@ def test_a_resumed_run_reads_without_the_events_after_its_checkpoint(tmp_path, c
     from torch.utils.tensorboard import SummaryWriter
 
     path = write_run(tmp_path / "r", returns=[(s, float(s)) for s in range(10, 101, 10)])  # crashed after 100
+    wait_for_a_later_event_file_name(path)  # as a resume does: its file sorts last whatever the writers' counter
     writer = SummaryWriter(str(path), purge_step=51, filename_suffix=".resumed")  # resumed from step 50
     for s in (60, 70):
         writer.add_scalar(RETURN_TAG, -s, s)
@@ -82,10 +83,11 @@ def test_a_resumed_run_reads_without_the_events_after_its_checkpoint(tmp_path, c
 def test_fast_event_reader_equals_tensorboards_own(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
-    from per_cli.analysis.readers import read_event_files, read_tensorboard
+    from per_cli.rundir.readers import read_event_files, read_tensorboard
 
     path = write_run(tmp_path / "r", returns=[(s, float(s) / 3) for s in range(10, 301, 10)],
                      updates={"td_error/mean": [(s, 1.0 / s) for s in range(5, 301, 5)]})  # fmt: skip
+    wait_for_a_later_event_file_name(path)
     writer = SummaryWriter(str(path), purge_step=151, filename_suffix=".resumed")  # resumed from step 150
     for s in (160, 170, 170):
         writer.add_scalar(RETURN_TAG, -s, s)

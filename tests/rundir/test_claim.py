@@ -86,7 +86,7 @@ def test_a_resume_of_a_grid_run_in_progress_is_refused(tmp_path):
     from typer.testing import CliRunner
 
     from per_cli.cli import app
-    from per_cli.sweep.locks import hold_lock
+    from per_cli.rundir.locks import hold_lock
 
     grid_dir = tmp_path / "g"
     run = CliRunner().invoke(app, ["train", "--config", str(CONFIGS / "cartpole_uniform.yaml"), "--runs-dir",

@@ -8,8 +8,8 @@ import contextlib
 import io
 import json
 
+from per_cli.rundir.locks import hold_lock
 from per_cli.sweep.grid import build_request, plan_grid
-from per_cli.sweep.locks import hold_lock
 from per_cli.sweep.report import report
 from per_cli.sweep.status import write_manifest
 

@@ -1,9 +1,5 @@
-"""Blind Cliffwalk learners: one Q-learning update at a time, keeping the squared error against the true
-Q-values up to date (so that convergence is checked in O(1) per update).
-
-``tabular`` (one Q-value per state and action) and ``linear`` (``Q(s, a) = θ_a · [onehot(s), 1]``: one-hot
-state features plus a bias), both starting from ``θ ~ N(0, 0.1²)`` (Schaul et al. 2016, appendix B.1).
-"""
+"""Blind Cliffwalk learners: one Q-learning update at a time, keeping the squared error against the true Q-values up to
+date (so that convergence is checked in O(1) per update)."""
 
 from __future__ import annotations
 

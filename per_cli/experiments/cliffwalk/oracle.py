@@ -14,13 +14,9 @@ ORACLE_STALL = 2_000
 
 
 def run_oracle(mdp: BlindCliffwalk, learner, cap: int, sse_tol: float, step: float) -> int:
-    """Greedy in the true loss: update the (distinct) transition whose update leaves the smallest MSE. The
-    memory's duplicates are identical transitions, so choosing among the 2n distinct ones is the same choice.
-    Updates that change nothing (δ = 0) are not candidates.
-
-    Tabular, the oracle converges in O(n log(1/tolerance)) updates. With the linear learner the greedy choice
-    can stall: a state is reached where no single update lowers the loss (every update also moves the shared
-    bias). A run that finds no new lowest loss for ``ORACLE_STALL`` updates stops and counts as capped."""
+    """Greedy in the true loss: update the (distinct) transition whose update leaves the smallest MSE. The memory's
+    duplicates are identical transitions, so choosing among the 2n distinct ones is the same choice. Updates that change
+    nothing (δ = 0) are not candidates."""
     n = mdp.n
     right = mdp.right_action(np.arange(n))
     updates, best, since_best = 0, math.inf, 0

@@ -31,10 +31,9 @@ CSV_COLUMNS = (
 
 
 def write_outputs(out: Path, settings: CliffwalkSettings, results, rows: list[Summary], seconds: float) -> dict:
-    """``cliffwalk.csv`` (one row per method and n), ``cliffwalk.png`` (log-log updates against memory size;
-    for a single n, the methods side by side) and ``cliffwalk.json`` (settings, rows, every run, and what the
-    figure shows). All or nothing: each is written to a hidden temporary name and renamed once all three are
-    written; a write that fails (a full disk) removes the temporaries and what it made, then raises."""
+    """``cliffwalk.csv`` (one row per method and n), ``cliffwalk.png`` (log-log updates against memory size; for a
+    single n, the methods side by side) and ``cliffwalk.json`` (settings, rows, every run, and what the figure shows).
+    """
     made = [p for p in (out, *out.parents) if not p.exists()]
     out.mkdir(parents=True, exist_ok=True)
     temporary = {name: out / f".{name}.tmp{Path(name).suffix}" for name in ("cliffwalk.csv", "cliffwalk.png",
@@ -77,13 +76,7 @@ def _runs_text(runs: int) -> str:
 
 
 def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
-    """Draw ``cliffwalk.png``; returns the figure (saved and closed, for checking what is drawn) and its caption.
-
-    Several n: per method a line through the medians against memory size, log-log, with a min–max band where
-    there are several runs per point. One n: a line would join nothing, so the methods stand side by side
-    (their names on the x axis, no legend needed for them), each a point with min–max bars where there are
-    several runs. Capped medians get a red ×. The title and caption name only what is drawn; the axes leave a
-    margin so that no point sits on their edge."""
+    """Draw ``cliffwalk.png``; returns the figure (saved and closed, for checking what is drawn) and its caption."""
     import matplotlib
 
     matplotlib.use("Agg")

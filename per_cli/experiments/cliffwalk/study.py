@@ -1,20 +1,5 @@
-"""The Blind Cliffwalk experiment (Schaul et al. 2016, Fig. 1 right and Fig. 2): how many Q-learning updates
-each replay strategy needs before the Q-values are right.
-
-The memory holds every transition of the ``2^n`` action sequences (``2^(n+1) - 2`` transitions, one of them
-rewarded). Each update replays one transition: ``Q(s, a) += η w δ`` with ``η = 1/4`` and
-``δ = r + γ (1 - terminated) max_a' Q(s', a') - Q(s, a)``, ``γ = 1 - 1/n``. A run ends when the mean squared
-error of all ``2n`` Q-values against the exact ones falls below the tolerance (10^-3), or at the cap.
-
-Methods:
-- ``uniform``, ``prioritized``, ``rank``: the project's own samplers (``per_cli.replay.KINDS``, the code
-  that trains DQNs) over the project's ``TransitionStorage``; each update samples one transition and hands its
-  |δ| back as the new priority;
-- ``oracle``: at each step, the transition whose update lowers the global loss (the MSE) the most.
-
-Learners (:mod:`.learners`): ``tabular`` and ``linear``. This module holds the settings, one run and the study;
-:mod:`.memory` and :mod:`.oracle` the two ways of choosing updates; :mod:`.outputs` the files and the figure.
-"""
+"""The Blind Cliffwalk experiment (Schaul et al. 2016, Fig. 1 right and Fig. 2): how many Q-learning updates each replay
+strategy needs before the Q-values are right."""
 
 from __future__ import annotations
 

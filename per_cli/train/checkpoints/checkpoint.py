@@ -1,34 +1,9 @@
 """Checkpoint files: where a run's state goes on disk so that ``per train --resume RUN_DIR`` continues it.
 
-This module only reads and writes files. What goes into a checkpoint is each component's ``state_dict()``
-(``trainer_state.state_dict`` gathers them: agent, loop counters, evaluator, RNGs, envs, metrics windows), all
-plain data, the envs' snapshots too (:mod:`per_cli.train.checkpoints.env_state`: their attributes' values);
-what a resume may change is checked in :mod:`per_cli.train.checkpoints.resume`.
-
-Layout inside the run directory (format 5)::
-
-    checkpoints/
-      latest                  the name of the newest complete checkpoint (written last, atomically)
-      step_000000500000/
-        trainer.pt            trainer_state.state_dict(), read with torch.load(weights_only=True)
-        replay/               only with train.save_replay: one .npy per large array (allow_pickle=False)
-          tree.pt             the rest of the replay tree and each .npy's key path, weights_only too
-
-Loading a checkpoint never runs code from it (:mod:`per_cli.train.checkpoints.safe_read`): numpy values are
-stored as marked tensors, ``latest`` must name a step folder inside ``checkpoints/``, and a file a weights-only
-load refuses (a crafted pickle, or a checkpoint of format 2 or 3, which held pickled objects) is refused in one
-line naming why; format 4 kept the envs as pickled bytes and is refused by its number. There is no reader for
-older formats: a run checkpointed by them is started again, or finished by the per version that wrote it.
-
-A checkpoint is written into ``.tmp-...``, renamed, and only then named in ``latest``; older ones are
-deleted afterwards. A crash at any moment leaves ``latest`` pointing at a complete checkpoint.
-
-With the replay memory saved, a resumed run on the CPU repeats the uninterrupted run exactly (same
-``metrics.csv`` apart from wall-clock columns, same TensorBoard scalars apart from ``charts/SPS``).
-Without it the resumed run refills the memory for ``train.learning_starts`` steps before it learns again.
-Raising ``train.total_steps`` on resume continues past the old end, but the ε and β schedules are
-defined over ``total_steps`` and so change from that point on.
-"""
+What goes in is ``trainer_state.state_dict`` (plain data, loaded weights-only).
+``checkpoints/latest`` names the newest complete ``step_<12 digits>/`` folder (``trainer.pt``; with
+train.save_replay, ``replay/``: large arrays as ``.npy``, the rest in ``tree.pt``), written into ``.tmp-*`` and
+renamed first, so a crash leaves ``latest`` at a complete checkpoint. Layout and resume rules: docs/atari.md."""
 
 from __future__ import annotations
 
@@ -63,9 +38,6 @@ class Loaded(NamedTuple):
     state: dict
     path: Path
 
-
-# ----------------------------------------------------------------------------------------------------------
-# large array trees (the replay memory)
 
 
 def _save_tree(tree: Any, folder: Path) -> None:
@@ -103,9 +75,6 @@ def _load_tree(folder: Path) -> Any:
             raise ConfigError(f"--resume: cannot read {folder / name} into the replay tree: {exc}") from None
     return tree
 
-
-# ----------------------------------------------------------------------------------------------------------
-# the checkpoint directory
 
 
 def remove_leftovers(run_dir: Path) -> list[Path]:

@@ -1,19 +1,7 @@
-"""Env snapshots for checkpoints as plain data: the values of the env's attributes, read back into an env made
-from the run's own config, so that a resumed run continues its episode exactly and nothing in a run directory
-is ever run or built from it.
-
-A snapshot walks the env's objects (the wrappers, the base env, the objects they hold) and keeps, per object, its
-class's name and the attributes that are data: numbers, strings, numpy arrays and scalars, lists, tuples, dicts
-and deques of those, and numpy generators (their ``bit_generator.state``) and ``RandomState``s (``get_state()``).
-Callables, classes, modules, dtypes and the registry's ``EnvSpec`` are configuration the fresh env has already;
-an ALE game's emulator is kept as its ``clone_state(include_rng=True)`` bytes. An env holding any other kind of
-object (a socket, a simulator handle, an object inside a list) gets no snapshot: a resumed run then starts a new
-episode.
-
-Restoring sets those values on the fresh env's own objects, matched attribute by attribute and class by class;
-it creates no object but numpy generators of the bit generators numpy ships. A snapshot that does not fit the env
-(another class, an attribute of another kind) is refused in one line.
-"""
+"""Env snapshots for checkpoints as plain data: the values of the env's attributes, read back into an env made from the
+run's own config, so that a resumed run continues its episode exactly and nothing in a run directory is ever run or
+built from it. An env holding other objects gets no snapshot (its resumed run starts a new episode); a snapshot that
+does not fit the env is refused in one line."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Reading a run directory's checkpoint files without running code: a run directory is input.
-
-A checkpoint is written as plain data that ``torch.load(weights_only=True)`` reads with no safe globals added:
-dicts, lists, tuples, strings, bytes, numbers, None and torch tensors. numpy values, which a weights-only load
-refuses (unpickling them names numpy functions), are stored as tensors under a marker key and turned back into
-numpy on reading (:func:`encode`, :func:`decode`), dtype, shape and values as they were. Large arrays go to
-``.npy`` files read with ``allow_pickle=False``.
-
-What cannot be read so is refused in one line (:class:`CheckpointRefused`), never loaded: a file that names
-other globals (not written by per, or altered), a checkpoint of an older format (which held pickled objects),
-and a name from the run directory that leads outside its folder.
-"""
+"""Reading a run directory's checkpoint files without running code: a run directory is input."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Exclusive advisory file locks: one per grid directory (one ``per grid`` at a time) and one per run (one
-process trains a run at a time). The kernel drops a lock when its holder exits, however it exits."""
+"""Exclusive advisory file locks (``flock``): a run directory's claim, a grid's lock, a grid's lock per run. The
+kernel drops a lock when its holder exits, however it exits."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 LOCK_WAIT_S = 10.0
 
 
-class GridLockedError(RuntimeError):
-    pass
+class Locked(RuntimeError):
+    """Another process holds the lock; the message is the pid it wrote (``?`` if none)."""
 
 
 class Lock:
@@ -25,7 +26,7 @@ class Lock:
 
 
 def hold_lock(path: Path, wait_s: float = LOCK_WAIT_S) -> Lock:
-    """An exclusive lock on ``path`` holding the holder's pid; GridLockedError after ``wait_s`` seconds."""
+    """An exclusive lock on ``path`` (created), holding this process's pid; :class:`Locked` after ``wait_s``."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no locks
@@ -35,15 +36,14 @@ def hold_lock(path: Path, wait_s: float = LOCK_WAIT_S) -> Lock:
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
         except BlockingIOError:
             if time.monotonic() >= deadline:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
                 os.close(fd)
-                raise GridLockedError(str(path)) from None
+                raise Locked(holder) from None
             time.sleep(0.2)
-            continue
-        try:  # the pid is for people reading the file; the flock is the lock, held without it
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-        except OSError:  # (a full disk: the run itself then fails with the disk named, not the lock's traceback)
-            pass
-        return Lock(fd)
+    with contextlib.suppress(OSError):  # the pid is for people; a full disk is said by what fails next, not here
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    return Lock(fd)

@@ -1,28 +1,26 @@
-"""The scalars of one run directory, from its per-episode ``metrics.csv`` or its TensorBoard event files.
-
-Both are written by the same loop: ``metrics.csv`` holds, per episode, the return and length at the episode's
-last env step and the mean of every update scalar logged during the episode; the event files hold every
-logged value. :func:`read_scalars` reads the CSV when it has a column for every tag asked for (about 20x
-faster than the event files: what makes ``per plot`` of a 1,500-run grid take seconds per hundred runs), and
-the event files otherwise (a ``--metric`` the CSV lacks, such as ``eval/return``) or when asked for
-everything. Which one a run came from is recorded (``Run.source``) and said in ``captions.md``.
-"""
+"""Reading a run directory's scalars back, from its per-episode ``metrics.csv`` or its TensorBoard event files (what
+:mod:`.logger` and :mod:`.events` write)."""
 
 from __future__ import annotations
 
 import csv
+import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS
+from per_cli.errors import cut
+from per_cli.rundir.events import EVENT_FILE_PREFIX
+from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS, csv_header
 
 RETURN_TAG = "charts/episodic_return"
+LENGTH_TAG = "charts/episodic_length"
 # metrics.csv columns as the TensorBoard tags they average (the CSV holds per-episode values)
 CSV_TAGS = {
     "return": RETURN_TAG,
-    "length": "charts/episodic_length",
+    "length": LENGTH_TAG,
     "epsilon": "charts/epsilon",
     "success": "charts/success_rate",
     **{column: tag for tag, column in EPISODE_UPDATE_COLUMNS.items()},
@@ -55,16 +53,13 @@ def read_tensorboard(run_dir: Path) -> Scalars:
 
 def event_files(run_dir: Path) -> list[Path]:
     """The run's TensorBoard event files in the order TensorBoard reads them (by name)."""
-    return sorted(p for p in run_dir.iterdir() if p.name.startswith("events.out.tfevents"))
+    return sorted(p for p in run_dir.iterdir() if p.name.startswith(EVENT_FILE_PREFIX))
 
 
 def read_event_files(run_dir: Path) -> Scalars | None:
-    """The same scalars as :func:`read_tensorboard`, read about 20x faster: the TFRecord framing is parsed
-    here and each record decoded by protobuf's compiled ``Event.FromString``, without TensorBoard's pure-Python
-    CRC checks. It applies TensorBoard's purge rule for event files of version 2 (what torch's SummaryWriter
-    writes): a ``SessionLog.START`` at step s (a resumed run's ``purge_step``) drops every value logged at a
-    step >= s before it. A truncated last record (a run still writing) is left out. Returns None for files of
-    an older version, whose purge rules differ: the caller then reads them with :func:`read_tensorboard`."""
+    """The same scalars as :func:`read_tensorboard`, with TensorBoard's purge rule for version-2 files (a
+    ``SessionLog.START`` at step s drops the values logged before it at steps >= s); a truncated last record is left
+    out. None for files of an older version (other purge rules): read those with :func:`read_tensorboard`."""
     from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
     data: dict[str, tuple[list[int], list[float]]] = {}
@@ -97,11 +92,6 @@ def read_event_files(run_dir: Path) -> Scalars | None:
         for tag, (steps, values) in data.items()
         if steps
     }
-
-
-def csv_header(path: Path) -> list[str]:
-    with path.open(newline="") as f:
-        return next(csv.reader(f), [])
 
 
 def damage(run_dir: Path) -> list[str]:
@@ -188,3 +178,37 @@ def read_scalars(run_dir: Path, tags: set[str] | None = None) -> tuple[Scalars, 
     if has_csv:
         return read_metrics_csv(csv_path, tags), "metrics.csv"
     return {}, "none"
+
+
+# summary.json keys that are read, with the types they must have: any other value is left out and said
+SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
+    "env": (str,),
+    "replay": (str,),
+    "error": (str,),
+    "seed": (int,),
+    "total_steps": (int, float),
+    "wall_time_s": (int, float),
+    "final_return_mean": (int, float),
+    "eval_return_mean": (int, float),
+}
+
+
+def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
+    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
+    or damaged summary costs its run those values, never the whole plot."""
+    kept, problems = dict(summary), []
+    for key, types in SUMMARY_TYPES.items():
+        value = kept.get(key)
+        if value is None:
+            continue
+        bad = isinstance(value, bool) or not isinstance(value, types)
+        if not bad and isinstance(value, float) and key != "final_return_mean" and key != "eval_return_mean":
+            bad = not math.isfinite(value)
+        if bad:
+            del kept[key]
+            problems.append(f"summary.json: {key} is {cut(repr(value), 40, 30)}, not a {_KIND[types]}; left out")
+    return kept, problems
+
+
+_KIND = {(str,): "string", (int,): "whole number", (int, float): "number"}
