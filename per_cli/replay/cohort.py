@@ -3,7 +3,7 @@
 Each member keeps its own memory, sampler and generator. :class:`CohortSampling` holds typed lists of their arrays
 (built once: loads write into them) and calls the same functions a solo memory calls over a list of one: the
 kind's ``draw_members`` (replay/samplers/base.py), the ring's :func:`~per_cli.replay.storage.ring.store_members`
-and :func:`~per_cli.replay.storage.ring.gather_members`, the kind's ``on_add_members`` and ``update_members``. So
+and :func:`~per_cli.replay.storage.ring.gather_members`, the kind's ``add_members`` and ``update_members``. So
 a member's batches are its solo run's by construction, whatever the cohort's size and order; nothing here draws.
 Each member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arrays, so that a cohort update
 takes them whole (:func:`stacked_rows`).
@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import DRAWN, Sampler, draw_batches
 from per_cli.replay.storage.ring import (
+    BatchArrays,
+    RingColumns,
     TransitionStorage,
     batch_arrays,
     episodes_held_members,
@@ -33,50 +36,66 @@ from per_cli.replay.storage.ring import (
 )
 from per_cli.replay.writers.base import Writer
 
-_FIELDS = {f.name: j for j, f in enumerate(dataclasses.fields(Batch))}  # Batch's order: that of a draw's arrays
+
+class Latest(NamedTuple):
+    """The transition each member added last, each field (members, 1, ...)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    ids: np.ndarray
+
+
+class Row(NamedTuple):
+    """Where a :class:`RowBatch` lies: row ``k`` of the stacked ``arrays`` of the cohort ``draw``."""
+
+    arrays: BatchArrays
+    k: int
+    draw: DrawnBatches
 
 
 class RowBatch(Batch):
-    """Batch k of a cohort draw: each field is row k of the draw's stacked array, and ``rows`` = (the stacked
-    arrays in Batch's field order, k, the draw's :class:`DrawnBatches`), so that a cohort update can take the
-    stacked arrays whole instead of stacking the rows again. A field's view is made when first read and kept in
-    the batch's ``__dict__`` (later reads are plain attribute reads). Its fields cannot be rebound, so a RowBatch
-    is always its rows (writes into a field's values write the stacked array, which the update then reads as
-    well)."""
+    """Batch k of a cohort draw: each field is row k of the draw's stacked array, and ``rows`` its :class:`Row`,
+    so that a cohort update can take the stacked arrays whole instead of stacking the rows again. A field's view
+    is made when first read and kept in the batch's ``__dict__`` (later reads are plain attribute reads). Its
+    fields cannot be rebound, so a RowBatch is always its rows (writes into a field's values write the stacked
+    array, which the update then reads as well)."""
 
-    def __init__(self, stacked: tuple[np.ndarray, ...], k: int, batches: DrawnBatches):
-        self.__dict__["rows"] = (stacked, k, batches)
+    def __init__(self, arrays: BatchArrays, k: int, batches: DrawnBatches):
+        self.__dict__["rows"] = Row(arrays, k, batches)
 
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
 
 
 class _RowField:
-    """Field ``j`` of a :class:`RowBatch` (a non-data descriptor: once set in the batch's ``__dict__``, it is
+    """Field ``name`` of a :class:`RowBatch` (a non-data descriptor: once set in the batch's ``__dict__``, it is
     not called again)."""
 
-    def __init__(self, name: str, j: int):
-        self.name, self.j = name, j
+    def __init__(self, name: str):
+        self.name = name
 
     def __get__(self, batch: RowBatch | None, owner: type) -> np.ndarray:
         if batch is None:
             return self  # type: ignore[return-value]
-        stacked, k, _ = batch.rows
-        view = batch.__dict__[self.name] = stacked[self.j][k]
+        row = batch.rows
+        view = batch.__dict__[self.name] = getattr(row.arrays, self.name)[row.k]
         return view
 
 
-for _name, _j in _FIELDS.items():
-    setattr(RowBatch, _name, _RowField(_name, _j))
+for _field in dataclasses.fields(Batch):  # (BatchArrays has Batch's fields, in its order)
+    setattr(RowBatch, _field.name, _RowField(_field.name))
 
 
 class DrawnBatches(Sequence):
-    """The batches of one cohort draw, in the members' order: ``arrays`` the draw's stacked arrays (Batch's field
-    order), item k member k's :class:`RowBatch`, made when first asked for (the loop's phases take the arrays
-    whole; a member's own batch is asked for only where that member does its own work), or None where its draw
-    raised (``drawn[k]`` False)."""
+    """The batches of one cohort draw, in the members' order: ``arrays`` the draw's stacked arrays, item k member
+    k's :class:`RowBatch`, made when first asked for (the loop's phases take the arrays whole; a member's own
+    batch is asked for only where that member does its own work), or None where its draw raised (``drawn[k]``
+    False)."""
 
-    def __init__(self, arrays: tuple[np.ndarray, ...], drawn: np.ndarray):
+    def __init__(self, arrays: BatchArrays, drawn: np.ndarray):
         self.arrays, self.drawn = arrays, drawn
         self.complete = bool(drawn.all())
         self._made: dict[int, RowBatch] = {}
@@ -96,26 +115,26 @@ class DrawnBatches(Sequence):
         return batch
 
 
-def stacked_rows(batches: Sequence[Batch]) -> tuple[np.ndarray, ...] | None:
-    """The arrays of ``batches`` stacked with a member axis (Batch's field order), taken from the cohort draw
-    they are rows of: the draw's arrays themselves when the batches are all its rows in order (a whole
-    :class:`DrawnBatches`, or its batches listed in order), else those rows (one gather per array). None where
-    they are not all rows of one draw (then stack them)."""
+def stacked_rows(batches: Sequence[Batch]) -> BatchArrays | None:
+    """The arrays of ``batches`` stacked over the seed axis, taken from the cohort draw they are rows of: the
+    draw's arrays themselves when the batches are all its rows in order (a whole :class:`DrawnBatches`, or its
+    batches listed in order), else those rows (one gather per array). None where they are not all rows of one
+    draw (then stack them)."""
     if type(batches) is DrawnBatches:
         return batches.arrays if batches.complete else None
     first = batches[0] if batches else None
     if type(first) is not RowBatch:
         return None
-    stacked = first.rows[0]
+    arrays = first.rows.arrays
     rows = []
     for batch in batches:
-        if type(batch) is not RowBatch or batch.rows[0] is not stacked:
+        if type(batch) is not RowBatch or batch.rows.arrays is not arrays:
             return None
-        rows.append(batch.rows[1])
-    if rows == list(range(len(stacked[0]))):
-        return stacked
+        rows.append(batch.rows.k)
+    if rows == list(range(len(arrays.obs))):
+        return arrays
     index = np.asarray(rows, dtype=np.int64)
-    return tuple(array[index] for array in stacked)
+    return BatchArrays(*(array[index] for array in arrays))
 
 
 def supports(memory: ReplayMemory) -> bool:
@@ -140,9 +159,9 @@ class CohortSampling:
         self.memories = list(memories)
         samplers = [m.sampler for m in memories]
         self._lists = self.kind.lists(samplers)
-        self._updates = self.kind.update_lists(samplers)
+        self._structured = self.kind.keeps_structure()
         columns = zip(*(m.storage.columns() for m in memories), strict=True)
-        self._columns = tuple(member_axis(list(column)) for column in columns)
+        self._columns = RingColumns(*(member_axis(list(column)) for column in columns))
         self._width = memories[0].storage.obs.shape[1]
         self._chunk = memories[0].sampler.chunk  # (a cohort's members share their config)
         self._n_step, self._gamma = memories[0].n_step, memories[0].gamma
@@ -156,21 +175,22 @@ class CohortSampling:
         ends = np.logical_or(terminated, truncated)
         terminated = np.asarray(terminated, dtype=np.float32)
         store_members(which, obs, actions, rewards, next_obs, terminated, truncated, ends, *self._columns, slots)
-        self.kind.on_add_members(self._lists, which, slots)
+        if self._structured:  # (plain rings: every written slot is sampleable)
+            self.kind.add_members(self._lists, which, slots, np.ones(which.shape[0], dtype=np.bool_))
 
-    def latest(self, which: Sequence[int]) -> tuple[np.ndarray, ...]:
-        """The transition each member of ``which`` added last: (obs, actions, rewards, next_obs, terminated, ids),
-        each (members, 1, ...), as each member's ``memory.latest_rows()`` (float32 ``terminated``) and
-        ``memory.latest_ids()``."""
+    def latest(self, which: Sequence[int]) -> Latest:
+        """The transition each member of ``which`` added last, each field (members, 1, ...), as each member's
+        ``memory.latest_rows()`` (float32 ``terminated``) and ``memory.latest_ids()``."""
         members = np.asarray(which, dtype=np.int64)
         out = batch_arrays(len(which), 1, np.float32, (self._width,))
-        slots = latest_slots_members(self._columns[8], members).reshape(-1, 1)
+        slots = latest_slots_members(self._columns.counters, members).reshape(-1, 1)
         gather_members(members, slots, slots, *self._columns, *out)
-        return out[:6]
+        return Latest(out.obs, out.actions, out.rewards, out.next_obs, out.terminated, out.indices)
 
     def episodes_held(self, which: Sequence[int]) -> np.ndarray:
         """Each member's ``memory.episodes_held()`` (members ``which``), in one compiled call."""
-        return episodes_held_members(self._columns[8], self._columns[7], np.asarray(which, dtype=np.int64))
+        columns = self._columns
+        return episodes_held_members(columns.counters, columns.episode_ids, np.asarray(which, dtype=np.int64))
 
     def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> DrawnBatches:
         """The batches of members ``which``, as their ``memory.sample(batch_size, beta)`` draws them; None where
@@ -180,13 +200,14 @@ class CohortSampling:
         betas = np.asarray(betas, dtype=np.float64)
         out = batch_arrays(n, batch_size, np.float32, (self._width,))
         slots = np.zeros((n, batch_size), dtype=np.int64)  # (a failed member's row gathers slot 0: harmless)
-        status = draw_batches(self.kind, self._lists, members, betas, slots, out[6], self._chunk)
+        status = draw_batches(self.kind, self._lists, members, betas, slots, out.weights, self._chunk)
         if self._n_step > 1:  # n-step returns, as ReplayMemory._batch makes them
             rewards, terminated, last = (np.empty(slots.shape, dtype=t) for t in (np.float32, np.float32, np.int64))
-            columns = (self._columns[2], self._columns[4], self._columns[5], self._columns[6], self._columns[8])
-            nstep_members(members, slots, self._n_step, self._gamma, *columns, rewards, terminated, last)
+            c = self._columns
+            nstep_members(members, slots, self._n_step, self._gamma, c.rewards, c.terminated, c.truncated, c.ids,
+                          c.counters, rewards, terminated, last)  # fmt: skip
             gather_members(members, slots, last, *self._columns, *out)
-            out[2][...], out[4][...] = rewards, terminated
+            out.rewards[...], out.terminated[...] = rewards, terminated
         else:
             gather_members(members, slots, slots, *self._columns, *out)
         drawn = status == DRAWN
@@ -213,8 +234,7 @@ class CohortSampling:
         ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
         if ids is None or td_errors is None or ids.dtype != np.int64:
             return None
-        samplers = [self.memories[i].sampler for i in which]
-        return self.kind.update_members(self._updates, samplers, np.asarray(which, dtype=np.int64), ids, td_errors)
+        return self.kind.update_members(self._lists, np.asarray(which, dtype=np.int64), ids, td_errors)
 
 
 def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:

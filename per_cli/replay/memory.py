@@ -10,6 +10,8 @@ from per_cli.replay.samplers import Sampler
 from per_cli.replay.storage.ring import TransitionStorage
 from per_cli.replay.writers.base import Writer
 
+_ENTERING = np.ones(1, dtype=np.bool_)
+
 
 @dataclass
 class Batch:
@@ -39,6 +41,7 @@ class ReplayMemory:
         self.sampler = sampler
         self.writer = writer if writer is not None else Writer()
         self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
+        self._structured = type(sampler).keeps_structure()  # (else an add is the storage's alone)
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
@@ -48,11 +51,17 @@ class ReplayMemory:
         self.writer.add(self._store, obs, action, reward, next_obs, terminated, truncated)
 
     def _store(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> None:
-        slot = self.storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
-        self.sampler.on_add(slot)
-        dropped = self.storage.newly_unsampleable  # frame storage: history overwritten
-        if dropped.size:
-            self.sampler.on_invalidate(dropped)
+        storage = self.storage
+        slot = storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
+        if not self._structured:
+            return
+        dropped = storage.newly_unsampleable  # frame storage: history overwritten
+        if storage.filled_slots_sampleable and not dropped.size:
+            self.sampler.add(np.array([slot], dtype=np.int64), _ENTERING)
+            return
+        entering = np.zeros(1 + dropped.size, dtype=np.bool_)
+        entering[0] = storage.filled_slots_sampleable or bool(storage.sampleable(np.array([slot]))[0])
+        self.sampler.add(np.concatenate(([slot], dropped)), entering)
 
     def begin_phase(self, n_batches: int) -> None:
         """The training loop is about to draw ``n_batches`` batches with no add in between (one burst of
@@ -111,8 +120,8 @@ class ReplayMemory:
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped
-        (the sampler's ``update_current``: one compiled pass for the prioritized kinds)."""
-        finite = self.sampler.update_current(np.asarray(indices), np.asarray(td_errors), self.storage.ids)
+        (the kind's ``update_members`` over this member alone)."""
+        finite = self.sampler.update_ids(indices, td_errors)
         if not finite:
             raise FloatingPointError(
                 "non-finite TD error in a priority update: the loss diverged "

@@ -95,7 +95,7 @@ def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_o
     memories.append(_memory(3, 60, sampler=RankSampler, alpha=0.5))
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
-    address = [sampling._lists[3][i].ctypes.data for i in range(3)]
+    address = [sampling._lists.own.cums[i].ctypes.data for i in range(3)]
     assert address[0] == address[1] != address[2]
     assert address[2] == memories[2].sampler.cum.ctypes.data
     for _ in range(3):
@@ -165,7 +165,7 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
         if sampler is PrioritizedSampler:
             memory.sampler.tree.tree[:] = 0.0
         else:
-            memory.sampler.on_invalidate(np.arange(30, 40))  # the window's slots leave the heap
+            memory.sampler.add(np.arange(30, 40), False)  # the window's slots leave the heap
     sampling = CohortSampling(memories)
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
@@ -244,7 +244,7 @@ def test_a_draws_batches_are_read_only_rows_of_its_stacked_arrays():
     sampling = CohortSampling(memories)
     batches = sampling.sample([0, 1, 2], 8, [1.0, 1.0, 1.0])
     stacked = stacked_rows(batches)
-    assert stacked is batches[0].rows[0]  # every row, in order: the draw's own arrays, not a copy
+    assert stacked is batches[0].rows.arrays  # every row, in order: the draw's own arrays, not a copy
     for k, batch in enumerate(batches):
         for field, array in zip(dataclasses.fields(Batch), stacked, strict=True):
             assert getattr(batch, field.name).tobytes() == array[k].tobytes()
@@ -263,7 +263,7 @@ def test_uniform_priority_updates_only_check_the_td_errors():
     td = [np.ones(4, np.float32), np.array([1.0, np.inf, 0.0, 2.0], np.float32)]
     ids = [np.arange(4), np.arange(4)]
     assert sampling.update_priorities([0, 1], ids, td).tolist() == [True, False]
-    assert memories[0].sampler.update_current(ids[0], td[0], memories[0].storage.ids)
+    assert memories[0].sampler.update_ids(ids[0], td[0])
     with pytest.raises(FloatingPointError, match="non-finite TD error"):  # the member's own update: its error
         memories[1].update_priorities(ids[1], td[1])
 

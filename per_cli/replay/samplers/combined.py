@@ -7,6 +7,7 @@ import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, draw_distinct
+from per_cli.replay.samplers.recent import PhaseLists
 from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
 from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis
 
@@ -82,8 +83,8 @@ class CombinedSampler(UniformSampler):
         self.phase = np.zeros(4, dtype=np.int64)  # new ids [from, to), batches, batches drawn
 
     @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return (member_axis([s.phase for s in samplers]),)
+    def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
+        return PhaseLists(member_axis([s.phase for s in samplers]))
 
     def begin_phase(self, n_batches: int) -> None:
         added = self.storage.added

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -33,6 +35,12 @@ def draw_recent(generators, counters, windows, phases, which, betas, slots, weig
     return status
 
 
+class PhaseLists(NamedTuple):
+    """A phase-planning kind's state over the seed axis: each member's phase counters."""
+
+    phases: object
+
+
 class RecentSampler(Sampler):
     """The most recent transitions, oldest first within a batch: the correlated no-replay baseline (kind
     ``none``).
@@ -51,8 +59,8 @@ class RecentSampler(Sampler):
         self.phase = np.array([1, 0], dtype=np.int64)  # batches in the phase, batches drawn
 
     @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return (member_axis([s.phase for s in samplers]),)
+    def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
+        return PhaseLists(member_axis([s.phase for s in samplers]))
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Outside a phase: the newest B once each."""

@@ -38,7 +38,7 @@ whose phase raises is recorded ``failed`` and leaves; the others go on.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numba.typed import List
@@ -56,6 +56,15 @@ from per_cli.train.measures.update_measures import measure_table
 
 if TYPE_CHECKING:
     from per_cli.train.loop.trainer import Trainer
+
+
+class _Inserted(NamedTuple):
+    """What ``insertion_td``'s one gather took, for ``insert_priorities``: for how many members, their newest
+    transitions' ids and δ."""
+
+    count: int
+    ids: np.ndarray
+    td: np.ndarray
 
 
 class Steps:
@@ -90,7 +99,7 @@ class Steps:
         self.rows = CohortRows([m.window for m in members], self._log_every) if self.sampling and self._alike else None
         self._cached: dict[tuple[int, ...], tuple] = {}  # _positions' last answers, by the members' ids
         self._recent: list[tuple[Sequence[Any], tuple]] = []  # and by the lists asked about
-        self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
+        self._inserted: _Inserted | None = None  # the last insertion_td's gather
         self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
         self._obs: np.ndarray | None = None  # the members' observations in hand (row k member k's): _held_obs
         self._hold = self._store  # whether the loop may hold them (the batched env step's members: vector states)
@@ -228,15 +237,15 @@ class Steps:
         """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
         took the transitions, their ids are kept for ``insert_priorities``."""
         td, ids = self.updates.insertion_td(self._which(members), members, self.sampling)
-        self._inserted = (len(members), ids, td) if ids is not None else None
+        self._inserted = _Inserted(len(members), ids, td) if ids is not None else None
         return td
 
     def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
         """Each member's new transition gets its priority from its ``insertion_td``."""
         ids = lambda: [m.memory.latest_ids() for m in members]  # noqa: E731
         inserted, self._inserted = self._inserted, None
-        if inserted is not None and inserted[0] == len(members):  # (a subset of those, in order: all of them)
-            ids, td_errors = inserted[1], inserted[2]
+        if inserted is not None and inserted.count == len(members):  # (a subset of those, in order: all of them)
+            ids, td_errors = inserted.ids, inserted.td
         self._priorities(members, ids, td_errors, lambda m, k: guard(m, m.set_insertion_priority, td_errors[k]))
 
     def end_collects(self, members: Sequence[Trainer]) -> None:
@@ -334,8 +343,8 @@ class Steps:
         if rule == "memory_max":
             return
         stacked = stacked_rows(batches)
-        if stacked is not None and stacked is batches[0].rows[0]:  # (the draw's arrays, not a gathered copy)
-            apply_rule(stacked[6], rule)
+        if stacked is not None and stacked is batches[0].rows.arrays:  # (the draw's arrays, not a gathered copy)
+            apply_rule(stacked.weights, rule)
             return
         for batch in batches:
             apply_rule(batch.weights, rule)
@@ -383,11 +392,11 @@ class Steps:
         window = members[0].window
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         try:
-            arrays = (stacked[6], stacked[7], stacked[0], stacked[8])  # weights, ages, obs, episodes
-            table, variances = measure_table(window, results.td, *arrays, held, results.loss, results.q_mean)
+            table, variances = measure_table(window, results.td, stacked.weights, stacked.ages, stacked.obs,
+                                             stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             return None
-        return table, variances, stacked[0] if window.iid else None
+        return table, variances, stacked.obs if window.iid else None
 
     def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured) -> None:
         """Each member's update into its window, logged at its log points: ``measure``'s (table, variances,
@@ -465,4 +474,4 @@ def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
 def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:
     """The batches' ids (``indices``) as one (members, batch) array where they are rows of one cohort draw."""
     stacked = stacked_rows(batches)
-    return stacked[5] if stacked is not None else [b.indices for b in batches]
+    return stacked.indices if stacked is not None else [b.indices for b in batches]
