@@ -98,7 +98,7 @@ class FrameStackStorage(RingBookkeeping):
         self._init_ring(capacity)
         self.frames_written = 0  # frames ever written; also the gid of the next one
         self.first_sampleable_id = 0  # live transitions with a smaller id lost a frame to the ring
-        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (leaving events of the kind's add_members)
+        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (add_members: leaving)
         self._episode_open = False  # the last transition did not end its episode
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # its next_obs
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
