@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from per_cli.replay import Batch, ReplayMemory
-from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
+from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, RecentSampler, UniformSampler
+from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
 
 
@@ -176,10 +177,27 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
     assert str(cohort_error.value) == str(solo_error.value)
 
 
+def test_image_rings_are_drawn_and_gathered_as_alone():
+    """A ring of image states (not the compiled store's float32 vectors) is served by the same draw and gather:
+    each member's batch is its solo memory's."""
+    memories = []
+    for seed in (1, 2):
+        images = TransitionStorage(50, (2, 2), np.uint8)
+        memory = ReplayMemory(images, RankSampler(images, np.random.default_rng(seed)), n_step=3)
+        for t in range(30 + seed):
+            memory.add(np.full((2, 2), t), t % 2, float(t), np.full((2, 2), t + 1), t % 7 == 6, False)
+        memories.append(memory)
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    assert not sampling.storable
+    for i, batch in zip([1, 0], sampling.sample([1, 0], 8, [0.5, 0.5]), strict=True):
+        own = alone[i].sample(8, 0.5)
+        assert batch.obs.dtype == np.uint8 and batch.obs.shape == (8, 2, 2)
+        for name in ("obs", "actions", "rewards", "next_obs", "terminated", "indices", "weights", "ages", "episodes"):
+            np.testing.assert_array_equal(getattr(batch, name), getattr(own, name))
+
+
 def test_what_it_does_not_draw_is_said():
-    images = TransitionStorage(50, (2, 2), np.float32)
-    assert not supports(ReplayMemory(images, RankSampler(images, np.random.default_rng(1))))
-    assert supports(_memory(1, 40, window=10, sampler=UniformSampler))
     small = CohortSampling([_memory(1, 40, sampler=UniformSampler), _memory(2, 5, sampler=UniformSampler)])
     first, second = small.sample([0, 1], 8, [1.0, 1.0])  # fewer transitions than a batch: its own error
     assert first is not None and second is None and 1 in small.failed
@@ -189,6 +207,9 @@ def test_what_it_does_not_draw_is_said():
         CohortSampling([_memory(1, 20, sampler=RankSampler), _memory(1, 20)])
     with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20), _memory(1, 20, sampler=UniformSampler)])
+    packed = PackedTransitionStorage(20, (2, 2))
+    with pytest.raises(ValueError, match="one storage class"):
+        CohortSampling([_memory(1, 20), ReplayMemory(packed, PrioritizedSampler(packed, np.random.default_rng(1)))])
 
 
 def test_batched_priority_updates_equal_each_members_own():

@@ -38,7 +38,8 @@ from numba.typed import List
 from per_cli.replay.stateless import Stateless
 from per_cli.replay.storage.ring import CAPACITY, CURSOR, ONE, SIZE, member_axis
 
-DRAWN, TOO_FEW, FAILED = 0, 1, 2  # the status of a member's draw; FAILED: its structure raised (repeat to see why)
+DRAWN, TOO_FEW, FAILED = 0, 1, 2  # the status of a member's draw; FAILED: its structure found no mass
+WINDOW, RESERVE = 0, 1  # the columns of ``windows``: replay.window (0: none), the newest ids no run may start at
 
 
 class Storage(Protocol):
@@ -65,7 +66,7 @@ def window_of(counters, row):
     """(first slot, width) of the ring slots a draw is restricted to, ``row`` being the member's ``windows`` row
     (W, reserve): the W newest (all held where W is 0 or covers them) without the ``reserve`` newest. (0, 0) when
     nothing restricts the draw; width -1 when nothing is left."""
-    window, reserve, size = row[0], row[1], counters[SIZE]
+    window, reserve, size = row[WINDOW], row[RESERVE], counters[SIZE]
     span = window if 0 < window < size else size
     if span == size and reserve == 0:
         return 0, 0

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
+from per_cli.replay.samplers.base import DRAWN, FAILED, RESERVE, WINDOW, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
 from per_cli.replay.structures.rank_heap import (
     heap_add,
@@ -21,6 +21,8 @@ from per_cli.replay.structures.rank_heap import (
     slots_in_order,
     sort_keys,
 )
+
+ENTRIES = 0  # ``heap``'s one value: the slots in the heap (an array, so that compiled calls move it in place)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -39,14 +41,14 @@ def newest_positions(pos_of, counters, count, n):
 @numba.njit(cache=True, nogil=True)
 def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, which, betas, slots, weights):
     """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
-    ``rank_sample`` over the ``heaps[i][0]`` entries of its heap (``rank_window_sample`` inside its active window),
-    IS exponent α·β. FAILED where the heap (or the window) holds no entry; an empty heap draws no uniform."""
+    ``rank_sample`` over the entries of its heap (``heaps[i][ENTRIES]``; ``rank_window_sample`` inside its active
+    window), IS exponent α·β. FAILED where the heap (or the window) holds no entry; an empty heap draws no uniform."""
     batch = slots.shape[1]
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     uniforms = np.empty(batch, dtype=np.float64)
     for k in range(which.shape[0]):
         i = which[k]
-        n = heaps[i][0]
+        n = heaps[i][ENTRIES]
         if n == 0:
             status[k] = FAILED
             continue
@@ -57,9 +59,9 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
             continue
         exponent = alphas[i] * betas[k]
         try:
-            if width > 0 and (windows[i][0] <= 0 or windows[i][0] >= c[SIZE]):  # only the newest left out
+            if width > 0 and (windows[i][WINDOW] <= 0 or windows[i][WINDOW] >= c[SIZE]):  # only the newest left out
                 drawn, w = rank_sample_skipping(
-                    cums[i], n, keys[i], uniforms, exponent, newest_positions(pos_of[i], c, windows[i][1], n)
+                    cums[i], n, keys[i], uniforms, exponent, newest_positions(pos_of[i], c, windows[i][RESERVE], n)
                 )  # fmt: skip
             elif width > 0:
                 drawn, w = rank_window_sample(cums[i], n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
@@ -80,9 +82,9 @@ def enter_members(keys, pos_of, heaps, which, slots, entering):
     for k in range(which.shape[0]):
         i = which[k]
         if entering[k]:
-            heaps[i][0] = heap_add(keys[i], pos_of[i], heaps[i][0], slots[k])
+            heaps[i][ENTRIES] = heap_add(keys[i], pos_of[i], heaps[i][ENTRIES], slots[k])
         else:
-            heaps[i][0] = heap_remove(keys[i], pos_of[i], heaps[i][0], slots[k : k + 1])
+            heaps[i][ENTRIES] = heap_remove(keys[i], pos_of[i], heaps[i][ENTRIES], slots[k : k + 1])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -93,7 +95,7 @@ def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors):
     counts = np.empty(which.shape[0], dtype=np.int64)
     for k in range(which.shape[0]):
         i = which[k]
-        counts[k] = heap_update_current(keys[i], pos_of[i], heaps[i][0], ids[k], td_errors[k], stored_ids[i])
+        counts[k] = heap_update_current(keys[i], pos_of[i], heaps[i][ENTRIES], ids[k], td_errors[k], stored_ids[i])
     return counts
 
 
@@ -176,11 +178,11 @@ class RankSampler(Sampler):
     @property
     def n(self) -> int:
         """Slots in the heap (the sampleable ones)."""
-        return int(self.heap[0])
+        return int(self.heap[ENTRIES])
 
     @n.setter
     def n(self, value: int) -> None:
-        self.heap[0] = value
+        self.heap[ENTRIES] = value
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> HeapLists:

@@ -11,6 +11,8 @@ from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
 from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis, oldest_id
 
+BATCHES, TAKEN = 0, 1  # a member's phase: batches in the burst, batches drawn in it
+
 
 @numba.njit(cache=True, nogil=True)
 def draw_recent(generators, counters, windows, phases, which, betas, slots, weights):
@@ -26,8 +28,8 @@ def draw_recent(generators, counters, windows, phases, which, betas, slots, weig
         if held < batch:
             status[k] = TOO_FEW
             continue
-        batches, drawn = phase[0], phase[1]
-        phase[1] = (drawn + 1) % batches
+        batches, drawn = phase[BATCHES], phase[TAKEN]
+        phase[TAKEN] = (drawn + 1) % batches
         start = c[ADDED] - (drawn % (held // batch) + 1) * batch
         for j in range(batch):
             slots[k, j] = (start + j) % c[CAPACITY]

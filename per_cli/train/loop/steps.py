@@ -45,7 +45,7 @@ from numba.typed import List
 
 from per_cli.envs.pool import PooledEnv, reset_together, step_arrays, step_together
 from per_cli.replay import Batch
-from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
+from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
 from per_cli.train.loop.lockstep import any_failed, fail, guard, interrupt_behind
@@ -77,15 +77,13 @@ class Steps:
         self.counters = Counters.over([m.state for m in members])  # the members' counters, row k member k's
         self.updates = updates_for(members, stacked)
         memories = [m.memory for m in members]
-        self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
+        self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather)
         first = members[0]
         self._schedule, self._n_actions = first.epsilon, first.agent.n_actions
         if any(m.epsilon != first.epsilon or m.agent.n_actions != self._n_actions for m in members):
             raise ValueError("the loop's members must share ε's schedule and the action count (one config)")
         self._generators = List([m.action_rng for m in members])
-        self._store = (
-            self.sampling is not None and self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
-        )
+        self._store = self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         # β by the step, on the members' one schedule and position rule (Trainer.beta, beta_step), for all at once;
         # None under replay.beta_increment (β per batch: Trainer.beta_now)
         self._beta_rule = first if first.batch_beta is None else None
@@ -96,7 +94,7 @@ class Steps:
         self._alike = all(settings(m.window) == settings(first.window) for m in members)  # (one config: True)
         self._log_every = first.cfg.log.every
         # the members' measured updates over the seed axis, where one compiled draw and update serve them
-        self.rows = CohortRows([m.window for m in members], self._log_every) if self.sampling and self._alike else None
+        self.rows = CohortRows([m.window for m in members], self._log_every) if self._alike else None
         self._cached: dict[tuple[int, ...], tuple] = {}  # _positions' last answers, by the members' ids
         self._recent: list[tuple[Sequence[Any], tuple]] = []  # and by the lists asked about
         self._inserted: _Inserted | None = None  # the last insertion_td's gather
@@ -236,7 +234,8 @@ class Steps:
     def insertion_td(self, members: Sequence[Trainer]) -> list | np.ndarray:
         """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
         took the transitions, their ids are kept for ``insert_priorities``."""
-        td, ids = self.updates.insertion_td(self._which(members), members, self.sampling)
+        rings = self.sampling if self.sampling.rings else None  # (the compiled gather of the newest: rings only)
+        td, ids = self.updates.insertion_td(self._which(members), members, rings)
         self._inserted = _Inserted(len(members), ids, td) if ids is not None else None
         return td
 
@@ -318,11 +317,9 @@ class Steps:
         return learning, [m for m in training if m.error is None] if any_failed(training) else training
 
     def sample(self, members: Sequence[Trainer]) -> Sequence[Batch | None]:
-        """Each member's next batch (None for a member whose draw raised: it failed): in one compiled call where
-        the cohort sampling holds the memories (its ``DrawnBatches``), else each member's own."""
+        """Each member's next batch (None for a member whose draw raised: it failed): the kind's one draw over the
+        members, then their storages' gather (the cohort sampling's ``DrawnBatches``)."""
         sampling = self.sampling
-        if sampling is None:
-            return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
         per_batch = self._beta_rule is None  # (replay.beta_increment: each member's next batch's own)
         betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[2]]
@@ -374,9 +371,7 @@ class Steps:
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
         """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
         member's own update, run where the call cannot serve (its result: the member's own error)."""
-        finite = None
-        if self.sampling is not None and members:
-            finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
+        finite = self.sampling.update_priorities(self._which(members), ids, td_errors) if members else None
         own_ones = range(len(members)) if finite is None else np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist()
         for k in own_ones:
             own(members[k], k)
