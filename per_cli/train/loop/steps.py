@@ -14,9 +14,9 @@ work (its env, its window, its events):
   (:meth:`~per_cli.replay.cohort.CohortSampling.store`); else each member steps and stores its own
   (``Trainer.step_env``, EnvPool envs still stepped in one call per pool); what the envs returned is kept for
   ``end_collects``;
-* ``sample``, ``insert_priorities``, ``update_priorities``: one compiled call over the members' memories
-  (:class:`~per_cli.replay.cohort.CohortSampling`) where they are plain rings of vector states, else each memory's
-  own (the same kind's function over a list of one);
+* ``sample``, ``insert_priorities``, ``update_priorities``: one call over the members' memories, whatever their
+  storage (:class:`~per_cli.replay.cohort.CohortSampling`: the kind's compiled draw and priority update, then the
+  storages' gather, chosen once);
 * ``learn``, ``greedy``, ``insertion_td``: the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
   call under numba; one stacked torch update or each agent's own under torch);
 * ``measure``, ``record_updates``: a compiled update's measures in one pass over its stacked arrays
