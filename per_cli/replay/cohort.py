@@ -118,26 +118,21 @@ class DrawnBatches(Sequence):
         return batch
 
 
-def stacked_rows(batches: Sequence[Batch]) -> BatchArrays | None:
-    """The arrays of ``batches`` stacked over the seed axis, taken from the cohort draw they are rows of: the
-    draw's arrays themselves when the batches are all its rows in order (a whole :class:`DrawnBatches`, or its
-    batches listed in order), else those rows (one gather per array). None where they are not all rows of one
-    draw (then stack them)."""
-    if type(batches) is DrawnBatches:
-        return batches.arrays if batches.complete else None
-    first = batches[0] if batches else None
-    if type(first) is not RowBatch:
-        return None
-    arrays = first.rows.arrays
-    rows = []
-    for batch in batches:
-        if type(batch) is not RowBatch or batch.rows.arrays is not arrays:
-            return None
-        rows.append(batch.rows.k)
-    if rows == list(range(len(arrays.obs))):
-        return arrays
-    index = np.asarray(rows, dtype=np.int64)
-    return BatchArrays(*(array[index] for array in arrays))
+def stacked_rows(batches: Sequence[Batch]) -> BatchArrays:
+    """The arrays of ``batches`` (none of them None) stacked over the seed axis: the draw's arrays themselves when
+    the batches are all its rows in order (a whole :class:`DrawnBatches`, or its batches listed in order), those
+    rows where they are some rows of one draw (one gather per array), else each field's arrays stacked."""
+    if type(batches) is DrawnBatches and batches.complete:
+        return batches.arrays
+    first = batches[0]
+    arrays = first.rows.arrays if type(first) is RowBatch else None
+    if arrays is not None and all(type(b) is RowBatch and b.rows.arrays is arrays for b in batches):
+        rows = [batch.rows.k for batch in batches]
+        if rows == list(range(len(arrays.obs))):
+            return arrays
+        index = np.asarray(rows, dtype=np.int64)
+        return BatchArrays(*(array[index] for array in arrays))
+    return BatchArrays(*(np.stack([getattr(b, name) for b in batches]) for name in BatchArrays._fields))
 
 
 class CohortSampling:

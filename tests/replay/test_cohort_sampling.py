@@ -274,8 +274,12 @@ def test_a_draws_batches_are_read_only_rows_of_its_stacked_arrays():
     some = stacked_rows([batches[2], batches[0]])  # a subset, out of order: those rows
     assert all(a.tobytes() == np.stack([w[2], w[0]]).tobytes() for a, w in zip(some, stacked, strict=True))
     plain = Batch(*dataclasses.astuple(batches[0]))
-    assert stacked_rows([batches[0], plain]) is None  # not all rows of one draw: the caller stacks
-    assert stacked_rows([batches[0], sampling.sample([1], 8, [1.0])[0]]) is None
+    other = sampling.sample([1], 8, [1.0])[0]
+    for mixed in ([batches[0], plain], [batches[0], other]):  # not all rows of one draw: each field stacked
+        together = stacked_rows(mixed)
+        for field in dataclasses.fields(Batch):
+            expected = np.stack([getattr(b, field.name) for b in mixed])
+            assert getattr(together, field.name).tobytes() == expected.tobytes()
 
 
 def test_uniform_priority_updates_only_check_the_td_errors():

@@ -340,7 +340,7 @@ class Steps:
         if rule == "memory_max":
             return
         stacked = stacked_rows(batches)
-        if stacked is not None and stacked is batches[0].rows.arrays:  # (the draw's arrays, not a gathered copy)
+        if stacked is batches[0].rows.arrays:  # (the draw's arrays, not a gathered copy)
             apply_rule(stacked.weights, rule)
             return
         for batch in batches:
@@ -362,10 +362,8 @@ class Steps:
 
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         """Each member's batch gets its new priorities from the update's TD errors."""
-        if isinstance(results, StackedResults):  # the update's stacked TD errors; the draw's stacked ids
-            ids, tds = lambda: _stacked_ids(batches), results.td  # noqa: E731
-        else:
-            ids, tds = lambda: [b.indices for b in batches], [r.td_errors for r in results]  # noqa: E731
+        ids = lambda: stacked_rows(batches).indices  # noqa: E731 - the draw's stacked ids
+        tds = results.td if isinstance(results, StackedResults) else [r.td_errors for r in results]
         self._priorities(members, ids, tds, lambda m, k: guard(m, m.update_priorities, batches[k], results[k]))
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
@@ -381,9 +379,9 @@ class Steps:
         (table, variances), and the batches' states where the windows keep them: iid), where the batches are a
         cohort draw's; else (or should it raise) None: each member's window measures its own update with the
         same function (``UpdateWindow.add``)."""
-        stacked = stacked_rows(batches)
-        if stacked is None or not isinstance(results, StackedResults) or self.rows is None:
+        if not members or not isinstance(results, StackedResults) or self.rows is None:
             return None
+        stacked = stacked_rows(batches)
         window = members[0].window
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         try:
@@ -464,9 +462,3 @@ def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
         interrupt = interrupt_behind(exc)
         if interrupt is not None:
             raise interrupt from None
-
-
-def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:
-    """The batches' ids (``indices``) as one (members, batch) array where they are rows of one cohort draw."""
-    stacked = stacked_rows(batches)
-    return stacked.indices if stacked is not None else [b.indices for b in batches]
