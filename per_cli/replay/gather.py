@@ -86,15 +86,26 @@ class StorageGather:
         return fields, device
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
+        if which.shape[0] == 1:  # (a member axis of one: views of the storage's arrays, no copy)
+            fields, device = self._one(self.storages[int(which[0])], slots[0])
+            return Gathered(_arrays(fields, weights, lambda array: array[None]), None if device is None else [device])
         rows = [self._one(self.storages[i], slots[k]) for k, i in enumerate(which.tolist())]
-        names = [name for name in BatchArrays._fields if name != "weights"]
-        if len(rows) == 1:  # (a member axis of one: views of the storage's arrays, no copy)
-            ((fields, _),) = rows
-            columns = {name: fields[name][None] for name in names}
-        else:
-            columns = {name: np.stack([fields[name] for fields, _ in rows]) for name in names}
+        fields = {name: [row[name] for row, _ in rows] for name in _NAMES}
         device = [d for _, d in rows] if any(d is not None for _, d in rows) else None
-        return Gathered(BatchArrays(**columns, weights=weights), device)
+        return Gathered(_arrays(fields, weights, np.stack), device)
+
+
+_NAMES = ("obs", "actions", "rewards", "next_obs", "terminated", "indices", "ages", "episodes")  # (but weights)
+
+
+def _arrays(fields: dict, weights: np.ndarray, axis) -> BatchArrays:
+    """The batches' arrays from a gather's ``fields``, each given its member axis by ``axis``."""
+    f = fields
+    return BatchArrays(
+        obs=axis(f["obs"]), actions=axis(f["actions"]), rewards=axis(f["rewards"]), next_obs=axis(f["next_obs"]),
+        terminated=axis(f["terminated"]), indices=axis(f["indices"]), weights=weights, ages=axis(f["ages"]),
+        episodes=axis(f["episodes"]),
+    )  # fmt: skip
 
 
 def gather_for(storages: Sequence[Any], n_step: int, gamma: float) -> RingGather | StorageGather:

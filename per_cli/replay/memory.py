@@ -44,6 +44,7 @@ class ReplayMemory:
         self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
         self._structured = type(sampler).keeps_structure()  # (else an add is the storage's alone)
         self._gather: RingGather | StorageGather | None = None
+        self._slot = np.zeros(1, dtype=np.int64)  # (the slot an add wrote, as its sampler's add_members takes it)
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
@@ -58,12 +59,13 @@ class ReplayMemory:
         if not self._structured:
             return
         dropped = storage.newly_unsampleable  # frame storage: history overwritten
-        if storage.filled_slots_sampleable and not dropped.size:
-            self.sampler.add(np.array([slot], dtype=np.int64), _ENTERING)
+        self._slot[0] = slot
+        if storage.filled_slots_sampleable and not dropped.size:  # (the common add: one event, no conversions)
+            type(self.sampler).add_members(self.sampler.own, ONE, self._slot, _ENTERING)
             return
         entering = np.zeros(1 + dropped.size, dtype=np.bool_)
-        entering[0] = storage.filled_slots_sampleable or bool(storage.sampleable(np.array([slot]))[0])
-        self.sampler.add(np.concatenate(([slot], dropped)), entering)
+        entering[0] = storage.filled_slots_sampleable or bool(storage.sampleable(self._slot)[0])
+        self.sampler.add(np.concatenate((self._slot, dropped)), entering)
 
     def begin_phase(self, n_batches: int) -> None:
         """The training loop is about to draw ``n_batches`` batches with no add in between (one burst of
