@@ -32,7 +32,7 @@ still need them: those transitions are *unsampleable*. Because frames and transi
 same order, the unsampleable transitions are always the oldest ones: exactly the live transitions with
 ``id < first_sampleable_id``. Samplers ask ``sampleable(slots)``; after each ``add``,
 ``newly_unsampleable`` holds the slots it made unsampleable, which ``ReplayMemory.add`` hands to
-``sampler.on_invalidate`` (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
+the kind's ``add_members`` as leaving events (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
 
 ``mirror_to(device)`` keeps a copy of the frame ring on the training device (``replay.device_frames``:
 :mod:`per_cli.replay.storage.device_frames`): every frame written here is written there too, and
@@ -40,6 +40,8 @@ same order, the unsampleable transitions are always the oldest ones: exactly the
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,6 +56,13 @@ EXTRA_DIVISOR = 512
 _NONE = np.zeros(0, dtype=np.int64)
 # frame_gid, hist, action, reward, terminated, truncated, id, episode id
 _PER_SLOT_BYTES = 8 + 1 + 1 + 4 + 1 + 1 + 8 + 8
+
+
+class Stacks(NamedTuple):
+    """The stacks of some transitions, rebuilt from the frame ring on the host: (B, S, H, W) each."""
+
+    obs: np.ndarray
+    next_obs: np.ndarray
 
 
 class FrameStackStorage(RingBookkeeping):
@@ -98,7 +107,7 @@ class FrameStackStorage(RingBookkeeping):
         self._init_ring(capacity)
         self.frames_written = 0  # frames ever written; also the gid of the next one
         self.first_sampleable_id = 0  # live transitions with a smaller id lost a frame to the ring
-        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (for samplers' on_invalidate)
+        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (add_members: leaving)
         self._episode_open = False  # the last transition did not end its episode
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # its next_obs
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
@@ -178,7 +187,7 @@ class FrameStackStorage(RingBookkeeping):
         return self.added - self.oldest_sampleable_id()
 
     def observations(self, slots: np.ndarray) -> np.ndarray:
-        return self.stacks(slots)[0]
+        return self.stacks(slots).obs
 
     def sampleable(self, slots: np.ndarray) -> np.ndarray:
         """Which slots hold a transition whose frames are all still in the ring."""
@@ -194,13 +203,13 @@ class FrameStackStorage(RingBookkeeping):
         padding = np.arange(self.stack + 1) < (self.stack - 1 - self.hist[slots].astype(np.int64))[:, None]
         return gids % self.n_frames, padding if padding.any() else None
 
-    def stacks(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def stacks(self, slots: np.ndarray) -> Stacks:
         """(obs, next_obs) stacks of the transitions in ``slots``, rebuilt from the frame ring."""
         positions, padding = self._positions(slots)
         frames = self.frames[positions]
         if padding is not None:
             frames[padding] = 0
-        return frames[:, :-1], frames[:, 1:]
+        return Stacks(frames[:, :-1], frames[:, 1:])
 
     def device_stacks(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> DeviceStacks:
         """``gather``'s ``obs`` and ``next_obs`` (``next_slots``: n-step returns' look-ahead) gathered on the
@@ -215,7 +224,7 @@ class FrameStackStorage(RingBookkeeping):
     def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
         obs, next_obs = self.stacks(slots)
         if next_slots is not None:  # (n-step returns: the next state of the look-ahead's last transition)
-            next_obs = self.stacks(next_slots)[1]
+            next_obs = self.stacks(next_slots).next_obs
         return {
             "obs": obs,
             "actions": self.actions[slots].astype(np.int64),

@@ -27,7 +27,7 @@ of envs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -47,6 +47,17 @@ class GoalLayout(Protocol):
     compute_reward: Callable[[np.ndarray, np.ndarray], np.ndarray]
     terminate_on_success: bool
     compute_success: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+class _Step(NamedTuple):
+    """A transition of the episode in progress, buffered until the episode ends."""
+
+    obs: np.ndarray
+    action: int
+    reward: float
+    next_obs: np.ndarray
+    terminated: bool
+    truncated: bool
 
 
 def goal_layout_of(env) -> GoalLayout:
@@ -86,7 +97,7 @@ class HindsightWriter(Writer):
         self.k = k
         self.her_rng = rng if rng is not None else np.random.default_rng()
         self.storage = storage
-        self._episode: list[tuple] = []
+        self._episode: list[_Step] = []
         self.episodes = 0
         self.relabelled = 0
 
@@ -101,15 +112,9 @@ class HindsightWriter(Writer):
 
     def add(self, store: Store, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
         self._episode.append(
-            (
-                np.array(obs, copy=True),
-                int(action),
-                float(reward),
-                np.array(next_obs, copy=True),
-                bool(terminated),
-                bool(truncated),
-            )
-        )
+            _Step(np.array(obs, copy=True), int(action), float(reward), np.array(next_obs, copy=True),
+                  bool(terminated), bool(truncated))
+        )  # fmt: skip
         if terminated or truncated:
             self.end_episode(store)
 
@@ -117,12 +122,10 @@ class HindsightWriter(Writer):
         """Store the buffered episode and its relabelled copies (called by ``add`` at the episode's end)."""
         if not self._episode:
             return
-        obs = np.stack([e[0] for e in self._episode])
-        actions = [e[1] for e in self._episode]
-        rewards = [e[2] for e in self._episode]
-        next_obs = np.stack([e[3] for e in self._episode])
-        terminated = [e[4] for e in self._episode]
-        truncated = [e[5] for e in self._episode]
+        steps = self._episode
+        obs, next_obs = np.stack([e.obs for e in steps]), np.stack([e.next_obs for e in steps])
+        actions, rewards = [e.action for e in steps], [e.reward for e in steps]
+        terminated, truncated = [e.terminated for e in steps], [e.truncated for e in steps]
         goals = self.relabel_goals(next_obs[:, self.layout.achieved])  # (T, copies, G)
         t_len, copies = goals.shape[:2]
         # the copies: the same transition with the desired goal swapped, reward and terminal flag recomputed
@@ -179,7 +182,7 @@ class HindsightWriter(Writer):
 
     def state_dict(self) -> dict:
         return {
-            "episode": list(self._episode),
+            "episode": [tuple(e) for e in self._episode],  # (plain tuples: the checkpoint's reader takes them)
             "her_rng": self.her_rng.bit_generator.state,
             "episodes": self.episodes,
             "relabelled": self.relabelled,
@@ -188,7 +191,7 @@ class HindsightWriter(Writer):
     def load_state_dict(self, state: dict) -> None:
         if not state:
             return
-        self._episode = [tuple(e) for e in state["episode"]]
+        self._episode = [_Step(*e) for e in state["episode"]]
         self.her_rng.bit_generator.state = state["her_rng"]
         self.episodes, self.relabelled = int(state["episodes"]), int(state["relabelled"])
 
