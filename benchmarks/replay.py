@@ -146,7 +146,7 @@ def build_per(kind: str, n: int) -> ReplayMemory:
     rng = np.random.default_rng(1)
     sampler = PrioritizedSampler(storage, rng, ALPHA, EPS) if kind == "prioritized" else RankSampler(storage, rng)
     for slot in range(n):
-        sampler.on_add(slot)
+        sampler.add(np.array([slot]), True)
     memory = ReplayMemory(storage, sampler)
     for start in range(0, n, 65536):
         ids = np.arange(start, min(n, start + 65536))

@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from per_cli.replay.gather import RingGather, StorageGather, gather_for
 from per_cli.replay.samplers import Sampler
-from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.storage.ring import ONE, TransitionStorage
 from per_cli.replay.writers.base import Writer
+
+_ENTERING = np.ones(1, dtype=np.bool_)
 
 
 @dataclass
@@ -39,6 +42,8 @@ class ReplayMemory:
         self.sampler = sampler
         self.writer = writer if writer is not None else Writer()
         self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
+        self._structured = type(sampler).keeps_structure()  # (else an add is the storage's alone)
+        self._gather: RingGather | StorageGather | None = None
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
@@ -48,11 +53,17 @@ class ReplayMemory:
         self.writer.add(self._store, obs, action, reward, next_obs, terminated, truncated)
 
     def _store(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> None:
-        slot = self.storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
-        self.sampler.on_add(slot)
-        dropped = self.storage.newly_unsampleable  # frame storage: history overwritten
-        if dropped.size:
-            self.sampler.on_invalidate(dropped)
+        storage = self.storage
+        slot = storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
+        if not self._structured:
+            return
+        dropped = storage.newly_unsampleable  # frame storage: history overwritten
+        if storage.filled_slots_sampleable and not dropped.size:
+            self.sampler.add(np.array([slot], dtype=np.int64), _ENTERING)
+            return
+        entering = np.zeros(1 + dropped.size, dtype=np.bool_)
+        entering[0] = storage.filled_slots_sampleable or bool(storage.sampleable(np.array([slot]))[0])
+        self.sampler.add(np.concatenate(([slot], dropped)), entering)
 
     def begin_phase(self, n_batches: int) -> None:
         """The training loop is about to draw ``n_batches`` batches with no add in between (one burst of
@@ -92,27 +103,27 @@ class ReplayMemory:
         return self.storage.gather(np.array([self.storage.latest_slot]))
 
     def _batch(self, slots: np.ndarray, weights: np.ndarray) -> Batch:
-        ids = self.storage.ids[slots]
-        if self.n_step > 1:  # the stored one-step transitions summed into n-step ones (ring.nstep_members)
-            rewards, terminated, last = self.storage.nstep(slots, self.n_step, self.gamma)
-            fields = {**self.storage.gather(slots, last), "rewards": rewards, "terminated": terminated}
-        else:
-            fields = self.storage.gather(slots)
-        batch = Batch(
-            **fields,
-            indices=ids,
-            weights=weights,
-            ages=self.storage.added - 1 - ids,
-            episodes=self.storage.episode_ids[slots],
-        )
-        if getattr(self.storage, "mirror", None) is not None:
-            batch.device_stacks = self.storage.device_stacks(slots, last if self.n_step > 1 else None)
+        """The batch of these drawn slots: the memory's gather (replay/gather.py) over this member alone."""
+        arrays, device = self.gather(ONE, slots.reshape(1, -1), weights.reshape(1, -1))
+        batch = Batch(*(array[0] for array in arrays))
+        if device is not None:
+            batch.device_stacks = device[0]
         return batch
+
+    @property
+    def gather(self) -> RingGather | StorageGather:
+        """How this memory's drawn slots become a batch (chosen once, on first use, by its storage's class)."""
+        if self._gather is None:
+            self._gather = gather_for([self.storage], self.n_step, self.gamma)
+        return self._gather
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_gather": None}  # (views of the storage's arrays: rebuilt on first use)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped
-        (the sampler's ``update_current``: one compiled pass for the prioritized kinds)."""
-        finite = self.sampler.update_current(np.asarray(indices), np.asarray(td_errors), self.storage.ids)
+        (the kind's ``update_members`` over this member alone)."""
+        finite = self.sampler.update_ids(indices, td_errors)
         if not finite:
             raise FloatingPointError(
                 "non-finite TD error in a priority update: the loss diverged "

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from per_cli.replay import Batch, ReplayMemory
-from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
+from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, RecentSampler, UniformSampler
+from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
 
 
@@ -95,7 +96,7 @@ def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_o
     memories.append(_memory(3, 60, sampler=RankSampler, alpha=0.5))
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
-    address = [sampling._lists[3][i].ctypes.data for i in range(3)]
+    address = [sampling._lists.own.cums[i].ctypes.data for i in range(3)]
     assert address[0] == address[1] != address[2]
     assert address[2] == memories[2].sampler.cum.ctypes.data
     for _ in range(3):
@@ -165,7 +166,7 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
         if sampler is PrioritizedSampler:
             memory.sampler.tree.tree[:] = 0.0
         else:
-            memory.sampler.on_invalidate(np.arange(30, 40))  # the window's slots leave the heap
+            memory.sampler.add(np.arange(30, 40), False)  # the window's slots leave the heap
     sampling = CohortSampling(memories)
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
@@ -176,10 +177,27 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
     assert str(cohort_error.value) == str(solo_error.value)
 
 
+def test_image_rings_are_drawn_and_gathered_as_alone():
+    """A ring of image states (not the compiled store's float32 vectors) is served by the same draw and gather:
+    each member's batch is its solo memory's."""
+    memories = []
+    for seed in (1, 2):
+        images = TransitionStorage(50, (2, 2), np.uint8)
+        memory = ReplayMemory(images, RankSampler(images, np.random.default_rng(seed)), n_step=3)
+        for t in range(30 + seed):
+            memory.add(np.full((2, 2), t), t % 2, float(t), np.full((2, 2), t + 1), t % 7 == 6, False)
+        memories.append(memory)
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    assert not sampling.storable
+    for i, batch in zip([1, 0], sampling.sample([1, 0], 8, [0.5, 0.5]), strict=True):
+        own = alone[i].sample(8, 0.5)
+        assert batch.obs.dtype == np.uint8 and batch.obs.shape == (8, 2, 2)
+        for name in ("obs", "actions", "rewards", "next_obs", "terminated", "indices", "weights", "ages", "episodes"):
+            np.testing.assert_array_equal(getattr(batch, name), getattr(own, name))
+
+
 def test_what_it_does_not_draw_is_said():
-    images = TransitionStorage(50, (2, 2), np.float32)
-    assert not supports(ReplayMemory(images, RankSampler(images, np.random.default_rng(1))))
-    assert supports(_memory(1, 40, window=10, sampler=UniformSampler))
     small = CohortSampling([_memory(1, 40, sampler=UniformSampler), _memory(2, 5, sampler=UniformSampler)])
     first, second = small.sample([0, 1], 8, [1.0, 1.0])  # fewer transitions than a batch: its own error
     assert first is not None and second is None and 1 in small.failed
@@ -189,6 +207,9 @@ def test_what_it_does_not_draw_is_said():
         CohortSampling([_memory(1, 20, sampler=RankSampler), _memory(1, 20)])
     with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20), _memory(1, 20, sampler=UniformSampler)])
+    packed = PackedTransitionStorage(20, (2, 2))
+    with pytest.raises(ValueError, match="one storage class"):
+        CohortSampling([_memory(1, 20), ReplayMemory(packed, PrioritizedSampler(packed, np.random.default_rng(1)))])
 
 
 def test_batched_priority_updates_equal_each_members_own():
@@ -244,7 +265,7 @@ def test_a_draws_batches_are_read_only_rows_of_its_stacked_arrays():
     sampling = CohortSampling(memories)
     batches = sampling.sample([0, 1, 2], 8, [1.0, 1.0, 1.0])
     stacked = stacked_rows(batches)
-    assert stacked is batches[0].rows[0]  # every row, in order: the draw's own arrays, not a copy
+    assert stacked is batches[0].rows.arrays  # every row, in order: the draw's own arrays, not a copy
     for k, batch in enumerate(batches):
         for field, array in zip(dataclasses.fields(Batch), stacked, strict=True):
             assert getattr(batch, field.name).tobytes() == array[k].tobytes()
@@ -253,8 +274,12 @@ def test_a_draws_batches_are_read_only_rows_of_its_stacked_arrays():
     some = stacked_rows([batches[2], batches[0]])  # a subset, out of order: those rows
     assert all(a.tobytes() == np.stack([w[2], w[0]]).tobytes() for a, w in zip(some, stacked, strict=True))
     plain = Batch(*dataclasses.astuple(batches[0]))
-    assert stacked_rows([batches[0], plain]) is None  # not all rows of one draw: the caller stacks
-    assert stacked_rows([batches[0], sampling.sample([1], 8, [1.0])[0]]) is None
+    other = sampling.sample([1], 8, [1.0])[0]
+    for mixed in ([batches[0], plain], [batches[0], other]):  # not all rows of one draw: each field stacked
+        together = stacked_rows(mixed)
+        for field in dataclasses.fields(Batch):
+            expected = np.stack([getattr(b, field.name) for b in mixed])
+            assert getattr(together, field.name).tobytes() == expected.tobytes()
 
 
 def test_uniform_priority_updates_only_check_the_td_errors():
@@ -263,7 +288,7 @@ def test_uniform_priority_updates_only_check_the_td_errors():
     td = [np.ones(4, np.float32), np.array([1.0, np.inf, 0.0, 2.0], np.float32)]
     ids = [np.arange(4), np.arange(4)]
     assert sampling.update_priorities([0, 1], ids, td).tolist() == [True, False]
-    assert memories[0].sampler.update_current(ids[0], td[0], memories[0].storage.ids)
+    assert memories[0].sampler.update_ids(ids[0], td[0])
     with pytest.raises(FloatingPointError, match="non-finite TD error"):  # the member's own update: its error
         memories[1].update_priorities(ids[1], td[1])
 

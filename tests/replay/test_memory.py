@@ -9,6 +9,7 @@ from per_cli.replay import make_replay
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler, UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.structures.ids import current_priorities
 
 from ..conftest import CONFIGS
 
@@ -116,14 +117,21 @@ def test_checkpoint_round_trip_continues_identically(sampler_cls):
 
 
 class RecordingSampler(UniformSampler):
-    """A sampler without the compiled ``update_current`` fast path: the memory's generic path."""
+    """A kind whose ``update_members`` is plain Python: the framework hands it each member's rows (a solo memory's
+    as a list of one), and it applies the stale-id rule itself (``current_priorities``)."""
 
     def __init__(self, storage, rng):
         super().__init__(storage, rng)
         self.updates = []
 
-    def update(self, slots, td_abs):
-        self.updates.append((slots.tolist(), td_abs.tolist()))
+    @classmethod
+    def update_members(cls, lists, which, ids, td_errors):
+        finite = np.isfinite(td_errors).all(axis=1)
+        for k, i in enumerate(which.tolist()):
+            slots, td_abs, ok = current_priorities(ids[k], td_errors[k], lists.stored_ids[i])
+            if ok and slots.size:
+                lists.samplers[i].updates.append((slots.tolist(), td_abs.tolist()))
+        return finite
 
 
 def test_generic_update_path_filters_stale_ids_and_passes_abs_td():

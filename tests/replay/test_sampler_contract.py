@@ -86,7 +86,7 @@ def test_draws_follow_the_kinds_stated_distribution(kind, window):
 def test_a_batch_holds_only_sampleable_ids_inside_the_window(kind):
     memory = _memory(kind, window=50 if kind != "none" else None, storage=OldestLost)
     memory.storage.first_sampleable_id = 170  # ids 50 .. 169 lost their history
-    memory.sampler.on_invalidate(np.arange(50, 170) % 150)
+    memory.sampler.add(np.arange(50, 170) % 150, False)
     low = 170 if kind == "none" else max(170, 200 - 50)
     for _ in range(200):
         ids = memory.sample(16, 0.5).indices

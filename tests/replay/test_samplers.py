@@ -176,12 +176,12 @@ def test_rank_heap_survives_random_operations():
     for step in range(2000):
         op = rng.integers(4)
         if op == 0 or storage.size < 8:
-            sampler.on_add(storage.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False))
+            sampler.add(storage.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False), True)
             assert sampler.ranks()[0] == storage.latest_slot
         elif op == 1:
             sampler.update(rng.integers(storage.size, size=5), rng.exponential(size=5))
         elif op == 2:
-            sampler.on_invalidate(rng.integers(storage.size, size=2))
+            sampler.add(rng.integers(storage.size, size=2), False)
         else:
             sampler.resort()
         keys = sampler.keys[: sampler.n]
@@ -295,7 +295,7 @@ def test_unsampleable_slots_are_never_drawn(sampler_cls):
     for _ in range(70):  # wraps: slots 0..5 written twice; ids 6 .. 69 held
         memory.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False)
     storage.first_sampleable_id = 30  # ids 6 .. 29 lose their history: the memory says so
-    memory.sampler.on_invalidate(np.arange(6, 30) % 64)
+    memory.sampler.add(np.arange(6, 30) % 64, False)
     memory.update_priorities(np.arange(6, 70), np.linspace(0.1, 5, 64))  # updates don't revive them
     batch_size = 1 if sampler_cls is RecentSampler else 20
     for _ in range(300):

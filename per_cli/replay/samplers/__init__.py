@@ -24,11 +24,11 @@ storage's oldest transitions lose their frames first), and the slot of id ``t`` 
 
 - Uniform, combined and none draw ids from that range (inside the ``window`` newest, if set): nothing is drawn
   and then refused.
-- Sum-tree and rank samplers keep a *zero-mass* entry for an unsampleable slot: ``on_add(slot)`` asks
-  ``storage.sampleable([slot])`` and gives the slot the maximum priority only if True, and
-  ``on_invalidate(slots)`` (called by the memory when an add makes older slots unsampleable) zeroes their
-  mass. A zero-mass slot is never drawn (``sum_tree.find`` only enters positive subtrees; the rank heap
-  drops the slot) and ignores priority updates until ``on_add`` writes it again.
+- Sum-tree and rank samplers keep a *zero-mass* entry for an unsampleable slot: the memory asks
+  ``storage.sampleable([slot])`` of a written slot, and the kind's ``add_members`` gives it the maximum
+  priority only if True (``entering``); the slots an add makes unsampleable reach it as events with
+  ``entering`` False, which zero their mass. A zero-mass slot is never drawn (``sum_tree.find`` only enters
+  positive subtrees; the rank heap drops the slot) and ignores priority updates until it is written again.
 
 Priorities and IS weights (Schaul et al. 2016)
 ----------------------------------------------
@@ -40,12 +40,10 @@ Priorities and IS weights (Schaul et al. 2016)
   w_i = (N·P(i))^-β / max_j (N·P(j))^-β = (P(i) / P_min)^-β, where P_min is the smallest sampling
   probability of any stored transition (the min tree's root for proportional, the last rank for rank-based).
   N cancels, and every weight lies in (0, 1].
-- ``ReplayMemory.update_priorities`` calls ``sampler.update_current(ids, td_errors, stored_ids) -> bool``;
-  the base class filters stale ids and non-finite errors (``structures/ids.py``) and calls ``update``, and
-  both prioritized samplers override it with one compiled call doing the same (this glue cost more than
-  the tree itself at small batches).
+- ``ReplayMemory.update_priorities`` is the kind's ``update_members`` over the member alone: one compiled
+  call that skips stale ids, refuses non-finite errors (``structures/ids.py``) and writes the priorities.
 
-Modules: ``base.py`` (the ``Sampler`` base class with no-op hooks, the ``Storage`` protocol), ``recent.py``,
+Modules: ``base.py`` (the ``Sampler`` protocol and its framework, the ``Storage`` protocol), ``recent.py``,
 ``uniform.py``, ``combined.py``, ``prioritized.py``, ``rank.py``, ``lap.py``: each kind's file also states its
 ``KindSpec`` (``per_cli/replay/kinds.py``: the registry), ``lap.py`` that of ``pal`` too.
 """

@@ -1,30 +1,35 @@
-"""The sampler base class: what a sampler may ask of a storage, how its one draw is called for one member or many,
-and the hooks every sampler has (no-op defaults, so the memory calls them all without probing).
+"""The sampler protocol: what a kind writes (six methods at most), and the framework that carries the seed axis.
 
-One implementation per kind
----------------------------
-A sampler kind's draw is ONE compiled function over a list of members (``draw_members``): for k in
-``range(len(which))`` it draws member ``which[k]``'s batch (its slots and IS weights into row k of ``slots`` and
-``weights``) from that member's own generator, counters and structures, and returns a status per member. A solo
-run's ``sample`` is that function over a list of one (:attr:`Sampler.own`, built once); a cohort's draw
-(:mod:`per_cli.replay.cohort`) is the same function over all its members' lists. So a member's batches do not
-depend on the cohort's size or order, and there is nothing to keep equal: a new kind is one file
-(docs/extending.md).
+What a kind writes
+------------------
+* ``draw_members`` (required; compiled): for k in ``range(len(which))`` member ``which[k]``'s batch (its slots and
+  IS weights into row k of ``slots`` and ``weights``) from that member's own generator, counters and structures;
+  returns a status per member (DRAWN, TOO_FEW, FAILED). Its arguments: ``generators`` (typed list), ``counters``
+  (the storages' ``counters`` arrays over the seed axis), ``windows`` (int64 (S, 2): ``replay.window`` per member,
+  0 for none, and the newest ids that may not start a run, ``replay.chunk - 1``), then the fields of the kind's own
+  ``member_lists``, then ``which`` (int64), ``betas`` (float64 per k), ``slots`` (int64 (k, B)) and ``weights``
+  (float32 (k, B)).
+* ``member_lists(samplers)``: the kind's state over the seed axis (a NamedTuple of the samplers' own arrays with a
+  member axis): what its compiled calls read and write in place.
+* ``add_members(lists, which, slots, entering)``: event k: member ``which[k]``'s slot ``slots[k]`` was written
+  with a sampleable transition (``entering[k]``) or became unsampleable (a frame storage overwrote its history).
+* ``update_members(lists, which, ids, td_errors)``: new priorities from the TD errors of row k for member
+  ``which[k]`` (ids the slot no longer holds are skipped); per member whether its TD errors were finite (where
+  not, nothing of that member changed).
+* ``begin_phase(n_batches)``: a burst of ``n_batches`` draws with no add in between follows (per member).
+* ``expected_counts(batch_size)``: the kind's distribution, for the χ² contract tests.
 
-The draws are the project's own (numba's ``Generator.random`` and ``Generator.integers`` on each member's
+The framework (this class, :class:`~per_cli.replay.memory.ReplayMemory`, :mod:`per_cli.replay.cohort`) builds a
+:class:`MemberLists` once (a solo memory's over a list of one: :attr:`Sampler.own`) and calls those functions over
+it, so a solo run is the S = 1 call of the cohort's and a member's batches do not depend on the cohort's size or
+order. The draws are the project's own (numba's ``Generator.random`` and ``Generator.integers`` on each member's
 ``numpy.random.Generator``, and :func:`draw_distinct` for draws without replacement): they define a run's random
 stream; they do not reproduce any numpy routine.
-
-The arguments of every ``draw_members``: ``generators`` (typed list), ``counters`` (typed list of the storages'
-``counters`` arrays), ``windows`` (int64 (S, 2): ``replay.window`` per member, 0 for none, and the newest ids that
-may not start a run, ``replay.chunk - 1``: :meth:`Sampler.window_row`), then the kind's own lists
-(``member_lists``), then ``which`` (int64), ``betas`` (float64 per k), ``slots`` (int64 (k, B)) and ``weights``
-(float32 (k, B)).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numba
 import numpy as np
@@ -32,9 +37,9 @@ from numba.typed import List
 
 from per_cli.replay.stateless import Stateless
 from per_cli.replay.storage.ring import CAPACITY, CURSOR, ONE, SIZE, member_axis
-from per_cli.replay.structures.ids import all_finite, current_priorities
 
-DRAWN, TOO_FEW, FAILED = 0, 1, 2  # the status of a member's draw; FAILED: its structure raised (repeat to see why)
+DRAWN, TOO_FEW, FAILED = 0, 1, 2  # the status of a member's draw; FAILED: its structure found no mass
+WINDOW, RESERVE = 0, 1  # the columns of ``windows``: replay.window (0: none), the newest ids no run may start at
 
 
 class Storage(Protocol):
@@ -44,6 +49,7 @@ class Storage(Protocol):
     size: int
     cursor: int
     added: int
+    ids: np.ndarray  # the id each slot holds (-1: empty)
     counters: np.ndarray  # cursor, size, added, episodes ended, first sampleable id, capacity (storage/ring.py)
     filled_slots_sampleable: bool  # every filled slot is sampleable: ``sampleable`` need not be asked
 
@@ -60,7 +66,7 @@ def window_of(counters, row):
     """(first slot, width) of the ring slots a draw is restricted to, ``row`` being the member's ``windows`` row
     (W, reserve): the W newest (all held where W is 0 or covers them) without the ``reserve`` newest. (0, 0) when
     nothing restricts the draw; width -1 when nothing is left."""
-    window, reserve, size = row[0], row[1], counters[SIZE]
+    window, reserve, size = row[WINDOW], row[RESERVE], counters[SIZE]
     span = window if 0 < window < size else size
     if span == size and reserve == 0:
         return 0, 0
@@ -89,17 +95,30 @@ def expand_runs(counters, which, starts, start_weights, chunk, slots, weights):
                 weights[k, r * chunk + m] = start_weights[k, r]
 
 
-def draw_batches(sampler_class, lists: tuple, which: np.ndarray, betas: np.ndarray, slots, weights, chunk: int):
+class MemberLists(NamedTuple):
+    """What a kind's compiled calls take for a list of members, built once (the arrays are the members' own,
+    written in place, loads included): the common ones, then ``own`` (the kind's ``member_lists``)."""
+
+    generators: List
+    counters: object  # the storages' counters over the seed axis (storage/ring.py: member_axis)
+    windows: np.ndarray  # int64 (S, 2): Sampler.window_row per member
+    stored_ids: object  # the storages' ``ids`` columns over the seed axis (the stale-id rule)
+    own: tuple  # the kind's member_lists
+    samplers: list  # the members' samplers (for the kinds whose updates keep Python-side counts)
+
+
+def draw_batches(sampler_class, lists: MemberLists, which: np.ndarray, betas: np.ndarray, slots, weights, chunk: int):
     """The kind's ``draw_members`` for these members, into ``slots`` and ``weights`` ((k, B)); with ``chunk`` L > 1
     it draws B / L run starts by the kind's own rule (the reserve in ``windows`` keeps each run inside the held
     ids) and each start becomes a run of L consecutive transitions (``replay.chunk``). The one place both a solo
     memory and a cohort call a draw."""
+    common = (lists.generators, lists.counters, lists.windows, *lists.own)
     if chunk == 1:
-        return sampler_class.draw_members(*lists, which, betas, slots, weights)
+        return sampler_class.draw_members(*common, which, betas, slots, weights)
     starts = np.zeros((slots.shape[0], slots.shape[1] // chunk), dtype=np.int64)
     start_weights = np.ones(starts.shape, dtype=np.float32)
-    status = sampler_class.draw_members(*lists, which, betas, starts, start_weights)
-    expand_runs(lists[1], which, starts, start_weights, chunk, slots, weights)
+    status = sampler_class.draw_members(*common, which, betas, starts, start_weights)
+    expand_runs(lists.counters, which, starts, start_weights, chunk, slots, weights)
     return status
 
 
@@ -132,8 +151,9 @@ def draw_distinct(generator, n, count, out):
 
 
 class Sampler(Stateless):
-    """Picks the slots of a batch. A kind defines ``draw_members`` (and ``member_lists`` where it keeps more than
-    the common state); every other hook has a default.
+    """Picks the slots of a batch. A kind defines ``draw_members`` and, where it keeps more than the common state,
+    ``member_lists``, ``add_members``, ``update_members``, ``begin_phase`` (the module's docstring); every other
+    method here is the framework's S = 1 call of those.
 
     Each sampler owns a seeded ``numpy.random.Generator`` (``rng``): same seed, same batches, whatever cohort the
     member is drawn in."""
@@ -144,10 +164,10 @@ class Sampler(Stateless):
     def __init__(self, storage: Storage, rng: np.random.Generator):
         self.storage = storage
         self.rng = rng
-        self._own: tuple | None = None
+        self._own: MemberLists | None = None
 
     # ------------------------------------------------------------------------------------------------------
-    # the one draw
+    # what a kind writes
 
     @staticmethod
     def draw_members(*args):  # pragma: no cover - every kind defines it
@@ -155,40 +175,24 @@ class Sampler(Stateless):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        """The kind's own arguments of ``draw_members`` for these members (typed lists of their arrays, or arrays
-        with a member axis), after the common ones. The arrays are the samplers' own: a draw moves them."""
+        """The kind's own arguments of its compiled calls for these members (a NamedTuple of their arrays with a
+        member axis: :func:`~per_cli.replay.storage.ring.member_axis`). The arrays are the samplers' own."""
         return ()
 
     @classmethod
-    def lists(cls, samplers: list[Sampler]) -> tuple:
-        """Every list ``draw_members`` takes before ``which``, for these members (built once per cohort: the
-        arrays are written in place, loads included)."""
-        common = (
-            List([s.rng for s in samplers]),
-            member_axis([s.storage.counters for s in samplers]),
-            np.stack([s.window_row() for s in samplers]),
-        )
-        return (*common, *cls.member_lists(samplers))
+    def add_members(cls, lists: MemberLists, which: np.ndarray, slots: np.ndarray, entering: np.ndarray) -> None:
+        """Event k: member ``which[k]``'s slot ``slots[k]`` was (over)written with a sampleable transition
+        (``entering[k]``), or became unsampleable; in order. One compiled call in the kinds that keep a
+        structure."""
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_own": None}  # (typed lists do not pickle: rebuilt on first use)
+    @classmethod
+    def update_members(cls, lists: MemberLists, which: np.ndarray, ids: np.ndarray, td_errors: np.ndarray):
+        """Member ``which[k]``'s transitions ``ids[k]`` get new priorities from ``td_errors[k]`` (stale ids
+        skipped); returns per member whether its TD errors were finite (where not, nothing of it changed)."""
+        return np.isfinite(td_errors).all(axis=1)
 
-    @property
-    def own(self) -> tuple:
-        """``lists([self])``, built on first use."""
-        if self._own is None:
-            self._own = type(self).lists([self])
-        return self._own
-
-    def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
-        """Return (slots, importance-sampling weights as float32): ``draw_members`` over this member alone."""
-        slots = np.empty((1, batch_size), dtype=np.int64)
-        weights = np.empty((1, batch_size), dtype=np.float32)
-        betas = np.array([beta], dtype=np.float64)
-        status = draw_batches(type(self), self.own, ONE, betas, slots, weights, self.chunk)
-        if status[0] != DRAWN:
-            self.raise_failed(int(status[0]), batch_size, beta)
-        return slots[0], weights[0]
+    def begin_phase(self, n_batches: int) -> None:
+        """``n_batches`` samples follow with no add in between (one burst of gradient steps)."""
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Each slot's expected number of appearances in the next batch drawn now (outside a phase), as a
@@ -196,8 +200,85 @@ class Sampler(Stateless):
         check its draws against it (χ²). Every registered kind states it."""
         raise NotImplementedError(f"{type(self).__name__} does not state its distribution (expected_counts)")
 
-    def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
+    @staticmethod
+    def bytes_needed(capacity: int) -> int:
+        """Bytes the sampler allocates for a memory of ``capacity`` transitions (its structures)."""
+        return 0
+
+    # ------------------------------------------------------------------------------------------------------
+    # the framework: the lists over the seed axis, and the S = 1 calls
+
+    @classmethod
+    def lists(cls, samplers: list[Sampler]) -> MemberLists:
+        """The :class:`MemberLists` of these members (built once per cohort)."""
+        return MemberLists(
+            List([s.rng for s in samplers]),
+            member_axis([s.storage.counters for s in samplers]),
+            np.stack([s.window_row() for s in samplers]),
+            member_axis([s.storage.ids for s in samplers]),
+            cls.member_lists(samplers),
+            list(samplers),
+        )
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_own": None}  # (typed lists do not pickle: rebuilt on first use)
+
+    @property
+    def own(self) -> MemberLists:
+        """``lists([self])``, built on first use."""
+        if self._own is None:
+            self._own = type(self).lists([self])
+        return self._own
+
+    @classmethod
+    def plans_phases(cls) -> bool:
+        """Whether ``begin_phase`` does anything (the loop announces a burst only to the kinds that plan it)."""
+        return cls.begin_phase is not Sampler.begin_phase
+
+    @classmethod
+    def keeps_priorities(cls) -> bool:
+        """Whether ``update_members`` does more than check the TD errors."""
+        return cls.update_members.__func__ is not Sampler.update_members.__func__
+
+    @classmethod
+    def keeps_structure(cls) -> bool:
+        """Whether ``add_members`` does anything (else the framework does not call it)."""
+        return cls.add_members.__func__ is not Sampler.add_members.__func__
+
+    def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, importance-sampling weights as float32): ``draw_members`` over this member alone."""
+        slots = np.empty((1, batch_size), dtype=np.int64)
+        weights = np.empty((1, batch_size), dtype=np.float32)
+        betas = np.array([beta], dtype=np.float64)
+        status = draw_batches(type(self), self.own, ONE, betas, slots, weights, self.chunk)
+        if status[0] != DRAWN:
+            self.raise_failed(int(status[0]), batch_size)
+        return slots[0], weights[0]
+
+    def add(self, slots: np.ndarray, entering: np.ndarray) -> None:
+        """``add_members`` of this member alone (event k: slot ``slots[k]``, ``entering[k]``)."""
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+        entering = np.broadcast_to(np.asarray(entering, dtype=np.bool_), slots.shape)
+        type(self).add_members(self.own, np.zeros(slots.shape[0], dtype=np.int64), slots, entering)
+
+    def update_ids(self, ids: np.ndarray, td_errors: np.ndarray) -> bool:
+        """``update_members`` of this member alone; False (nothing changed) on a non-finite TD error."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(1, -1)
+        td_errors = np.ascontiguousarray(td_errors).reshape(1, -1)
+        return bool(type(self).update_members(self.own, ONE, ids, td_errors)[0])
+
+    def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
+        """New abs(TD error) of the transitions in ``slots`` (all current, finite): ``update_ids`` of their ids."""
+        self.update_ids(self.storage.ids[np.asarray(slots, dtype=np.int64)], np.asarray(td_abs))
+
+    def raise_failed(self, status: int, batch_size: int) -> None:
         """Raise the error of a draw that returned ``status`` (not DRAWN) for this member."""
+        lo, width = self.window_bounds()
+        if status == FAILED and width < 0:
+            raise ValueError(f"no run of replay.chunk {self.chunk} fits inside the sampleable transitions")
+        if status == FAILED:
+            where = "the replay window" if width > 0 else "the memory"
+            raise ValueError(f"no sampleable transition in {where} (zero total priority)")
         held = self.storage.added - self.storage.oldest_sampleable_id()
         raise ValueError(f"only {held} sampleable transitions, {batch_size} were asked for")
 
@@ -210,64 +291,3 @@ class Sampler(Stateless):
         """(first slot, width) of the ring slots the next draw is restricted to (:func:`window_of`)."""
         lo, width = window_of(self.storage.counters, self.window_row())
         return int(lo), int(width)
-
-    # ------------------------------------------------------------------------------------------------------
-    # hooks
-
-    @staticmethod
-    def bytes_needed(capacity: int) -> int:
-        """Bytes the sampler allocates for a memory of ``capacity`` transitions (its structures)."""
-        return 0
-
-    def on_add(self, slot: int) -> None:
-        """Called after ``slot`` was (over)written with a new transition."""
-
-    @classmethod
-    def on_add_members(cls, lists: tuple, which: np.ndarray, slots: np.ndarray) -> None:
-        """``on_add(slots[k])`` of member ``which[k]`` for every k, ``lists`` being ``lists(samplers)``: one
-        compiled call in the kinds whose ``on_add`` does something."""
-
-    @classmethod
-    def update_lists(cls, samplers: list[Sampler]) -> tuple:
-        """The arguments ``update_members`` takes before the members' ids (built once per cohort)."""
-        return ()
-
-    @classmethod
-    def update_members(
-        cls, lists: tuple, samplers: list[Sampler], which: np.ndarray, ids: np.ndarray, td_errors: np.ndarray
-    ) -> np.ndarray | None:
-        """``update_current`` of member ``which[k]`` (``samplers[k]``) with row k of ``ids`` and ``td_errors``, for
-        every k, in one compiled call: per member whether its TD errors were finite (where not, its priorities are
-        unchanged). None, changing nothing, where the members cannot be updated together (each updates its own)."""
-        return None
-
-    def on_invalidate(self, slots: np.ndarray) -> None:
-        """The transitions in ``slots`` became unsampleable (a frame storage overwrote their history)."""
-
-    def begin_phase(self, n_batches: int) -> None:
-        """``n_batches`` samples follow with no add in between (one burst of gradient steps)."""
-
-    def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
-        """New abs(TD error) of the transitions in ``slots`` (all current, finite)."""
-
-    @classmethod
-    def plans_phases(cls) -> bool:
-        """Whether ``begin_phase`` does anything (the loop announces a burst of batches only to those that plan
-        it)."""
-        return cls.begin_phase is not Sampler.begin_phase
-
-    @classmethod
-    def keeps_priorities(cls) -> bool:
-        """Whether ``update`` does anything (a sampler that does not override it ignores priorities)."""
-        return cls.update is not Sampler.update
-
-    def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
-        """What ``ReplayMemory.update_priorities`` calls: False (nothing changed) if a TD error is not
-        finite; else ``update`` with the slots of the ids still held (stale ones skipped) and their abs(TD).
-        Prioritized samplers override it with one compiled call doing all of it."""
-        if not self.keeps_priorities():  # ``update`` does nothing: only the check is left
-            return bool(all_finite(td_errors))
-        slots, td_abs, finite = current_priorities(ids, td_errors, stored_ids)
-        if finite and slots.size:
-            self.update(slots, td_abs)
-        return finite

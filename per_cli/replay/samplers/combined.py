@@ -7,8 +7,11 @@ import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, draw_distinct
+from per_cli.replay.samplers.recent import PhaseLists
 from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
 from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis
+
+NEW_FROM, NEW_TO, BATCHES, TAKEN = range(4)  # a member's phase: its new ids [from, to), batches, batches drawn
 
 
 @numba.njit(cache=True, nogil=True)
@@ -23,7 +26,7 @@ def draw_combined(generators, counters, windows, phases, which, betas, slots, we
     for k in range(which.shape[0]):
         i = which[k]
         c, phase = counters[i], phases[i]
-        first, upto, batches, drawn = phase[0], phase[1], phase[2], phase[3]
+        first, upto, batches, drawn = phase[NEW_FROM], phase[NEW_TO], phase[BATCHES], phase[TAKEN]
         if drawn >= batches:  # outside a phase: the latest transition
             new_lo, new_hi = c[ADDED] - 1, c[ADDED]
             placed_lo, placed_hi = new_lo, new_hi
@@ -40,7 +43,7 @@ def draw_combined(generators, counters, windows, phases, which, betas, slots, we
             status[k] = TOO_FEW
             continue
         if drawn < batches:
-            phase[3] = drawn + 1
+            phase[TAKEN] = drawn + 1
         draw_distinct(generators[i], n - (placed_hi - placed_lo), count, positions)
         for j in range(count):  # skip the placed ids: positions at or above them move past them
             tid = lo + positions[j]
@@ -82,8 +85,8 @@ class CombinedSampler(UniformSampler):
         self.phase = np.zeros(4, dtype=np.int64)  # new ids [from, to), batches, batches drawn
 
     @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return (member_axis([s.phase for s in samplers]),)
+    def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
+        return PhaseLists(member_axis([s.phase for s in samplers]))
 
     def begin_phase(self, n_batches: int) -> None:
         added = self.storage.added

@@ -25,9 +25,11 @@ from per_cli.replay.samplers.uniform import UniformSampler
 
 
 @numba.njit(cache=True, nogil=True)
-def draw_lap(generators, counters, windows, trees, offsets, which, betas, slots, weights):
+def draw_lap(generators, counters, windows, trees, offsets, marks, eps, alphas, floors, which, betas, slots, weights):
     """``draw_prioritized``'s batch of each member, with every IS weight 1 (LAP corrects nothing)."""
-    status = draw_prioritized(generators, counters, windows, trees, offsets, which, betas, slots, weights)
+    status = draw_prioritized(
+        generators, counters, windows, trees, offsets, marks, eps, alphas, floors, which, betas, slots, weights
+    )  # fmt: skip
     for k in range(which.shape[0]):
         if status[k] == DRAWN:
             weights[k] = 1.0

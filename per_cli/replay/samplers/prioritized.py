@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import CAPACITY, member_axis
-from per_cli.replay.structures.sum_tree import (
-    MAX,
-    SumTree,
-    set_leaf,
-    stratified_sample,
-    update_current,
-    update_priorities,
-)
+from per_cli.replay.structures.sum_tree import MAX, SumTree, set_leaf, stratified_sample, update_current
 from per_cli.replay.structures.window_tree import window_sample
 
 
 @numba.njit(cache=True, nogil=True)
-def draw_prioritized(generators, counters, windows, trees, offsets, which, betas, slots, weights):
+def draw_prioritized(generators, counters, windows, trees, offsets, marks, eps, alphas, floors, which, betas, slots,
+                     weights):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
     ``stratified_sample`` on its tree, or ``window_sample`` inside its active window, with β = ``betas[k]``.
-    FAILED where the structure raised (no mass: ``raise_failed`` repeats it to raise its error)."""
+    FAILED where the structure raised (no mass: ``Sampler.raise_failed`` says so)."""
     batch = slots.shape[1]
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     uniforms = np.empty(batch, dtype=np.float64)
@@ -39,7 +35,7 @@ def draw_prioritized(generators, counters, windows, trees, offsets, which, betas
                 drawn, w = window_sample(trees[i], offsets[i], uniforms, betas[k], lo, width, c[CAPACITY])
             else:
                 drawn, w = stratified_sample(trees[i], offsets[i], uniforms, betas[k])
-        except Exception:  # noqa: BLE001 - repeated by raise_failed for its message
+        except Exception:  # noqa: BLE001 - the member's error: Sampler.raise_failed
             status[k] = FAILED
             continue
         slots[k] = drawn
@@ -55,33 +51,45 @@ def enter_at_max(tree, offsets, slot, sampleable):
 
 
 @numba.njit(cache=True, nogil=True)
-def enter_members(trees, offsets, which, slots):
-    """``enter_at_max`` of slot ``slots[k]`` in member ``which[k]``'s tree, for every k (plain rings: every
-    written slot is sampleable)."""
+def enter_members(trees, offsets, which, slots, entering):
+    """Event k: slot ``slots[k]`` of member ``which[k]``'s tree enters at the largest priority held
+    (``entering[k]``) or leaves (mass 0), in order."""
     for k in range(which.shape[0]):
-        enter_at_max(trees[which[k]], offsets[which[k]], slots[k], True)
+        enter_at_max(trees[which[k]], offsets[which[k]], slots[k], entering[k])
 
 
 @numba.njit(cache=True, nogil=True)
-def update_members(trees, offsets, marks, stored_ids, which, ids, td_errors, eps, alpha, floor):
+def update_members(trees, offsets, marks, eps, alphas, floors, stored_ids, which, ids, td_errors):
     """For k in range(len(which)): member ``which[k]``'s ``update_current`` with ids ``ids[k]`` and TD errors
     ``td_errors[k]``. Returns its result per k (False: a non-finite TD error, that member's tree unchanged)."""
     finite = np.empty(which.shape[0], dtype=np.bool_)
     for k in range(which.shape[0]):
         i = which[k]
         finite[k] = update_current(
-            trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps, alpha, floor
+            trees[i], offsets[i], marks[i], ids[k], td_errors[k], stored_ids[i], eps[i], alphas[i], floors[i]
         )  # fmt: skip
     return finite
+
+
+class TreeLists(NamedTuple):
+    """A sum-tree kind's state over the seed axis: the trees, their level offsets and scratch marks, and each
+    member's ε, α and floor (priority (max(|δ|, floor) + ε) ** α)."""
+
+    trees: object
+    offsets: object
+    marks: object
+    eps: np.ndarray
+    alphas: np.ndarray
+    floors: np.ndarray
 
 
 class PrioritizedSampler(Sampler):
     """Proportional prioritized replay (Schaul et al. 2016, section 3.3, Algorithm 1).
 
     ``PrioritizedSampler(storage, rng, alpha=0.6, eps=1e-6)`` works on any storage with the contract in the
-    package docstring. Leaf ``slot`` of a ``SumTree`` holds p^α with p = abs(δ) + ε. ``sample(B, β)`` splits
+    package docstring. Leaf ``slot`` of a ``SumTree`` holds p^α with p = abs(δ) + ε. A draw splits
     [0, Σ p^α] into B equal segments and draws one prefix uniformly in each (stratified sampling), then
-    finds its leaf; weights are (p_i^α / min_j p_j^α)^-β. ``update(slots, td_abs)`` sets new priorities.
+    finds its leaf; weights are (p_i^α / min_j p_j^α)^-β. ``update_members`` sets new priorities.
     With ``window`` W (``replay.window``) the draws and the minimum are over the W most recent transitions
     only (``structures/window_tree.py``); priorities, and the max priority new transitions enter at, stay
     those of the whole memory.
@@ -107,61 +115,29 @@ class PrioritizedSampler(Sampler):
         self.eps = float(eps)
         self.window = window
         self.tree = SumTree(storage.capacity)
-        self._tree, self._offsets, self._mark = self.tree.tree, self.tree.offsets, self.tree.mark  # hot path
 
     @staticmethod
     def bytes_needed(capacity: int) -> int:
         return SumTree.bytes_needed(capacity)
 
     @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return member_axis([s.tree.tree for s in samplers]), member_axis([s.tree.offsets for s in samplers])
-
-    @classmethod
-    def update_lists(cls, samplers: list[Sampler]) -> tuple:
+    def member_lists(cls, samplers: list[Sampler]) -> TreeLists:
         trees = [s.tree for s in samplers]
-        return tuple(member_axis(column) for column in ([t.tree for t in trees], [t.offsets for t in trees],
-                     [t.mark for t in trees], [s.storage.ids for s in samplers]))  # fmt: skip
+        return TreeLists(
+            member_axis([t.tree for t in trees]), member_axis([t.offsets for t in trees]),
+            member_axis([t.mark for t in trees]), *(np.array([getattr(s, name) for s in samplers], dtype=np.float64)
+                                                    for name in ("eps", "alpha", "floor")),
+        )  # fmt: skip
 
     @classmethod
-    def update_members(cls, lists, samplers, which, ids, td_errors) -> np.ndarray | None:
-        first = samplers[0]
-        if any((s.eps, s.alpha, s.floor) != (first.eps, first.alpha, first.floor) for s in samplers):
-            return None
-        return update_members(*lists, which, ids, td_errors, first.eps, first.alpha, first.floor)
-
-    def on_add(self, slot: int) -> None:
-        sampleable = self.storage.filled_slots_sampleable or bool(self.storage.sampleable(np.array([slot]))[0])
-        enter_at_max(self._tree, self._offsets, slot, sampleable)
+    def add_members(cls, lists, which, slots, entering) -> None:
+        enter_members(lists.own.trees, lists.own.offsets, which, slots, entering)
 
     @classmethod
-    def on_add_members(cls, lists: tuple, which: np.ndarray, slots: np.ndarray) -> None:
-        enter_members(lists[3], lists[4], which, slots)
-
-    def on_invalidate(self, slots: np.ndarray) -> None:
-        slots = np.asarray(slots, dtype=np.int64)
-        self.tree.update(slots, np.zeros(slots.shape))
-
-    def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
-        """The structure's own error: its draw repeated on fixed uniforms."""
-        if self.window_bounds()[1] < 0:
-            raise ValueError(f"no run of replay.chunk {self.chunk} fits inside the sampleable transitions")
-        lo, width = self.window_bounds()
-        uniforms = np.full(batch_size, 0.5)
-        if width == 0:
-            stratified_sample(self._tree, self._offsets, uniforms, beta)
-        else:
-            window_sample(self._tree, self._offsets, uniforms, beta, lo, width, self.storage.capacity)
-        super().raise_failed(status, batch_size, beta)
-
-    def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
-        update_priorities(self._tree, self._offsets, self._mark, slots, td_abs, self.eps, self.alpha, self.floor)
-
-    def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
-        """The memory's fast path: stale-id filter, finiteness check and ``update`` in one compiled call
-        (``stored_ids[slot]`` is the id each slot holds). False, changing nothing, on a non-finite TD error."""
-        return update_current(
-            self._tree, self._offsets, self._mark, ids, td_errors, stored_ids, self.eps, self.alpha, self.floor
+    def update_members(cls, lists, which, ids, td_errors) -> np.ndarray:
+        own = lists.own
+        return update_members(
+            own.trees, own.offsets, own.marks, own.eps, own.alphas, own.floors, lists.stored_ids, which, ids, td_errors
         )  # fmt: skip
 
     def probabilities(self) -> np.ndarray:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
+from per_cli.replay.samplers.base import DRAWN, FAILED, RESERVE, WINDOW, Sampler, Storage, strata_uniforms
 from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
 from per_cli.replay.structures.rank_heap import (
     heap_add,
     heap_remove,
-    heap_update,
     heap_update_current,
     priorities_in_order,
     rank_sample,
@@ -20,6 +21,8 @@ from per_cli.replay.structures.rank_heap import (
     slots_in_order,
     sort_keys,
 )
+
+ENTRIES = 0  # ``heap``'s one value: the slots in the heap (an array, so that compiled calls move it in place)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -38,14 +41,14 @@ def newest_positions(pos_of, counters, count, n):
 @numba.njit(cache=True, nogil=True)
 def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, which, betas, slots, weights):
     """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
-    ``rank_sample`` over the ``heaps[i][0]`` entries of its heap (``rank_window_sample`` inside its active window),
-    IS exponent α·β. FAILED where the heap (or the window) holds no entry; an empty heap draws no uniform."""
+    ``rank_sample`` over the entries of its heap (``heaps[i][ENTRIES]``; ``rank_window_sample`` inside its active
+    window), IS exponent α·β. FAILED where the heap (or the window) holds no entry; an empty heap draws no uniform."""
     batch = slots.shape[1]
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     uniforms = np.empty(batch, dtype=np.float64)
     for k in range(which.shape[0]):
         i = which[k]
-        n = heaps[i][0]
+        n = heaps[i][ENTRIES]
         if n == 0:
             status[k] = FAILED
             continue
@@ -56,15 +59,15 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
             continue
         exponent = alphas[i] * betas[k]
         try:
-            if width > 0 and (windows[i][0] <= 0 or windows[i][0] >= c[SIZE]):  # only the newest left out
+            if width > 0 and (windows[i][WINDOW] <= 0 or windows[i][WINDOW] >= c[SIZE]):  # only the newest left out
                 drawn, w = rank_sample_skipping(
-                    cums[i], n, keys[i], uniforms, exponent, newest_positions(pos_of[i], c, windows[i][1], n)
+                    cums[i], n, keys[i], uniforms, exponent, newest_positions(pos_of[i], c, windows[i][RESERVE], n)
                 )  # fmt: skip
             elif width > 0:
                 drawn, w = rank_window_sample(cums[i], n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
             else:
                 drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent)
-        except Exception:  # noqa: BLE001 - repeated by raise_failed for its message
+        except Exception:  # noqa: BLE001 - the member's error: Sampler.raise_failed
             status[k] = FAILED
             continue
         slots[k] = drawn
@@ -73,12 +76,15 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
 
 
 @numba.njit(cache=True, nogil=True)
-def enter_members(keys, pos_of, heaps, which, slots):
-    """``heap_add`` of slot ``slots[k]`` (at rank 1) to member ``which[k]``'s heap, for every k (plain rings:
-    every written slot is sampleable)."""
+def enter_members(keys, pos_of, heaps, which, slots, entering):
+    """Event k: slot ``slots[k]`` enters member ``which[k]``'s heap at rank 1 (``entering[k]``) or leaves it, in
+    order."""
     for k in range(which.shape[0]):
         i = which[k]
-        heaps[i][0] = heap_add(keys[i], pos_of[i], heaps[i][0], slots[k])
+        if entering[k]:
+            heaps[i][ENTRIES] = heap_add(keys[i], pos_of[i], heaps[i][ENTRIES], slots[k])
+        else:
+            heaps[i][ENTRIES] = heap_remove(keys[i], pos_of[i], heaps[i][ENTRIES], slots[k : k + 1])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -89,8 +95,19 @@ def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors):
     counts = np.empty(which.shape[0], dtype=np.int64)
     for k in range(which.shape[0]):
         i = which[k]
-        counts[k] = heap_update_current(keys[i], pos_of[i], heaps[i][0], ids[k], td_errors[k], stored_ids[i])
+        counts[k] = heap_update_current(keys[i], pos_of[i], heaps[i][ENTRIES], ids[k], td_errors[k], stored_ids[i])
     return counts
+
+
+class HeapLists(NamedTuple):
+    """The rank kind's state over the seed axis: the CDFs of the ranks' mass, the heaps (keys, each slot's
+    position, [entries]) and each member's α."""
+
+    cums: object
+    keys: object
+    pos_of: object
+    heaps: object
+    alphas: np.ndarray
 
 
 class RankSampler(Sampler):
@@ -161,67 +178,31 @@ class RankSampler(Sampler):
     @property
     def n(self) -> int:
         """Slots in the heap (the sampleable ones)."""
-        return int(self.heap[0])
+        return int(self.heap[ENTRIES])
 
     @n.setter
     def n(self, value: int) -> None:
-        self.heap[0] = value
+        self.heap[ENTRIES] = value
 
     @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> tuple:
+    def member_lists(cls, samplers: list[Sampler]) -> HeapLists:
         cums = member_axis(_shared([s.cum for s in samplers]))
         keys, pos_of = member_axis([s.keys for s in samplers]), member_axis([s.pos_of for s in samplers])
-        return cums, keys, pos_of, member_axis([s.heap for s in samplers]), np.array([s.alpha for s in samplers])
+        return HeapLists(cums, keys, pos_of, member_axis([s.heap for s in samplers]),
+                         np.array([s.alpha for s in samplers]))  # fmt: skip
 
     @classmethod
-    def on_add_members(cls, lists: tuple, which: np.ndarray, slots: np.ndarray) -> None:
-        enter_members(lists[4], lists[5], lists[6], which, slots)
+    def add_members(cls, lists, which, slots, entering) -> None:
+        enter_members(lists.own.keys, lists.own.pos_of, lists.own.heaps, which, slots, entering)
 
     @classmethod
-    def update_lists(cls, samplers: list[Sampler]) -> tuple:
-        return tuple(member_axis(column) for column in ([s.keys for s in samplers], [s.pos_of for s in samplers],
-                     [s.heap for s in samplers], [s.storage.ids for s in samplers]))  # fmt: skip
-
-    @classmethod
-    def update_members(cls, lists, samplers, which, ids, td_errors) -> np.ndarray | None:
-        counts = update_members(*lists, which, ids, td_errors)
-        for sampler, count in zip(samplers, counts.tolist(), strict=True):
+    def update_members(cls, lists, which, ids, td_errors) -> np.ndarray:
+        own = lists.own
+        counts = update_members(own.keys, own.pos_of, own.heaps, lists.stored_ids, which, ids, td_errors)
+        for i, count in zip(which.tolist(), counts.tolist(), strict=True):
             if count > 0:
-                sampler.count_updates(count)  # (its re-sort, when one is due)
+                lists.samplers[i].count_updates(count)  # (its re-sort, when one is due)
         return counts >= 0
-
-    def on_add(self, slot: int) -> None:
-        if self.storage.filled_slots_sampleable or self.storage.sampleable(np.array([slot]))[0]:
-            self.n = heap_add(self.keys, self.pos_of, self.n, slot)
-        else:
-            self.on_invalidate(np.array([slot]))
-
-    def on_invalidate(self, slots: np.ndarray) -> None:
-        self.n = heap_remove(self.keys, self.pos_of, self.n, np.asarray(slots, dtype=np.int64))
-
-    def raise_failed(self, status: int, batch_size: int, beta: float) -> None:
-        """The structure's own error: its draw repeated on fixed uniforms."""
-        if self.window_bounds()[1] < 0:
-            raise ValueError(f"no run of replay.chunk {self.chunk} fits inside the sampleable transitions")
-        if self.n == 0:
-            raise ValueError("no sampleable transition in the memory")
-        lo, width = self.window_bounds()
-        uniforms = np.full(batch_size, 0.5)
-        rank_window_sample(self.cum, self.n, self.keys, uniforms, self.alpha, lo, width, self.storage.capacity)
-        super().raise_failed(status, batch_size, beta)
-
-    def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
-        heap_update(self.keys, self.pos_of, self.n, slots, td_abs)
-        self.count_updates(len(slots))
-
-    def update_current(self, ids: np.ndarray, td_errors: np.ndarray, stored_ids: np.ndarray) -> bool:
-        """The memory's fast path (see ``PrioritizedSampler.update_current``)."""
-        count = heap_update_current(self.keys, self.pos_of, self.n, ids, td_errors, stored_ids)
-        if count < 0:
-            return False
-        if count:
-            self.count_updates(count)
-        return True
 
     def count_updates(self, count: int) -> None:
         """``count`` priorities were just updated: re-sort when that makes one due (``resort_period``)."""

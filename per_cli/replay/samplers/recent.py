@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
 from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis, oldest_id
+
+BATCHES, TAKEN = 0, 1  # a member's phase: batches in the burst, batches drawn in it
 
 
 @numba.njit(cache=True, nogil=True)
@@ -24,13 +28,19 @@ def draw_recent(generators, counters, windows, phases, which, betas, slots, weig
         if held < batch:
             status[k] = TOO_FEW
             continue
-        batches, drawn = phase[0], phase[1]
-        phase[1] = (drawn + 1) % batches
+        batches, drawn = phase[BATCHES], phase[TAKEN]
+        phase[TAKEN] = (drawn + 1) % batches
         start = c[ADDED] - (drawn % (held // batch) + 1) * batch
         for j in range(batch):
             slots[k, j] = (start + j) % c[CAPACITY]
             weights[k, j] = 1.0
     return status
+
+
+class PhaseLists(NamedTuple):
+    """A phase-planning kind's state over the seed axis: each member's phase counters."""
+
+    phases: object
 
 
 class RecentSampler(Sampler):
@@ -51,8 +61,8 @@ class RecentSampler(Sampler):
         self.phase = np.array([1, 0], dtype=np.int64)  # batches in the phase, batches drawn
 
     @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> tuple:
-        return (member_axis([s.phase for s in samplers]),)
+    def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
+        return PhaseLists(member_axis([s.phase for s in samplers]))
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Outside a phase: the newest B once each."""

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, Storage, draw_distinct
+from per_cli.replay.samplers.base import DRAWN, RESERVE, TOO_FEW, WINDOW, Sampler, Storage, draw_distinct
 from per_cli.replay.storage.ring import ADDED, CAPACITY, oldest_id
 
 
@@ -16,9 +16,9 @@ def candidate_ids(counters, row):
     sampleable ids, or the W newest of them, without the ``reserve`` newest (no run of ``replay.chunk`` may
     reach past the newest)."""
     lo = oldest_id(counters)
-    if row[0] > 0:
-        lo = max(lo, counters[ADDED] - row[0])
-    return lo, max(counters[ADDED] - row[1] - lo, 0)
+    if row[WINDOW] > 0:
+        lo = max(lo, counters[ADDED] - row[WINDOW])
+    return lo, max(counters[ADDED] - row[RESERVE] - lo, 0)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -32,7 +32,7 @@ still need them: those transitions are *unsampleable*. Because frames and transi
 same order, the unsampleable transitions are always the oldest ones: exactly the live transitions with
 ``id < first_sampleable_id``. Samplers ask ``sampleable(slots)``; after each ``add``,
 ``newly_unsampleable`` holds the slots it made unsampleable, which ``ReplayMemory.add`` hands to
-``sampler.on_invalidate`` (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
+the kind's ``add_members`` as leaving events (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
 
 ``mirror_to(device)`` keeps a copy of the frame ring on the training device (``replay.device_frames``:
 :mod:`per_cli.replay.storage.device_frames`): every frame written here is written there too, and
@@ -98,7 +98,7 @@ class FrameStackStorage(RingBookkeeping):
         self._init_ring(capacity)
         self.frames_written = 0  # frames ever written; also the gid of the next one
         self.first_sampleable_id = 0  # live transitions with a smaller id lost a frame to the ring
-        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (for samplers' on_invalidate)
+        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (add_members: leaving)
         self._episode_open = False  # the last transition did not end its episode
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # its next_obs
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest

@@ -18,6 +18,8 @@ from that id range, so they never need to ask slot by slot.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 from numba.typed import List
@@ -158,20 +160,20 @@ class TransitionStorage(RingBookkeeping):
         self._init_ring(capacity)
         # a stored transition is whole, unless a subclass says otherwise with its own ``sampleable``
         self.filled_slots_sampleable = type(self).sampleable is TransitionStorage.sampleable
-        self.own = tuple(member_axis([column]) for column in self.columns())
+        self.own = RingColumns(*(member_axis([column]) for column in self.columns()))
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "own"}  # (typed lists do not pickle)
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.own = tuple(member_axis([column]) for column in self.columns())
+        self.own = RingColumns(*(member_axis([column]) for column in self.columns()))
 
-    def columns(self) -> tuple[np.ndarray, ...]:
+    def columns(self) -> RingColumns:
         """The arrays the member calls take, in their order: states and next states as (capacity, row) views,
         actions, rewards, terminated, truncated, ids, episode ids, counters."""
         flat = (self.capacity, -1)
-        return (
+        return RingColumns(
             self.obs.reshape(flat), self.actions, self.rewards, self.next_obs.reshape(flat), self.terminated,
             self.truncated, self.ids, self.episode_ids, self.counters,
         )  # fmt: skip
@@ -208,7 +210,7 @@ class TransitionStorage(RingBookkeeping):
         out = batch_arrays(1, slots.shape[1], self.obs.dtype, self.row_shape)
         next_slots = slots if next_slots is None else np.asarray(next_slots, dtype=np.int64).reshape(1, -1)
         gather_members(ONE, slots, next_slots, *self.own, *out)
-        return {name: array[0] for name, array in zip(_GATHERED, out[:5], strict=False)}
+        return {name: getattr(out, name)[0] for name in _GATHERED}
 
     _STATE = (
         "obs", "next_obs", "actions", "rewards", "terminated", "truncated", "ids", "episode_ids", "cursor", "size",
@@ -231,13 +233,40 @@ class TransitionStorage(RingBookkeeping):
 _GATHERED = ("obs", "actions", "rewards", "next_obs", "terminated")
 
 
-def batch_arrays(members: int, batch: int, dtype: np.dtype, obs_shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """Empty arrays for ``members`` batches of ``batch`` transitions, in Batch's field order (obs, actions, rewards,
-    next_obs, terminated, ids, weights, ages, episodes); the states (members, batch, *obs_shape)."""
+class RingColumns(NamedTuple):
+    """A ring's columns (or members' columns over the seed axis), in the order the member calls take them."""
+
+    obs: object
+    actions: object
+    rewards: object
+    next_obs: object
+    terminated: object
+    truncated: object
+    ids: object
+    episode_ids: object
+    counters: object
+
+
+class BatchArrays(NamedTuple):
+    """Batches of S members stacked over the seed axis, in Batch's field order (row k: member k's batch)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    indices: np.ndarray  # transition ids
+    weights: np.ndarray
+    ages: np.ndarray
+    episodes: np.ndarray
+
+
+def batch_arrays(members: int, batch: int, dtype: np.dtype, obs_shape: tuple[int, ...]) -> BatchArrays:
+    """Empty arrays for ``members`` batches of ``batch`` transitions; the states (members, batch, *obs_shape)."""
     obs, next_obs = (np.empty((members, batch, *obs_shape), dtype=dtype) for _ in range(2))
     actions, ids, ages, episodes = (np.empty((members, batch), dtype=np.int64) for _ in range(4))
     rewards, terminated, weights = (np.empty((members, batch), dtype=np.float32) for _ in range(3))
-    return obs, actions, rewards, next_obs, terminated, ids, weights, ages, episodes
+    return BatchArrays(obs, actions, rewards, next_obs, terminated, ids, weights, ages, episodes)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -64,7 +64,7 @@ def _recompute(tree, offsets, level, j):
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
 def set_leaf(tree, offsets, leaf, value):
-    """One leaf and its ancestors (a scalar call: the per-transition ``on_add`` path)."""
+    """One leaf and its ancestors (a scalar call: the per-transition ``add_members`` path)."""
     tree[SUM, leaf] = value
     j = leaf
     for level in range(1, offsets.shape[0] - 1):

@@ -14,9 +14,9 @@ work (its env, its window, its events):
   (:meth:`~per_cli.replay.cohort.CohortSampling.store`); else each member steps and stores its own
   (``Trainer.step_env``, EnvPool envs still stepped in one call per pool); what the envs returned is kept for
   ``end_collects``;
-* ``sample``, ``insert_priorities``, ``update_priorities``: one compiled call over the members' memories
-  (:class:`~per_cli.replay.cohort.CohortSampling`) where they are plain rings of vector states, else each memory's
-  own (the same kind's function over a list of one);
+* ``sample``, ``insert_priorities``, ``update_priorities``: one call over the members' memories, whatever their
+  storage (:class:`~per_cli.replay.cohort.CohortSampling`: the kind's compiled draw and priority update, then the
+  storages' gather, chosen once);
 * ``learn``, ``greedy``, ``insertion_td``: the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
   call under numba; one stacked torch update or each agent's own under torch); every engine's update returns one
   :class:`~per_cli.rl.results.UpdateResults` over the seed axis, which the phases after it read whole;
@@ -39,14 +39,14 @@ whose phase raises is recorded ``failed`` and leaves; the others go on.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numba.typed import List
 
 from per_cli.envs.pool import PooledEnv, reset_together, step_arrays, step_together
 from per_cli.replay import Batch
-from per_cli.replay.cohort import CohortSampling, stacked_rows, supports
+from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
 from per_cli.rl.results import Pending, UpdateResults
@@ -60,6 +60,15 @@ if TYPE_CHECKING:
     from per_cli.train.loop.member import Member as Trainer  # (the face of a member the phases use)
 
 
+class _Inserted(NamedTuple):
+    """What ``insertion_td``'s one gather took, for ``insert_priorities``: for how many members, their newest
+    transitions' ids and δ."""
+
+    count: int
+    ids: np.ndarray
+    td: np.ndarray
+
+
 class Steps:
     """The loop's phases over ``members`` (Trainers of one config, differing at most in the seed; built after any
     checkpoint was loaded). ``stacked``: the stacked torch update may serve a torch cohort (a cohort's note
@@ -70,15 +79,13 @@ class Steps:
         self.counters = Counters.over([m.state for m in members])  # the members' counters, row k member k's
         self.updates = updates_for(members, stacked)
         memories = [m.memory for m in members]
-        self.sampling = CohortSampling(memories) if all(map(supports, memories)) else None
+        self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather)
         first = members[0]
         self._schedule, self._n_actions = first.epsilon, first.agent.n_actions
         if any(m.epsilon != first.epsilon or m.agent.n_actions != self._n_actions for m in members):
             raise ValueError("the loop's members must share ε's schedule and the action count (one config)")
         self._generators = List([m.action_rng for m in members])
-        self._store = (
-            self.sampling is not None and self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
-        )
+        self._store = self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
         # β by the step, on the members' one schedule and position rule (Trainer.beta, beta_step), for all at once;
         # None under replay.beta_increment (β per batch: Trainer.beta_now)
         self._beta_rule = first if first.batch_beta is None else None
@@ -89,10 +96,10 @@ class Steps:
         self._alike = all(settings(m.window) == settings(first.window) for m in members)  # (one config: True)
         self._log_every = first.cfg.log.every
         # the members' measured updates over the seed axis, where one compiled draw and update serve them
-        self.rows = CohortRows([m.window for m in members], self._log_every) if self.sampling and self._alike else None
+        self.rows = CohortRows([m.window for m in members], self._log_every) if self._alike else None
         self._cached: dict[tuple[int, ...], tuple] = {}  # _positions' last answers, by the members' ids
         self._recent: list[tuple[Sequence[Any], tuple]] = []  # and by the lists asked about
-        self._inserted: tuple | None = None  # (how many members, ids, δ) of the last insertion_td's gather
+        self._inserted: _Inserted | None = None  # the last insertion_td's gather
         self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
         self._obs: np.ndarray | None = None  # the members' observations in hand (row k member k's): _held_obs
         self._hold = self._store  # whether the loop may hold them (the batched env step's members: vector states)
@@ -229,16 +236,17 @@ class Steps:
     def insertion_td(self, members: Sequence[Trainer]) -> list | np.ndarray:
         """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
         took the transitions, their ids are kept for ``insert_priorities``."""
-        td, ids = self.updates.insertion_td(self._which(members), members, self.sampling)
-        self._inserted = (len(members), ids, td) if ids is not None else None
+        rings = self.sampling if self.sampling.rings else None  # (the compiled gather of the newest: rings only)
+        td, ids = self.updates.insertion_td(self._which(members), members, rings)
+        self._inserted = _Inserted(len(members), ids, td) if ids is not None else None
         return td
 
     def insert_priorities(self, members: Sequence[Trainer], td_errors: Sequence[np.ndarray]) -> None:
         """Each member's new transition gets its priority from its ``insertion_td``."""
         ids = lambda: [m.memory.latest_ids() for m in members]  # noqa: E731
         inserted, self._inserted = self._inserted, None
-        if inserted is not None and inserted[0] == len(members):  # (a subset of those, in order: all of them)
-            ids, td_errors = inserted[1], inserted[2]
+        if inserted is not None and inserted.count == len(members):  # (a subset of those, in order: all of them)
+            ids, td_errors = inserted.ids, inserted.td
         self._priorities(members, ids, td_errors, lambda m, k: guard(m, m.set_insertion_priority, td_errors[k]))
 
     def end_collects(self, members: Sequence[Trainer]) -> None:
@@ -311,11 +319,9 @@ class Steps:
         return learning, [m for m in training if m.error is None] if any_failed(training) else training
 
     def sample(self, members: Sequence[Trainer]) -> Sequence[Batch | None]:
-        """Each member's next batch (None for a member whose draw raised: it failed): in one compiled call where
-        the cohort sampling holds the memories (its ``DrawnBatches``), else each member's own."""
+        """Each member's next batch (None for a member whose draw raised: it failed): the kind's one draw over the
+        members, then their storages' gather (the cohort sampling's ``DrawnBatches``)."""
         sampling = self.sampling
-        if sampling is None:
-            return [guard(m, m.sample) for m in members]
         which, size = self._which(members), members[0].cfg.replay.batch_size
         per_batch = self._beta_rule is None  # (replay.beta_increment: each member's next batch's own)
         betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[2]]
@@ -336,8 +342,8 @@ class Steps:
         if rule == "memory_max":
             return
         stacked = stacked_rows(batches)
-        if stacked is not None and stacked is batches[0].rows[0]:  # (the draw's arrays, not a gathered copy)
-            apply_rule(stacked[6], rule)
+        if stacked is batches[0].rows.arrays:  # (the draw's arrays, not a gathered copy)
+            apply_rule(stacked.weights, rule)
             return
         for batch in batches:
             apply_rule(batch.weights, rule)
@@ -357,37 +363,33 @@ class Steps:
     def update_priorities(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> None:
         """Each member's batch gets its new priorities from the update's TD errors."""
         results = results.wait()
-        ids = lambda: _stacked_ids(batches)  # noqa: E731 - the draw's stacked ids where the batches are its rows
+        ids = lambda: stacked_rows(batches).indices  # noqa: E731 - the draw's stacked ids
         own = lambda m, k: guard(m, m.update_priorities, batches[k], results.member(k))  # noqa: E731
         self._priorities(members, ids, results.td, own)
 
     def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Trainer, int], None]) -> None:
         """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
         member's own update, run where the call cannot serve (its result: the member's own error)."""
-        finite = None
-        if self.sampling is not None and members:
-            finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
+        finite = self.sampling.update_priorities(self._which(members), ids, td_errors) if members else None
         own_ones = range(len(members)) if finite is None else np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist()
         for k in own_ones:
             own(members[k], k)
 
     def measure(self, members: Sequence[Trainer], batches: Sequence[Batch], results) -> tuple | None:
-        """The members' update measures in one pass over the update's arrays (``measure_table``: (table,
-        variances), and the batches' states where the windows keep them: iid), where the batches are a cohort
-        draw's; else (or should it raise) None: each member's window measures its own update with the same
-        function (``UpdateWindow.add``)."""
-        stacked = stacked_rows(batches)
-        if stacked is None or self.rows is None:
+        """The members' update measures in one pass over the update's (S, B) arrays and the draw's (``measure_table``:
+        (table, variances), and the batches' states where the windows keep them: iid); None should it raise: each
+        member's window then measures its own update with the same function (``UpdateWindow.add``)."""
+        if not members or self.rows is None:
             return None
-        results, drawn = results.wait(), Batch(*stacked)
+        results, stacked = results.wait(), stacked_rows(batches)
         window = members[0].window
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         try:
-            table, variances = measure_table(window, results.td, drawn.weights, drawn.ages, drawn.obs, drawn.episodes,
-                                             held, results.loss, results.q_mean)  # fmt: skip
+            table, variances = measure_table(window, results.td, stacked.weights, stacked.ages, stacked.obs,
+                                             stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
         except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
             return None
-        return table, variances, drawn.obs if window.iid else None
+        return table, variances, stacked.obs if window.iid else None
 
     def record_updates(self, members: Sequence[Trainer], batches: Sequence[Batch], results, measured) -> None:
         """Each member's update into its window, logged at its log points: ``measure``'s (table, variances,
@@ -461,9 +463,3 @@ def _step_pooled(members: Sequence[Any], actions: Sequence[Any]) -> None:
         interrupt = interrupt_behind(exc)
         if interrupt is not None:
             raise interrupt from None
-
-
-def _stacked_ids(batches: Sequence[Batch]) -> np.ndarray | list[np.ndarray]:
-    """The batches' ids (``indices``) as one (members, batch) array where they are rows of one cohort draw."""
-    stacked = stacked_rows(batches)
-    return stacked[5] if stacked is not None else [b.indices for b in batches]

@@ -1,0 +1,104 @@
+"""The gather: drawn slots into batches, one implementation per storage class, chosen once for a list of memories.
+
+A draw (the kind's ``draw_members``, samplers/base.py) gives each member's slots and IS weights and knows nothing
+of the storage. :func:`gather_for` picks how those slots become a batch's arrays, once, from the storages' class:
+
+* :class:`RingGather`, the plain ring (:class:`~per_cli.replay.storage.ring.TransitionStorage`): every member's
+  rows (and their n-step returns) in ONE compiled call over the seed axis;
+* :class:`StorageGather`, every other storage (bit-packed MinAtar states, Atari frame stacks, their device
+  mirror): each storage's own ``gather`` (it unpacks, or stacks frames), with the n-step look-ahead every ring
+  shares (``RingBookkeeping.nstep``). A storage that mirrors its frames on the training device also gathers
+  the stacks there (``device_stacks``); for a single member the host arrays are the storage's own (views with a
+  member axis of one: no copy).
+
+A solo memory (``ReplayMemory.sample``) and a cohort (:class:`~per_cli.replay.cohort.CohortSampling`) call the
+same gather, the solo memory over a list of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from per_cli.replay.storage.ring import (
+    BatchArrays,
+    RingColumns,
+    TransitionStorage,
+    batch_arrays,
+    gather_members,
+    member_axis,
+    nstep_members,
+)
+
+
+class Gathered(NamedTuple):
+    """A gather's batches over the seed axis, and per member its stacks on the training device (None where the
+    storages keep none there)."""
+
+    arrays: BatchArrays
+    device: list | None
+
+
+class RingGather:
+    """Plain rings: rows gathered by :func:`~per_cli.replay.storage.ring.gather_members` (n-step returns by
+    :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call."""
+
+    def __init__(self, storages: Sequence[TransitionStorage], n_step: int, gamma: float):
+        columns = zip(*(s.columns() for s in storages), strict=True)
+        self.columns = RingColumns(*(member_axis(list(column)) for column in columns))
+        self.dtype, self.row_shape = storages[0].obs.dtype, storages[0].row_shape
+        self.n_step, self.gamma = n_step, gamma
+
+    def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
+        out = batch_arrays(slots.shape[0], slots.shape[1], self.dtype, self.row_shape)._replace(weights=weights)
+        c = self.columns
+        if self.n_step > 1:
+            rewards, terminated, last = (np.empty(slots.shape, dtype=t) for t in (np.float32, np.float32, np.int64))
+            nstep_members(which, slots, self.n_step, self.gamma, c.rewards, c.terminated, c.truncated, c.ids,
+                          c.counters, rewards, terminated, last)  # fmt: skip
+            gather_members(which, slots, last, *c, *out)
+            out.rewards[...], out.terminated[...] = rewards, terminated
+        else:
+            gather_members(which, slots, slots, *c, *out)
+        return Gathered(out, None)
+
+
+class StorageGather:
+    """Any other storage: each member's storage gathers its own rows (``storage.gather``)."""
+
+    def __init__(self, storages: Sequence[Any], n_step: int, gamma: float):
+        self.storages = list(storages)
+        self.n_step, self.gamma = n_step, gamma
+
+    def _one(self, storage, slots: np.ndarray) -> tuple[dict, Any]:
+        """(the batch's fields but the weights, its device stacks or None) of ``slots`` in ``storage``."""
+        ids = storage.ids[slots]
+        last = None
+        if self.n_step > 1:  # the stored one-step transitions summed into n-step ones (ring.nstep_members)
+            rewards, terminated, last = storage.nstep(slots, self.n_step, self.gamma)
+            fields = {**storage.gather(slots, last), "rewards": rewards, "terminated": terminated}
+        else:
+            fields = storage.gather(slots)
+        fields.update(indices=ids, ages=storage.added - 1 - ids, episodes=storage.episode_ids[slots])
+        device = storage.device_stacks(slots, last) if getattr(storage, "mirror", None) is not None else None
+        return fields, device
+
+    def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
+        rows = [self._one(self.storages[i], slots[k]) for k, i in enumerate(which.tolist())]
+        names = [name for name in BatchArrays._fields if name != "weights"]
+        if len(rows) == 1:  # (a member axis of one: views of the storage's arrays, no copy)
+            ((fields, _),) = rows
+            columns = {name: fields[name][None] for name in names}
+        else:
+            columns = {name: np.stack([fields[name] for fields, _ in rows]) for name in names}
+        device = [d for _, d in rows] if any(d is not None for _, d in rows) else None
+        return Gathered(BatchArrays(**columns, weights=weights), device)
+
+
+def gather_for(storages: Sequence[Any], n_step: int, gamma: float) -> RingGather | StorageGather:
+    """The gather of these storages (of one class: a cohort's members share their config)."""
+    if all(type(s) is TransitionStorage for s in storages):
+        return RingGather(storages, n_step, gamma)
+    return StorageGather(storages, n_step, gamma)
