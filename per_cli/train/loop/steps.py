@@ -17,7 +17,8 @@ work (its env, its window, its events):
 * ``sample``, ``insert_priorities``, ``update_priorities``: one call over the members' memories, whatever their
   storage (:class:`~per_cli.replay.cohort.CohortSampling`: the kind's compiled draw and priority update, then the
   storages' gather, chosen once);
-* ``learn``, ``greedy``, ``insertion_td``: the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
+* ``learn``, ``greedy``, ``insertion_td``, ``score`` (the networks' opinion of a drawn batch, for the kinds that
+  ask it: ``KindSpec.scores``): the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
   call under numba; one stacked torch update or each agent's own under torch); every engine's update returns one
   :class:`~per_cli.rl.results.UpdateResults` over the seed axis, which the phases after it read whole;
 * ``measure``, ``record_updates``: an update's measures in one pass over its (S, B) arrays, where a cohort draw
