@@ -25,6 +25,8 @@ from per_cli.replay.writers.base import Writer
 
 for _spec in (NONE, UNIFORM, COMBINED, PRIORITIZED, RANK, LAP, PAL):  # (this order: grids' and figures' order)
     register_kind(_spec)
+# the literature's kinds, each one file that registers itself as a user's plugin does (after the built-ins: their order)
+from per_cli.replay.samplers import laber, relo  # noqa: E402, F401
 
 
 def memory_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None) -> int:

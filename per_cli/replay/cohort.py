@@ -197,6 +197,18 @@ class CohortSampling:
         self.failed = {which[k]: (batch_size, float(betas[k])) for k in np.flatnonzero(~drawn).tolist()}
         return DrawnBatches(arrays, drawn, device)
 
+    def scored(self, which: Sequence[int], batches: Sequence[Batch], scores) -> Sequence[Batch]:
+        """The kind's ``scored`` of these drawn batches (``scores``: the networks' opinion of them, each (k, n)):
+        the batches it keeps (rows of the draw, with its IS weights), or ``batches`` themselves."""
+        arrays = stacked_rows(batches)
+        picked = self.kind.scored(self._lists, np.asarray(which, dtype=np.int64), arrays.indices, scores)
+        if picked is None:
+            return batches
+        positions, weights = picked
+        rows = np.arange(len(positions))[:, None]
+        kept = BatchArrays(*(array[rows, positions] for array in arrays))._replace(weights=weights)
+        return DrawnBatches(kept, np.ones(len(positions), dtype=np.bool_))
+
     def repeat_failed(self, i: int) -> None:
         """Raise member ``i``'s error of the last ``sample``: its own draw, as its solo run's."""
         batch_size, beta = self.failed[i]

@@ -30,7 +30,9 @@ class KindSpec:
     """A replay kind. ``factory`` None: ``sampler(storage, rng, window=cfg.window)``, plus ``params=`` the
     parameters' dataclass where the kind has one. ``loss``: the name of the TD loss the kind trains with
     (``per_cli.rl.losses``), None for ``agent.loss``. ``colour``: its line colour in figures, None for one picked
-    by name. ``priority_defaults``: (α, β0) where the config leaves them out."""
+    by name. ``priority_defaults``: (α, β0) where the config leaves them out. ``scores``: the loop scores each
+    drawn batch with the networks before the update and hands the scores to the sampler's ``scored`` (LaBER's
+    sub-draw, ReLo's priorities)."""
 
     name: str
     sampler: type[Sampler]
@@ -40,6 +42,7 @@ class KindSpec:
     takes_chunks: bool = False
     colour: str | None = None
     priority_defaults: tuple[float, float] | None = None
+    scores: bool = False
 
     def parse_params(self, given: dict) -> Any:
         """``replay.params`` as the kind's params dataclass (its defaults for keys left out), or None for a kind

@@ -65,6 +65,21 @@ def check_names(cfg: Config) -> None:
             f"replay.chunk: kind {spec.name} draws no run starts; use one of {chunked}, or replay.chunk: 1"
         )
     spec.parse_params(cfg.replay.params)  # (its own keys, types and bounds)
+    check_scoring(cfg, spec)
+
+
+def check_scoring(cfg: Config, spec) -> None:
+    """A kind that scores its batches with the networks (``KindSpec.scores``) takes its batches and priorities
+    from those scores alone: the settings that would feed it otherwise are refused, not ignored."""
+    if not spec.scores:
+        return
+    if cfg.replay.initial_priority == "td_error":
+        raise ConfigError(
+            f"replay.initial_priority: kind {spec.name} sets priorities from the networks' scores of its batches "
+            "(new transitions enter at the largest priority held); use replay.initial_priority: max"
+        )
+    if cfg.replay.device_frames:
+        raise ConfigError(f"replay.device_frames: kind {spec.name} scores its batches on the host; use false")
 
 
 def check_env_kwargs(env_cfg: EnvConfig) -> None:

@@ -14,11 +14,14 @@ from ..conftest import CONFIGS
 SEED001 = CONFIGS / "seed001"
 FILES = sorted(SEED001.glob("*.yaml"))
 KINDS = {"none": "none", "uniform": "uniform", "combined": "combined", "per": "prioritized", "rank": "rank"}
+# the kinds from the literature, on CartPole alone (docs/results/literature): not part of the notebook's grid
+LITERATURE = {"laber": "laber", "relo": "relo"}
 
 
 def test_one_file_per_env_and_kind():
     names = {p.stem for p in FILES}
-    assert names == {f"{env}_{kind}" for env in ("cartpole", "acrobot", "mountaincar") for kind in KINDS}
+    notebook = {f"{env}_{kind}" for env in ("cartpole", "acrobot", "mountaincar") for kind in KINDS}
+    assert names == notebook | {f"cartpole_{kind}" for kind in LITERATURE}
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -27,11 +30,11 @@ def test_a_seed001_config_holds_the_protocol_and_runs_a_few_episodes(path, tmp_p
     assert first.startswith("# The seed notebook's protocol: ") and len(first) <= 120  # `per configs` lists it
     cfg = load_config(path, device="cpu")
     a, r, t = cfg.agent, cfg.replay, cfg.train
-    assert r.kind == KINDS[path.stem.split("_")[1]]
+    assert r.kind == {**KINDS, **LITERATURE}[path.stem.split("_")[1]]
     assert (a.hidden_sizes, a.gamma, a.lr, r.batch_size, r.capacity) == ([128], 0.8, 1e-3, 64, 10_000)
     assert (t.total_episodes, t.learning_starts, t.train_freq, t.gradient_steps) == (300, 64, 1, 1)
     assert a.target_update_on_episode_end and a.target_update_period > t.total_steps
-    if r.kind in ("prioritized", "rank"):
+    if r.kind in ("prioritized", "rank", "relo"):
         assert (r.alpha, r.beta0, r.beta_end_step) == (0.6, 0.4, None)
     if cfg.env.id == "cartpole":
         assert cfg.env.max_episode_steps == 200  # CartPole-v0's limit

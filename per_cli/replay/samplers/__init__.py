@@ -13,6 +13,8 @@ cohort over its members, so a member's batches do not depend on the cohort it is
 | `rank`        | `RankSampler`        | P(i) ∝ rank(i)^-α by abs(δ); stratified (heap)       | (rank_i / N)^(αβ) |
 | `lap`         | `LAPSampler`         | P(i) ∝ max(abs(δ), κ)^α; stratified (sum tree)       | ones (LAP's loss) |
 | `pal`         | `UniformSampler`     | uniform without replacement (PAL's loss)             | ones              |
+| `laber`       | `LaBERSampler`       | B ∝ abs(δ) + ε from m·B uniform (scored, LaBER)      | mean(p) / p_i     |
+| `relo`        | `ReLoSampler`        | as `prioritized`, p = max(L − L_target, 0) + ε       | as `prioritized`  |
 
 The storage contract
 --------------------
@@ -45,7 +47,8 @@ Priorities and IS weights (Schaul et al. 2016)
 
 Modules: ``base.py`` (the ``Sampler`` protocol and its framework, the ``Storage`` protocol), ``recent.py``,
 ``uniform.py``, ``combined.py``, ``prioritized.py``, ``rank.py``, ``lap.py``: each kind's file also states its
-``KindSpec`` (``per_cli/replay/kinds.py``: the registry), ``lap.py`` that of ``pal`` too.
+``KindSpec`` (``per_cli/replay/kinds.py``: the registry), ``lap.py`` that of ``pal`` too; ``laber.py`` and
+``relo.py`` register theirs as a user's plugin does (``per_cli.replay`` imports them after the built-ins).
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ What a kind writes
   not, nothing of that member changed).
 * ``begin_phase(n_batches)``: a burst of ``n_batches`` draws with no add in between follows (per member).
 * ``expected_counts(batch_size)``: the kind's distribution, for the χ² contract tests.
+* ``scored(lists, which, ids, scores)`` (only a kind whose spec says ``scores``): the networks' opinion of the
+  drawn batches (δ, the online and the target network's per-sample losses, each (k, ``multiple`` · B)) before the
+  update: the B rows to train on and their IS weights (a sub-draw: LaBER), or None to train on the draw as it is
+  (a kind that sets its priorities from the scores here: ReLo).
 
 The framework (this class, :class:`~per_cli.replay.memory.ReplayMemory`, :mod:`per_cli.replay.cohort`) builds a
 :class:`MemberLists` once (a solo memory's over a list of one: :attr:`Sampler.own`) and calls those functions over
@@ -150,6 +154,15 @@ def draw_distinct(generator, n, count, out):
         out[t], out[r] = out[r], out[t]
 
 
+class Scored(Protocol):
+    """The networks' opinion of the drawn batches a kind's ``scored`` reads (``per_cli.rl.results.Scores``), each
+    (k, n) float32."""
+
+    td: np.ndarray  # δ = target − Q(s, a)
+    loss: np.ndarray  # the online network's per-sample loss against the TD target
+    target_loss: np.ndarray  # the target network's, against the same TD target
+
+
 class Sampler(Stateless):
     """Picks the slots of a batch. A kind defines ``draw_members`` and, where it keeps more than the common state,
     ``member_lists``, ``add_members``, ``update_members``, ``begin_phase`` (the module's docstring); every other
@@ -160,6 +173,7 @@ class Sampler(Stateless):
 
     window: int | None = None  # replay.window, for the samplers that honour it
     chunk: int = 1  # replay.chunk: a batch is B / chunk runs of chunk consecutive transitions (make_replay sets it)
+    multiple: int = 1  # the loop draws multiple · B slots, of which a scoring kind's ``scored`` keeps B (LaBER's m)
 
     def __init__(self, storage: Storage, rng: np.random.Generator):
         self.storage = storage
@@ -190,6 +204,13 @@ class Sampler(Stateless):
         """Member ``which[k]``'s transitions ``ids[k]`` get new priorities from ``td_errors[k]`` (stale ids
         skipped); returns per member whether its TD errors were finite (where not, nothing of it changed)."""
         return np.isfinite(td_errors).all(axis=1)
+
+    @classmethod
+    def scored(cls, lists: MemberLists, which: np.ndarray, ids: np.ndarray, scores: Scored):
+        """Members ``which``'s drawn batches (their ids, (k, ``multiple`` · B)) as the networks score them now,
+        before the update (called only for a kind whose spec says ``scores``): (positions (k, B) int64 into each
+        drawn row, their IS weights (k, B) float32) to train on, or None to train on the draw as it is."""
+        return None
 
     def begin_phase(self, n_batches: int) -> None:
         """``n_batches`` samples follow with no add in between (one burst of gradient steps)."""

@@ -10,9 +10,10 @@ step, each phase ONE call of :class:`~per_cli.train.loop.steps.Steps` for all th
    errors where ``replay.initial_priority: td_error`` (``insertion_td``, ``insert_priorities``), ``end_collects``
    (count, log an episode that ended, reset);
 2. ``due``: which members learn at this step and which of them train now; then ``train.gradient_steps`` times:
-   ``sample`` a batch each, ``weigh`` their IS weights by the loss's rule (``replay.is_weights``), ``learn`` (all
-   of them in one call), ``check_results``, ``update_priorities``, ``measure`` and ``record_updates`` (into
-   each member's window, logged at its log points);
+   ``sample`` a batch each, ``score`` them (where the kind asks the networks' opinion: LaBER, ReLo), ``weigh``
+   their IS weights by the loss's rule (``replay.is_weights``), ``learn`` (all of them in one call),
+   ``check_results``, ``update_priorities``, ``measure`` and ``record_updates`` (into each member's window, logged
+   at its log points);
    Under ``train.priority_lag: 1`` what follows ``learn`` (``check_results`` to ``record_updates``) runs for the
    previous update, after this one is queued (before a checkpoint or a member's end: for the last one too; a
    run stopped by a signal drops it, and resumes from a checkpoint that had none pending);
@@ -147,6 +148,7 @@ def _loop(active: list[MemberData], steps: Steps, stop: SignalStop) -> None:
             training, batches = _keep(training, steps.sample(training))
             if not training:  # (every member failed: a full disk fails them all)
                 break
+            batches = steps.score(training, batches)
             steps.weigh(training, batches)
             results = steps.learn(training, batches)
             if lag:  # this update's results are read after the next one is queued

@@ -17,7 +17,8 @@ work (its env, its window, its events):
 * ``sample``, ``insert_priorities``, ``update_priorities``: one call over the members' memories, whatever their
   storage (:class:`~per_cli.replay.cohort.CohortSampling`: the kind's compiled draw and priority update, then the
   storages' gather, chosen once);
-* ``learn``, ``greedy``, ``insertion_td``: the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
+* ``learn``, ``greedy``, ``insertion_td``, ``score`` (the networks' opinion of a drawn batch, for the kinds that
+  ask it: ``KindSpec.scores``): the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
   call under numba; one stacked torch update or each agent's own under torch); every engine's update returns one
   :class:`~per_cli.rl.results.UpdateResults` over the seed axis, which the phases after it read whole;
 * ``measure``, ``record_updates``: an update's measures in one pass over its (S, B) arrays, where a cohort draw
@@ -45,7 +46,7 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.envs.pool import PooledEnv, reset_together, step_arrays, step_together
-from per_cli.replay import Batch
+from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl import explore
 from per_cli.rl.is_weights import apply_rule
@@ -90,6 +91,8 @@ class Steps:
         # None under replay.beta_increment (β per batch: Trainer.beta_now)
         self._beta_rule = first if first.batch_beta is None else None
         self._burst = first.cfg.train.gradient_steps
+        self._scores = kind_spec(first.cfg.replay.kind).scores  # (the kind scores its batches: score)
+        self._multiple = first.memory.sampler.multiple  # (a draw is multiple · B: LaBER's large batch)
         self._plans = any(m.memory.sampler.plans_phases() for m in members)  # (a class's answer: one config, one)
         self._train_freq = first.cfg.train.train_freq
         settings = lambda w: (w.threshold, w.iid, w.loss)  # noqa: E731 - how a window measures
@@ -322,7 +325,7 @@ class Steps:
         """Each member's next batch (None for a member whose draw raised: it failed): the kind's one draw over the
         members, then their storages' gather (the cohort sampling's ``DrawnBatches``)."""
         sampling = self.sampling
-        which, size = self._which(members), members[0].cfg.replay.batch_size
+        which, size = self._which(members), members[0].cfg.replay.batch_size * self._multiple
         per_batch = self._beta_rule is None  # (replay.beta_increment: each member's next batch's own)
         betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members)[2]]
         drawn = sampling.sample(which, size, betas)
@@ -332,6 +335,15 @@ class Steps:
         for k in np.flatnonzero(~drawn.drawn).tolist():  # the draw raised: repeated alone to raise the member's error
             out[k] = guard(members[k], sampling.repeat_failed, which[k])
         return out
+
+    def score(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> Sequence[Batch]:
+        """The batches to train on: for a kind whose spec says ``scores``, the networks' opinion of the drawn
+        batches (one engine call, nothing learnt) handed to the kind's ``scored`` (LaBER's sub-draw, ReLo's
+        priorities); for every other kind the draw itself."""
+        if not self._scores:
+            return batches
+        which = self._which(members)
+        return self.sampling.scored(which, batches, self.updates.score(which, members, stacked_rows(batches)))
 
     def weigh(self, members: Sequence[Trainer], batches: Sequence[Batch]) -> None:
         """Each batch's IS weights rewritten in place by the loss's rule (``replay.is_weights``; the members share

@@ -21,9 +21,10 @@ import numpy as np
 
 from per_cli.replay import Batch
 from per_cli.replay.cohort import CohortSampling, stacked_rows
+from per_cli.replay.storage.ring import BatchArrays
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine
-from per_cli.rl.results import Pending, UpdateResults
+from per_cli.rl.results import Pending, Scores, UpdateResults
 from per_cli.train.loop.failures import guard
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ class CompiledUpdates:
         td = self.engine.td_errors(which, *([r[key] for r in rows] for key in _TRANSITION))
         return [td[k : k + 1] for k in range(len(members))], None
 
+    def score(self, which: list[int], members: Sequence[Trainer], arrays: BatchArrays) -> Scores:
+        """The networks' opinion of the members' stacked batches, nothing learnt: one compiled call."""
+        return self.engine.score(which, arrays.obs, arrays.actions, arrays.rewards, arrays.next_obs, arrays.terminated)
+
     def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> UpdateResults:
         """One update call; the batches of a cohort draw go in as its stacked arrays, any others are stacked."""
         stacked = stacked_rows(batches)
@@ -89,6 +94,12 @@ class TorchUpdates:
 
     def insertion_td(self, which: list[int], members: Sequence[Trainer], sampling: CohortSampling | None) -> tuple:
         return [guard(m, m.insertion_td) for m in members], None
+
+    def score(self, which: list[int], members: Sequence[Trainer], arrays: BatchArrays) -> Scores:
+        """The networks' opinion of the members' stacked batches, nothing learnt: each agent's own ``score`` of
+        its row, stacked."""
+        rows = [m.agent.score(Batch(*(a[k] for a in arrays))) for k, m in enumerate(members)]
+        return Scores(*(np.concatenate([getattr(r, f) for r in rows]) for f in Scores._fields))
 
     def learn(self, which: list[int], members: Sequence[Trainer], batches: Sequence[Batch]) -> UpdateResults | Pending:
         """The members' results; under ``train.priority_lag`` each agent's own update is read when first asked

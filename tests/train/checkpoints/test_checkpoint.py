@@ -66,7 +66,9 @@ AS_WRITTEN = ["env.max_episode_steps=30", "env.done_reward=-10", "env.done_rewar
               "env.truncation_terminates=true", "replay.beta_increment=0.003", "replay.is_weights=batch_max"]
 
 
-@pytest.mark.parametrize("kind", ["uniform", "prioritized", "prioritized,as_written", "combined,as_written"])
+@pytest.mark.parametrize(
+    "kind", ["uniform", "prioritized", "prioritized,as_written", "combined,as_written", "laber", "relo"]
+)
 def test_interrupted_run_resumes_exactly(tmp_path, monkeypatch, kind):
     kind, _, variant = kind.partition(",")
     extra = AS_WRITTEN if variant else []

@@ -1,0 +1,109 @@
+"""``laber``: Large Batch Experience Replay (Lahire, Geist and Rachelson, ICML 2022), its LaBER-mean variant.
+
+Each gradient step draws a large batch of m · B transitions uniformly (with replacement) from the memory; the
+loop scores it with the current networks (no update: ``KindSpec.scores``), and :meth:`LaBERSampler.scored` draws
+the B-sized training batch from it with probability ∝ p_i = |δ_i| + ε, with IS weights mean_j(p_j) / p_i over the
+large batch. So the priorities are always fresh (no sum tree, nothing stored between steps), and the weights
+keep the gradient estimate that of a uniform batch in expectation. ``replay.params.m`` is the large batch's
+multiple (the paper's m = 4 in most of its experiments); ``replay.priority_eps`` is ε.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from per_cli.replay.kind_spec import KindSpec
+from per_cli.replay.kinds import register_kind
+from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, Storage
+from per_cli.replay.samplers.uniform import candidate_ids
+from per_cli.replay.storage.ring import CAPACITY
+
+
+@dataclass(frozen=True)
+class LaBERParams:
+    """``replay.params`` of kind ``laber``."""
+
+    m: int = field(default=4, metadata={"lo": 1, "hi": 1024})  # the large batch is m · replay.batch_size
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_large(generators, counters, windows, which, betas, slots, weights):
+    """For k in range(len(which)): member ``which[k]``'s large batch, uniform with replacement over its candidate
+    ids (``uniform.candidate_ids``), weights 1. TOO_FEW where it holds no candidate."""
+    status = np.full(which.shape[0], DRAWN, dtype=np.int8)
+    for k in range(which.shape[0]):
+        i = which[k]
+        c = counters[i]
+        lo, n = candidate_ids(c, windows[i])
+        if n < 1:
+            status[k] = TOO_FEW
+            continue
+        for j in range(slots.shape[1]):
+            slots[k, j] = (lo + generators[i].integers(0, n)) % c[CAPACITY]
+            weights[k, j] = 1.0
+    return status
+
+
+@numba.njit(cache=True, nogil=True)
+def sub_draw(generators, which, td, eps, positions, weights):
+    """Row k: B positions into member ``which[k]``'s large batch drawn with replacement ∝ |δ| + ``eps``, each with
+    the IS weight mean(|δ| + eps) / (|δ_i| + eps) (LaBER-mean), from the member's own generator."""
+    large = td.shape[1]
+    cumulative = np.empty(large, dtype=np.float64)
+    for k in range(which.shape[0]):
+        generator = generators[which[k]]
+        total = 0.0
+        for j in range(large):
+            total += abs(td[k, j]) + eps
+            cumulative[j] = total
+        mean = total / large
+        for b in range(positions.shape[1]):
+            u = generator.random() * total
+            lo, hi = 0, large - 1  # the first j whose cumulative mass exceeds u
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cumulative[mid] > u:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            positions[k, b] = lo
+            weights[k, b] = mean / (abs(td[k, lo]) + eps)
+
+
+class LaBERSampler(Sampler):
+    """The large batch (``draw_members``: uniform with replacement, within ``replay.window``), then the
+    sub-draw from the networks' scores (``scored``). Keeps no priorities."""
+
+    draw_members = staticmethod(draw_large)
+
+    def __init__(self, storage: Storage, rng: np.random.Generator, eps: float, window: int | None, params: LaBERParams):
+        super().__init__(storage, rng)
+        if window is not None and window < 1:
+            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
+        self.window, self.eps, self.multiple = window, float(eps), params.m
+
+    @classmethod
+    def scored(cls, lists, which, ids, scores):
+        batch = ids.shape[1] // lists.samplers[0].multiple  # (one config: one m)
+        positions = np.empty((which.shape[0], batch), dtype=np.int64)
+        weights = np.empty((which.shape[0], batch), dtype=np.float32)
+        sub_draw(lists.generators, which, scores.td, lists.samplers[0].eps, positions, weights)
+        return positions, weights
+
+    def expected_counts(self, batch_size: int) -> np.ndarray:
+        """The large draw's: B / n for each of the n candidates."""
+        lo, n = candidate_ids(self.storage.counters, self.window_row())
+        counts = np.zeros(self.storage.capacity)
+        counts[(lo + np.arange(n)) % self.storage.capacity] = batch_size / n
+        return counts
+
+
+register_kind(
+    KindSpec(
+        "laber", LaBERSampler, params=LaBERParams, scores=True, colour="#17becf",
+        factory=lambda cfg, storage, rng, params: LaBERSampler(storage, rng, cfg.priority_eps, cfg.window, params),
+    )
+)  # fmt: skip

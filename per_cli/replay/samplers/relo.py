@@ -1,0 +1,43 @@
+"""``relo``: prioritized replay by the reducible loss (Sujit, Nath, Braga and Ebrahimi Kahou, NeurIPS 2023).
+
+A transition's priority is p = max(L_online − L_target, 0) + ε: the online network's loss on it minus the target
+network's loss on it, both against the same TD target. A transition whose loss the target network already
+reaches (noise the network cannot learn away) loses its priority, one the online network has yet to learn keeps
+it. The rest is PER's (``prioritized``): the sum tree over p^α, the stratified draw, the IS weights with β, new
+transitions at the largest priority held. The loop scores each drawn batch with both networks before the update
+(``KindSpec.scores``), from the parameters the gradient step is taken at, as the paper computes ReLo alongside the
+training loss; :meth:`ReLoSampler.scored` writes the priorities then, and the update's δ sets none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from per_cli.replay.kind_spec import KindSpec
+from per_cli.replay.kinds import register_kind
+from per_cli.replay.samplers.base import Sampler
+from per_cli.replay.samplers.prioritized import PrioritizedSampler, update_members
+
+
+class ReLoSampler(PrioritizedSampler):
+    """``prioritized``'s tree, draw and weights; priorities from the networks' losses (``scored``), not from δ."""
+
+    update_members = Sampler.__dict__["update_members"]  # (δ sets no priority: only its finiteness is checked)
+
+    @classmethod
+    def scored(cls, lists, which, ids, scores):
+        """Each drawn transition's priority: its reducible loss max(L_online − L_target, 0), then PER's ε and α
+        (stale ids skipped, a member with a non-finite loss left unchanged); the batch is trained on as drawn."""
+        own = lists.own
+        reducible = np.ascontiguousarray(np.maximum(scores.loss - scores.target_loss, 0.0), dtype=np.float32)
+        update_members(own.trees, own.offsets, own.marks, own.eps, own.alphas, own.floors, lists.stored_ids, which,
+                       np.ascontiguousarray(ids, dtype=np.int64), reducible)  # fmt: skip
+        return None
+
+
+register_kind(
+    KindSpec(
+        "relo", ReLoSampler, scores=True, colour="#bcbd22", priority_defaults=(0.6, 0.4),
+        factory=lambda cfg, storage, rng, params: ReLoSampler(storage, rng, cfg.alpha, cfg.priority_eps, cfg.window),
+    )
+)  # fmt: skip
