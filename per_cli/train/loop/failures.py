@@ -71,11 +71,6 @@ def fail(member: Any, exc: Exception) -> None:
         member.close()
 
 
-def any_failed(members: Sequence[Any]) -> bool:
-    """Whether any of ``members`` (of one loop) failed; a look at the loop's count while none has."""
-    return bool(members) and members[0].alive[0].failed > 0 and any(m.error is not None for m in members)
-
-
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
     """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
     signal received and not yet raised through (an error then may stand in for it with no chain: see

@@ -180,5 +180,6 @@ def _after_update(steps: Steps, training: list[MemberData], batches: Sequence[An
     steps.check_results(training, results)
     training, batches, results = _keep_update(training, batches, results)
     steps.update_priorities(training, batches, results)
+    training, batches, results = _keep_update(training, batches, results)
     steps.record_updates(training, batches, results, steps.measure(training, batches, results))
     return _alive(training)

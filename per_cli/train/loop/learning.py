@@ -1,0 +1,191 @@
+"""The learning phases of the loop's step (:class:`~per_cli.train.loop.steps.Steps`, whose base this is): ``due``,
+then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_results``, ``update_priorities``,
+``measure`` and ``record_updates``, each one call over the members it is given (see steps.py's map)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from per_cli.replay import Batch, kind_spec
+from per_cli.replay.cohort import CohortSampling, stacked_rows
+from per_cli.rl.is_weights import apply_rule
+from per_cli.rl.results import Pending, UpdateResults
+from per_cli.train.loop.failures import fail, guard
+from per_cli.train.loop.loop_state import Counters
+from per_cli.train.loop.positions import PositionsOf
+from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates
+from per_cli.train.measures.cohort_rows import CohortRows
+from per_cli.train.measures.update_measures import measure_table
+
+if TYPE_CHECKING:
+    from per_cli.train.loop.member import Member
+
+
+class LearningPhases:
+    """The learning phases over the members on the seed axis; the subclass builds the ``counters``, the members'
+    ``_positions``, their ``sampling`` and ``updates`` before this ``__init__``."""
+
+    counters: Counters
+    sampling: CohortSampling
+    updates: CompiledUpdates | TorchUpdates
+    index: dict[int, int]
+    _positions: PositionsOf
+
+    def __init__(self, members: Sequence[Member]):
+        first = members[0]
+        # β by the step, on the members' one schedule and position rule (Member.beta, beta_step), for all at once;
+        # under replay.beta_increment β per batch instead (Member.beta_now): chosen once
+        self._beta_rule, self._beta_per_batch = first, first.batch_beta is not None
+        self._burst = first.cfg.train.gradient_steps
+        self._scores = kind_spec(first.cfg.replay.kind).scores  # (the kind scores its batches: score)
+        self._multiple = first.memory.sampler.multiple  # (a draw is multiple · B: LaBER's large batch)
+        self._plans = any(m.memory.sampler.plans_phases() for m in members)  # (a class's answer: one config, one)
+        self._train_freq = first.cfg.train.train_freq
+        self._log_every = first.cfg.log.every
+        # the members' measured updates over the seed axis (their windows measure alike: one config)
+        self.rows = CohortRows([m.window for m in members], self._log_every)
+        self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
+
+    def _which(self, members: Sequence[Any]) -> list[int]:
+        return self._positions(members).which
+
+    def due(self, members: Sequence[Member]) -> tuple[list, list]:
+        """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
+        A member's ``learning()`` is asked until it is True; then it stays True (its step and its memory only
+        grow), so it is not asked again. Those training get this step's β in ``counters.beta`` (``Member.beta``
+        at ``Member.beta_step``, for all at once; under ``replay.beta_increment`` each batch has its own:
+        ``Member.beta_now``), and samplers that plan a burst of batches are told of it (``begin_phase``)."""
+        latched = self._learning
+        if len(latched) < len(self.index):
+            for member in members:
+                if id(member) not in latched and guard(member, member.learning):
+                    latched.add(id(member))
+        learning = members if len(latched) == len(self.index) else [m for m in members if id(m) in latched]
+        if not learning:
+            return learning, []
+        c, idx = self.counters, self._positions(learning).index
+        training = learning
+        if self._train_freq > 1:  # (every step trains at a frequency of 1)
+            due = (c.step[idx] + 1) % self._train_freq == 0
+            training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
+        rule = self._beta_rule
+        if not self._beta_per_batch and training:
+            idx = self._positions(training).index
+            positions = rule.beta_step(c.step[idx], c.episode[idx])
+            if len(positions) == 1 or (positions == positions[0]).all():  # (in lockstep: mostly one position)
+                c.beta[idx] = rule.beta(int(positions[0]))
+            else:
+                c.beta[idx] = rule.beta.many(positions)
+        if self._plans:
+            for member in training:
+                guard(member, member.memory.begin_phase, self._burst)
+        return learning, training  # (those whose learning() or begin_phase failed: left out by the loop's mask)
+
+    def sample(self, members: Sequence[Member]) -> Sequence[Batch | None]:
+        """Each member's next batch (None for a member whose draw raised: it failed): the kind's one draw over the
+        members, then their storages' gather (the cohort sampling's ``DrawnBatches``)."""
+        sampling = self.sampling
+        which, size = self._which(members), members[0].cfg.replay.batch_size * self._multiple
+        per_batch = self._beta_per_batch  # (replay.beta_increment: each member's next batch's own)
+        betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members).index]
+        drawn = sampling.sample(which, size, betas)
+        if drawn.complete:
+            return drawn
+        out: list[Batch | None] = list(drawn)
+        for k in np.flatnonzero(~drawn.drawn).tolist():  # the draw raised: repeated alone to raise the member's error
+            out[k] = guard(members[k], sampling.repeat_failed, which[k])
+        return out
+
+    def score(self, members: Sequence[Member], batches: Sequence[Batch]) -> Sequence[Batch]:
+        """The batches to train on: for a kind whose spec says ``scores``, the networks' opinion of the drawn
+        batches (one engine call, nothing learnt) handed to the kind's ``scored`` (LaBER's sub-draw, ReLo's
+        priorities); for every other kind the draw itself."""
+        if not self._scores:
+            return batches
+        which = self._which(members)
+        return self.sampling.scored(which, batches, self.updates.score(which, members, stacked_rows(batches)))
+
+    def weigh(self, members: Sequence[Member], batches: Sequence[Batch]) -> None:
+        """Each batch's IS weights rewritten in place by the loss's rule (``replay.is_weights``; the members share
+        it): the one place it is applied, between every draw and every update (:mod:`per_cli.rl.is_weights`); on
+        a cohort draw's stacked weights in one call (row by row: the values of each batch's own). ``memory_max``
+        keeps the sampler's weights: nothing to do."""
+        rule = members[0].cfg.replay.is_weights
+        if rule == "memory_max":
+            return
+        stacked = stacked_rows(batches)
+        if stacked is batches[0].rows.arrays:  # (the draw's arrays, not a gathered copy)
+            apply_rule(stacked.weights, rule)
+            return
+        for batch in batches:
+            apply_rule(batch.weights, rule)
+
+    def learn(self, members: Sequence[Member], batches: Sequence[Batch]) -> UpdateResults | Pending:
+        """Each member's agent learns from its batch: their results, row k member k's (under
+        ``train.priority_lag``, maybe still on their way: each phase after reads them by ``wait``)."""
+        return self.updates.learn(self._which(members), members, batches)
+
+    def check_results(self, members: Sequence[Member], results: UpdateResults | Pending) -> None:
+        """Each member's update must be finite: the losses and mean Q values checked as arrays, only the
+        non-finite ones member by member (``check_result``, which fails the member)."""
+        results = results.wait()
+        for k in np.flatnonzero(~results.finite()).tolist():
+            guard(members[k], members[k].check_result, results.member(k))
+
+    def update_priorities(self, members: Sequence[Member], batches: Sequence[Batch], results) -> None:
+        """Each member's batch gets its new priorities from the update's TD errors."""
+        results = results.wait()
+        ids = lambda: stacked_rows(batches).indices  # noqa: E731 - the draw's stacked ids
+        own = lambda m, k: guard(m, m.update_priorities, batches[k], results.member(k))  # noqa: E731
+        self._priorities(members, ids, results.td, own)
+
+    def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Member, int], None]) -> None:
+        """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
+        member's own update, run where the call cannot serve (its result: the member's own error)."""
+        if not members:
+            return
+        finite = self.sampling.update_priorities(self._which(members), ids, td_errors)  # (rows of one shape: served)
+        for k in np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist():
+            own(members[k], k)
+
+    def measure(self, members: Sequence[Member], batches: Sequence[Batch], results) -> tuple | None:
+        """The members' update measures in one pass over the update's (S, B) arrays and the draw's (``measure_table``:
+        (table, variances), and the batches' states where the windows keep them: iid); None should it raise: each
+        member's window then measures its own update with the same function (``UpdateWindow.add``)."""
+        if not members:
+            return None
+        results, stacked = results.wait(), stacked_rows(batches)
+        window = members[0].window
+        held = self.sampling.episodes_held(self._which(members)) if window.iid else None
+        try:
+            table, variances = measure_table(window, results.td, stacked.weights, stacked.ages, stacked.obs,
+                                             stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
+        except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
+            return None
+        return table, variances, stacked.obs if window.iid else None
+
+    def record_updates(self, members: Sequence[Member], batches: Sequence[Batch], results, measured) -> None:
+        """Each member's update into its window, logged at its log points: ``measure``'s (table, variances,
+        states) kept over the seed axis (``rows``), and only the members at a log point called (``log_point``);
+        else (``measure`` raised) each member's own row measured by its window (``record_update``), its error its
+        own."""
+        if measured is None:
+            results = results.wait()
+            for k, member in enumerate(members):
+                try:  # (as guard, without a call per member)
+                    member.record_update(batches[k], results.member(k))
+                except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+                    fail(member, exc)
+            return
+        table, variances, obs = measured
+        self.rows.add(self._positions(members).index, table, variances, obs)
+        every = self._log_every
+        for member in members:
+            if member.agent.updates % every == 0:
+                try:
+                    member.log_point()
+                except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
+                    fail(member, exc)
