@@ -48,9 +48,6 @@ class RunningMeans:
             self._sums[key] += value
             self._counts[key] += 1
 
-    def add_many(self, values: dict[str, np.ndarray]) -> None:
-        self.add_totals(totals(values))
-
     def add_totals(self, sums: dict[str, tuple[float, int]]) -> None:
         """Add ``totals(values)``: computed once when several means take the same values."""
         for key, (total, count) in sums.items():
