@@ -7,10 +7,8 @@ level is the root. All levels live in one ``(3, n_nodes)`` float64 array: row 0 
 +inf for the min and 0 for the max, so it is never the minimum priority nor the maximum). Rows 1 and 2 are
 unused at level 0, where the leaf value itself is both.
 
-Why K-ary (K = 16) rather than binary: a prefix search or an update touches one node per level,
-and below the top few levels every touch is a cache miss. Sixteen float64 siblings are two adjacent cache
-lines, so a tree over 10^6 leaves has 5 levels instead of 20: about a quarter of the misses, for a few
-extra additions per level.
+Why K = 16: a search or update touches one node per level, mostly cache misses; sixteen float64 siblings are
+two cache lines, so 10^6 leaves need 5 levels instead of 20.
 
 Every node is recomputed from its ``K`` children in a fixed order on each update (never adjusted by a
 delta), so rounding errors cannot accumulate: after any sequence of updates each node is exactly the
@@ -135,10 +133,8 @@ def _find(tree, offsets, prefixes):
     prefix at or past the node's last running sum, the last positive child is taken and the prefix set to
     its mass, so the walk continues to that subtree's last positive leaf. Returns -1 for a prefix only if
     the tree has no positive leaf at all.
-
-    A node's running sums (a chain of K dependent additions, the descent's main cost) are computed once for
-    the consecutive prefixes that pass through it: a stratified draw's prefixes are sorted, so they share
-    most nodes above the leaves' parents (64 prefixes on 10⁴ leaves: 2.5 instead of 6.4 µs)."""
+    A node's running sums are computed once for the consecutive prefixes passing through it (a stratified
+    draw's prefixes are sorted, so they share most upper nodes)."""
     sums = tree[SUM]
     top = offsets.shape[0] - 2
     total = sums[offsets[top]]
