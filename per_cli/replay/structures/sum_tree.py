@@ -125,8 +125,8 @@ def _find(tree, offsets, prefixes):
 
     At a node, the chosen child is the number of children whose running sum is <= the prefix (branch free), so it
     has positive mass; when rounding leaves the prefix past the node's total, the last positive child is taken.
-    Returns -1 for a prefix only if the tree has no positive leaf. A node's running sums are computed once for the consecutive prefixes passing through it (a stratified
-    draw's prefixes are sorted, so they share most upper nodes)."""
+    Returns -1 for a prefix only if the tree has no positive leaf. A node's running sums are computed once for the
+    consecutive prefixes passing through it (a stratified draw's prefixes are sorted, so they share upper nodes)."""
     sums = tree[SUM]
     top = offsets.shape[0] - 2
     total = sums[offsets[top]]

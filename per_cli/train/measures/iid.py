@@ -78,9 +78,8 @@ def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
 
 def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
     """``n`` states drawn uniformly with replacement from ``memory`` (``memory.reference_obs``, with ``rng``),
-    as viewed features (n, k): drawn and viewed ``REFERENCE_CHUNK`` at a time, then as many at a time as fit in
-    ``REFERENCE_CHUNK_BYTES`` (the same draws: each state's index is one bounded draw from ``rng``, whatever the
-    chunk), so raw image states never occupy more than one chunk."""
+    as viewed features (n, k), drawn in chunks (the same draws whatever the chunk) so raw image states never
+    occupy more than one chunk."""
     first = memory.reference_obs(min(REFERENCE_CHUNK, n), rng)
     views = [state_view(first, obs_ndim)]
     lo = len(first)
@@ -200,10 +199,8 @@ def _raw_diversity(states, ref_var, keep):
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
 def feature_variances(states):
     """Per batch of float32 states (U, B, k), k < 8, 2 <= B <= 128, each feature's ddof-1 variance over the batch
-    (U, k) float64, as ``state_diversity`` computes it: ``batches[:, :, keep]`` lays each (feature, batch) row out
-    contiguously, so numpy's sums over the batch are its pairwise sums of a row (:func:`pairwise_sum`): the
-    states shifted by the batch's first (float64), their sum over B, the squared deviations' sum over B - 1.
-    It needs no reference, so a cohort computes it per update (``per_cli.train.measures.update_measures``)."""
+    (U, k) float64, with ``state_diversity``'s arithmetic (numpy's pairwise sums: :func:`pairwise_sum`). It needs
+    no reference, so it is computed per update (``per_cli.train.measures.update_measures``)."""
     u, b, k = states.shape
     out = np.empty((u, k), dtype=np.float64)
     shifted = np.empty(b, dtype=np.float64)
