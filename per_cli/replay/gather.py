@@ -5,14 +5,10 @@ of the storage. :func:`gather_for` picks how those slots become a batch's arrays
 
 * :class:`RingGather`, the plain ring (:class:`~per_cli.replay.storage.ring.TransitionStorage`): every member's
   rows (and their n-step returns) in ONE compiled call over the seed axis;
-* :class:`StorageGather`, every other storage (bit-packed MinAtar states, Atari frame stacks, their device
-  mirror): each storage's own ``gather`` (it unpacks, or stacks frames), with the n-step look-ahead every ring
-  shares (``RingBookkeeping.nstep``). A storage that mirrors its frames on the training device also gathers
-  the stacks there (``device_stacks``); for a single member the host arrays are the storage's own (views with a
-  member axis of one: no copy).
+* :class:`StorageGather`, every other storage: each storage's own ``gather`` (it unpacks, or stacks frames, also
+  on the training device where it mirrors them), with the n-step look-ahead every ring shares.
 
-A solo memory (``ReplayMemory.sample``) and a cohort (:class:`~per_cli.replay.cohort.CohortSampling`) call the
-same gather, the solo memory over a list of one.
+A solo memory is the same gather over a list of one.
 """
 
 from __future__ import annotations

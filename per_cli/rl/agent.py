@@ -6,7 +6,7 @@ config (the trainer); an agent built from its ``AgentConfig`` alone trains with 
 
 Two update engines give the same results (to float32 rounding): ``torch`` (autograd + the optimizer +
 ``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: the whole update of a
-ReLU MLP in one compiled call, several times faster on a CPU). :func:`per_cli.rl.engines.choose_engine` picks
+ReLU MLP in one compiled call). :func:`per_cli.rl.engines.choose_engine` picks
 one; ``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which.
 """
 
@@ -63,8 +63,8 @@ class DeferredResult:
 def make_optimizer(
     cfg: AgentConfig, params, device: torch.device | None = None, capturable: bool = False
 ) -> torch.optim.Optimizer:
-    """Adam or the MinAtar paper's RMSProp. On CUDA, Adam is torch's fused kernel (one launch for all parameters
-    instead of ~10 per tensor: the small Atari update is launch-bound on a GPU); the state dict is the same.
+    """Adam or the MinAtar paper's RMSProp. On CUDA, Adam is torch's fused kernel (the small Atari update is
+    launch-bound on a GPU); the state dict is the same.
     ``capturable``: its step can be captured in a CUDA graph (:mod:`per_cli.rl.cuda_graph`)."""
     if cfg.optimizer == "rmsprop":
         return torch.optim.RMSprop(
@@ -172,7 +172,7 @@ class DQNAgent:
         return None if action < 0 else action
 
     def greedy_action(self, obs: np.ndarray) -> int:
-        if self._fast is not None:  # ~2 µs instead of a ~60 µs torch forward
+        if self._fast is not None:  # the compiled forward, far cheaper than torch's
             return self._fast.greedy_action(obs)
         return self._torch_greedy_action(obs)
 

@@ -1,11 +1,7 @@
 """The torch engine's update replayed as one captured CUDA graph.
 
-Why: on a GPU the Atari update is launch-bound. On the first lease's H100 one Pong update (three Nature-CNN
-forwards, backward, grad-norm clip, fused Adam) took ~4.4 ms of which ~0.3 ms was arithmetic; the rest was
-hundreds of kernel launches from Python (docs/results/pong/README.md). A CUDA graph launches them all at once.
-This is torch's documented whole-network capture (``torch.cuda.graphs``, "whole-network capture": warm-up
-iterations on a side stream, capture, replay over static input buffers), not a copy of its internals;
-``torch.compile(mode="reduce-overhead")`` would do the same through a compile of a minute or more per process.
+Why: on a GPU the Atari update is launch-bound (docs/engines.md); a CUDA graph launches its kernels at once. This
+is torch's documented whole-network capture (``torch.cuda.graphs``), without ``torch.compile``'s long compile.
 
 Contract: ``GraphedUpdate(step, device)(arrays)`` equals ``step(*tensors)`` on the arrays moved to the device,
 to float rounding (cuDNN may choose other kernels): the first ``WARMUP_UPDATES`` calls run ``step`` eagerly (real

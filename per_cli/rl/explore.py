@@ -1,12 +1,9 @@
 """ε-greedy's draws, for one member or several in ONE compiled call, each on the member's own generator.
 
 :func:`explore_kernel` is the definition of ε-greedy's draw: per member, ``g.random() < ε`` on its generator ``g``
-and, when it explores, ``g.integers(0, n_actions)``, both made by numba's own implementation of numpy's
-``Generator`` methods (its public nopython API, on the generator's bit generator, whose state therefore moves on
-as the draws are made and is saved and restored with it). A solo agent draws with the same kernel for its one
-member (:class:`OneMember`, behind :meth:`~per_cli.rl.agent.DQNAgent.explore`), so a solo run and a cohort
-member draw the same actions by construction. ε itself is the member's ``LinearSchedule`` at its step, by the
-same float operations.
+and, when it explores, ``g.integers(0, n_actions)`` (numba's ``Generator``, on the generator's own bit generator,
+so its state is saved and restored with it). A solo agent draws with the same kernel (:class:`OneMember`), so a
+solo run and a cohort member draw the same actions by construction.
 """
 
 from __future__ import annotations

@@ -42,9 +42,8 @@ def apply_rule(weights: np.ndarray, rule: str) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def _scale_rows(rows, mean):
-    """Each row divided by its max, or by its mean (summed in float64 in order, rounded to float32 once): one
-    compiled pass, where numpy's reduce, cast and masked divide cost ~6 µs a batch (1.25x a prioritized memory's
-    whole sample-and-update cycle, benchmarks/knob_cost.py)."""
+    """Each row divided by its max, or by its mean (summed in float64 in order, rounded to float32 once), in one
+    compiled pass (numpy's would cost more than a prioritized draw: docs/engines.md)."""
     for r in range(rows.shape[0]):
         row = rows[r]
         if mean:

@@ -1,15 +1,11 @@
 """The TD loss a run trains with: which one (a rule on the whole config) and, for the torch engines, its value.
 
-Contract. :func:`loss_name` is the one rule: the replay kind's own loss where its ``KindSpec`` names one (``lap``
-for kind ``lap``, ``pal`` for ``pal``), else ``agent.loss`` (``huber`` or ``mse``); :func:`loss_params` gives LAP's
-and PAL's (κ, α): κ is ``replay.min_priority``, α ``replay.alpha`` (the exponent the LAP sampler draws with, so the
-sampler and the loss cannot disagree). :class:`TDLoss` carries the three; the trainer builds it once
-(:meth:`TDLoss.from_config`) and hands it to the agent and to the update measures. :func:`batch_loss` is the loss of
-one batch for BOTH torch paths (the agent's own ``learn`` and the stacked cohort update, per member under ``vmap``),
-so the two cannot differ; the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) computes the same loss and
-gradient by hand, and the tests compare them. Why: LAP and PAL (Fujimoto, Meger & Precup 2020) change the loss
-together with the sampling, and a loss chosen in several places would let one path train with another loss than the
-others.
+Contract. :func:`loss_name` is the one rule: the replay kind's own loss where its ``KindSpec`` names one, else
+``agent.loss`` (``huber`` or ``mse``); :func:`loss_params` gives LAP's and PAL's (κ, α) = (``replay.min_priority``,
+``replay.alpha``), so the sampler and the loss cannot disagree. :class:`TDLoss` carries the three, built once
+(:meth:`TDLoss.from_config`). :func:`batch_loss` is the loss of one batch for both torch paths (``learn`` and the
+stacked update); the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) computes it by hand, tested against it.
+Why one rule: LAP and PAL (Fujimoto, Meger & Precup 2020) change the loss together with the sampling.
 
 With d = Q(s, a) − target per sample (the negative of the δ that updates priorities):
 

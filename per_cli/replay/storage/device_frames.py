@@ -1,15 +1,13 @@
 """A copy of the Atari frame ring on the training device, so that a batch's stacks are gathered there.
 
-Why: on a GPU the update of a Pong batch copied 2 x 32 x 4 x 84 x 84 bytes of ``obs`` and ``next_obs`` from the
-host every update. With the frames on the device, an update moves only the sampled stacks' frame positions
-(``B x (S + 1)`` int64) and the gather runs on the device; a new transition moves one frame (two at an episode's
-start: its first stack's).
+Why: an update then moves only the sampled stacks' frame positions to the device, not their bytes; a new
+transition moves one frame.
 
 Contract: :class:`DeviceFrames` holds the same bytes as the host ring it mirrors (``FrameStackStorage.frames``,
 which stays the source of truth: checkpoints, the i.i.d. measures' states and insertion-time TD errors read it).
 ``stacks(positions, padding)`` returns exactly the host ``stacks``' ``(obs, next_obs)`` as device tensors, byte
 for byte. Nothing here synchronises the host with the device: host-to-device copies are ``non_blocking`` (from
-pageable memory the driver stages the bytes before the call returns, so the numpy source may be reused at once).
+pageable memory, so the numpy source may be reused at once).
 """
 
 from __future__ import annotations

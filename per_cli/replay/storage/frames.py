@@ -1,9 +1,7 @@
 """Replay storage for stacked image observations that keeps each frame once.
 
-An Atari observation is a stack of the last ``S`` frames (``FrameStackObservation``), and consecutive
-observations of an episode share ``S - 1`` of them. Storing ``obs`` and ``next_obs`` stacks as they come
-costs ``2 S`` frames per transition (56 GB for 10^6 transitions of 4 x 84 x 84); this storage writes each
-frame once into a ring of frames and rebuilds both stacks at sample time.
+Consecutive Atari observations (stacks of ``S`` frames) share ``S - 1`` frames, so this storage writes each frame
+once into a ring of frames and rebuilds ``obs`` and ``next_obs`` at sample time (docs/atari.md).
 
 Layout
 ------
@@ -13,26 +11,14 @@ Layout
   before it, ``0 .. S-1``, belong to the stack; the rest are padding), action, reward, flags, id.
 * The newest frame of ``next_obs`` is always the frame written right after ``frame_gid``.
 
-An episode's first ``add`` writes the frames of its first stack (leading all-zero frames, i.e. the zero
-padding that ``FrameStackObservation(padding_type="zero")`` puts there, are not written but remembered
-as padding); every ``add`` then writes one frame, the newest of ``next_obs``. So an episode of ``T``
-transitions costs ``T + 1`` frames, and the final ``next_obs`` of every episode is kept exactly: a
-transition cut by a time limit bootstraps from its real next observation.
+An episode's first ``add`` writes its first stack (leading zero-padding frames remembered, not written); every
+``add`` then writes one frame, the newest of ``next_obs``, so every episode's final ``next_obs`` is kept exactly.
+A stack is frames ``frame_gid - hist .. frame_gid`` with zeros before them: it never mixes two episodes.
 
-Rebuilding a stack takes frames ``frame_gid - hist .. frame_gid`` and zeros before them, so a stack never
-mixes two episodes, also across the ring's wrap-around. ``obs`` and ``next_obs`` are gathered together as
-``S + 1`` consecutive frames per sample.
-
-Sampleable transitions
-----------------------
-The ``extra`` frames hold what the transitions in memory need beyond one frame each: one more per
-episode, and up to ``S - 1`` frames of history of the oldest one. When episodes are shorter than
-``capacity / extra`` steps on average, the oldest frames are overwritten while the oldest transitions
-still need them: those transitions are *unsampleable*. Because frames and transitions are written in the
-same order, the unsampleable transitions are always the oldest ones: exactly the live transitions with
-``id < first_sampleable_id``. Samplers ask ``sampleable(slots)``; after each ``add``,
-``newly_unsampleable`` holds the slots it made unsampleable, which ``ReplayMemory.add`` hands to
-the kind's ``add_members`` as leaving events (sum-tree samplers zero their mass). docs/atari.md has the whole contract.
+**Sampleable transitions.** When episodes are shorter than ``capacity / extra`` steps on average, the oldest
+frames are overwritten while the oldest transitions still need them: exactly the live transitions with
+``id < first_sampleable_id`` become unsampleable. After each ``add``, ``newly_unsampleable`` holds the slots it
+made so, which ``ReplayMemory.add`` hands to the kind as leaving events. docs/atari.md has the whole contract.
 
 ``mirror_to(device)`` keeps a copy of the frame ring on the training device (``replay.device_frames``:
 :mod:`per_cli.replay.storage.device_frames`): every frame written here is written there too, and
@@ -49,8 +35,8 @@ from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
 from per_cli.replay.storage.ring import COUNTER_BYTES, RingBookkeeping, TransitionStorage
 
-# extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average (a Pong
-# game lasts 760+ agent steps); shorter episodes only make the oldest transitions unsampleable
+# extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
+# episodes only make the oldest transitions unsampleable
 EXTRA_DIVISOR = 512
 
 _NONE = np.zeros(0, dtype=np.int64)

@@ -1,15 +1,9 @@
 """Ring storage for boolean observations, eight states' bits to a byte (``np.packbits``).
 
-MinAtar gives (10, 10, C) ``bool`` grids. NumPy stores a bool in a whole byte, so keeping them as they come
-costs 8x the information, and as float32 32x. Here each state is flattened and bit-packed into
-``ceil(H * W * C / 8)`` bytes (Breakout, C = 4: 50 bytes; Seaquest, C = 10: 125), ``obs`` and ``next_obs``
-alike; ``gather`` unpacks a batch in one vectorized ``np.unpackbits`` call, back to ``bool`` of the original
-shape. Everything else (ids, episode ids, the scalar columns, checkpoints) is the plain ring's
-(:class:`~per_cli.replay.storage.ring.TransitionStorage`): this class only packs on the way in and unpacks
-on the way out, and its ``obs``/``next_obs`` arrays hold the packed rows.
-
-Only ``bool`` observations are packed (``make_storage`` dispatches on the dtype): other dtypes would lose
-values, so they never reach this class.
+MinAtar's (10, 10, C) ``bool`` grids would take a byte per bool; here each state is flattened and bit-packed into
+``ceil(H * W * C / 8)`` bytes, and ``gather`` unpacks a batch in one ``np.unpackbits`` call back to ``bool`` of the
+original shape. Everything else is the plain ring's (:class:`~per_cli.replay.storage.ring.TransitionStorage`).
+Only ``bool`` observations reach this class (``make_storage`` dispatches on the dtype).
 """
 
 from __future__ import annotations

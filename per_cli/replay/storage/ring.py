@@ -5,15 +5,10 @@ not slots, leave the memory in a batch, so a priority update that arrives after 
 can be recognised and ignored. Every transition also records its episode id (the number of episodes that
 ended before it): ids and episode ids are both non-decreasing along the ring, oldest to newest.
 
-The ring's counters live in one int64 array per storage (``counters``: cursor, size, added, episodes ended, the
-first sampleable id, capacity), so that the compiled calls of a cohort read and move S members' counters in
-place (typed lists of those arrays, built once) and a solo run is the same call over a list of one:
-:func:`store_members` writes transitions, :func:`gather_members` gathers batches and
-:func:`episodes_held_members` counts episodes, for one member or many, with no second implementation.
-
-The sampleable transitions are always the ids ``oldest .. added - 1`` (``oldest_id``): a plain ring's held ones,
-and in a frame storage those whose frames are all still in the ring (its oldest lose them first). Samplers draw
-from that id range, so they never need to ask slot by slot.
+The ring's counters live in one int64 array per storage (``counters``), so the compiled calls
+(:func:`store_members`, :func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place
+and a solo run is the same call over a list of one. The sampleable transitions are always the ids
+``oldest .. added - 1`` (in a frame storage the oldest lose their frames first), so samplers draw from an id range.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.replay.storage.budget import ensure_memory_fits
-from per_cli.replay.structures.ids import current_slots
 
 _NONE = np.zeros(0, dtype=np.int64)
 _PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # action, reward, terminated, truncated, id, episode id
@@ -42,8 +36,7 @@ def oldest_id(counters):
 
 def member_axis(arrays: list[np.ndarray]):
     """Members' arrays as one argument of a member function (``obs[i]`` is member i's): for a single member a view
-    with a member axis of one (an array argument costs ~0.1 µs to pass into a compiled call, a typed list ~1.3 µs,
-    which a solo run would pay per column per call), else a typed list of them (built once per cohort)."""
+    with a member axis of one (cheaper to pass than a typed list), else a typed list of them (built once)."""
     return arrays[0][None] if len(arrays) == 1 else List(arrays)
 
 
@@ -67,7 +60,7 @@ class RingBookkeeping:
 
     # slots the last add made unsampleable (the frame storage sets it; a plain ring never has any)
     newly_unsampleable: np.ndarray = _NONE
-    # True where every filled slot (0 .. size-1) is sampleable, so samplers may skip ``sampleable`` (~2 µs a call)
+    # True where every filled slot (0 .. size-1) is sampleable, so samplers may skip ``sampleable``
     filled_slots_sampleable = False
 
     cursor = _counter(CURSOR, "the slot the next add writes")
@@ -127,12 +120,6 @@ class RingBookkeeping:
     def observations(self, slots: np.ndarray) -> np.ndarray:
         """The ``obs`` of the transitions in ``slots`` (a storage may override with a cheaper gather)."""
         return self.gather(slots)["obs"]
-
-    def slots_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Slots of transition ids, and a mask of those still holding that transition (the one stale-id
-        rule, ``structures.ids.current_slot``)."""
-        current = current_slots(np.asarray(ids, dtype=np.int64), self.ids)
-        return np.asarray(ids) % self.capacity, current >= 0
 
 
 class TransitionStorage(RingBookkeeping):
@@ -276,8 +263,8 @@ def store_members(
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]`` stores transition k (row k of the ``*_in`` arrays, states
     as flat rows of its dtype) at its cursor, with its id and episode id, and moves its counters on (``ends_in[k]``:
-    the next transition starts an episode); ``slots_out[k]`` is the slot written. A state is copied number by
-    number (a row assignment costs ~50 ns of array set-up per row)."""
+    the next transition starts an episode); ``slots_out[k]`` is the slot written. States are copied number by
+    number (cheaper than a row assignment's array set-up)."""
     for k in range(which.shape[0]):
         i = which[k]
         c = counters[i]
@@ -313,8 +300,7 @@ def gather_members(
     flat_next = o_next.reshape(o_next.shape[0], o_next.shape[1], width)
     for k in range(which.shape[0]):
         i = which[k]
-        # each member's columns taken out of the lists once: a typed list's item access inside the sample loop
-        # cost ~5x the gather itself at S = 100
+        # each member's columns taken out of the lists once (a typed list's item access is slow in the loop)
         states, next_states, newest = obs[i], next_obs[i], counters[i][ADDED] - 1
         acts, rews, terms, tids, eps = actions[i], rewards[i], terminated[i], ids[i], episode_ids[i]
         for j in range(slots.shape[1]):

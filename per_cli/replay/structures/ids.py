@@ -29,15 +29,6 @@ def all_finite(values) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def current_slots(ids, stored_ids):
-    """Slot of each id, -1 for the stale ones."""
-    out = np.empty(ids.shape[0], dtype=np.int64)
-    for j in range(ids.shape[0]):
-        out[j] = current_slot(stored_ids, ids[j])
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
 def current_priorities(ids, td_errors, stored_ids):
     """(slots, abs(TD)) of the ids their slot still holds, and whether every TD error is finite (empty
     arrays when one is not)."""

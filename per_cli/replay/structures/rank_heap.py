@@ -113,23 +113,6 @@ def heap_remove(keys, pos_of, n, slots):
 
 
 @numba.njit(cache=True, nogil=True)
-def heap_update(keys, pos_of, n, slots, td_abs):
-    """New abs(δ) of slots in the heap (slots outside it are ignored)."""
-    for j in range(slots.shape[0]):
-        slot = slots[j]
-        i = pos_of[slot]
-        if i < 0:
-            continue
-        old = keys[i]
-        new = _key(np.float32(td_abs[j]).view(np.uint32), slot)
-        keys[i] = new
-        if new < old:
-            _sift_up(keys, pos_of, i)
-        else:
-            _sift_down(keys, pos_of, i, n)
-
-
-@numba.njit(cache=True, nogil=True)
 def heap_update_current(keys, pos_of, n, ids, td_errors, stored_ids):
     """``ReplayMemory.update_priorities`` in one compiled call: -1 (and nothing changed) if a TD error is
     not finite; else the ids their slot still holds (``ids.current_slot``) get their abs(δ), and the count

@@ -7,19 +7,12 @@ level is the root. All levels live in one ``(3, n_nodes)`` float64 array: row 0 
 +inf for the min and 0 for the max, so it is never the minimum priority nor the maximum). Rows 1 and 2 are
 unused at level 0, where the leaf value itself is both.
 
-Why K-ary (K = 16) rather than binary: a prefix search or an update touches one node per level,
-and below the top few levels every touch is a cache miss. Sixteen float64 siblings are two adjacent cache
-lines, so a tree over 10^6 leaves has 5 levels instead of 20: about a quarter of the misses, for a few
-extra additions per level.
+Why K = 16: a search or update touches one node per level, mostly cache misses; sixteen float64 siblings are
+two cache lines, so 10^6 leaves need 5 levels instead of 20.
 
-Every node is recomputed from its ``K`` children in a fixed order on each update (never adjusted by a
-delta), so rounding errors cannot accumulate: after any sequence of updates each node is exactly the
-float64 sum of its children as stored.
-
-``find(prefixes)`` clamps each prefix into ``[0, total]`` and descends from the root entering only children
-with positive mass; when rounding leaves a prefix past the last positive child of a node it takes that
-child. So it returns a leaf with positive mass for every prefix: an empty, padding or zero-priority leaf is
-never returned (a final re-check raises if the tree was corrupted).
+Every node is recomputed from its ``K`` children in a fixed order on each update (never adjusted by a delta), so
+rounding errors cannot accumulate. ``find(prefixes)`` returns a leaf of positive mass for every prefix: an empty,
+padding or zero-priority leaf is never returned (a final re-check raises if the tree was corrupted).
 """
 
 from __future__ import annotations
@@ -130,15 +123,10 @@ def _find(tree, offsets, prefixes):
     """Leaf of each prefix, all prefixes descending together one level at a time: their loads are
     independent, so the cache misses of the lower levels overlap instead of queueing.
 
-    At a node, the chosen child is the number of children whose running sum is <= the prefix (branch
-    free). That child has positive mass: its running sum rose past the prefix. When rounding leaves the
-    prefix at or past the node's last running sum, the last positive child is taken and the prefix set to
-    its mass, so the walk continues to that subtree's last positive leaf. Returns -1 for a prefix only if
-    the tree has no positive leaf at all.
-
-    A node's running sums (a chain of K dependent additions, the descent's main cost) are computed once for
-    the consecutive prefixes that pass through it: a stratified draw's prefixes are sorted, so they share
-    most nodes above the leaves' parents (64 prefixes on 10⁴ leaves: 2.5 instead of 6.4 µs)."""
+    At a node, the chosen child is the number of children whose running sum is <= the prefix (branch free), so it
+    has positive mass; when rounding leaves the prefix past the node's total, the last positive child is taken.
+    Returns -1 for a prefix only if the tree has no positive leaf. A node's running sums are computed once for the
+    consecutive prefixes passing through it (a stratified draw's prefixes are sorted, so they share upper nodes)."""
     sums = tree[SUM]
     top = offsets.shape[0] - 2
     total = sums[offsets[top]]
@@ -222,9 +210,8 @@ def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha, 
     not finite; else the ids their slot still holds (``ids.current_slot``) get (max(|δ|, floor) + ε) ** α, except
     zero-mass (unsampleable) leaves.
 
-    In three passes: the slots and a first check of each leaf (independent loads, whose cache misses overlap),
-    the new values, then the writes in order, each leaf checked again as one pass checked it (a repeated id sees
-    the value written before it: zero where ε = 0 and δ = 0 made it so)."""
+    In three passes (slots and first checks, new values, writes in order) so the loads' cache misses overlap; a
+    repeated id sees the value written before it."""
     if not all_finite(td_errors):
         return False
     sums = tree[SUM]

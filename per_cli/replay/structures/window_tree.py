@@ -4,14 +4,10 @@ The window is the ``width`` most recent slots of the ring: the circular run of l
 lo+width-1`` (mod ``capacity``), which wraps around the end of the leaf array at most once. Inside it a
 draw is proportional to the leaf values, and outside it nothing is ever drawn.
 
-How, without a second tree: a node of the sum tree lies wholly inside the window, wholly outside it, or
-contains one of the window's two cuts (the leaf boundaries at ``lo`` and ``lo + width``). Only the
-ancestors of the two cuts are *partial*: at most two per level. Their in-window sum and minimum are
-computed bottom-up once per ``sample`` call (O(K x depth)). The descent is then ``sum_tree._find``'s, with
-each child's *effective* mass: its sum when inside, 0 when outside, its in-window sum when partial. A draw
-enters only children of positive effective mass, so it ends on a positive leaf inside the window by
-construction (rounding cannot push it out: past the last running sum, the last positive child is taken).
-Once a draw enters a node wholly inside the window, the rest of its descent reads the tree as it is.
+Without a second tree: only the ancestors of the window's two cuts are *partial* (at most two per level); their
+in-window sum and minimum are computed once per ``sample`` call, and the descent (``sum_tree._find``'s) reads each
+child's effective mass (its sum inside, 0 outside, its in-window sum when partial), so a draw ends on a positive
+leaf inside the window by construction.
 
 IS weights are those of the window's distribution: w = (p_i / p_min)^-β with p_min the smallest positive
 leaf inside the window, i.e. ((N·P(i))^-β normalised by the largest weight, N = window size).
@@ -105,7 +101,7 @@ def window_sample(tree, offsets, uniforms, beta, lo, width, capacity):
             count = 0
             base = offsets[level]
             p0, p1 = idx[level, 0], idx[level, 1]
-            for c in range(K):  # _effective's mass, written out: calling it per child cost 15x the whole draw
+            for c in range(K):  # _effective's mass, written out (a call per child is slow)
                 child = node * K + c
                 if whole:
                     m = tree[SUM, base + child]

@@ -1,27 +1,19 @@
 """Hindsight Experience Replay (Andrychowicz et al. 2017): goal relabelling for goal-conditioned envs.
 
-``replay.her_strategy`` (not ``off``) puts this writer between the loop's ``memory.add`` and the storage;
-the memory keeps its face (``add``, ``sample``, ``update_priorities``) and any sampler (``replay.kind``)
-samples what it stores. It works at the level of episodes: transitions wait in an episode buffer, and when
-the episode ends (terminated or truncated) each one is stored as it happened and,
-next to it, ``replay.her_k`` copies whose desired goal is replaced by a goal the agent did achieve
-(Algorithm 1 of the paper). The reward and the terminal flag of a copy are recomputed for its new goal by the
-env's own reward function. Which goals (``replay.her_strategy``), for the transition at step ``t`` of an
-episode of ``T`` steps, with ``s_1 .. s_T`` the states reached after each step:
+``replay.her_strategy`` (not ``off``) puts this writer between the loop's ``memory.add`` and the storage; any
+sampler samples what it stores. Transitions wait in an episode buffer; at the episode's end each is stored as it
+happened and with ``replay.her_k`` copies whose desired goal is one the agent achieved (Algorithm 1 of the paper),
+reward and terminal flag recomputed by the env's reward function. Goals for step ``t`` of ``T``, ``s_1 .. s_T``
+the states reached:
 
 - ``final``: ``s_T``, the state the episode ended in (one copy: k identical copies would add nothing);
 - ``future``: k states drawn uniformly from ``s_{t+1} .. s_T`` (those reached at or after this step);
 - ``episode``: k states drawn uniformly from ``s_1 .. s_T``;
 - ``random``: k achieved states drawn uniformly from everything stored so far and the current episode.
 
-The stored transitions go through an ordinary storage + sampler (``replay.kind``: ``uniform``,
-``prioritized``, ``rank``, ... any kind), so HER + PER is ``kind: prioritized`` with relabelling on: every
-copy gets its own priority, entering at the maximum. The episode's last stored transition (its last copy)
-ends its episode id, so the copies count in the episode they were made from.
-
-The env says where the goals sit in its flat observation through ``env.unwrapped.goal_layout()``: any value with
-the fields of :class:`GoalLayout` (bit flipping's is ``per_cli.envs.goals.GoalLayout``), so replay needs nothing
-of envs.
+HER + PER is ``kind: prioritized`` with relabelling on (every copy gets its own priority). The episode's last
+stored transition ends its episode id, so copies count in their episode. The env gives its goals' places through
+``env.unwrapped.goal_layout()`` (any value with :class:`GoalLayout`'s fields), so replay needs nothing of envs.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 * ``numba`` (:class:`~per_cli.rl.engines.mlp.MLPEngine`): the whole update of a ReLU MLP in one compiled call on
   the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
   (:data:`KERNEL_VALUES`) and names the first one it does not, and a setting it does not know is refused too.
-* ``auto``: numba where :func:`supports` accepts the config (it wins at every MLP size measured), torch otherwise;
+* ``auto``: numba where :func:`supports` accepts the config (faster at every MLP size: docs/engines.md), else torch;
   :func:`choose_engine` returns the reason for the fallback, which the trainer records as ``engine_note``.
 """
 
@@ -58,12 +58,6 @@ def supports(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str =
     return None
 
 
-# Where numba runs at all, it beats torch eager at every MLP size measured (`python
-# benchmarks/train_throughput.py --updates`: one update 2.2x faster at 2-256-256-3 with batch 128, 8-87x at one or
-# two hidden layers of 64-128), so ``auto`` picks numba for every config that :func:`supports` accepts. Issue 17's
-# MountainCar gap is settled: over 10 seeds per engine the eval returns do not differ (numba mean -151.9, IQM
-# -151.1; torch mean -138.0, IQM -128.0; Mann-Whitney two-sided p = 0.65), and along a real run the numba engine
-# makes torch's updates to float32 rounding (tests/rl/test_engines_in_the_loop.py).
 
 
 def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str) -> tuple[str, str | None]:

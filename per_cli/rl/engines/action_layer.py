@@ -18,12 +18,9 @@ def action_weight_gradient(dz, actions, x, gw):
     """gw (A, in) = dzᵀ x for the action layer, whose dz (batch, A) is zero but at each row's taken action: each
     gw[a] sums only the rows that took a, in batch order, four per pass over the row.
 
-    The same values as the full product (``passes.weight_gradient``), whose sum for gw[a, j] is the FMA chain
-    0 + dz[0, a] x[0, j] + dz[1, a] x[1, j] + ... in batch order; a skipped term is dz[b, a] = +0 times a finite
-    x[b, j], an exact zero, and adding a zero to the chain's value changes at most the sign of a zero result (the
-    value starts at +0; only an underflow can make it -0). A zero gradient enters Adam (and the clipping norm) the
-    same with either sign. Where x holds an inf or NaN, the Q-values it fed are not finite, and the update's
-    finiteness check fails the run at this update either way."""
+    The same values as the full product (``passes.weight_gradient``): a skipped term is +0 times a finite x, and
+    adding it changes at most the sign of a zero result, which Adam and the clipping norm treat alike. A non-finite
+    x makes the Q-values non-finite, which fails the update's finiteness check either way."""
     for a in range(gw.shape[0]):
         g = gw[a]
         done, held, r0, r1, r2 = 0, 0, 0, 0, 0  # rows summed so far; up to three rows waiting for a pass

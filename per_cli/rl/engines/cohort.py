@@ -1,15 +1,10 @@
 """The numba engine with a seed dimension: the DQN updates of S networks in one compiled call.
 
-Each member of a cohort keeps its own :class:`~per_cli.rl.engines.mlp.MLPEngine` (its flat parameter, target
-and Adam buffers, which its torch modules view, so acting, evaluation and checkpoints work per member as in a
-solo run). :class:`CohortEngine` holds typed lists of those same buffers, built once, and
-:func:`cohort_update_kernel` loops over the members of one call inside compiled code, calling the solo engine's
-update (:func:`~per_cli.rl.engines.kernels.update_member`, the body of ``update_kernel``) for each: per-member
-gradient clipping and Adam, one shared workspace carved once per call, and the Python and dispatch overhead paid
-once per cohort step instead of once per member. Because
-each member runs exactly the solo kernel on its own buffers, a member's update is the solo run's update.
-Acting (:func:`cohort_greedy_kernel`) and the TD errors of new transitions (:func:`cohort_td_kernel`, for
-``replay.initial_priority: td_error``) are batched the same way, around the solo engine's kernels.
+Each member keeps its own :class:`~per_cli.rl.engines.mlp.MLPEngine` (flat buffers its torch modules view);
+:class:`CohortEngine` holds typed lists of those buffers and :func:`cohort_update_kernel` calls the solo update
+(:func:`~per_cli.rl.engines.kernels.update_member`) for each member inside one compiled call, so a member's update
+is exactly the solo run's and the dispatch cost is paid once per step. Acting (:func:`cohort_greedy_kernel`) and
+new transitions' TD errors (:func:`cohort_td_kernel`) are batched the same way.
 """
 
 from __future__ import annotations
@@ -90,10 +85,8 @@ def cohort_score_kernel(
 
 
 def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """``np.stack(arrays)`` for arrays of one shape, by one ``np.concatenate`` along the first axis (the same
-    array: np.stack's per-array ``expand_dims`` costs ~1 µs each, the most of stacking a cohort's small
-    arrays). The arrays are checked by C-level maps (types, lengths; concatenate checks the other dimensions).
-    Falls back to ``np.stack`` for anything else (0-d entries, differing shapes: its error, non-arrays)."""
+    """``np.stack(arrays)`` for arrays of one shape, by one ``np.concatenate`` (without np.stack's per-array
+    ``expand_dims``); ``np.stack`` itself (and its errors) for anything else (0-d, differing shapes, non-arrays)."""
     first = arrays[0]
     same = type(first) is np.ndarray and first.ndim and set(map(type, arrays)) == {np.ndarray}
     if same and set(map(len, arrays)) == {len(first)}:

@@ -1,8 +1,7 @@
 """The numba update engine for an online/target pair of MLP Q-networks built from one :class:`MLPSpec`.
 
-On a CPU, torch spends far more time dispatching the ~60 small ops of a DQN update (forward, target forward,
-loss, autograd backward, gradient clipping, Adam) than computing them: ~1.1 ms per update for a 4-128-2 MLP
-whose arithmetic takes a few µs. This engine does the same update by hand in one compiled call
+On a CPU, torch spends far more time dispatching the ~60 small ops of a DQN update than computing them
+(docs/engines.md). This engine does the same update by hand in one compiled call
 (:func:`~per_cli.rl.engines.kernels.update_kernel`):
 
 * online forward on ``obs`` (activations kept), target forward on ``next_obs`` (and the online argmax on
@@ -25,10 +24,7 @@ Adam's moments are flat buffers of the same layout (:class:`~per_cli.rl.engines.
 and loads ``torch.optim.Adam``'s ``state_dict`` format, so a checkpoint moves freely between the engines). The
 scratch buffers of a call come from one workspace allocated once per engine (grown if a larger batch comes).
 An engine, like a torch module with its optimizer, is for one thread at a time.
-
-Compiled kernels are cached on disk (``cache=True``, in a directory keyed by the compiled modules' source:
-:mod:`per_cli.compiled_cache`): the first call after a change compiles them (~10 s of CPU), later processes load
-the cache (~0.5 s).
+Compiled kernels are cached on disk, keyed by the compiled modules' source (:mod:`per_cli.compiled_cache`).
 """
 
 from __future__ import annotations
@@ -101,7 +97,7 @@ def shares_memory(net: nn.Module, flat: np.ndarray) -> bool:
 
 
 # The kernels take float32 / int64 C-contiguous arrays. What the replay memory hands over already is, and passes
-# through untouched (these checks cost ~0.1 µs; a conversion ~1 µs).
+# through untouched.
 
 
 def _matrix(array, batch: int) -> np.ndarray:

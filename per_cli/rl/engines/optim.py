@@ -34,10 +34,8 @@ def adam_step(params, grad, m, v, lr, beta1, beta2, eps, step):
     """One Adam step in place, as ``torch.optim.Adam``'s single-tensor path computes it: bias corrections in
     float64, ``m`` by lerp, ``eps`` added outside the square root of v̂. ``step`` counts from 1.
 
-    Compiled with numpy's error model: Python's model checks every division for a zero divisor, a branch that
-    keeps the loop scalar (8x slower). The divisor is ``sqrt(v̂) + eps`` with ``agent.adam_eps > 0``, so the check
-    never fired in a valid run; a zero divisor now gives inf/NaN as in torch, which the loop's finiteness check
-    catches, instead of a ZeroDivisionError."""
+    Compiled with numpy's error model (Python's zero-divisor check keeps the loop scalar): a zero divisor, never
+    met with ``agent.adam_eps > 0``, gives inf/NaN as in torch, which the loop's finiteness check catches."""
     bias_correction1 = 1.0 - beta1**step
     bias_correction2 = 1.0 - beta2**step
     step_size = np.float32(lr / bias_correction1)

@@ -4,11 +4,10 @@ No BLAS (so no SciPy dependency and no BLAS thread pool fighting torch's): the p
 the loop order that vectorizes for its shape. Activations are batch-major (``(batch, features)``, as torch keeps
 them). A product with a long reduction (a hidden layer's forward or input gradient, a hidden-to-hidden weight
 gradient) is computed as 2 × 4 blocks of dot products, so each loaded value feeds several multiply-adds; one with
-a short reduction (the 4 inputs of CartPole, the 2 actions) as axpy loops over contiguous rows, four terms per
-pass over a row (``EXACT``: no reassociation, so each output is the FMA chain 0 + t0 + t1 + ... in source order
-whatever LLVM vectorizes). The other kernels are compiled with reassociation allowed (so the dot products
-vectorize; rounding then differs from torch's by float32 noise, ~1e-7 relative). None allows ``nnan``/``ninf``,
-so a diverging loss still shows up as NaN and the loop's finiteness check catches it.
+a short reduction as axpy loops over contiguous rows, four terms per pass (``EXACT``: no reassociation, so each
+output is the FMA chain 0 + t0 + t1 + ... in source order). The other kernels allow reassociation (so dot products
+vectorize; rounding differs from torch's by float32 noise). None allows ``nnan``/``ninf``, so a diverging loss
+still shows up as NaN for the loop's finiteness check.
 """
 
 from __future__ import annotations
@@ -83,9 +82,8 @@ def _row_blocks(ai, b, ci):
         _axpy4(ai[kk], ai[kk + 1], ai[kk + 2], ai[kk + 3], b[kk], b[kk + 1], b[kk + 2], b[kk + 3], ci, q == 0)
 
 
-# One row loop per k % 4, each with a fixed sequence of passes. One loop holding all the cases (a while over kk,
-# or the remainder's passes behind runtime ifs) makes LLVM vectorize the passes far worse, although the values
-# are the same: measured for (64, k) by (k, 128), k = 2, 4, 6: 2.9, 3.3, 3.7 µs in one loop; 0.6, 1.3, 2.0 split.
+# One row loop per k % 4, each with a fixed sequence of passes: one loop holding every case vectorizes far worse
+# (docs/engines.md).
 
 
 @numba.njit(**EXACT)
@@ -158,10 +156,8 @@ def column_sums(x, out):
             out[j] += x[r, j]
 
 
-# A hidden layer's product ends with its bias and ReLU in the row's last pass, while the row is in registers: the
-# values of the pass, stored, then the bias added and the ReLU applied (all float32, so the same roundings), in
-# ~0.6x the time of a separate bias pass (64 x 4 by 4 x 128: 1.58 against 2.48 us). Each case is a loop of its own
-# (the row loops above).
+# A hidden layer's product adds its bias and ReLU in the row's last pass, while the row is in registers (the same
+# float32 roundings as a separate pass, faster). Each case is a loop of its own (the row loops above).
 
 
 @numba.njit(**ROW)

@@ -1,39 +1,19 @@
 """The torch engine with a seed dimension: the DQN updates of S members' Q-networks in one batched torch call.
 
-For what the numba engine does not run (CNNs such as ``agent.network: minatar``, RMSProp, ``agent.engine: torch``,
-CUDA), a cohort's members would otherwise update one after another. :class:`StackedEngine` instead stacks the
-parameters of the members that train in a step along a new leading axis and computes, in one batched call:
+For what the numba engine does not run (CNNs, RMSProp, ``agent.engine: torch``, CUDA), :class:`StackedEngine`
+stacks the parameters of the members that train in a step along a leading axis and computes in one call each
+member's loss (:func:`per_cli.rl.losses.batch_loss` under ``torch.func.vmap``), its gradient (``torch.func.grad``),
+per-member ``clip_grad_norm_`` and the optimizer step of torch's own class over the stacked tensors (Adam and
+RMSProp are elementwise; members with different step counts are stepped in separate groups).
 
-* each member's loss on its own batch, ``torch.func.functional_call`` under ``torch.func.vmap`` over the stacked
-  parameters (and, for the targets, the stacked target parameters): the agent's loss exactly, by the same
-  function (:func:`per_cli.rl.losses.batch_loss`: the run's loss per sample, times the IS weights, mean over the
-  batch, PAL's λ per member; double DQN or max; γ; only termination stops the bootstrap);
-* the gradients by ``torch.func.grad`` of that loss under the same ``vmap`` (each member's own gradient);
-* gradient-norm clipping per member (``clip_grad_norm_``'s formula over that member's slices);
-* the optimizer step by torch's own optimizer class, built with the members' own hyperparameters, over the
-  stacked tensors: Adam and RMSProp are elementwise, so one step over stacked tensors is S independent steps.
-  Their step counts enter the update as one scalar per tensor, so members with different step counts (a member
-  resumed from an older checkpoint) are stepped in separate groups.
+**The members stay the source of truth**: their parameters and optimizer state are rebound as views of their rows
+(``tensor.data = stacked[i]``), so acting, evaluation, target syncs and checkpoints see the stacked update's
+numbers with no copy per call. A subset of members is gathered, stepped and copied back, one call per tensor.
 
-**The members stay the source of truth.** Building the engine moves each member's parameters, target parameters
-and optimizer state into stacked storage (one tensor per parameter and state entry, a row per member) and rebinds
-the member's own tensors as views of their rows (``tensor.data = stacked[i]``, so the module's parameters and
-the optimizer's state keep their identity). Acting, evaluation, target syncs, a member's own ``learn`` and
-checkpoints (:meth:`~per_cli.rl.agent.DQNAgent.state_dict` copies, so a checkpoint holds one member's tensors, not
-the shared storage) all see the numbers the stacked update writes, with no copy per call. When only some members
-train in a step (members leave a cohort at different steps), their rows are gathered (``index_select``), stepped
-and copied back (``index_copy_``): one call per tensor, not per member.
-
-**Equivalence** (``tests/rl/test_stacked.py``): one stacked update equals each member's own
-:meth:`~per_cli.rl.agent.DQNAgent.learn` to float32 rounding, not always bit for bit: batched matmuls and
-convolutions may accumulate in another order than a member's own (measured with torch 2.13 on the CPU: the MLP
-updates are bit-identical, the MinAtar CNN's differ by about one ulp).
-
-**Fail closed**: :func:`stacked_misfit` names the first thing the stacked path does not handle (another optimizer
-class, a fused or capturable optimizer, a network with buffers, members whose settings or shapes differ, ...).
-:func:`stacked_refusal` adds where it is measured not to pay: a single member, and on the CPU networks above
-:data:`CPU_MAX_PARAMS` parameters (so on the CPU it serves small MLPs under ``agent.engine: torch``, RMSProp or tanh;
-MinAtar's CNN stacks on CUDA only). The cohort then keeps the sequential per-member update and says why.
+**Equivalence** (``tests/rl/test_stacked.py``): equal to each member's own ``learn`` to float32 rounding (batched
+products may accumulate in another order). **Fail closed**: :func:`stacked_misfit` names the first thing it does
+not handle; :func:`stacked_refusal` also refuses a single member and, on the CPU, networks above
+:data:`CPU_MAX_PARAMS` parameters, where it does not pay (docs/cohorts.md). The cohort then updates member by member.
 """
 
 from __future__ import annotations
@@ -99,20 +79,15 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
     return None
 
 
-# On the CPU a stacked update pays for small networks only: for larger ones the elementwise optimizer step and the
-# batched matmuls over S stacked copies run out of cache, while one member's tensors stay in it. Measured
-# (benchmarks/stacked_update.py --crossover, sequential/stacked CPU time at S = 10 and 100, under load; the table in
-# docs/cohorts.md, two invocations): 4-128-2 (898 parameters) 2.5-2.6x and 6.4-8.8x; 4-256-256-2 (67,000) 1.4-1.5x
-# and 1.1-1.3x; MinAtar's CNN (135,000) 1.0-1.1x and 0.85x; 4-512-512-2 (266,000) 0.75-1.0x and 0.55x. Where it
-# does not clearly pay, the sequential updates are kept: they are also bit-exact solo updates. On CUDA the stacked
-# update is always taken.
+# On the CPU a stacked update pays for small networks only (larger ones run out of cache: docs/cohorts.md,
+# benchmarks/stacked_update.py --crossover); on CUDA it is always taken.
 CPU_MAX_PARAMS = 100_000
 
 
 def stacked_refusal(agents: Sequence[Any]) -> str | None:
     """None when a cohort of ``agents`` should update through :class:`StackedEngine`: it computes their own
-    updates (:func:`stacked_misfit`), there are at least two of them, and it is not measured slower than their
-    own updates (on the CPU: networks of at most :data:`CPU_MAX_PARAMS` parameters); else why not."""
+    updates (:func:`stacked_misfit`), there are at least two, and on the CPU their networks have at most
+    :data:`CPU_MAX_PARAMS` parameters; else why not."""
     why = stacked_misfit(agents)
     if why is not None:
         return why

@@ -1,19 +1,11 @@
 """A cohort: S runs of one config that differ only in the seed, trained in lockstep in one process.
 
-Each seed is a :class:`~per_cli.train.loop.trainer.Trainer` of its own (env, memory, agent, RNG streams, schedules,
-counters, evaluation, run directory), built exactly as its solo run would be; :mod:`per_cli.train.loop.lockstep`
-runs them through the one training loop, whose phases (:class:`~per_cli.train.loop.steps.Steps`) are the same
-calls a solo run makes over a list of one: ONE compiled call over the members for ε's draws, the update, the
-greedy actions and the insertion TD errors (:mod:`per_cli.train.loop.updates`), and for memories of vector states
-the stores, the batches and the priority updates (:class:`~per_cli.replay.cohort.CohortSampling`).
-Each member's RNG streams are seeded from its own seed only, and each runs the solo kernel on its own buffers, so
-a member of a cohort computes what its solo run computes (tests/train/loop/test_cohort.py checks it bit for bit).
-
-The engine is chosen as for a solo run (``agent.engine: auto`` is numba wherever
-:func:`~per_cli.rl.engines.supports` accepts the config). Under the torch engine (CUDA, CNNs, ``engine: torch``)
-the members update in one stacked torch call (:class:`~per_cli.rl.engines.stacked.StackedEngine`; equal to their
-solo updates to float32 rounding); where that path does not run or does not pay, the members update one after
-another, still in lockstep, and :attr:`Cohort.note` says so.
+Each seed is a :class:`~per_cli.train.loop.trainer.Trainer` built exactly as its solo run would be, and
+:mod:`per_cli.train.loop.lockstep` runs them through the one loop, whose phases are the calls a solo run makes over
+a list of one. Each member's RNG streams come from its own seed and it runs the solo kernel on its own buffers, so
+a member computes what its solo run computes (tests/train/loop/test_cohort.py checks it bit for bit). Under the
+torch engine the members update in one stacked call (:class:`~per_cli.rl.engines.stacked.StackedEngine`) where
+it runs and pays, else one after another; :attr:`Cohort.note` says which.
 """
 
 from __future__ import annotations

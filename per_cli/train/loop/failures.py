@@ -47,9 +47,8 @@ class Alive:
 def guard(member: Any, phase: Callable, *args: Any) -> Any:
     """Run one phase of one member; an exception fails that member only (recorded with its traceback).
 
-    An exception caused by an interrupt is the interrupt, not a failure: a signal that arrives while a compiled
-    (numba) function returns surfaces as ``SystemError: ... returned a result with an exception set``, chained
-    to the RunInterrupted that the handler raised. It stops every member (recorded ``interrupted``)."""
+    An exception caused by an interrupt (e.g. a ``SystemError`` chained to RunInterrupted, from a signal during a
+    compiled call's return) is the interrupt, not a failure: it stops every member (recorded ``interrupted``)."""
     try:
         return phase(*args)
     except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on

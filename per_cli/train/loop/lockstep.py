@@ -49,10 +49,8 @@ def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: 
     between steps (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted after every unfinished member
     recorded one; numpy's overflow warnings stay quiet (divergence is checked).
 
-    Denormal floats are flushed to zero on this thread while training (torch, numpy and the numba engine
-    alike): Adam's moments of dead ReLU units decay through the denormal range, where x86 arithmetic is ~100x
-    slower (it tripled the update time of configs/cartpole_uniform.yaml). The flag is process state, restored
-    when the loop ends.
+    Denormal floats are flushed to zero on this thread while training: Adam's moments of dead ReLU units decay
+    through the denormal range, where x86 arithmetic is far slower. The flag is restored when the loop ends.
     """
     Alive.over(members)  # (this run's: a member fails through failures.fail)
     for member, run_dir in zip(members, run_dirs, strict=True):

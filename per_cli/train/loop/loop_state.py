@@ -1,10 +1,8 @@
 """The training loop's counters: what a checkpoint carries so that a resumed run continues exactly, and
 the per-episode bookkeeping behind the progress line and the summary.
 
-The counters every step moves (the step, the episodes, the episode in progress's return and length) and this
-step's ε, β and episode-end flag are columns of :class:`Counters`, arrays over the loop's members (the seed
-axis): the loop's phases move them for every member at once (:class:`~per_cli.train.loop.steps.Steps`), and a
-member's :class:`LoopState` reads and writes its own row. A LoopState outside a loop has a counters of one row."""
+The per-step counters are columns of :class:`Counters`, arrays over the seed axis that the loop's phases move for
+every member at once; a member's :class:`LoopState` reads and writes its own row (one row outside a loop)."""
 
 from __future__ import annotations
 

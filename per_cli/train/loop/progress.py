@@ -112,7 +112,7 @@ class RichTrainProgress:
         self._progress.update(self._task, completed=self.budget.done(step, info), stats=stats)
 
 
-# a plain line at least this often (a run of 10^12 steps would otherwise wait for its first tenth)
+# a plain line at least this often, however long the run
 PLAIN_EVERY_S = 60.0
 
 

@@ -48,16 +48,11 @@ class SignalStop:
     """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`: at once, or
     with ``deferred`` at the next :meth:`check` (a second signal still raises at once).
 
-    A training run defers: an exception raised by a handler at an arbitrary point lands wherever Python happens to
-    be, and inside compiled code's callbacks that breaks things. Inside llvmlite's object-cache callback (a numba
-    compile in flight) the process crashed with SIGSEGV; numba unboxing a typed list while the exception was
-    set replaced it with ``TypeError: can't unbox ... as a <NULL>``, no chain back to it, and the run was
-    recorded failed. Deferred, the loop raises it between steps (it calls :meth:`check` once per step, the
-    evaluation once per step of its episodes: :func:`check_pending`), where nothing is half done; a second
-    Ctrl-C is there for a step that takes too long. Where an error still comes while a received signal is
-    pending (the second signal's), :func:`pending_interrupt` names it, and the loop counts the error as the
-    interrupt. A grid's driver and its workers between runs do not defer: they wait on pipes and processes,
-    which the exception must break.
+    A training run defers: an exception raised inside compiled code's callbacks (numba compiling, unboxing a typed
+    list) crashes or is mangled, so the loop raises it between steps (:meth:`check` once per step, the evaluation
+    per step of its episodes: :func:`check_pending`), where nothing is half done. An error that comes while a
+    signal is pending counts as the interrupt (:func:`pending_interrupt`). A grid's driver and workers between runs
+    do not defer: the exception must break their waits on pipes and processes.
     """
 
     def __init__(self, deferred: bool = False) -> None:

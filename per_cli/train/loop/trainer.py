@@ -34,9 +34,8 @@ class Trainer(MemberData):
     def run(self, run_dir: Path) -> dict[str, Any]:
         """Train until the budget is spent; always leaves a ``summary.json``: completed; failed (re-raised; a
         divergence names its likely cause); or interrupted by Ctrl-C or SIGTERM (raised as RunInterrupted,
-        resumable from the latest checkpoint). A cohort of one: :func:`~per_cli.train.loop.lockstep.run_members`
-        runs the loop's phases (:class:`~per_cli.train.loop.steps.Steps`) over a list of one, so ``--seed 1`` and
-        ``--seeds 1`` run the same code."""
+        resumable from the latest checkpoint). A cohort of one (:func:`~per_cli.train.loop.lockstep.run_members`),
+        so ``--seed 1`` and ``--seeds 1`` run the same code."""
         summary = run_members([self], [run_dir], Steps([self]))[0]
         if self.error is not None:
             raise self.error

@@ -1,11 +1,9 @@
 """A member's checkpoints: what it saves, and how a run continues from them (``per train --resume``).
 
-Functions over a :class:`~per_cli.train.loop.member_data.MemberData`. Each component saves itself (agent, loop
-counters, evaluator, RNG streams, env, metric windows) as plain data: dicts, lists, numbers, strings, numpy arrays
-and torch tensors, no per_cli object, so a checkpoint is read with ``torch.load(weights_only=True)`` and does not
-depend on where per_cli's classes live; the envs' snapshots too
-(:func:`~per_cli.train.checkpoints.env_state.snapshot_env`: their attributes' values, set back on the env the
-run's config makes). :mod:`per_cli.train.checkpoints.checkpoint` only writes and reads the files.
+Functions over a :class:`~per_cli.train.loop.member_data.MemberData`. Each component saves itself as plain data
+(dicts, lists, numbers, strings, numpy arrays, torch tensors; envs by
+:func:`~per_cli.train.checkpoints.env_state.snapshot_env`), so a checkpoint is read with
+``torch.load(weights_only=True)`` and does not depend on where per_cli's classes live.
 """
 
 from __future__ import annotations

@@ -2,11 +2,8 @@
 time-limit-as-termination of older protocols (``env.done_reward``, ``env.done_reward_except_return``,
 ``env.truncation_terminates``).
 
-Why here and not in an env wrapper: these rules change what the *learner* sees (the replay memory, hence the TD
-targets and priorities), never the env. Logged episode returns and greedy evaluation stay the env's own, so runs
-with and without them compare on one scale; and the one rule serves every path that stores a transition (a
-member's own ``Trainer.step_env`` and a cohort's vector store of EnvPool steps) instead of one copy per env
-backend.
+Why not an env wrapper: these rules change what the *learner* sees, never the env, so logged returns and
+evaluation stay on the env's scale, and one rule serves every path that stores a transition.
 
 The seed notebook's ``reward = reward if not done or score == 499 else -10`` (old gym's ``done``: terminated or
 truncated; ``score``: the episode's return before this step) is ``done_reward: -10``,

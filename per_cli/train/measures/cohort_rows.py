@@ -1,15 +1,9 @@
 """A cohort's measured updates kept as arrays over the seed axis until each member's window takes its own.
 
-A cohort step measures its S members' updates in one pass (``update_measures.measure_table``: a (S, columns)
-table, the states' feature variances (S, features), with iid the states themselves). Handing every member's row
-to its window at every update was S Python calls a step, the largest per-member cost left in the loop. Instead
-:class:`CohortRows` writes each step's arrays into one ring of (steps, S, ...) arrays, and a member's window
-takes its rows, in order, when it reads or adds updates (its ``pull``: at an episode's end, a log point, a
-checkpoint, the run's end): one strided gather per member per log window, not a call per update.
-
-Each window's updates stay exactly what they were and in the order they came (the values of ``pop`` do not
-change): a window pulls before it pops, saves its state or adds an update of its own, and before the ring
-overwrites a step whose rows a window has not taken, that window takes them.
+A cohort step's measures (``update_measures.measure_table``) go into one ring of (steps, S, ...) arrays, and a
+member's window takes its rows, in order, when it reads or adds updates (its ``pull``): one gather per member per
+log window rather than a Python call per member per step. A window pulls before it pops, saves or adds an update
+of its own, and before the ring overwrites rows it has not taken, so its updates and their order are unchanged.
 """
 
 from __future__ import annotations

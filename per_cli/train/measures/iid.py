@@ -1,42 +1,17 @@
-"""How far a batch is from independent draws from the memory: the study's i.i.d. measures.
+"""How far a batch is from independent draws from the memory: the study's i.i.d. measures (docs/metrics.md).
 
-* **State diversity.** The batch's mean pairwise squared distance between states, each feature standardized by
-  the memory's standard deviation, divided by the value expected for B independent draws from the memory.
-  With z = (x − μ)/σ per feature, the mean over the B(B−1)/2 pairs i < j of ‖zᵢ − zⱼ‖² equals
-  2 Σₖ s²ₖ / σ²ₖ, where s²ₖ is the batch's unbiased (ddof 1) variance of feature k; the mean μ cancels. For
-  independent draws s²ₖ is an unbiased estimate of σ²ₖ, so the expected value is 2·d for the d features with
-  nonzero spread, and
+* **State diversity** = (1/d) Σₖ s²ₖ(batch) / σ²ₖ(memory) over the d features varying in the reference: the
+  batch's mean pairwise squared standardized distance over its expectation 2d for independent draws (about 1
+  for a uniform batch, near 0 for consecutive states). σ²ₖ (ddof 1) comes from ``REFERENCE_SIZE`` uniform draws
+  (``memory.reference_obs``); fewer draws bias 1/σ̂² upwards for heavy-tailed features (docs/metrics.md).
+* **Episode diversity**: distinct episodes in the batch / min(B, episodes the memory holds).
+* **Unweighted TD loss**: the run's loss (:class:`per_cli.rl.losses.TDLoss`) of δ averaged without IS weights,
+  so that prioritized and unprioritized kinds compare; for PAL divided by its batch's λ, as the update divides it.
 
-      state_diversity = (1/d) Σₖ s²ₖ(batch) / σ²ₖ(memory)
-
-  which is about 1 for a uniform batch and near 0 for consecutive states (which barely move). σ²ₖ comes from a
-  reference sample of the memory (``memory.reference_obs``: uniform draws with replacement, independent of
-  the sampler), with the same ddof-1 estimator. Standardizing with the reference's own variance makes the
-  reference's mean pairwise squared distance exactly 2·d, so "divide by 2d" and "divide by the reference
-  sample's own mean pairwise distance" are the same number: the denominator is consistent with the
-  standardization by construction. Features constant in the reference (zero range) are dropped: they carry
-  no spread to compare with. The reference is ``REFERENCE_SIZE`` = 4096 draws, not a few hundred: 1/σ̂² is a
-  convex function of σ̂², so E[1/σ̂²] > 1/σ², by about 2/(n − 3) for Gaussian features but by far more for
-  heavy-tailed ones, whose variance comes from rare far states (Pong's projected frames: kurtosis up to 270).
-  A reference that misses them makes σ̂² too small for the whole window and the measure too large: uniform
-  batches of a random-policy Pong memory read 1.42 with 256 draws, 1.04 with 1,024, 0.99 with 4,096 and with
-  the whole memory (``tests/train/measures/test_metrics.py`` has a synthetic case: 0.4% of states 30σ away).
-* **Episode diversity.** Distinct episodes among the batch's transitions / min(B, episodes the memory holds):
-  1 when every sampled transition could come from a different episode and does, 1/B for a batch from one
-  episode when the memory holds many.
-* **Unweighted TD loss.** The run's loss function (:class:`per_cli.rl.losses.TDLoss`: Huber with β 1 or MSE per
-  ``agent.loss``, or LAP's or PAL's for those replay kinds) of δ averaged over the batch without
-  importance-sampling weights, so that prioritized and unprioritized kinds compare; for PAL divided by its
-  batch's λ, as the update divides it (the loss PAL minimises; LAP's and PAL's are logged on their own scales).
-
-States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension (Atari 4×84×84 uint8, MinAtar
-10×10×C bool), are measured on a fixed low-dimensional view: a random projection of the flattened raw state to
-``PROJECTION_DIM`` features, with random-sign (Rademacher, ±1) entries drawn from a fixed seed: the same matrix
-for batch and reference, in every run, so values compare across runs. Like a Gaussian projection it keeps
-squared distances in expectation (Johnson–Lindenstrauss; Achlioptas 2003), and the diversity is then measured
-on the projected features. Signs rather than Gaussian entries make the float32 products exact for uint8 and
-bool states (integer sums below 2²⁴), so identical states project identically whatever the chunking or BLAS
-kernel; other dtypes, or states too large for that bound, are projected in float64.
+States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension, are measured on a fixed random
+±1 projection to ``PROJECTION_DIM`` features (same seed in every run, so values compare across runs; it keeps
+squared distances in expectation). Signs make the float32 products exact for uint8 and bool states (integer
+sums below 2²⁴), so identical states project identically whatever the chunking; other dtypes use float64.
 """
 
 from __future__ import annotations
@@ -53,8 +28,7 @@ MAX_RAW_FEATURES = 64
 PROJECTION_DIM = 32
 PROJECTION_SEED = 0x11D
 REFERENCE_SIZE = 4096
-# the reference is drawn this many states at a time, or more where they are small: at most ~14 MiB of raw states
-# (512 Atari frame stacks) held at once
+# the reference is drawn this many states at a time, or more where they are small (bounded raw state memory)
 REFERENCE_CHUNK = 512
 REFERENCE_CHUNK_BYTES = 14 << 20
 # flattened states are projected this many bytes (as float32) at a time: bounded memory for image batches
@@ -104,9 +78,8 @@ def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
 
 def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
     """``n`` states drawn uniformly with replacement from ``memory`` (``memory.reference_obs``, with ``rng``),
-    as viewed features (n, k): drawn and viewed ``REFERENCE_CHUNK`` at a time, then as many at a time as fit in
-    ``REFERENCE_CHUNK_BYTES`` (the same draws: each state's index is one bounded draw from ``rng``, whatever the
-    chunk), so raw image states never occupy more than one chunk."""
+    as viewed features (n, k), drawn in chunks (the same draws whatever the chunk) so raw image states never
+    occupy more than one chunk."""
     first = memory.reference_obs(min(REFERENCE_CHUNK, n), rng)
     views = [state_view(first, obs_ndim)]
     lo = len(first)
@@ -119,10 +92,8 @@ def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REF
 
 
 def reference_variance(reference: np.ndarray) -> np.ndarray:
-    """Per-feature ddof-1 variance of a reference sample (n, k) of the memory; NaN where the feature is constant
-    (zero range: dropped from the measure). Needs n ≥ 2. Computed in one compiled pass
-    (:func:`variance_by_feature`, ~15x faster than numpy's ``var`` and ``ptp``, the same arithmetic: the test of
-    this module compares them), on the sample as a C float64 array."""
+    """Per-feature ddof-1 variance of a reference sample (n, k), n ≥ 2; NaN where the feature is constant
+    (dropped from the measure). Numpy's arithmetic, in one compiled pass (:func:`variance_by_feature`)."""
     if reference.ndim != 2:
         raise ValueError(f"a reference sample is (states, features), got shape {reference.shape}")
     if len(reference) < 2:
@@ -135,11 +106,7 @@ def variance_by_feature(reference):
     """Per-feature ddof-1 variance of a C float64 array (n, k), n >= 2, as numpy's ``var(axis=0, ddof=1)``
     computes it for k >= 2 (numpy reduces over the rows of such an array one row after another): per feature,
     the sum of the values in row order over n, then the squared deviations summed in row order over n - 1.
-    NaN where every value equals the first (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN).
-
-    The features' sums run side by side, row by row (each feature's own sum is still one addition after
-    another in row order): k independent chains of dependent additions overlap, where one feature at a time
-    waited on each addition in turn."""
+    NaN where every value equals the first (``np.ptp == 0``; a feature holding NaN or ±inf comes out NaN)."""
     n, k = reference.shape
     totals = np.zeros(k, dtype=np.float64)
     for i in range(n):
@@ -178,7 +145,7 @@ def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
 def pairwise_sum(a, n, zero):
     """numpy's sum of ``a[:n]`` (n <= 128) in the type of ``zero``: its pairwise summation's base case, 8
     running sums after 8 numbers (fewer: one after another, from zero). The running sums are scalars, not an
-    8-array: a copy per call cost more than the sums themselves (two calls per feature of every batch)."""
+    8-array (cheaper per call)."""
     if n < 8:
         total = zero
         for i in range(n):
@@ -206,9 +173,8 @@ def pairwise_sum(a, n, zero):
 def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
     """``state_diversity(state_view(states, 1), ref_var)`` for vector states (U, B, k). One rule, by shape and
     dtype: float32 states of fewer than 8 features (classic control), with at least 2 of them varying in the
-    reference, in batches of 2 to 128 (:func:`variances_apply`), are computed in one compiled pass
-    (:func:`_raw_diversity`, numpy's arithmetic: ~12 numpy calls saved per log); anything else by numpy's
-    reductions (``tests/train/measures/test_iid.py`` compares the two)."""
+    reference, in batches of 2 to 128 (:func:`variances_apply`), in one compiled pass with numpy's arithmetic
+    (:func:`_raw_diversity`); anything else by numpy's reductions (the tests compare the two)."""
     keep = np.flatnonzero(~np.isnan(ref_var))
     if len(keep) >= 2 and ref_var.dtype == np.float64 and variances_apply(states):
         return _raw_diversity(states, ref_var, keep)
@@ -233,10 +199,8 @@ def _raw_diversity(states, ref_var, keep):
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
 def feature_variances(states):
     """Per batch of float32 states (U, B, k), k < 8, 2 <= B <= 128, each feature's ddof-1 variance over the batch
-    (U, k) float64, as ``state_diversity`` computes it: ``batches[:, :, keep]`` lays each (feature, batch) row out
-    contiguously, so numpy's sums over the batch are its pairwise sums of a row (:func:`pairwise_sum`): the
-    states shifted by the batch's first (float64), their sum over B, the squared deviations' sum over B - 1.
-    It needs no reference, so a cohort computes it per update (``per_cli.train.measures.update_measures``)."""
+    (U, k) float64, with ``state_diversity``'s arithmetic (numpy's pairwise sums: :func:`pairwise_sum`). It needs
+    no reference, so it is computed per update (``per_cli.train.measures.update_measures``)."""
     u, b, k = states.shape
     out = np.empty((u, k), dtype=np.float64)
     shifted = np.empty(b, dtype=np.float64)
@@ -280,9 +244,8 @@ def episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def _episode_diversity(episodes, held):
-    """Distinct ids per row counted by marking them in a table over the row's id range (a batch's episodes
-    span a few hundred ids; a sort costs ~1 µs a row), by sorting where the range is wide; then numpy's
-    division."""
+    """Distinct ids per row, marked in a table over the row's id range (by sorting where the range is wide);
+    then numpy's division."""
     u, b = episodes.shape
     out = np.empty(u, dtype=np.float64)
     seen = np.zeros(4096, dtype=np.bool_)

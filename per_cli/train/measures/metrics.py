@@ -31,7 +31,7 @@ def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
 
 def totals(values: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
     """(sum, count) of each array of per-update ``values``."""
-    add = np.add.reduce  # np.sum's own reduction, without its Python dispatch (~1 µs a call)
+    add = np.add.reduce  # np.sum's own reduction, without its Python dispatch
     return {key: (float(add(array, axis=None)), len(array)) for key, array in values.items()}
 
 
@@ -47,9 +47,6 @@ class RunningMeans:
         for key, value in values.items():
             self._sums[key] += value
             self._counts[key] += 1
-
-    def add_many(self, values: dict[str, np.ndarray]) -> None:
-        self.add_totals(totals(values))
 
     def add_totals(self, sums: dict[str, tuple[float, int]]) -> None:
         """Add ``totals(values)``: computed once when several means take the same values."""
@@ -80,13 +77,12 @@ class RunningMeans:
 
 def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> dict[str, np.ndarray]:
     """Per update (row) of the TD errors ``raw_td`` (U, B) and IS weights ``weights`` (U, B): |δ|'s mean, median,
-    max and std, the unweighted TD loss (``iid.unweighted_td_loss``) and the weights' mean. One rule, by shape
-    and dtype (:func:`exact_td`): C float32 rows of at most 128 (the batches of every shipped config) are
-    computed in one compiled pass (:func:`_td_kernel`, ~8 numpy calls saved per log), anything else by numpy's
-    reductions; both are the same arithmetic (``tests/train/measures/test_metrics.py`` compares them)."""
+    max and std, the unweighted TD loss (``iid.unweighted_td_loss``) and the weights' mean. Rows that
+    :func:`exact_td` accepts go through one compiled pass (:func:`_td_kernel`), others through numpy's
+    reductions: the same arithmetic (the tests compare them)."""
     if exact_td(raw_td, weights, loss):
         ordered = np.abs(raw_td)
-        ordered.sort(axis=1)  # numpy's sort (np.sort's, in place): several times faster than a compiled one here
+        ordered.sort(axis=1)  # numpy's sort, in place
         mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, weights, *td_constants(loss))
         return {"mean": mean, "median": median, "max": top, "std": std, "unweighted": unweighted,
                 "weight_mean": weight_mean}  # fmt: skip
@@ -96,15 +92,14 @@ def td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> 
 @lru_cache(maxsize=16)
 def td_constants(loss: TDLoss | str) -> tuple[int, float, float, float, float, float]:
     """The loss's arguments of :func:`_td_kernel` after the arrays (``iid.loss_constants``); a name: that loss
-    with the default κ and α. (Cached: a run has one loss, measured every update.)"""
+    with the default κ and α."""
     return loss_constants(TDLoss.of(loss))
 
 
 def exact_td(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | str) -> bool:
     """Whether :func:`td_measures` computes these rows in its compiled pass (each row's values its own): C float32
     TD errors and weights of one shape (U, B), B <= 128 (:func:`~per_cli.train.measures.iid.pairwise_sum`'s
-    rows), and a known loss (a :class:`~per_cli.rl.losses.TDLoss` or its name). A static rule: the shapes and
-    dtypes decide, nothing measured at run time."""
+    rows), and a known loss (a :class:`~per_cli.rl.losses.TDLoss` or its name). Shapes and dtypes decide."""
     exact = raw_td.ndim == 2 and raw_td.dtype == np.float32 and raw_td.flags.c_contiguous and raw_td.shape[1] <= 128
     exact = exact and weights.dtype == np.float32 and weights.flags.c_contiguous and weights.shape == raw_td.shape
     return exact and (isinstance(loss, TDLoss) or loss in LOSS_CODES)
@@ -124,13 +119,10 @@ def _numpy_td_measures(raw_td: np.ndarray, weights: np.ndarray, loss: TDLoss | s
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
 def _td_kernel(raw_td, ordered, weights, code, kappa, alpha, inside, outside, power):
-    """``_numpy_td_measures`` for float32 (U, B), B <= 128, as numpy computes it: float32 rows summed pairwise
-    (:func:`pairwise_sum`), a mean as float32(float64(sum) / B) (numpy divides by its intp count in float64),
-    the std from the float32 mean and squares, the median as the middle value or the float32 mean of the two
-    middle ones of ``ordered`` (each row of |δ| sorted), NaN propagated; the unweighted loss in float64 from
-    float64(δ), each sample's by ``iid.sample_loss`` as ``iid.unweighted_td_loss`` takes it (``code`` the loss's,
-    ``td.LOSS_CODES``; ``inside``, ``outside``, ``power``: ``iid.pal_constants``; PAL's λ the row's mean of
-    max(|δ|, κ)^α)."""
+    """``_numpy_td_measures`` for float32 (U, B), B <= 128, with numpy's arithmetic: pairwise float32 sums
+    (:func:`pairwise_sum`), means as float32(float64(sum) / B), the median from ``ordered`` (each row of |δ|
+    sorted), NaN propagated; the unweighted loss in float64 by ``iid.sample_loss`` (``code``: ``td.LOSS_CODES``;
+    ``inside``, ``outside``, ``power``: ``iid.pal_constants``)."""
     u, b = raw_td.shape
     mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
     std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
@@ -173,15 +165,9 @@ _CHUNK_BYTES = 16 << 20
 
 
 def batched_correlation_counts(states: np.ndarray, threshold: float) -> np.ndarray:
-    """``correlation_count`` for each batch in ``states`` of shape (U, B, ...) at once.
-
-    Per batch: centre each flattened state, form the Gram matrix G = X Xᵀ with one matrix product, and scale
-    it by the inverse norms (the square roots of its diagonal) into the correlation matrix. A constant state
-    centres to exactly zero (its mean is accumulated in float64, which is exact for such a row), so its inverse
-    norm is set to zero and all its correlations are 0: counted as uncorrelated, no division by zero. The
-    scaling and counting over i < j run in one compiled pass (:func:`_count_above`: the same float32 products
-    in the same order, so the same counts as numpy's elementwise passes, several times faster).
-    """
+    """``correlation_count`` for each batch in ``states`` of shape (U, B, ...) at once: centred flattened
+    states, their Gram matrix, scaled by the inverse norms into correlations (:func:`_count_above`). A constant
+    state centres to exactly zero, so its correlations are 0: uncorrelated, no division by zero."""
     u, b = states.shape[:2]
     flat = states.reshape(u, b, -1)
     chunk = max(1, _CHUNK_BYTES // (4 * b * flat.shape[2]))
@@ -205,11 +191,9 @@ def _centred(flat: np.ndarray) -> np.ndarray:
 
 
 def gram(x: np.ndarray) -> np.ndarray:
-    """The Gram matrices ``x xᵀ`` of float32 ``x`` (U, B, d), by BLAS. One rule, by shape: short rows (d < 8)
-    are multiplied by a contiguous copy of the transpose (one ``sgemm`` per batch: numpy's ``x @ x.transpose``
-    is a ``ssyrk``, ~2x slower at these sizes), longer ones (image states, where the copy would be large) by
-    numpy's own ``x @ x.transpose(0, 2, 1)``. Both are float32 products of the same rows, equal to float32
-    rounding (``tests/train/measures/test_metrics.py`` compares them)."""
+    """The Gram matrices ``x xᵀ`` of float32 ``x`` (U, B, d), by BLAS: short rows (d < 8) times a contiguous
+    copy of the transpose (an ``sgemm`` rather than numpy's ``ssyrk``), longer ones by numpy's own product.
+    Both equal to float32 rounding (the tests compare them)."""
     if x.shape[2] < _SHORT_ROW:
         return x @ np.ascontiguousarray(x.transpose(0, 2, 1))
     return x @ x.transpose(0, 2, 1)
@@ -240,11 +224,8 @@ def _centred_short_rows(x):
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN comparisons and the float32 rounding must stay IEEE's
 def _count_above(gram, threshold):
     """Per Gram matrix G of ``gram`` (U, B, B) float32: pairs i < j with |G_ij · s_i · s_j| > ``threshold``
-    (float32), s_i = 1/√G_ii (float32), 0 where G_ii is not positive (a constant state).
-
-    Each row is counted over all its columns, with j > i as part of the condition and an int32 sum: a loop
-    without a branch, which LLVM vectorizes (counting from i + 1 with ``if`` ran 2-7x slower at B = 64). The
-    values compared are the same float32 products in the same order; integer sums do not depend on order."""
+    (float32), s_i = 1/√G_ii (float32), 0 where G_ii is not positive (a constant state). Each row is counted
+    over all its columns with j > i in the condition: a branch-free loop that LLVM vectorizes."""
     u, b = gram.shape[0], gram.shape[1]
     counts = np.empty(u, dtype=np.int64)
     inv = np.empty(b, dtype=np.float32)

@@ -1,14 +1,9 @@
 """State diversity's reference sample, drawn and reduced to its feature variances in one compiled call.
 
-Every ``log.every`` updates a run's update window draws a fresh reference of ``iid.REFERENCE_SIZE`` states from
-its memory, uniformly with replacement, with the window's own generator, and keeps only their per-feature
-variance (:func:`iid.reference_variance`). For a plain ring of vector states (:func:`compiled_applies`, a static
-rule on the memory's type and its states' shape) :func:`drawn_reference_variance` does it all in one compiled
-call: each state's id is ``rng.integers(oldest, newest + 1)``, drawn by numba's implementation of numpy's
-``Generator`` (its public nopython API, on the generator's own bit generator: :func:`_fill_ids`, the definition
-of these draws, the same kernel for a solo run and every member of a cohort); the states are gathered as
-float64 and the variance is :func:`iid.variance_by_feature`'s. Any other memory (image states, frame stacks)
-is drawn by its own ``memory.reference_obs`` and viewed by :func:`iid.reference_view`.
+For a plain ring of vector states (:func:`compiled_applies`) each id is ``rng.integers(oldest, newest + 1)`` on
+numba's ``Generator`` (:func:`_fill_ids`, the definition of these draws, solo and in a cohort), the states are
+gathered as float64 and reduced by :func:`iid.variance_by_feature`. Any other memory is drawn by its own
+``memory.reference_obs`` and viewed by :func:`iid.reference_view`.
 """
 
 from __future__ import annotations
@@ -40,8 +35,7 @@ def drawn_reference_variance(memory, obs_ndim: int, rng: np.random.Generator, n:
 
 def compiled_applies(memory, obs_ndim: int, n: int) -> bool:
     """Whether :func:`drawn_reference_variance` draws this reference in its compiled call: a plain ring of
-    vector states of at most ``MAX_RAW_FEATURES`` numbers (used as they are, not projected), holding something;
-    n ≥ 2. A static rule: the memory's type and its states' shape decide."""
+    vector states of at most ``MAX_RAW_FEATURES`` numbers (not projected), holding something; n ≥ 2."""
     storage = getattr(memory, "storage", None)
     if type(storage) is not TransitionStorage or obs_ndim != 1 or storage.obs.ndim != 2 or n < 2:
         return False

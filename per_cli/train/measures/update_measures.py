@@ -1,13 +1,9 @@
 """The per-update measures, computed in one place: :func:`measure_rows`, over (S, B) arrays.
 
-Every update is measured here, once, when it is made: a cohort step's S members that updated in one call
-(their draw's stacked (members, batch) arrays, while they are in cache), a solo run's or a torch cohort member's
-single update (``UpdateWindow.add``: S = 1), and the raw updates a checkpoint saved before this path existed
-(measured when it is loaded). Each row's values are a function of that row alone (each kernel computes a row from
-its own data), so an update's measures do not depend on which others it was measured with. A window keeps only
-the floats of each update's row (:func:`row_layout`) and, for state diversity, the states and their per-feature
-variances: state diversity needs the reference variance drawn at the window's pop, so only its reference-free
-part, the feature variances (``iid.feature_variances``), is computed here.
+Every update is measured here once, when it is made: a cohort step's S members together, or one update
+(``UpdateWindow.add``: S = 1). Each row's values are a function of that row alone, so an update's measures do not
+depend on which others it was measured with. State diversity needs the reference drawn at the window's pop, so
+only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
 
 The measures themselves are :mod:`per_cli.train.measures.metrics`' and :mod:`per_cli.train.measures.iid`'s.
 """
@@ -84,15 +80,10 @@ def measure_table(
     row_layout) float64 table, and row k of its states' feature variances (U, features), float64 (None without
     iid, or where ``iid.variances_apply`` does not serve the states).
 
-    Every array is served, each taken as a C array (``np.ascontiguousarray``: what a stacked copy of the
-    updates would be) in its own dtype; each measure's own static rule (by dtype and shape) picks its compiled
-    pass or numpy's reductions: ``metrics.td_measures``' kernel for the float32 TD errors and weights
-    ``metrics.exact_td`` serves (the engines'), else numpy's. Where that kernel serves and the ages are int64
-    (the memories'), the TD measures, the mean age and the episode diversity are computed in one compiled call
-    (:func:`_compiled_columns`, the same kernels: the values, bit for bit, of ``td_measures``, numpy's mean of
-    the ages and ``iid.episode_diversity``, which ``tests/train/measures/test_update_measures.py`` compares).
-    ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and ``held`` with iid
-    (a ValueError without them)."""
+    Each measure's static rule (dtype and shape) picks its compiled pass or numpy's reductions, bit for bit the
+    same values; where ``metrics.exact_td`` serves and the ages are int64, the TD measures, mean age and episode
+    diversity come from one compiled call (:func:`_compiled_columns`). ``obs`` is needed where the windows count
+    correlations or measure iid, ``episodes`` and ``held`` with iid (a ValueError without them)."""
     threshold, iid, loss = window.threshold, window.iid, window.loss
     if (threshold is not None or iid) and obs is None:
         raise ValueError("measure_rows: the correlation count and the i.i.d. measures need the states (obs)")
@@ -150,8 +141,7 @@ def _compiled_columns(table, columns, td, ordered, weights, ages, episodes, held
     errors ``td`` (U, B) and ``weights`` (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted) and int64
     ``ages``: ``metrics._td_kernel``'s values (``metrics.td_measures``' compiled pass), the mean age; and, where
     ``episode_column`` >= 0, that column's episode diversity (``iid._episode_diversity``, for int64 ``episodes``
-    and ``held``). The ages are transition counts, below 2⁵³ / B: their float64 sum is exact in any order, so it
-    is numpy's, as is the division by B."""
+    and ``held``). The ages' float64 sum is exact (counts below 2⁵³ / B), so it is numpy's."""
     mean, median, top, std, unweighted, weight_mean = _td_kernel(
         td, ordered, weights, code, kappa, alpha, inside, outside, power
     )

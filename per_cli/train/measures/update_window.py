@@ -1,9 +1,6 @@
-"""The window of updates between two log points: each update measured when it comes, by the per-update measures'
-one path (:func:`per_cli.train.measures.update_measures.measure_rows`, over (S, B) arrays: a cohort step's S
-members at once, or one update), and kept as its row of floats until ``pop`` returns them all. State diversity
-needs a reference sample of the memory drawn at the pop, so it is computed there, from each update's feature
-variances or its states (the measures themselves: :mod:`per_cli.train.measures.metrics` and
-:mod:`per_cli.train.measures.iid`)."""
+"""The window of updates between two log points: each update measured when it comes
+(:func:`per_cli.train.measures.update_measures.measure_rows`) and kept as its row of floats until ``pop``; state
+diversity is computed at the pop, against a reference sample of the memory drawn then."""
 
 from __future__ import annotations
 
@@ -32,22 +29,13 @@ if TYPE_CHECKING:
 class UpdateWindow:
     """Per-update measures kept until ``pop``, which returns every update's scalars.
 
-    Every update is measured when it comes, by :func:`~per_cli.train.measures.update_measures.measure_rows`:
-    ``add`` measures its one update (arrays with a leading axis of 1), a cohort measures its members' updates of
-    a step together and hands each window its row (``add_measured``); either way the window keeps the row of
-    floats (``row_layout``), and the values are the same (each measure is a function of its own update's rows).
-    With ``iid`` on, ``add`` and ``pop`` take the memory: ``add`` records how many episodes it holds (episode
-    diversity's denominator at sampling time), and ``pop`` draws a fresh reference sample of
-    ``iid.REFERENCE_SIZE`` states from it (``reference.drawn_reference_variance``: one compiled call for a plain
-    ring of vector states, else ``iid.reference_view``; with the window's own generator, so training is
-    unaffected) at the first pop and then at the first pop after every ``refresh_every`` updates (``log.every``:
-    once per log window). Only the reference's per-feature variance is kept, so the window's state is small
-    (checkpoints hold it). State diversity needs that reference, so it is computed at ``pop``: from each update's
-    feature variances where every update came with them, else from the states, which the window keeps with iid.
-
-    ``state_dict`` gives the window as plain data (its settings, the updates held, the reference's variance and
-    counters, its generator's ``bit_generator.state``) and ``from_state_dict`` rebuilds a window that pops what
-    this one would have; checkpoints hold that (read with a weights-only load), never the pickled object.
+    ``add`` measures one update; a cohort measures its members' updates together and hands each window its rows
+    (``add_measured``, ``add_block``): the values are the same either way. With ``iid``, ``add`` records the
+    episodes the memory holds (episode diversity's denominator) and ``pop`` draws a reference of
+    ``iid.REFERENCE_SIZE`` states (``reference.drawn_reference_variance``, on the window's own generator so
+    training is unaffected) at the first pop and after every ``refresh_every`` updates; only its per-feature
+    variance is kept. ``state_dict``/``from_state_dict``: the window as plain data (checkpoints hold that, read
+    with a weights-only load), restored to pop what this one would have.
     """
 
     def __init__(

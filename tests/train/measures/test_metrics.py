@@ -24,6 +24,7 @@ from per_cli.train.measures.metrics import (
     exact_td,
     gram,
     td_measures,
+    totals,
 )
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -148,7 +149,7 @@ def test_running_means_average_since_the_last_pop():
     means = RunningMeans()
     assert not means
     means.add({"a": 1.0, "b": 10.0})
-    means.add_many({"a": np.array([2.0, 3.0])})
+    means.add_totals(totals({"a": np.array([2.0, 3.0])}))
     assert means
     assert means.pop() == pytest.approx({"a": 2.0, "b": 10.0})
     assert not means and means.pop() == {}
@@ -157,7 +158,7 @@ def test_running_means_average_since_the_last_pop():
 def test_running_means_rebuilt_from_their_state_dict_continue_the_same():
     means = RunningMeans()
     means.add({"b": 1.0, "a": 2.0})
-    means.add_many({"a": np.array([3.0, 4.5])})
+    means.add_totals(totals({"a": np.array([3.0, 4.5])}))
     state = means.state_dict()
     assert state == {"sums": {"b": 1.0, "a": 9.5}, "counts": {"b": 1, "a": 3}}
     assert type(state["sums"]) is dict and type(state["counts"]) is dict  # plain dicts, not defaultdicts
