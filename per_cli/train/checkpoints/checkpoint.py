@@ -3,7 +3,7 @@
 What goes in is ``trainer_state.state_dict`` (plain data, loaded weights-only).
 ``checkpoints/latest`` names the newest complete ``step_<12 digits>/`` folder (``trainer.pt``; with
 train.save_replay, ``replay/``: large arrays as ``.npy``, the rest in ``tree.pt``), written into ``.tmp-*`` and
-renamed first, so a crash leaves ``latest`` at a complete checkpoint. Layout and resume rules: docs/atari.md."""
+renamed first, so a crash leaves ``latest`` at a complete checkpoint. Layout and rules: docs/architecture.md."""
 
 from __future__ import annotations
 
