@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from per_cli.train.loop.stopping import as_interrupt, pending_interrupt
+
+
+class AliveRow(NamedTuple):
+    """A member's place in its loop's :class:`Alive` mask."""
+
+    loop: Alive
+    row: int
 
 
 class Alive:
@@ -33,7 +40,7 @@ class Alive:
         is it from now on."""
         alive = cls(len(members))
         for k, member in enumerate(members):
-            member.alive = (alive, k)
+            member.alive = AliveRow(alive, k)
             if member.error is not None:
                 alive.lose(k)
         return alive

@@ -81,10 +81,10 @@ def _keep(members: list[MemberData], *aligned: Any) -> tuple:
     row of the loop's alive mask is False: all of them as they are (the same objects) where none was dropped."""
     if not members:
         return (members, *aligned)
-    alive = members[0].alive[0]  # (the loop's: run_members made it over every member)
+    alive = members[0].alive.loop  # (the loop's: run_members made it over every member)
     if alive.failed == 0:
         return (members, *aligned)
-    kept = [k for k, m in enumerate(members) if alive.mask[m.alive[1]]]
+    kept = [k for k, m in enumerate(members) if alive.mask[m.alive.row]]
     if len(kept) == len(members):
         return (members, *aligned)
     return ([members[k] for k in kept], *([rows[k] for k in kept] for rows in aligned))

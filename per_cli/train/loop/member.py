@@ -1,7 +1,7 @@
 """What the loop's phases ask of a member: the face :mod:`~per_cli.train.loop.steps` and
-:mod:`~per_cli.train.loop.updates` see, as a Protocol in a leaf module (nothing of the loop imported), so that
-the phases type their members without importing the trainer that runs them (no import cycle, TYPE_CHECKING
-ones included). :class:`~per_cli.train.loop.trainer.Trainer` is the one implementation."""
+:mod:`~per_cli.train.loop.updates` see, as a Protocol in a leaf module (of the loop only the leaf ``failures``
+imported), so that the phases type their members without importing the trainer that runs them (no import cycle,
+TYPE_CHECKING ones included). :class:`~per_cli.train.loop.trainer.Trainer` is the one implementation."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from per_cli.config import Config
 from per_cli.replay import Batch, ReplayMemory
 from per_cli.rl.agent import DQNAgent, UpdateResult
 from per_cli.rl.schedules import BatchBeta
+from per_cli.train.loop.failures import AliveRow
 from per_cli.train.measures.update_window import UpdateWindow
 
 
@@ -33,7 +34,7 @@ class Member(Protocol):
     window: UpdateWindow
     error: BaseException | None
     done: bool
-    alive: tuple[Any, int]  # (the loop's Alive mask, this member's row)
+    alive: AliveRow  # the loop's alive mask and this member's row
     obs: Any
 
     @property

@@ -23,7 +23,7 @@ from per_cli.rl.losses import TDLoss
 from per_cli.rl.schedules import BatchBeta
 from per_cli.rundir.logger import RunLogger
 from per_cli.train.loop.evaluation import Evaluator
-from per_cli.train.loop.failures import Alive
+from per_cli.train.loop.failures import Alive, AliveRow
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
 from per_cli.train.loop.setup import ProgressSink
@@ -32,8 +32,8 @@ from per_cli.train.measures.metrics import RunningMeans
 from per_cli.train.measures.update_window import UpdateWindow
 
 
-def _alone() -> tuple[Alive, int]:
-    return Alive(1), 0
+def _alone() -> AliveRow:
+    return AliveRow(Alive(1), 0)
 
 
 @dataclass(eq=False, repr=False)  # (identity: the loop keys members by it; its repr would print every buffer)
@@ -61,7 +61,7 @@ class MemberData:
     log_means: RunningMeans = field(default_factory=RunningMeans)  # the window's measures since the last log
     episode_means: RunningMeans = field(default_factory=RunningMeans)  # and since the last episode's end
     state: LoopState = field(default_factory=LoopState)  # the counters: its row of the loop's
-    alive: tuple[Alive, int] = field(default_factory=_alone)  # (the loop's alive mask, its row: lockstep sets it)
+    alive: AliveRow = field(default_factory=_alone)  # (the loop's alive mask, its row: lockstep sets it)
     run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
     logger: RunLogger | None = None
     start_time: float = field(default_factory=time.time)

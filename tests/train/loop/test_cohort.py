@@ -145,8 +145,8 @@ def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path, engine):
     assert bad["status"] == "failed" and "the loss became nan at step 100" in bad["error"]
     assert json.loads((tmp_path / "s1" / "summary.json").read_text())["status"] == "failed"
     assert good["status"] == "completed" and good["updates"] > 0
-    alive = cohort.members[0].alive[0]  # the loop's mask over the seed axis: seed 1's row off, once
-    assert cohort.members[1].alive[0] is alive and alive.mask.tolist() == [False, True] and alive.failed == 1
+    alive = cohort.members[0].alive.loop  # the loop's mask over the seed axis: seed 1's row off, once
+    assert cohort.members[1].alive.loop is alive and alive.mask.tolist() == [False, True] and alive.failed == 1
     solo = Trainer(cfgs[1])
     solo.run(tmp_path / "solo2")
     if engine == "numba":

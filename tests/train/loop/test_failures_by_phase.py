@@ -61,7 +61,7 @@ def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tm
     bad.log_point = log_point
     first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
     assert first["status"] == "failed" and f"a broken {method}" in first["error"]
-    alive = bad.alive[0]
+    alive = bad.alive.loop
     assert alive.mask.tolist() == [False, True] and alive.failed == 1 and not called_failed  # (once, in its phase)
     monkeypatch.undo()
     Trainer(cfgs[1]).run(tmp_path / "solo2")

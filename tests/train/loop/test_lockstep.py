@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from per_cli.config import load_config
-from per_cli.train.loop.failures import Alive, guard
+from per_cli.train.loop.failures import Alive, AliveRow, guard
 from per_cli.train.loop.stopping import RunInterrupted, SignalStop
 from per_cli.train.loop.trainer import Trainer
 
@@ -21,7 +21,7 @@ class Member:
         self.failures: list[BaseException] = []
         self.closed = False
         self.error: BaseException | None = None
-        self.alive = (Alive(1), 0)
+        self.alive = AliveRow(Alive(1), 0)
 
     def record_failure(self, exc: BaseException) -> None:
         self.failures.append(exc)
