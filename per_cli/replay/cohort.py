@@ -221,36 +221,30 @@ class CohortSampling:
     ):  # fmt: skip
         """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
         sets them (the kind's ``update_members``); returns per member whether its TD errors were finite (where not,
-        nothing changed and the caller repeats the member's own update to raise its error). None, changing
-        nothing, where the kind cannot update these members together (then each updates its own). ``ids`` may be a
-        function returning them (called only where priorities are kept)."""
+        nothing changed and the caller repeats the member's own update to raise its error). ``ids`` (int64) and
+        ``td_errors`` are rows of one length, as a draw or an insertion makes them (ValueError otherwise); ``ids``
+        may be a function returning them (called only where priorities are kept)."""
         if not self.kind.keeps_priorities():
             return _finite_rows(td_errors)
         ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
-        if ids is None or td_errors is None or ids.dtype != np.int64:
-            return None
+        if ids.dtype != np.int64:
+            raise ValueError(f"priority updates need int64 transition ids, got {ids.dtype}")
         return self.kind.update_members(self._lists, np.asarray(which, dtype=np.int64), ids, td_errors)
 
 
-def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:
-    """Per 1-D array of ``arrays`` (one length; or per row of a 2-D array): whether all its values are finite;
-    None for other shapes."""
-    if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
-        return np.isfinite(arrays).all(axis=1)
-    first = arrays[0]
-    if any(a.ndim != 1 or a.shape != first.shape for a in arrays):
-        return None
-    return np.isfinite(np.concatenate(arrays).reshape(len(arrays), first.shape[0])).all(axis=1)
+def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
+    """Per row of ``arrays`` (``_rows``): whether all its values are finite."""
+    return np.isfinite(_rows(arrays)).all(axis=1)
 
 
-def _rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray | None:
+def _rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     """1-D arrays of one length and dtype (or the rows of a 2-D array) as the rows of one C array, values
-    unchanged; None otherwise."""
+    unchanged; ValueError for arrays of several shapes or dtypes."""
     if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
         return np.ascontiguousarray(arrays)
     first = arrays[0]
     if any(a.dtype != first.dtype or a.shape != first.shape or a.ndim != 1 for a in arrays):
-        return None
+        raise ValueError("the members' rows must be 1-D arrays of one length and dtype")
     out = np.empty((len(arrays), first.shape[0]), dtype=first.dtype)
     for k, array in enumerate(arrays):
         out[k] = array
