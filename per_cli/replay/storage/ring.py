@@ -208,8 +208,6 @@ class TransitionStorage(RingBookkeeping):
         return {k: getattr(self, k) for k in self._STATE}
 
     def load_state_dict(self, state: dict) -> None:
-        # checkpoints written before episode ids existed: every transition counts as one episode
-        state = {"episode_ids": state["ids"], "episodes_ended": int(state["added"]), **state}
         for key, value in state.items():
             if isinstance(value, np.ndarray):
                 getattr(self, key)[...] = value
