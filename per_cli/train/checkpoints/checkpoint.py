@@ -212,7 +212,7 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
         rows = list(reader)
     if not rows:
         return
-    header, body = rows[0], rows[1:]
+    header, *body = rows
     col = header.index("step") if "step" in header else None
     if col is None:
         return
