@@ -117,7 +117,8 @@ def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
     if cfg.backend == "envpool" and not evaluation:
         from per_cli.envs.pool import make_pooled
 
-        return make_pooled(env_id, [seed], cfg.max_episode_steps)[0]
+        (env,) = make_pooled(env_id, [seed], cfg.max_episode_steps)
+        return env
     _register_optional_envs(env_id)
     if is_atari_id(env_id):
         from per_cli.envs.atari import make_atari_env

@@ -11,6 +11,8 @@ from per_cli.config import ConfigError, EnvConfig
 # FrameStackObservation pads the first stack of an episode; "zero" keeps episodes apart (a stack never
 # repeats the reset frame as if it had been seen before), and it is what the frame storage reproduces.
 STACK_PADDING = "zero"
+# ALE's minimal action sets begin NOOP, then FIRE in the games that have it (and another action after it)
+NOOP, FIRE = 0, 1
 
 
 def _ale(env: gym.Env):
@@ -58,13 +60,13 @@ class FireOnReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
-        if len(meanings) < 3 or meanings[1] != "FIRE":
-            raise ValueError(f"FireOnReset needs FIRE as action 1, the game has {meanings}")
+        if not has_fire_action(env):
+            meanings = env.unwrapped.get_action_meanings()
+            raise ValueError(f"FireOnReset needs FIRE as action {FIRE}, the game has {meanings}")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        for action in (1, 2):
+        for action in (FIRE, FIRE + 1):
             obs, _, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:  # a game that ends while starting: start over, without firing
                 return self.env.reset()
@@ -73,7 +75,7 @@ class FireOnReset(gym.Wrapper):
 
 def has_fire_action(env: gym.Env) -> bool:
     meanings = env.unwrapped.get_action_meanings()
-    return len(meanings) >= 3 and meanings[1] == "FIRE"
+    return len(meanings) > FIRE + 1 and meanings[FIRE] == "FIRE"
 
 
 def make_atari_env(env_id: str, cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
@@ -90,8 +92,8 @@ def make_atari_env(env_id: str, cfg: EnvConfig, *, evaluation: bool = False) -> 
         env = gym.make(env_id, **kwargs)
     except TypeError as exc:
         raise ConfigError(f"env.kwargs: {env_id} rejected {sorted(cfg.kwargs)} ({exc})") from None
-    if a.noop_max > 0 and env.unwrapped.get_action_meanings()[0] != "NOOP":
-        raise ConfigError(f"env.atari.noop_max: {env_id} has no NOOP action 0; set env.atari.noop_max=0")
+    if a.noop_max > 0 and env.unwrapped.get_action_meanings()[NOOP] != "NOOP":
+        raise ConfigError(f"env.atari.noop_max: {env_id} has no NOOP action {NOOP}; set env.atari.noop_max=0")
     env = gym.wrappers.AtariPreprocessing(
         env,
         noop_max=a.noop_max,

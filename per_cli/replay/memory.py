@@ -146,5 +146,5 @@ class ReplayMemory:
     def load_state_dict(self, state: dict) -> None:
         self.storage.load_state_dict(state["storage"])
         self.sampler.rng.bit_generator.state = state["rng"]
-        self.sampler.load_state_dict(state.get("sampler", {}))
-        self.writer.load_state_dict(state.get("writer", state.get("hindsight", {})))  # "hindsight": older runs
+        self.sampler.load_state_dict(state["sampler"])
+        self.writer.load_state_dict(state["writer"])

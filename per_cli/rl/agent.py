@@ -140,10 +140,8 @@ class DQNAgent:
             if device.type == "cuda":
                 torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
         self.updates = 0
-        # explore's compiled draw on the generator it was last called with, and on the one before (training's
-        # generator and an evaluation's take turns)
+        # explore's compiled draw on the generator it was last called with (an evaluation's, for its whole run)
         self._draw: OneMember | None = None
-        self._other_draw: OneMember | None = None
 
     @property
     def numba_engine(self) -> MLPEngine | None:
@@ -162,12 +160,11 @@ class DQNAgent:
         """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily). ``act`` is this
         followed by ``greedy_action``; the training loop splits them so a cohort batches the greedy actions. The
         draw is :func:`per_cli.rl.explore.explore_kernel`'s for one member, the kernel a cohort draws all its
-        members with, so a solo run and a cohort member draw alike."""
+        members with, so a solo run and a cohort member draw alike. The draw is kept for its generator: building
+        its typed list and arrays on every call would cost several times the step it serves."""
         draw = self._draw
         if draw is None or draw.rng is not rng:
-            other = self._other_draw
-            self._other_draw = draw
-            draw = self._draw = other if other is not None and other.rng is rng else OneMember(rng)
+            draw = self._draw = OneMember(rng)
         action = draw(epsilon, self.n_actions)
         return None if action < 0 else action
 

@@ -268,13 +268,14 @@ class Sampler(Stateless):
 
     def sample(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
         """(slots, importance-sampling weights as float32): ``draw_members`` over this member alone."""
-        slots = np.empty((1, batch_size), dtype=np.int64)
-        weights = np.empty((1, batch_size), dtype=np.float32)
+        slots = np.empty(batch_size, dtype=np.int64)
+        weights = np.empty(batch_size, dtype=np.float32)
         betas = np.array([beta], dtype=np.float64)
-        status = draw_batches(type(self), self.own, ONE, betas, slots, weights, self.chunk)
-        if status[0] != DRAWN:
-            self.raise_failed(int(status[0]), batch_size)
-        return slots[0], weights[0]
+        # (the batch's arrays seen with a member axis of one, as the call takes them)
+        status = draw_batches(type(self), self.own, ONE, betas, slots[None], weights[None], self.chunk).item()
+        if status != DRAWN:
+            self.raise_failed(int(status), batch_size)
+        return slots, weights
 
     def add(self, slots: np.ndarray, entering: np.ndarray) -> None:
         """``add_members`` of this member alone (event k: slot ``slots[k]``, ``entering[k]``)."""
@@ -286,7 +287,7 @@ class Sampler(Stateless):
         """``update_members`` of this member alone; False (nothing changed) on a non-finite TD error."""
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(1, -1)
         td_errors = np.ascontiguousarray(td_errors).reshape(1, -1)
-        return bool(type(self).update_members(self.own, ONE, ids, td_errors)[0])
+        return bool(type(self).update_members(self.own, ONE, ids, td_errors).item())
 
     def update(self, slots: np.ndarray, td_abs: np.ndarray) -> None:
         """New abs(TD error) of the transitions in ``slots`` (all current, finite): ``update_ids`` of their ids."""

@@ -109,9 +109,8 @@ class CombinedSampler(UniformSampler):
         return {"placed": self.placed, "phase": self.phase.copy()}
 
     def load_state_dict(self, state: dict) -> None:
-        if state:
-            self.placed = int(state["placed"])
-            self.phase[:] = state["phase"]
+        self.placed = int(state["placed"])
+        self.phase[:] = state["phase"]
 
 
 # (no runs: each new transition enters one batch, and runs would repeat them)

@@ -87,10 +87,11 @@ class LaBERSampler(Sampler):
 
     @classmethod
     def scored(cls, lists, which, ids, scores):
-        batch = ids.shape[1] // lists.samplers[0].multiple  # (one config: one m)
+        first, *_ = lists.samplers  # (one config: one m and one ε for every member)
+        batch = ids.shape[1] // first.multiple
         positions = np.empty((which.shape[0], batch), dtype=np.int64)
         weights = np.empty((which.shape[0], batch), dtype=np.float32)
-        sub_draw(lists.generators, which, scores.td, lists.samplers[0].eps, positions, weights)
+        sub_draw(lists.generators, which, scores.td, first.eps, positions, weights)
         return positions, weights
 
     def expected_counts(self, batch_size: int) -> np.ndarray:

@@ -248,7 +248,7 @@ class RankSampler(Sampler):
 
     def stats(self) -> dict[str, float]:
         """``priority_max``: the largest abs(δ) held (the heap's top)."""
-        return {"priority_max": float(self.priorities()[0]) if self.n else 0.0}
+        return {"priority_max": float(self.priorities().max(initial=0.0))}
 
     def state_dict(self) -> dict:
         return {"keys": self.keys, "pos_of": self.pos_of, "n": self.n, "updated_since_sort": self.updated_since_sort}

@@ -17,7 +17,8 @@ def available_memory_bytes() -> int | None:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    _, kib, *_ = line.split()  # "MemAvailable: <n> kB"
+                    return int(kib) * 1024
     except OSError:
         pass
     try:  # other Unixes: free pages (an underestimate: caches could be dropped)

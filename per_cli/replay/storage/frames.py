@@ -238,8 +238,6 @@ class FrameStackStorage(RingBookkeeping):
             raise ValueError(
                 f"frame storage checkpoint holds {state['frames'].shape} frames, this memory {self.frames.shape}"
             )
-        # checkpoints written before episode ids existed: every transition counts as one episode
-        state = {"episode_ids": state["ids"], "episodes_ended": int(state["added"]), **state}
         for key in self._ARRAYS:
             getattr(self, key)[...] = state[key]
         for key in self._SCALARS:

@@ -23,7 +23,8 @@ from per_cli.replay.storage.budget import ensure_memory_fits
 
 _NONE = np.zeros(0, dtype=np.int64)
 _PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # action, reward, terminated, truncated, id, episode id
-CURSOR, SIZE, ADDED, ENDED, FIRST, CAPACITY = range(6)  # the positions of ``RingBookkeeping.counters``
+# the positions of ``RingBookkeeping.counters`` (an array, not a NamedTuple: the compiled calls move them in place)
+CURSOR, SIZE, ADDED, ENDED, FIRST, CAPACITY = range(6)
 COUNTER_BYTES = 6 * 8  # the counters array
 ONE = np.zeros(1, dtype=np.int64)  # ``which`` of a call over a list of one member
 
@@ -37,7 +38,10 @@ def oldest_id(counters):
 def member_axis(arrays: list[np.ndarray]):
     """Members' arrays as one argument of a member function (``obs[i]`` is member i's): for a single member a view
     with a member axis of one (cheaper to pass than a typed list), else a typed list of them (built once)."""
-    return arrays[0][None] if len(arrays) == 1 else List(arrays)
+    if len(arrays) == 1:
+        (array,) = arrays
+        return array[None]
+    return List(arrays)
 
 
 def _counter(position: int, doc: str) -> property:
@@ -105,17 +109,18 @@ class RingBookkeeping:
 
     def episodes_held(self) -> int:
         """Distinct episodes among the sampleable transitions (:func:`episodes_held_members`)."""
-        return int(episodes_held_members(self.counters[None], self.episode_ids[None], ONE)[0])
+        return int(episodes_held_members(self.counters[None], self.episode_ids[None], ONE).item())
 
     def nstep(self, slots: np.ndarray, n: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rewards, terminated, last slots) of the n-step returns from ``slots`` (:func:`nstep_members` over
         this storage alone)."""
-        slots = np.asarray(slots, dtype=np.int64).reshape(1, -1)
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         rewards, terminated = np.empty(slots.shape, dtype=np.float32), np.empty(slots.shape, dtype=np.float32)
         last = np.empty(slots.shape, dtype=np.int64)
         columns = (self.rewards, self.terminated, self.truncated, self.ids, self.counters)
-        nstep_members(ONE, slots, n, gamma, *(c[None] for c in columns), rewards, terminated, last)
-        return rewards[0], terminated[0], last[0]
+        outputs = (rewards, terminated, last)  # (each seen with a member axis of one, as the call takes it)
+        nstep_members(ONE, slots[None], n, gamma, *(c[None] for c in columns), *(o[None] for o in outputs))
+        return rewards, terminated, last
 
     def observations(self, slots: np.ndarray) -> np.ndarray:
         """The ``obs`` of the transitions in ``slots`` (a storage may override with a cheaper gather)."""
@@ -180,7 +185,7 @@ class TransitionStorage(RingBookkeeping):
             np.array([terminated], dtype=np.float32), np.array([truncated], dtype=np.bool_),
             np.array([ends], dtype=np.bool_), *self.own, slots,
         )  # fmt: skip
-        return int(slots[0])
+        return int(slots.item())
 
     def observations(self, slots: np.ndarray) -> np.ndarray:
         return self.obs.take(slots, axis=0)
@@ -197,7 +202,7 @@ class TransitionStorage(RingBookkeeping):
         out = batch_arrays(1, slots.shape[1], self.obs.dtype, self.row_shape)
         next_slots = slots if next_slots is None else np.asarray(next_slots, dtype=np.int64).reshape(1, -1)
         gather_members(ONE, slots, next_slots, *self.own, *out)
-        return {name: getattr(out, name)[0] for name in _GATHERED}
+        return {name: getattr(out, name).squeeze(0) for name in _GATHERED}  # (the member axis of one dropped)
 
     _STATE = (
         "obs", "next_obs", "actions", "rewards", "terminated", "truncated", "ids", "episode_ids", "cursor", "size",
@@ -208,8 +213,6 @@ class TransitionStorage(RingBookkeeping):
         return {k: getattr(self, k) for k in self._STATE}
 
     def load_state_dict(self, state: dict) -> None:
-        # checkpoints written before episode ids existed: every transition counts as one episode
-        state = {"episode_ids": state["ids"], "episodes_ended": int(state["added"]), **state}
         for key, value in state.items():
             if isinstance(value, np.ndarray):
                 getattr(self, key)[...] = value

@@ -22,6 +22,7 @@ SLOT_MASK = np.uint64(0xFFFFFFFF)
 _LOW = 0xFFFFFFFF
 _FLOAT32_INF_BITS = 0x7F800000
 _ONE_BITS = 0x3F800000  # float32 1.0: the first transition's priority
+TOP = 0  # the heap position of rank 1: the largest priority
 
 
 @numba.njit(cache=True, nogil=True)
@@ -77,7 +78,7 @@ def heap_add(keys, pos_of, n, slot):
     """Enter ``slot`` at rank 1: with the priority one float32 step above the current maximum, so it
     passes every equal one (1.0 for the first transition). Returns the new heap size."""
     if n > 0:
-        bits = _bits(keys[0])
+        bits = _bits(keys[TOP])
         if bits < _FLOAT32_INF_BITS:
             bits += 1
     else:

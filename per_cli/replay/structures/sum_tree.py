@@ -22,7 +22,8 @@ import numpy as np
 
 from per_cli.replay.structures.ids import all_finite, current_slot
 
-SUM, MIN, MAX = 0, 1, 2
+SUM, MIN, MAX = 0, 1, 2  # the rows of the tree array
+PARENTS = 1  # the level above the leaves (level 0); ``offsets[level]`` is where a level starts
 K = 16  # fanout: a compile-time constant, so the loops over a node's children unroll and vectorise
 # reassociation lets LLVM vectorise the K-wide sum/min/max of a node's children; no 'ninf' (mins use +inf)
 _FAST = {"nnan", "reassoc", "nsz", "arcp", "contract"}
@@ -60,7 +61,7 @@ def set_leaf(tree, offsets, leaf, value):
     """One leaf and its ancestors (a scalar call: the per-transition ``add_members`` path)."""
     tree[SUM, leaf] = value
     j = leaf
-    for level in range(1, offsets.shape[0] - 1):
+    for level in range(PARENTS, offsets.shape[0] - 1):
         j //= K
         _recompute(tree, offsets, level, j)
 
@@ -71,7 +72,7 @@ def _propagate(tree, offsets, nodes, m, mark):
     ancestors once (a batch of B leaves shares most of its upper ancestors; the independent nodes of a
     level also overlap their cache misses). ``mark`` (all zero on entry and on exit) deduplicates."""
     top = offsets.shape[0] - 2
-    for level in range(1, top + 1):
+    for level in range(PARENTS, top + 1):
         m_next = 0
         for i in range(m):
             j = nodes[i]
@@ -92,7 +93,7 @@ def _propagate(tree, offsets, nodes, m, mark):
 @numba.njit(cache=True, nogil=True)
 def _mark_parent(offsets, leaf, nodes, m, mark):
     parent = leaf // K
-    g = offsets[1] + parent
+    g = offsets[PARENTS] + parent
     if mark[g] == 0:
         mark[g] = 1
         nodes[m] = parent
@@ -103,7 +104,7 @@ def _mark_parent(offsets, leaf, nodes, m, mark):
 @numba.njit(cache=True, nogil=True)
 def _clear_marks(offsets, nodes, m, mark):
     for i in range(m):
-        mark[offsets[1] + nodes[i]] = 0
+        mark[offsets[PARENTS] + nodes[i]] = 0
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)

@@ -181,8 +181,6 @@ class HindsightWriter(Writer):
         }
 
     def load_state_dict(self, state: dict) -> None:
-        if not state:
-            return
         self._episode = [_Step(*e) for e in state["episode"]]
         self.her_rng.bit_generator.state = state["her_rng"]
         self.episodes, self.relabelled = int(state["episodes"]), int(state["relabelled"])

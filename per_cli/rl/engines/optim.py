@@ -92,7 +92,8 @@ class FlatAdam:
         self.m[:] = 0.0
         self.v[:] = 0.0
         self.step = 0
-        self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
+        beta1, beta2 = betas
+        self.lr, self.betas, self.eps = float(lr), (float(beta1), float(beta2)), float(eps)
 
     def _views(self, flat: np.ndarray) -> list[np.ndarray]:
         out, pos = [], 0
@@ -115,10 +116,11 @@ class FlatAdam:
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        groups = state_dict["param_groups"]
-        if len(groups) != 1 or len(groups[0]["params"]) != len(self.shapes):
-            raise ValueError("optimizer state does not match this network's parameters")
-        group = groups[0]
+        match state_dict["param_groups"]:
+            case [group] if len(group["params"]) == len(self.shapes):
+                pass
+            case _:
+                raise ValueError("optimizer state does not match this network's parameters")
         if group.get("amsgrad") or group.get("weight_decay") or group.get("maximize"):
             raise ValueError("the numba engine implements plain Adam (no amsgrad, weight decay or maximize)")
         if "momentum" in group or "alpha" in group:

@@ -35,8 +35,14 @@ SUPPORTED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Ada
 _REFUSED_FLAGS = ("fused", "capturable", "differentiable")
 
 
+def _group(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer's one parameter group (a member's optimizer with several is refused: :func:`_member_misfit`)."""
+    (group,) = optimizer.param_groups
+    return group
+
+
 def _hyper(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    return {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+    return {k: v for k, v in _group(optimizer).items() if k != "params"}
 
 
 def _shapes(module: torch.nn.Module) -> list[tuple[str, tuple[int, ...]]]:
@@ -57,10 +63,10 @@ def _member_misfit(agent: Any, first: Any) -> str | None:
         return f"the stacked path steps Adam and RMSprop, not {type(optimizer).__name__}"
     if len(optimizer.param_groups) != 1 or _hyper(optimizer) != _hyper(first.optimizer):
         return "the members' optimizers differ in their parameter groups or hyperparameters"
-    if any(optimizer.param_groups[0].get(flag) for flag in _REFUSED_FLAGS):
+    if any(_group(optimizer).get(flag) for flag in _REFUSED_FLAGS):
         return f"the stacked path does not reproduce a {'/'.join(_REFUSED_FLAGS)} optimizer"
     owned = [id(p) for p in agent.q_net.parameters()]
-    if [id(p) for p in optimizer.param_groups[0]["params"]] != owned:
+    if [id(p) for p in _group(optimizer)["params"]] != owned:
         return "a member's optimizer does not step exactly its Q-network's parameters"
     if any(True for _ in agent.q_net.buffers()):
         return "the network has buffers, which functional_call would share across members"
@@ -72,8 +78,9 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
     ``learn`` would, else the reason why not (one human sentence)."""
     if not agents:
         return "a stacked update needs at least one member"
+    first, *_ = agents
     for agent in agents:
-        why = _member_misfit(agent, agents[0])
+        why = _member_misfit(agent, first)
         if why is not None:
             return why
     return None
@@ -93,8 +100,9 @@ def stacked_refusal(agents: Sequence[Any]) -> str | None:
         return why
     if len(agents) < 2:
         return "a single member updates on its own (a stacked update of one is slower)"
-    n_params = sum(p.numel() for p in agents[0].q_net.parameters())
-    if agents[0].device.type == "cpu" and n_params > CPU_MAX_PARAMS:
+    first, *_ = agents
+    n_params = sum(p.numel() for p in first.q_net.parameters())
+    if first.device.type == "cpu" and n_params > CPU_MAX_PARAMS:
         return (
             f"on the CPU a stacked update of {n_params:,} parameters per member is slower than one update per member "
             f"(it pays up to {CPU_MAX_PARAMS:,}; benchmarks/stacked_update.py)"
@@ -130,7 +138,7 @@ class StackedEngine:
         if why is not None:
             raise ValueError(f"a stacked update cannot run these members: {why}")
         self.agents = list(agents)
-        first = self.agents[0]
+        first, *_ = self.agents
         self.cfg, self.device, self.td_loss = first.cfg, first.device, first.td_loss
         self._template = copy.deepcopy(first.q_net).to("meta")  # the forward only: each call supplies the parameters
         self._names = [name for name, _ in first.q_net.named_parameters()]
@@ -142,10 +150,7 @@ class StackedEngine:
         self.params = _share_all(member_params)
         self.target_params = _share_all([list(a.target_net.parameters()) for a in self.agents])
         # one dict per parameter: its state entries (step included), each stacked over the members
-        self.state = [
-            {key: _share([states[j][key] for states in member_states]) for key in member_states[0][j]}
-            for j in range(len(self._names))
-        ]
+        self.state = [_share_entries(states) for states in zip(*member_states, strict=True)]
         self._batched_q = vmap(self._q_values)
         self._batched_grad = vmap(grad(self._member_loss, has_aux=True))  # ({name: gradient}, (loss, Q(s, a)))
 
@@ -189,7 +194,8 @@ class StackedEngine:
         """The optimizer step, one group of members with equal step counts at a time (the count is one scalar
         per stacked tensor in torch's optimizers): in place on the shared storage when the group is every
         member in order, else on the group's rows, copied back."""
-        steps = self.state[0]["step"].tolist()
+        first, *_ = self.state  # (every parameter's step counts are the same)
+        steps = first["step"].tolist()
         groups: dict[float, list[int]] = {}
         for k, i in enumerate(which):
             groups.setdefault(steps[i], []).append(k)
@@ -207,13 +213,13 @@ class StackedEngine:
         rows = None if members is None else torch.tensor(members, device=self.device)
         params = [_rows(p, rows) for p in self.params]
         states = [{k: _rows(v, rows) for k, v in s.items() if k != "step"} for s in self.state]
-        optimizer.param_groups[0]["params"] = params
+        _group(optimizer)["params"] = params
         for p, g, state, shared in zip(params, grads, states, self.state, strict=True):
             p.grad = g
             optimizer.state[p] = {"step": torch.tensor(step, dtype=shared["step"].dtype), **state}
         optimizer.step()
         optimizer.state.clear()
-        optimizer.param_groups[0]["params"] = []
+        _group(optimizer)["params"] = []
         for p in params:
             p.grad = None
         for shared_p, p, shared, state in zip(self.params, params, self.state, states, strict=True):
@@ -241,14 +247,21 @@ def _share(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 
 def _share_all(member_tensors: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-    return [_share([ts[j] for ts in member_tensors]) for j in range(len(member_tensors[0]))]
+    """Each tensor position's members' tensors, shared (:func:`_share`): ``member_tensors[i]`` is member i's list."""
+    return [_share(list(tensors)) for tensors in zip(*member_tensors, strict=True)]
+
+
+def _share_entries(states: tuple[dict[str, torch.Tensor], ...]) -> dict[str, torch.Tensor]:
+    """One parameter's optimizer state over the members (one dict each, the same keys): each entry shared."""
+    first, *_ = states
+    return {key: _share([state[key] for state in states]) for key in first}
 
 
 def _ensure_state(optimizer: torch.optim.Optimizer, template: torch.optim.Optimizer) -> None:
     """Give every parameter of ``optimizer`` the state its own first step would create (zero moments, step 0)
     when it has none yet: found by stepping a throwaway optimizer of the same class and settings (``template``)
     on a zero gradient. A zero state at step 0 is what the optimizer starts from, so the numbers do not change."""
-    params = optimizer.param_groups[0]["params"]
+    params = _group(optimizer)["params"]
     if all(optimizer.state.get(p) for p in params):
         return
     probe = torch.zeros(1, requires_grad=True)

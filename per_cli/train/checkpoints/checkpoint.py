@@ -20,7 +20,14 @@ import numpy as np
 
 from per_cli.errors import ConfigError
 from per_cli.rundir.logger import atomic_write_text
-from per_cli.train.checkpoints.safe_read import FORMAT_VERSION, CheckpointRefused, inside, load_plain, save_plain
+from per_cli.train.checkpoints.safe_read import (
+    FORMAT_VERSION,
+    CheckpointRefused,
+    inside,
+    load_plain,
+    older_format,
+    save_plain,
+)
 
 CHECKPOINT_DIR = "checkpoints"
 TMP_PREFIX = ".tmp-"  # a checkpoint being written (renamed when complete)
@@ -37,7 +44,6 @@ class Loaded(NamedTuple):
 
     state: dict
     path: Path
-
 
 
 def _save_tree(tree: Any, folder: Path) -> None:
@@ -74,7 +80,6 @@ def _load_tree(folder: Path) -> Any:
         except (OSError, ValueError, LookupError, TypeError) as exc:
             raise ConfigError(f"--resume: cannot read {folder / name} into the replay tree: {exc}") from None
     return tree
-
 
 
 def remove_leftovers(run_dir: Path) -> list[Path]:
@@ -169,8 +174,10 @@ def load_checkpoint(run_dir: Path, map_location: Any = "cpu") -> Loaded:
             "that key was 0 for this run)"
         )
     state = load_plain(inside(path, "trainer.pt"), map_location)
-    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
-        found = state.get("format") if isinstance(state, dict) else None
+    found = state.get("format") if isinstance(state, dict) else None
+    if type(found) is int and found < FORMAT_VERSION:  # (no reader for an older layout: refused, never converted)
+        raise older_format(path, found)
+    if found != FORMAT_VERSION:
         raise ConfigError(f"--resume: {path} has checkpoint format {found}; this version reads format {FORMAT_VERSION}")
     return Loaded(state, path)
 
@@ -205,7 +212,7 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
         rows = list(reader)
     if not rows:
         return
-    header, body = rows[0], rows[1:]
+    header, *body = rows
     col = header.index("step") if "step" in header else None
     if col is None:
         return

@@ -15,6 +15,8 @@ import torch
 from per_cli.errors import ConfigError
 
 FORMAT_VERSION = 5  # the checkpoint format written and read (checkpoint.py's layout)
+# each older format: the commit from which per wrote the next one (a refusal names it, with the fix)
+_REPLACED_AT = {1: "15c726c", 2: "2e1fc4d", 3: "32aba4e", 4: "875fb49"}
 _ARRAY = "__per_ndarray__"  # {_ARRAY: tensor}: a numpy array
 _SCALAR = "__per_npscalar__"  # {_SCALAR: 0-d tensor}: a numpy scalar (np.float64(1.0), ...)
 
@@ -86,11 +88,7 @@ def refusal(path: Path) -> CheckpointRefused:
     format it names, else the globals it would have loaded."""
     written = written_format(path)
     if written is not None and written < FORMAT_VERSION:
-        return CheckpointRefused(
-            f"--resume: {path.parent} was written by per format {written}; this version reads format {FORMAT_VERSION} "
-            "(formats 2 and 3 held pickled objects); start the run again, or finish it with the per version that "
-            "wrote it"
-        )
+        return older_format(path.parent, written)
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception:  # noqa: BLE001 - not torch's zip format (a bare pickle, ...)
@@ -101,6 +99,17 @@ def refusal(path: Path) -> CheckpointRefused:
     return CheckpointRefused(
         f"--resume: {path} {what} (the file was not written by per, or was altered); it was not loaded, and "
         "nothing in it ran"
+    )
+
+
+def older_format(folder: Path, written: int) -> CheckpointRefused:
+    """The one-line refusal of checkpoint ``folder``, written in format ``written`` (older than FORMAT_VERSION):
+    this version has no reader for it."""
+    until = _REPLACED_AT.get(written)
+    by = f"per before commit {until}" if until else "an older per"
+    return CheckpointRefused(
+        f"--resume: {folder} was written by per format {written} ({by}); this version reads format {FORMAT_VERSION}; "
+        f"start the run again without --resume, or finish it with {by}"
     )
 
 

@@ -33,8 +33,9 @@ def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
 def _check_same_but_seed(cfgs: Sequence[Config]) -> None:
     if not cfgs:
         raise ConfigError("--seeds: a cohort needs at least one seed")
-    first = {**to_dict(cfgs[0]), "seed": None}
-    for cfg in cfgs[1:]:
+    lead, *others = cfgs
+    first = {**to_dict(lead), "seed": None}
+    for cfg in others:
         other = {**to_dict(cfg), "seed": None}
         if other != first:
             keys = sorted(k for k in first if first[k] != other.get(k))
@@ -50,16 +51,23 @@ class Cohort:
 
     def __init__(self, cfgs: Sequence[Config], device: str | None = None, progress: ProgressSink | None = None):
         _check_same_but_seed(cfgs)
+        first, *_ = cfgs
+        env = first.env  # (the members' env settings are the same)
         envs: list = [None] * len(cfgs)
-        if cfgs[0].env.backend == "envpool":  # one EnvPool for the seeds, each member its own env in it
-            check_backend(cfgs[0].env)
-            envs = make_pooled(resolve_env_id(cfgs[0].env.id), [c.seed for c in cfgs], cfgs[0].env.max_episode_steps)
-        self.members = [Trainer(cfg, device, progress if i == 0 else None, envs[i]) for i, cfg in enumerate(cfgs)]
+        if env.backend == "envpool":  # one EnvPool for the seeds, each member its own env in it
+            check_backend(env)
+            envs = make_pooled(resolve_env_id(env.id), [c.seed for c in cfgs], env.max_episode_steps)
+        self.members = [
+            Trainer(cfg, device, progress if i == 0 else None, own)
+            for i, (cfg, own) in enumerate(zip(cfgs, envs, strict=True))
+        ]
         self.note: str | None = None
-        if self.members[0].agent.engine != "numba" and len(self.members) > 1:
-            refusal = stacked_refusal([m.agent for m in self.members])
+        agents = [m.agent for m in self.members]
+        lead, *_ = agents  # (one config: the members' engines are the same)
+        if lead.engine != "numba" and len(agents) > 1:
+            refusal = stacked_refusal(agents)
             if refusal is not None:
-                reason = self.members[0].agent.engine_note or "agent.engine is torch"
+                reason = lead.engine_note or "agent.engine is torch"
                 self.note = f"the cohort's members update one at a time with the torch engine ({reason}; {refusal})"
 
     def resume(self, run_dirs: Sequence[Path]) -> None:

@@ -59,8 +59,8 @@ class SignalStop:
         self.deferred = deferred
 
     def _handle(self, signum: int, frame) -> None:  # noqa: ARG002 - signal handler signature
-        again = _pending[0] is not None
-        _pending[0] = signum
+        again = _pending.signum is not None
+        _pending.signum = signum
         if again or not self.deferred:
             raise RunInterrupted(signum)
 
@@ -74,26 +74,31 @@ class SignalStop:
             yield self
             return
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        _pending[0] = None
+        _pending.signum = None
         signal.signal(signal.SIGTERM, self._handle)
         if previous[signal.SIGINT] is signal.default_int_handler:  # SIG_IGN (a grid worker): leave it
             signal.signal(signal.SIGINT, self._handle)
         try:
             yield self
         finally:
-            _pending[0] = None
+            _pending.signum = None
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-# the signal an installed SignalStop received, until it is uninstalled: the one record of it (one per process:
-# only the main thread gets signals)
-_pending: list[int | None] = [None]
+class _Pending:
+    """The signal an installed SignalStop received (None: none), until it is uninstalled: the one record of it (one
+    per process: only the main thread gets signals)."""
+
+    signum: int | None = None
+
+
+_pending = _Pending()
 
 
 def pending_interrupt() -> RunInterrupted | None:
     """The interrupt of a signal received while a :class:`SignalStop` is installed, or None."""
-    return None if _pending[0] is None else RunInterrupted(_pending[0])
+    return None if _pending.signum is None else RunInterrupted(_pending.signum)
 
 
 def check_pending() -> None:

@@ -6,6 +6,8 @@ their format."""
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import zipfile
 from collections import deque
 
@@ -111,7 +113,7 @@ def test_a_checkpoint_of_an_older_format_is_refused_naming_it(tmp_path, version)
         state = torch.load(path / "trainer.pt", weights_only=False)
         torch.save({**state, "metrics": pickle.dumps(RunningMeans()), "format": 2}, path / "trainer.pt")
     reads = f"this version reads format {checkpoint.FORMAT_VERSION}"
-    with pytest.raises(CheckpointRefused, match=f"written by per format {version}; {reads}"):
+    with pytest.raises(CheckpointRefused, match=rf"written by per format {version} \(per before commit \w+\); {reads}"):
         load_checkpoint(tmp_path / "r", "cpu")
 
 
@@ -139,3 +141,27 @@ def test_numpy_values_come_back_as_they_were(tmp_path):
     assert back["a"].dtype == np.uint64 and type(back["b"][0]) is np.float32 and type(back["b"][1][0]) is np.bool_
     assert back["c"][3].shape == (0, 2) and back["c"][3].dtype == np.int16
     assert torch.equal(back["d"], tree["d"]) and back["e"] == b"bytes" and back["f"] == 2**70
+
+
+def test_a_checkpoint_of_format_4_is_refused_in_one_line_naming_the_fix(tmp_path):
+    """A run checkpointed by per before format 5, in that format's replay shape (no episode ids, the writer's state
+    under ``hindsight``): ``per train --resume`` refuses it at load, exit 2, in one line naming the format, the
+    commit that replaced it and the fix; nothing of it is read into a run (there is no reader for older shapes)."""
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.total_steps=150",
+                                                          "train.checkpoint_every=150", "train.save_replay=true"],
+                      device="cpu")  # fmt: skip
+    Trainer(cfg).run(tmp_path / "r")
+    path = latest_checkpoint(tmp_path / "r")
+    save_plain({**load_plain(path / "trainer.pt"), "format": 4}, path / "trainer.pt")
+    saved = load_plain(path / "replay" / "tree.pt")
+    tree = saved["tree"]
+    for key in ("episode_ids", "episodes_ended"):
+        del tree["storage"][key]
+    tree["hindsight"] = tree.pop("writer")
+    save_plain(saved, path / "replay" / "tree.pt")
+    command = ["train", "--resume", str(tmp_path / "r"), "--set", "train.total_steps=300", "--quiet"]
+    result = subprocess.run([sys.executable, "-m", "per_cli", *command], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "written by per format 4 (per before commit 875fb49)" in line and "without --resume" in line
+    assert isinstance(checkpoint.refusal_of(tmp_path / "r"), CheckpointRefused)  # (a grid sets it aside)
