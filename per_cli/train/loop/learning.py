@@ -158,8 +158,8 @@ class LearningPhases:
         results, stacked = results.wait(), stacked_rows(batches)
         window = members[0].window
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
-        table, variances = measure_table(window, results.td, stacked.weights, stacked.ages, stacked.obs,
-                                         stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
+        table, variances = measure_table(window, results.td, results.losses, stacked.weights, stacked.ages,
+                                         stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
         return Measured(table, variances, stacked.obs if window.iid else None)
 
     def record_updates(self, members: Sequence[Member], batches: Sequence[Batch], results) -> None:
