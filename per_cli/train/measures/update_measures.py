@@ -1,7 +1,7 @@
-"""The per-update measures, computed in one place: :func:`measure_rows`, over (S, B) arrays.
+"""The per-update measures, computed in one place: :func:`measure_table`, over (S, B) arrays.
 
-Every update is measured here once, when it is made: a cohort step's S members together, or one update
-(``UpdateWindow.add``: S = 1). Each row's values are a function of that row alone, so an update's measures do not
+Every update is measured here once, when it is made: the loop's step measures its S members together (a solo
+run's S = 1; ``LearningPhases.measure``). Each row's values are a function of that row alone, so an update's measures do not
 depend on which others it was measured with. State diversity needs the reference drawn at the window's pop, so
 only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
 
