@@ -74,17 +74,23 @@ class RunningMeans:
         return means
 
 
+# the per-update TD measures by their tags, in the order :func:`_td_kernel` returns them (:func:`td_measures`' keys)
+TD_TAGS = (
+    "td_error/mean", "td_error/median", "td_error/max", "td_error/std", "losses/td_loss_unweighted",
+    "replay/is_weight_mean",
+)  # fmt: skip
+
+
 def td_measures(raw_td: np.ndarray, losses: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
     """Per update (row) of the TD errors ``raw_td`` (U, B), the engine's per-sample losses without IS weights
-    ``losses`` (U, B) and the IS ``weights`` (U, B): |δ|'s mean, median, max and std, the unweighted TD loss (the
-    losses' mean, in float64) and the weights' mean. Rows that :func:`exact_td` accepts go through one compiled
-    pass (:func:`_td_kernel`), others through numpy's reductions: the same arithmetic (the tests compare them)."""
+    ``losses`` (U, B) and the IS ``weights`` (U, B), by tag (:data:`TD_TAGS`): |δ|'s mean, median, max and std,
+    the unweighted TD loss (the losses' mean, in float64) and the weights' mean. Rows that :func:`exact_td` accepts
+    go through one compiled pass (:func:`_td_kernel`), others through numpy's reductions: the same arithmetic (the
+    tests compare them)."""
     if exact_td(raw_td, losses, weights):
         ordered = np.abs(raw_td)
         ordered.sort(axis=1)  # numpy's sort, in place
-        mean, median, top, std, unweighted, weight_mean = _td_kernel(raw_td, ordered, losses, weights)
-        return {"mean": mean, "median": median, "max": top, "std": std, "unweighted": unweighted,
-                "weight_mean": weight_mean}  # fmt: skip
+        return dict(zip(TD_TAGS, _td_kernel(raw_td, ordered, losses, weights), strict=True))
     return _numpy_td_measures(raw_td, losses, weights)
 
 
@@ -100,21 +106,17 @@ def exact_td(raw_td: np.ndarray, losses: np.ndarray, weights: np.ndarray) -> boo
 
 def _numpy_td_measures(raw_td: np.ndarray, losses: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
     td = np.abs(raw_td)
-    return {
-        "mean": td.mean(axis=1),
-        "median": np.median(td, axis=1),
-        "max": td.max(axis=1),
-        "std": td.std(axis=1),
-        "unweighted": np.asarray(losses, dtype=np.float64).mean(axis=1),
-        "weight_mean": weights.mean(axis=1),
-    }
+    values = (td.mean(axis=1), np.median(td, axis=1), td.max(axis=1), td.std(axis=1),
+              np.asarray(losses, dtype=np.float64).mean(axis=1), weights.mean(axis=1))  # fmt: skip
+    return dict(zip(TD_TAGS, values, strict=True))
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
 def _td_kernel(raw_td, ordered, losses, weights):
     """``_numpy_td_measures`` for float32 (U, B), B <= 128, with numpy's arithmetic: pairwise float32 sums
     (:func:`pairwise_sum`), means as float32(float64(sum) / B), the median from ``ordered`` (each row of |δ|
-    sorted), NaN propagated; the unweighted loss the float64 mean of ``losses``."""
+    sorted), NaN propagated; the unweighted loss the float64 mean of ``losses``. Returns :data:`TD_TAGS`' values, in
+    its order."""
     u, b = raw_td.shape
     mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
     std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
@@ -146,7 +148,7 @@ def _td_kernel(raw_td, ordered, losses, weights):
             median[k] = ordered[k, b // 2]
         else:
             median[k] = np.float32(np.float64((zero32 + ordered[k, b // 2 - 1]) + ordered[k, b // 2]) / 2)
-    return mean, median, top, std, unweighted, weight_mean
+    return mean, median, top, std, unweighted, weight_mean  # (TD_TAGS' order)
 
 
 # states are processed this many bytes (as float32) at a time: bounded memory for image batches

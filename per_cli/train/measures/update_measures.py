@@ -1,9 +1,9 @@
 """The per-update measures, computed in one place: :func:`measure_table`, over (S, B) arrays.
 
 Every update is measured here once, when it is made: the loop's step measures its S members together (a solo
-run's S = 1; ``LearningPhases.measure``). Each row's values are a function of that row alone, so an update's measures do not
-depend on which others it was measured with. State diversity needs the reference drawn at the window's pop, so
-only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
+run's S = 1; ``LearningPhases.measure``). Each row's values are a function of that row alone, so an update's
+measures do not depend on which others it was measured with. State diversity needs the reference drawn at the
+window's pop, so only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
 
 The measures themselves are :mod:`per_cli.train.measures.metrics`' and :mod:`per_cli.train.measures.iid`'s. They
 read what the engine's update returned (δ, each sample's loss, the loss, mean Q: ``UpdateResults``) and never
@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from per_cli.train.measures.iid import _episode_diversity, episode_diversity, feature_variances, variances_apply
-from per_cli.train.measures.metrics import _td_kernel, batched_correlation_counts, exact_td, td_measures
+from per_cli.train.measures.metrics import TD_TAGS, _td_kernel, batched_correlation_counts, exact_td, td_measures
 
 
 class MeasuredBy(Protocol):
@@ -39,11 +39,9 @@ MEASURES: tuple[tuple[str, type], ...] = (
 )  # fmt: skip
 CORRELATION, EPISODE_DIVERSITY = "replay/correlation_count", "iid/episode_diversity"
 COLUMN = {tag: j for j, (tag, _) in enumerate(MEASURES)} | {CORRELATION: len(MEASURES)}  # (diversity: the last)
-# the columns _compiled_columns writes, in its order (a compiled kernel takes their numbers, not the tags)
-COMPILED_COLUMNS = np.array([COLUMN[tag] for tag in (
-    "losses/td_loss_unweighted", "td_error/mean", "td_error/median", "td_error/max", "td_error/std",
-    "replay/sample_age", "replay/is_weight_mean",
-)], dtype=np.int64)  # fmt: skip
+# the columns _compiled_columns writes, in its order: the TD measures', then the mean age (a compiled kernel takes
+# their numbers, not the tags)
+COMPILED_COLUMNS = np.array([COLUMN[tag] for tag in (*TD_TAGS, "replay/sample_age")], dtype=np.int64)
 
 
 def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
@@ -111,9 +109,8 @@ def measure_table(
             episodes, held = _NO_EPISODES, _NO_HELD
         _compiled_columns(table, COMPILED_COLUMNS, td, ordered, losses, weights, ages, episodes, held, episode_column)
     else:
-        measures = td_measures(td, losses, weights)
-        for tag, key in _TD_KEYS:
-            table[:, COLUMN[tag]] = measures[key]
+        for tag, values in td_measures(td, losses, weights).items():
+            table[:, COLUMN[tag]] = values
         table[:, COLUMN["replay/sample_age"]] = np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1]
         if episode_column >= 0:
             table[:, episode_column] = episode_diversity(episodes, held)
@@ -127,11 +124,6 @@ def measure_table(
     return table, variances
 
 
-# td_measures' keys by their tags
-_TD_KEYS = (
-    ("losses/td_loss_unweighted", "unweighted"), ("td_error/mean", "mean"), ("td_error/median", "median"),
-    ("td_error/max", "max"), ("td_error/std", "std"), ("replay/is_weight_mean", "weight_mean"),
-)  # fmt: skip
 _NO_EPISODES, _NO_HELD = np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
 
 
@@ -149,8 +141,8 @@ def _compiled_columns(table, columns, td, ordered, losses, weights, ages, episod
         for j in range(b):
             total += np.float64(ages[k, j])
         f64 = np.float64  # (every value a float64 exactly, as the table holds it)
-        values = (f64(unweighted[k]), f64(mean[k]), f64(median[k]), f64(top[k]), f64(std[k]), total / b,
-                  f64(weight_mean[k]))  # fmt: skip
+        values = (f64(mean[k]), f64(median[k]), f64(top[k]), f64(std[k]), f64(unweighted[k]), f64(weight_mean[k]),
+                  total / b)  # fmt: skip (COMPILED_COLUMNS' order)
         for j in range(len(values)):
             table[k, columns[j]] = values[j]
     if episode_column >= 0:

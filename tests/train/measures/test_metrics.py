@@ -235,10 +235,12 @@ def test_the_compiled_td_measures_are_numpys():
         with np.errstate(invalid="ignore"):
             got, want = td_measures(raw, losses, weights), _numpy_td_measures(raw, losses, weights)
         _assert_measures_close(got, want)
-        np.testing.assert_array_equal(got["unweighted"], losses.astype(np.float64).mean(axis=1))
+        unweighted = got["losses/td_loss_unweighted"]
+        np.testing.assert_array_equal(unweighted, losses.astype(np.float64).mean(axis=1))
         if u > 2:
-            assert np.isnan(got["median"][2]) and np.isnan(got["max"][2]) and not np.isnan(got["mean"][1])
-            assert np.isnan(got["unweighted"][2]) and not np.isnan(got["unweighted"][1])
+            assert np.isnan(got["td_error/median"][2]) and np.isnan(got["td_error/max"][2])
+            assert not np.isnan(got["td_error/mean"][1])
+            assert np.isnan(unweighted[2]) and not np.isnan(unweighted[1])
     assert not exact_td(raw.astype(np.float64), losses, weights) and not exact_td(raw[:, ::2], losses, weights)
     assert not exact_td(raw, losses.astype(np.float64), weights)
 
