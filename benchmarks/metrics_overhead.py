@@ -11,7 +11,7 @@ Four builds of the same run (same seed, so the same episodes and updates), inter
 The overhead is the median time of a build over the baseline's, minus one, in CPU time of this process (the
 run is single-threaded for an MLP, so CPU time is the work done and barely moves with other load on the
 machine) and in wall time. The issue's budget is 10%. A second table times the update window alone per update
-(each update measured as the loop measures it, ``measure_rows`` over S = 1, and ``pop``) for CartPole-, Acrobot-
+(each update measured as the loop measures it, ``measure_table`` over S = 1, and ``pop``) for CartPole-, Acrobot-
 and Atari-shaped batches of a real memory, with and without the i.i.d. measures.
 
     python benchmarks/metrics_overhead.py [--steps 20000] [--repeats 3] [--config configs/cartpole_uniform.yaml]
@@ -34,7 +34,7 @@ import torch
 from per_cli.config import Config, ReplayConfig, load_config
 from per_cli.replay import make_replay
 from per_cli.train.loop.trainer import Trainer
-from per_cli.train.measures.update_measures import measure_rows
+from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
 
 
 def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid: bool, repeats: int = 3) -> float:
-    """CPU microseconds per update that ``measure_rows`` (each update measured when it comes, S = 1) and ``pop``
+    """CPU microseconds per update that ``measure_table`` (each update measured when it comes, S = 1) and ``pop``
     spend on ``updates`` batches of this shape, drawn from a real memory of 2,000 random states (episodes of
     100); with ``iid``, a reference sample is drawn at every pop (as at a log point)."""
     rng = np.random.default_rng(0)
@@ -84,9 +84,9 @@ def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid
         start = time.process_time()
         for b in batches:
             held = [memory.episodes_held()] if iid else None
-            [(row, variances)] = measure_rows([window], r.td_errors[None], r.losses[None], b.weights[None],
-                                              b.ages[None], b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])
-            window.add_measured(row, variances, b.obs)
+            table, variances = measure_table(window, r.td_errors[None], r.losses[None], b.weights[None],
+                                             b.ages[None], b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])
+            window.add_measured(table[0], None if variances is None else variances[0], b.obs)
         window.pop(memory)
         best = min(best, time.process_time() - start)
     return best / updates * 1e6
@@ -140,11 +140,11 @@ def run_table(args: argparse.Namespace) -> float:
 
 
 def window_table(per_update: float | None, repeats: int) -> None:
-    """An update measured alone (``measure_rows``, S = 1) + ``pop`` per update for three state shapes, without and
+    """An update measured alone (``measure_table``, S = 1) + ``pop`` per update for three state shapes, without and
     with the i.i.d. measures (min of ``repeats``), and for CartPole as a share of ``per_update`` (a run's CPU µs per
     update) if given."""
     print(
-        f"\nmeasure_rows (S = 1) + pop alone, CPU µs per update (100 updates a window; min of {repeats}), without and "
+        f"\nmeasure_table (S = 1) + pop alone, CPU µs per update (100 updates a window; min of {repeats}), without and "
         f"with the i.i.d. measures{', and as a share of the above' if per_update else ''} (load average "
         f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}):"
     )

@@ -45,27 +45,10 @@ COMPILED_COLUMNS = np.array([COLUMN[tag] for tag in (*TD_TAGS, "replay/sample_ag
 
 
 def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
-    """The per-update measures of a row of :func:`measure_rows`, as (tag, dtype) in the row's order (and the
+    """The per-update measures of a row of :func:`measure_table`, as (tag, dtype) in the row's order (and the
     order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row and popped as its
     dtype (every float32 value is a float64 exactly, so the round trip keeps its bits)."""
     return MEASURES + ((CORRELATION, np.int64),) * correlation + ((EPISODE_DIVERSITY, np.float64),) * iid
-
-
-def measure_rows(
-    windows: Sequence[MeasuredBy], td: np.ndarray, losses: np.ndarray, weights: np.ndarray, ages: np.ndarray,
-    obs: np.ndarray | None, episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None,
-    loss: Sequence[float], q_means: Sequence[float],
-) -> list[tuple[np.ndarray, np.ndarray | None]]:  # fmt: skip
-    """Per update k: its row of :func:`row_layout` and its states' feature variances (or None), as
-    :func:`measure_table` measures them (each row a view of its table), or measured one update at a time where
-    the windows measure differently (threshold or iid)."""
-    first = windows[0]
-    config = (first.threshold, first.iid)
-    if len(windows) > 1 and any((w.threshold, w.iid) != config for w in windows):
-        arrays = (td, losses, weights, ages, obs, episodes, held, loss, q_means)
-        return [_one(w, k, *arrays) for k, w in enumerate(windows)]
-    table, variances = measure_table(first, td, losses, weights, ages, obs, episodes, held, loss, q_means)
-    return list(zip(table, variances if variances is not None else [None] * len(table), strict=True))
 
 
 def measure_table(
@@ -86,9 +69,9 @@ def measure_table(
     correlations or measure iid, ``episodes`` and ``held`` with iid (a ValueError without them)."""
     threshold, iid = window.threshold, window.iid
     if (threshold is not None or iid) and obs is None:
-        raise ValueError("measure_rows: the correlation count and the i.i.d. measures need the states (obs)")
+        raise ValueError("measure_table: the correlation count and the i.i.d. measures need the states (obs)")
     if iid and (episodes is None or held is None):
-        raise ValueError("measure_rows: the i.i.d. measures need the episode ids and the episodes held")
+        raise ValueError("measure_table: the i.i.d. measures need the episode ids and the episodes held")
     td, losses, weights, ages = (np.ascontiguousarray(a) for a in (td, losses, weights, ages))
     u = len(td)
     table = np.empty((u, len(MEASURES) + (threshold is not None) + iid), dtype=np.float64)
@@ -149,12 +132,3 @@ def _compiled_columns(table, columns, td, ordered, losses, weights, ages, episod
         diversity = _episode_diversity(episodes, held)
         for k in range(u):
             table[k, episode_column] = diversity[k]
-
-
-def _one(window: MeasuredBy, k: int, td, losses, weights, ages, obs, episodes, held, loss, q_means):
-    """Update ``k`` of the arrays measured alone, as ``window`` measures."""
-    pick = lambda a: None if a is None else a[k : k + 1]  # noqa: E731
-    return measure_rows(
-        [window], td[k : k + 1], losses[k : k + 1], weights[k : k + 1], ages[k : k + 1], pick(obs), pick(episodes),
-        pick(held), loss[k : k + 1], q_means[k : k + 1],
-    )[0]  # fmt: skip

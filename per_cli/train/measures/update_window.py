@@ -106,7 +106,7 @@ class UpdateWindow:
         return window
 
     def add_measured(self, row: np.ndarray, variances: np.ndarray | None, obs: np.ndarray) -> None:
-        """An update measured already (``measure_rows``): ``row`` its values (float64) in ``row_layout(threshold
+        """An update measured already (``measure_table``): ``row`` its values (float64) in ``row_layout(threshold
         is not None, iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states
         (kept with iid, for the state diversity ``pop`` computes from them where variances do not serve)."""
         self._pull()

@@ -1,4 +1,4 @@
-"""The per-update measures' one path (per_cli.train.measures.update_measures.measure_rows): every array served, each
+"""The per-update measures' one path (per_cli.train.measures.update_measures.measure_table): every array served, each
 measure its definition computed one update at a time by numpy, and an update's row the same whether it was measured
 alone (S = 1) or with a cohort step's other updates."""
 
@@ -11,11 +11,17 @@ import numpy as np
 import pytest
 
 from per_cli.train.measures.iid import feature_variances
-from per_cli.train.measures.update_measures import measure_rows, row_layout
+from per_cli.train.measures.update_measures import measure_table, row_layout
 from per_cli.train.measures.update_window import UpdateWindow
 from tests.train.measures.test_update_window import _memory, add
 
 pytestmark = pytest.mark.filterwarnings("error")
+
+
+def rows_of(window: UpdateWindow, *arrays) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """``measure_table``'s rows: per update, its row and its states' feature variances (or None)."""
+    table, variances = measure_table(window, *arrays)
+    return list(zip(table, variances if variances is not None else [None] * len(table), strict=True))
 
 
 def _draws(memory, steps: int, members: int, batch: int, seed: int):
@@ -45,7 +51,7 @@ def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(
     tags = [key for key, _ in row_layout(threshold is not None, iid)] + ["iid/state_diversity"] * iid
     pops = 0
     for step, (s, td, losses, q_means) in enumerate(_draws(memory, 45, members, 32, seed=1)):
-        rows = measure_rows(together, td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"],
+        rows = rows_of(together[0], td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"],
                             [held] * members, losses, q_means)  # fmt: skip
         for k in range(members):
             batch = SimpleNamespace(**{key: s[key][k] for key in s})
@@ -103,7 +109,7 @@ def test_every_array_is_measured_as_its_definition(layout, batch):
     td[1, 0] = -0.0
     held = [memory.episodes_held(), 3, 1]
     change = LAYOUTS[layout]
-    rows = measure_rows(windows, change(td), change(s["losses"]), change(s["weights"]), change(s["ages"]),
+    rows = rows_of(windows[0], change(td), change(s["losses"]), change(s["weights"]), change(s["ages"]),
                         change(s["obs"]), change(s["episodes"]), held, losses, q_means)  # fmt: skip
     layout_keys = [key for key, _ in row_layout(True, True)]
     assert len(rows) == 3
@@ -135,37 +141,23 @@ def test_the_compiled_pass_and_numpys_give_the_same_rows():
     windows = [UpdateWindow(0.8, seed=k) for k in range(4)]
     s, td, losses, q_means = next(_draws(memory, 1, 4, 64, seed=3))
     held = [memory.episodes_held()] * 4
-    compiled = measure_rows(windows, td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], held, losses,
+    compiled = rows_of(windows[0], td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], held, losses,
                             q_means)  # fmt: skip
-    numpys = measure_rows(windows, td, s["losses"], s["weights"], s["ages"].astype(np.int32), s["obs"],
+    numpys = rows_of(windows[0], td, s["losses"], s["weights"], s["ages"].astype(np.int32), s["obs"],
                           s["episodes"].astype(np.int32), held, losses, q_means)  # fmt: skip
     for (a, va), (b, vb) in zip(compiled, numpys, strict=True):
         assert a.tobytes() == b.tobytes() and va.tobytes() == vb.tobytes()
-
-
-def test_windows_that_measure_differently_are_measured_each_as_its_own():
-    memory = _memory((4,))
-    s, td, losses, q_means = next(_draws(memory, 1, 3, 16, seed=0))
-    held = [memory.episodes_held()] * 3
-    windows = [UpdateWindow(0.8, seed=0), UpdateWindow(0.2, seed=1), UpdateWindow(None, iid=False, seed=2)]
-    arrays = (td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
-    rows = measure_rows(windows, *arrays)
-    for k, window in enumerate(windows):
-        alone = measure_rows([window], *(a[k : k + 1] for a in arrays))[0]
-        assert rows[k][0].tobytes() == alone[0].tobytes()
-        assert len(rows[k][0]) == len(row_layout(window.threshold is not None, window.iid))
-    assert rows[2][1] is None and rows[0][1] is not None  # variances with iid only
 
 
 def test_what_a_measure_needs_must_be_given():
     memory = _memory((4,))
     s, td, losses, q_means = next(_draws(memory, 1, 1, 8, seed=0))
     with pytest.raises(ValueError, match="need the states"):
-        measure_rows([UpdateWindow(0.8, iid=False)], td, s["losses"], s["weights"], s["ages"], None, None, None, losses,
+        rows_of(UpdateWindow(0.8, iid=False), td, s["losses"], s["weights"], s["ages"], None, None, None, losses,
                      q_means)  # fmt: skip
     with pytest.raises(ValueError, match="episodes held"):
-        measure_rows([UpdateWindow(None)], td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], None,
+        rows_of(UpdateWindow(None), td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], None,
                      losses, q_means)  # fmt: skip
-    rows = measure_rows([UpdateWindow(None, iid=False)], td, s["losses"], s["weights"], s["ages"], None, None, None,
+    rows = rows_of(UpdateWindow(None, iid=False), td, s["losses"], s["weights"], s["ages"], None, None, None,
                         losses, q_means)  # fmt: skip
     assert len(rows[0][0]) == 9  # neither the count nor the i.i.d. measures: nothing else needed

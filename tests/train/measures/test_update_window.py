@@ -1,6 +1,6 @@
 """The update window (per_cli.train.measures.update_window): TD-error statistics, unweighted loss and i.i.d. measures of
 real memories' batches, each equal to its definition computed one update at a time (each update measured as the
-loop measures it, by ``measure_rows``, here over S = 1: :func:`add`).
+loop measures it, by ``measure_table``, here over S = 1: :func:`add`).
 
 Every test here runs with warnings as errors: a constant state must not raise a NaN or divide warning.
 """
@@ -29,7 +29,7 @@ from per_cli.train.measures.iid import (
     state_view,
 )
 from per_cli.train.measures.metrics import correlation_count
-from per_cli.train.measures.update_measures import measure_rows
+from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -49,12 +49,17 @@ def _memory(obs_shape: tuple[int, ...], kind: str = "uniform", episode_length: i
 
 
 def add(window: UpdateWindow, b, r, memory=None) -> None:
-    """One update (batch ``b``, an engine's result ``r``) measured as the loop measures it (``measure_rows``, here
-    over S = 1) into ``window`` (``memory``: the episodes it holds, with iid)."""
+    """One update (batch ``b``, an engine's result ``r``) measured as the loop measures it (``measure_table``,
+    here over S = 1) into ``window`` (``memory``: the episodes it holds, with iid)."""
+    window.add_measured(*_measured(window, b, r, memory), b.obs)
+
+
+def _measured(window: UpdateWindow, b, r, memory=None) -> tuple:
+    """(the row, the feature variances or None) of one update measured alone (``measure_table``, S = 1)."""
     held = None if memory is None else [memory.episodes_held()]
-    [(row, variances)] = measure_rows([window], r.td_errors[None], r.losses[None], b.weights[None], b.ages[None],
-                                      b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])  # fmt: skip
-    window.add_measured(row, variances, b.obs)
+    table, variances = measure_table(window, r.td_errors[None], r.losses[None], b.weights[None], b.ages[None],
+                                     b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])  # fmt: skip
+    return table[0], None if variances is None else variances[0]
 
 
 def _result(td: np.ndarray, loss: float = 0.0, q_mean: float = 0.0, losses: np.ndarray | None = None):
@@ -245,10 +250,9 @@ def _add_both_ways(windows, memory, updates) -> None:
             for window in windows:
                 add(window, b, r, memory)
             continue
-        rows = measure_rows(windows[:1], r.td_errors[None], r.losses[None], b.weights[None], b.ages[None],
-                            b.obs[None], b.episodes[None], [memory.episodes_held()], [r.loss], [r.q_mean])  # fmt: skip
+        row, variances = _measured(windows[0], b, r, memory)
         for window in windows:
-            window.add_measured(*rows[0], b.obs)
+            window.add_measured(row, variances, b.obs)
 
 
 @pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
