@@ -64,7 +64,6 @@ PHASES = [
     ("replay", ReplayMemory, "update_priorities"),
     ("logging", reporting, "log_episode"),
     ("logging", reporting, "log_updates"),
-    ("logging", UpdateWindow, "add"),  # each update measured alone (measure_rows, S = 1) and kept for the next log
     ("logging", CohortRows, "add"),  # a cohort's: its step's measured rows kept over the seed axis
     ("logging", UpdateWindow, "add_block"),  # and taken by each member's window (at its pops)
     ("logging", Steps, "measure"),  # a compiled update's measures, all members at once

@@ -11,8 +11,8 @@ Four builds of the same run (same seed, so the same episodes and updates), inter
 The overhead is the median time of a build over the baseline's, minus one, in CPU time of this process (the
 run is single-threaded for an MLP, so CPU time is the work done and barely moves with other load on the
 machine) and in wall time. The issue's budget is 10%. A second table times the update window alone per update
-(``UpdateWindow.add``, which measures each update, and ``pop``) for CartPole-, Acrobot- and Atari-shaped batches
-of a real memory, with and without the i.i.d. measures.
+(each update measured as the loop measures it, ``measure_table`` over S = 1, and ``pop``) for CartPole-, Acrobot-
+and Atari-shaped batches of a real memory, with and without the i.i.d. measures.
 
     python benchmarks/metrics_overhead.py [--steps 20000] [--repeats 3] [--config configs/cartpole_uniform.yaml]
     python benchmarks/metrics_overhead.py --window-only [--repeats 40]   # the second table alone, min of 40
@@ -34,6 +34,7 @@ import torch
 from per_cli.config import Config, ReplayConfig, load_config
 from per_cli.replay import make_replay
 from per_cli.train.loop.trainer import Trainer
+from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
 
 
 def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid: bool, repeats: int = 3) -> float:
-    """CPU microseconds per update that ``UpdateWindow.add`` (each update measured when it comes) and ``pop``
+    """CPU microseconds per update that ``measure_table`` (each update measured when it comes, S = 1) and ``pop``
     spend on ``updates`` batches of this shape, drawn from a real memory of 2,000 random states (episodes of
     100); with ``iid``, a reference sample is drawn at every pop (as at a log point)."""
     rng = np.random.default_rng(0)
@@ -75,13 +76,17 @@ def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid
         obs = (rng.random(obs_shape) * (255 if dtype == np.uint8 else 1)).astype(dtype)
         memory.add(obs, 0, 0.0, obs, (t + 1) % 100 == 0, False)
     batches = [memory.sample(batch) for _ in range(updates)]
-    result = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32), loss=0.1, q_mean=1.0)
+    td = rng.standard_normal(batch).astype(np.float32)
+    r = SimpleNamespace(td_errors=td, losses=np.abs(td), loss=0.1, q_mean=1.0)
     best = float("inf")
     for _ in range(repeats):
         window = UpdateWindow(0.8, iid=iid, refresh_every=updates)
         start = time.process_time()
         for b in batches:
-            window.add(b, result, memory)
+            held = [memory.episodes_held()] if iid else None
+            table, variances = measure_table(window, r.td_errors[None], r.losses[None], b.weights[None],
+                                             b.ages[None], b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])
+            window.add_measured(table[0], None if variances is None else variances[0], b.obs)
         window.pop(memory)
         best = min(best, time.process_time() - start)
     return best / updates * 1e6
@@ -135,10 +140,11 @@ def run_table(args: argparse.Namespace) -> float:
 
 
 def window_table(per_update: float | None, repeats: int) -> None:
-    """``UpdateWindow.add`` + ``pop`` per update for three state shapes, without and with the i.i.d. measures
-    (min of ``repeats``), and for CartPole as a share of ``per_update`` (a run's CPU µs per update) if given."""
+    """An update measured alone (``measure_table``, S = 1) + ``pop`` per update for three state shapes, without and
+    with the i.i.d. measures (min of ``repeats``), and for CartPole as a share of ``per_update`` (a run's CPU µs per
+    update) if given."""
     print(
-        f"\nUpdateWindow.add + pop alone, CPU µs per update (100 updates a window; min of {repeats}), without and "
+        f"\nmeasure_table (S = 1) + pop alone, CPU µs per update (100 updates a window; min of {repeats}), without and "
         f"with the i.i.d. measures{', and as a share of the above' if per_update else ''} (load average "
         f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}):"
     )

@@ -159,7 +159,7 @@ class CohortSampling:
             and all(type(m.writer) is Writer for m in memories)
         )  # fmt: skip
         self.rings = type(self._gather) is RingGather  # (the numba engine's insertion gather: ``latest``)
-        self.failed: dict[int, tuple[int, float]] = {}
+        self.failed: dict[int, tuple[int, int]] = {}  # member: (batch size, its draw's status)
 
     def store(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         """Members ``which`` (int64) each add transition k of the arrays (a row each; ``obs`` float32) as their
@@ -185,7 +185,7 @@ class CohortSampling:
 
     def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> DrawnBatches:
         """The batches of members ``which``, as their ``memory.sample(batch_size, beta)`` draws them; None where
-        that raises (the member is in ``failed``: ``repeat_failed`` raises its error)."""
+        that raises (the member is in ``failed``: ``raise_failed`` raises its error)."""
         n = len(which)
         members = np.asarray(which, dtype=np.int64)
         betas = np.asarray(betas, dtype=np.float64)
@@ -194,7 +194,7 @@ class CohortSampling:
         status = draw_batches(self.kind, self._lists, members, betas, slots, weights, self._chunk)
         arrays, device = self._gather(members, slots, weights)
         drawn = status == DRAWN
-        self.failed = {which[k]: (batch_size, float(betas[k])) for k in np.flatnonzero(~drawn).tolist()}
+        self.failed = {which[k]: (batch_size, int(status[k])) for k in np.flatnonzero(~drawn).tolist()}
         return DrawnBatches(arrays, drawn, device)
 
     def scored(self, which: Sequence[int], batches: Sequence[Batch], scores) -> Sequence[Batch]:
@@ -209,11 +209,14 @@ class CohortSampling:
         kept = BatchArrays(*(array[rows, positions] for array in arrays))._replace(weights=weights)
         return DrawnBatches(kept, np.ones(len(positions), dtype=np.bool_))
 
-    def repeat_failed(self, i: int) -> None:
-        """Raise member ``i``'s error of the last ``sample``: its own draw, as its solo run's."""
-        batch_size, beta = self.failed[i]
-        self.memories[i].sample(batch_size, beta)
-        raise RuntimeError(f"member {i}'s draw failed in the cohort but not alone")
+    def raise_failed(self, i: int) -> None:
+        """Raise member ``i``'s error of the last ``sample``: the error its draw's status means (its sampler's
+        ``raise_failed``, as its solo run's draw raises it)."""
+        batch_size, status = self.failed[i]
+        memory = self.memories[i]
+        if batch_size > len(memory):
+            memory.sample(batch_size)  # (its check of the size raises, before any draw)
+        memory.sampler.raise_failed(status, batch_size)
 
     def update_priorities(
         self, which: Sequence[int], ids: Sequence[np.ndarray] | Callable[[], Sequence[np.ndarray]],
@@ -221,7 +224,7 @@ class CohortSampling:
     ):  # fmt: skip
         """Members ``which`` get their new priorities as each ``memory.update_priorities(ids[k], td_errors[k])``
         sets them (the kind's ``update_members``); returns per member whether its TD errors were finite (where not,
-        nothing changed and the caller repeats the member's own update to raise its error). ``ids`` (int64) and
+        nothing changed for it: its run diverged). ``ids`` (int64) and
         ``td_errors`` are rows of one length, as a draw or an insertion makes them (ValueError otherwise); ``ids``
         may be a function returning them (called only where priorities are kept)."""
         if not self.kind.keeps_priorities():

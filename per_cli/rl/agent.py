@@ -238,7 +238,8 @@ class DQNAgent:
         return deferred if not wait else deferred.wait()
 
     def _update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[torch.Tensor, ...]:
-        """The torch update on device tensors: (δ, weighted loss per sample, loss, mean Q), all on the device (no
+        """The torch update on device tensors: (δ, each sample's loss without its IS weight as the loss counts it:
+        ``batch_losses``' samples, loss, mean Q), all on the device (no
         host synchronisation, so a CUDA graph can capture it)."""
         q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
         target = self._targets(rewards, next_obs, terminated)

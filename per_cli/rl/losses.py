@@ -127,20 +127,22 @@ def pal_lambda(q: torch.Tensor, target: torch.Tensor, loss: TDLoss) -> torch.Ten
 
 
 class BatchLoss(NamedTuple):
-    """One batch's loss: each sample's IS-weighted loss and the value an update minimises."""
+    """One batch's loss: each sample's loss as the value counts it and the value an update minimises."""
 
-    samples: torch.Tensor  # w_i l(q_i − target_i), before the mean (and PAL's 1/λ)
-    value: torch.Tensor  # their mean, for PAL divided by the batch's λ
+    samples: torch.Tensor  # l(q_i − target_i) without IS weight (for PAL divided by the batch's λ)
+    value: torch.Tensor  # the mean of w_i l(q_i − target_i), for PAL divided by the batch's λ
 
 
 def batch_losses(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, loss: TDLoss) -> BatchLoss:
     """The loss one update minimises over a batch (1-d ``q``, ``target``, ``weights``; one member's under
     ``vmap``): the mean of IS weight × per-sample loss, for PAL divided by the batch's λ (:func:`pal_lambda`);
-    with the weighted per-sample losses it is the mean of."""
-    samples = weights * per_sample_loss(q, target, loss)
-    value = samples.mean()
+    with each sample's loss without its IS weight, as the value counts it (for PAL also divided by λ): the
+    unweighted loss the measures log is their mean."""
+    samples = per_sample_loss(q, target, loss)
+    value = (weights * samples).mean()
     if loss.name == "pal":
-        value = value / pal_lambda(q, target, loss)
+        lam = pal_lambda(q, target, loss)
+        return BatchLoss(samples / lam, value / lam)
     return BatchLoss(samples, value)
 
 

@@ -18,7 +18,7 @@ class UpdateResult(NamedTuple):
     """One member's row of :class:`UpdateResults`."""
 
     td_errors: np.ndarray  # (B,) δ = target − Q(s, a), the δ that updates priorities
-    losses: np.ndarray  # (B,) each sample's IS-weighted loss (see UpdateResults.losses)
+    losses: np.ndarray  # (B,) each sample's loss without its IS weight (see UpdateResults.losses)
     loss: float
     q_mean: float
 
@@ -26,8 +26,9 @@ class UpdateResult(NamedTuple):
 class UpdateResults(NamedTuple):
     """The values of one update of S members, each from that member's weights before its update.
 
-    ``losses`` is each sample's loss times its IS weight as the engine applied it, before the batch mean (for PAL
-    also before the division by the batch's λ): ``loss`` is their mean (for PAL divided by λ), to float rounding.
+    ``losses`` is each sample's loss without its IS weight, as the update's value counts it (for PAL divided by the
+    batch's λ): ``loss`` is the mean of the IS weights times them, to float rounding, and the logged unweighted
+    loss their mean (the measures read them, never recompute them: the loss is written once per engine).
     """
 
     td: np.ndarray  # (S, B) float32

@@ -127,8 +127,10 @@ def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
     sampling = CohortSampling(memories)
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
+    drawn = memories[0].sampler.rng.bit_generator.state
     with pytest.raises(ValueError) as cohort_error:
-        sampling.repeat_failed(0)
+        sampling.raise_failed(0)  # (the error its draw's status means: nothing drawn again)
+    assert memories[0].sampler.rng.bit_generator.state == drawn
     with pytest.raises(ValueError) as solo_error:
         alone[0].sample(8, 0.5)
     assert str(cohort_error.value) == str(solo_error.value)
@@ -171,7 +173,7 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
     with pytest.raises(ValueError, match="replay window") as cohort_error:
-        sampling.repeat_failed(0)
+        sampling.raise_failed(0)
     with pytest.raises(ValueError) as solo_error:
         alone[0].sample(8, 0.5)
     assert str(cohort_error.value) == str(solo_error.value)
@@ -202,7 +204,7 @@ def test_what_it_does_not_draw_is_said():
     first, second = small.sample([0, 1], 8, [1.0, 1.0])  # fewer transitions than a batch: its own error
     assert first is not None and second is None and 1 in small.failed
     with pytest.raises(ValueError, match="cannot sample 8 transitions from a memory holding 5"):
-        small.repeat_failed(1)
+        small.raise_failed(1)
     with pytest.raises(ValueError, match="memories of one kind"):
         CohortSampling([_memory(1, 20, sampler=RankSampler), _memory(1, 20)])
     with pytest.raises(ValueError, match="memories of one kind"):

@@ -111,6 +111,10 @@ def run_both(steps=6, seed=0, sync_at=3, size=32, weighted=True, **kw) -> tuple[
         batch = make_batch(rng, size, weighted)
         r_ref, r_fast = ref.learn(batch).member(0), fast.learn(batch).member(0)
         np.testing.assert_allclose(r_fast.td_errors, r_ref.td_errors, **TOL)
+        np.testing.assert_allclose(r_fast.losses, r_ref.losses, **TOL)  # each sample's, as the loss counts it
+        weights = batch.weights.astype(np.float64)
+        for r in (r_ref, r_fast):  # (without its IS weight: the loss is the mean of the weights times them)
+            assert np.mean(weights * r.losses) == pytest.approx(r.loss, rel=1e-5, abs=1e-7)
         assert r_fast.loss == pytest.approx(r_ref.loss, rel=1e-5, abs=1e-6)
         assert r_fast.q_mean == pytest.approx(r_ref.q_mean, rel=1e-5, abs=1e-6)
         assert_same_params(ref, fast)

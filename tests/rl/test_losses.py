@@ -115,14 +115,15 @@ def test_the_numba_losses_gradients_are_torch_autograds(loss):
     td, dz = np.empty(batch, np.float32), np.zeros((batch, n_actions), np.float32)
     samples = np.empty(batch, np.float32)
     code = LOSS_CODES[loss.name]
-    got_loss, q_sum = loss_and_dq(q_all, target, actions, weights, code, loss.kappa, loss.alpha, td, samples, dz)
+    got_loss, q_sum, lam = loss_and_dq(q_all, target, actions, weights, code, loss.kappa, loss.alpha, td, samples, dz)
 
     q = torch.tensor(q_all, requires_grad=True)
     taken = q.gather(1, torch.tensor(actions)[:, None]).squeeze(1)
     want = batch_losses(taken, torch.tensor(target), torch.tensor(weights), loss)
     value = want.value
     value.backward()
-    np.testing.assert_allclose(samples, want.samples.detach().numpy(), rtol=1e-6, atol=1e-12)  # each sample's
+    assert lam == 1.0 or loss.name == "pal"  # (each sample's loss without its weight, before PAL's 1/λ)
+    np.testing.assert_allclose(samples / lam, want.samples.detach().numpy(), rtol=1e-6, atol=1e-12)
     assert got_loss / batch == pytest.approx(value.item(), rel=1e-6)
     np.testing.assert_allclose(dz, q.grad.numpy(), rtol=1e-6, atol=1e-12)
     np.testing.assert_array_equal(td, -d)
@@ -254,13 +255,38 @@ def test_lap_under_its_sampling_equals_pal_under_uniform_sampling_in_expectation
 @pytest.mark.parametrize("kind, expected", [("prioritized", "mse"), ("lap", "lap"), ("pal", "pal")])
 @pytest.mark.parametrize("engine", ["torch", "numba"])
 def test_a_trainer_trains_and_measures_with_its_configs_loss(kind, expected, engine):
-    """Where the loss comes from in a run: the trainer builds it from the whole config and gives the same one to
-    the agent (either engine) and to the update measures."""
+    """Where the loss comes from in a run: the trainer builds it from the whole config and gives it to the agent
+    (either engine), whose per-sample losses the update measures read."""
     from per_cli.train.loop.trainer import Trainer
 
     replay = ReplayConfig(kind=kind, capacity=100, batch_size=8)
     cfg = Config(agent=AgentConfig(loss="mse", hidden_sizes=[8], engine=engine), replay=replay)
     trainer = Trainer(cfg, device="cpu")
-    assert trainer.agent.td_loss == trainer.window.loss == TDLoss(expected, *loss_params(cfg))
+    assert trainer.agent.td_loss == TDLoss(expected, *loss_params(cfg))
     if engine == "numba":
         assert trainer.agent.numba_engine.loss == trainer.agent.td_loss
+
+
+UNWEIGHTED_BY_HAND = [  # (loss, δ of one batch, the mean of its per-sample losses as the update counts them)
+    # huber (smooth L1, β 1): 0.125, 1.5, 0.5, 0; mse: δ²
+    (TDLoss("huber"), [0.5, -2.0, 1.0, 0.0], 2.125 / 4),
+    (TDLoss("mse"), [-0.25, 3.0, -1.5, 0.75], (0.0625 + 9 + 2.25 + 0.5625) / 4),
+    # LAP: δ²/2 inside |δ| < κ, κ|δ| from κ on (κ 1); PAL (α 0.5): κ^α δ²/2 inside, κ|δ|^1.5/1.5 outside, over λ
+    (TDLoss("lap", 1.0, 0.5), [0.5, -4.0, 1.0, 0.0], (0.125 + 4 + 1 + 0) / 4),
+    (TDLoss("pal", 1.0, 0.5), [0.5, -4.0, 1.0, 0.0], (0.125 + 8 / 1.5 + 1 / 1.5 + 0) / 4 / ((1 + 2 + 1 + 1) / 4)),
+]
+
+
+@pytest.mark.parametrize(("loss", "td", "want"), UNWEIGHTED_BY_HAND, ids=lambda x: str(x)[:20])
+def test_each_engines_per_sample_losses_are_the_unweighted_loss_by_hand(loss, td, want):
+    """What the measures log as the unweighted loss, the mean of an update's per-sample losses
+    (``UpdateResults.losses``: no IS weight, for PAL over the batch's λ), by hand for both engines' one statement
+    of the loss (torch's ``batch_losses``, numba's ``loss_and_dq``), whatever the IS weights."""
+    d = -np.asarray(td, dtype=np.float32)  # d = q − target with target 0
+    weights = np.array([0.1, 0.5, 1.0, 0.7], np.float32)
+    torch_losses = batch_losses(torch.tensor(d), torch.zeros(4), torch.tensor(weights), loss).samples.numpy()
+    samples, out_td, dz = np.empty(4, np.float32), np.empty(4, np.float32), np.zeros((4, 1), np.float32)
+    _, _, lam = loss_and_dq(d[:, None], np.zeros(4, np.float32), np.zeros(4, np.int64), weights,
+                            LOSS_CODES[loss.name], loss.kappa, loss.alpha, out_td, samples, dz)  # fmt: skip
+    for losses in (torch_losses, samples / lam):
+        assert losses.astype(np.float64).mean() == pytest.approx(want, rel=1e-6)

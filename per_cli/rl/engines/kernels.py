@@ -14,7 +14,7 @@ import numpy as np
 from per_cli.rl.engines.dense import JIT, aligned, aligned_empty, max_width, offsets
 from per_cli.rl.engines.optim import adam_step, clip_grad_norm
 from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
-from per_cli.rl.engines.td import loss_and_dq, next_values, targets
+from per_cli.rl.engines.td import PAL, loss_and_dq, next_values, targets
 
 
 class UpdateSettings(NamedTuple):
@@ -125,8 +125,9 @@ def update_kernel(
     params, tparams, m, v, dims, obs, actions, rewards, next_obs, terminated, weights, td_out, loss_out, hyper, step,
     ws,
 ):  # fmt: skip
-    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out`` and each sample's weighted
-    loss into ``loss_out`` (:func:`~per_cli.rl.engines.td.loss_and_dq`).
+    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out`` and each sample's loss as
+    the update's value counts it into ``loss_out``: no IS weight, for PAL divided by λ
+    (:func:`~per_cli.rl.engines.td.loss_and_dq`; the torch engine's ``losses.batch_losses``).
 
     ``hyper`` is the run's :class:`UpdateSettings`; ``step`` is Adam's step count after this update (1 on the
     first); ``ws`` a workspace of at least ``workspace_size(dims, batch)`` floats.
@@ -158,9 +159,12 @@ def update_member(
     targets(rewards, terminated, b.next_q, hyper.gamma, b.target)
     b.dz[: batch * n_actions] = 0.0
     dq = b.dz[: batch * n_actions].reshape(batch, n_actions)
-    loss_sum, q_sum = loss_and_dq(
+    loss_sum, q_sum, lam = loss_and_dq(
         q_all, b.target, actions, weights, hyper.loss_code, hyper.kappa, hyper.alpha, td_out, loss_out, dq
     )
+    if hyper.loss_code == PAL:  # (each sample's loss as the value counts it)
+        for j in range(batch):
+            loss_out[j] = loss_out[j] / lam
     backward(params, b.grad, dims, offs, obs, actions, b.acts, act_off, b.dz, b.dx, b.dz_t, b.x_t, b.w_t, b.scratch)
     clip_grad_norm(b.grad, hyper.max_grad_norm)
     adam_step(params, b.grad, m, v, hyper.lr, hyper.beta1, hyper.beta2, hyper.eps, step)

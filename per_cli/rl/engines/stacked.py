@@ -158,8 +158,8 @@ class StackedEngine:
         return functional_call(self._template, params, (obs,))
 
     def _member_loss(self, params, obs, actions, target, weights) -> tuple[torch.Tensor, tuple]:
-        """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a), the
-        weighted loss per sample))."""
+        """One member's loss as :meth:`~per_cli.rl.agent.DQNAgent.learn` computes it; (loss, (loss, Q(s, a), each
+        sample's loss as the loss counts it: ``batch_losses``' samples))."""
         q = self._q_values(params, obs).gather(1, actions[:, None]).squeeze(1)
         losses = batch_losses(q, target, weights, self.td_loss)
         return losses.value, (losses.value, q, losses.samples)

@@ -61,8 +61,9 @@ def batch_lambda(q_all, target, actions, kappa, alpha):
 
 @numba.njit(**JIT)
 def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out, loss_out, dz):
-    """Σ_i w_i l(q_i − target_i) (for PAL divided by λ) and Σ_i q_i over the batch; writes δ = target − q into
-    ``td_out``, each sample's w_i l(q_i − target_i) into ``loss_out`` (before the mean and PAL's 1/λ) and dL/dQ
+    """(Σ_i w_i l(q_i − target_i) (for PAL divided by λ), Σ_i q_i, λ (1 but for PAL)) over the batch; writes
+    δ = target − q into ``td_out``, each sample's l(q_i − target_i) into ``loss_out`` (no IS weight, before PAL's
+    1/λ) and dL/dQ
     (of the batch mean, nonzero only at the taken actions) into ``dz`` (batch, n_actions), which must be zero.
     ``kappa``, ``alpha``: LAP's and PAL's κ and α (the other losses ignore them).
 
@@ -99,28 +100,28 @@ def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out
         size = abs(diff)
         if loss_code == HUBER:
             if size < one:
-                term = w_b * (half * diff * diff)
+                term = half * diff * diff
                 dz[b, a_b] = gw * diff
             else:
-                term = w_b * (size - half)
+                term = size - half
                 dz[b, a_b] = gw * sign
         elif loss_code == MSE:
-            term = w_b * (diff * diff)
+            term = diff * diff
             dz[b, a_b] = gw * (np.float32(2.0) * diff)
         elif loss_code == LAP:
             if size < k:
-                term = w_b * (half * diff * diff)
+                term = half * diff * diff
                 dz[b, a_b] = gw * diff
             else:
-                term = w_b * (k * size)
+                term = k * size
                 dz[b, a_b] = (gw * k) * sign
         else:
             if size < k:
-                term = w_b * (c_in * (half * diff * diff))
+                term = c_in * (half * diff * diff)
                 dz[b, a_b] = (gw * c_in) * diff
             else:
-                term = w_b * (c_out * size**power)
+                term = c_out * size**power
                 dz[b, a_b] = ((gw * c_out) * (power * size**slope)) * sign
         loss_out[b] = term
-        loss_sum += term
-    return loss_sum / lam, q_sum
+        loss_sum += w_b * term
+    return loss_sum / lam, q_sum, lam

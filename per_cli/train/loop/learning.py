@@ -5,7 +5,7 @@ then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_resu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -13,9 +13,10 @@ from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl.is_weights import apply_rule
 from per_cli.rl.results import Pending, UpdateResults
-from per_cli.train.loop.failures import fail, guard
+from per_cli.train.loop.failures import guard
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.positions import PositionsOf
+from per_cli.train.loop.stopping import check_update, diverged
 from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates
 from per_cli.train.measures.cohort_rows import CohortRows
 from per_cli.train.measures.update_measures import measure_table
@@ -85,19 +86,17 @@ class LearningPhases:
         return learning, training  # (those whose learning() or begin_phase failed: left out by the loop's mask)
 
     def sample(self, members: Sequence[Member]) -> Sequence[Batch | None]:
-        """Each member's next batch (None for a member whose draw raised: it failed): the kind's one draw over the
-        members, then their storages' gather (the cohort sampling's ``DrawnBatches``)."""
+        """Each member's next batch (None for a member whose draw failed: it fails with its draw's error, as its
+        solo run raises it): the kind's one draw over the members, then their storages' gather (the cohort
+        sampling's ``DrawnBatches``)."""
         sampling = self.sampling
         which, size = self._which(members), members[0].cfg.replay.batch_size * self._multiple
         per_batch = self._beta_per_batch  # (replay.beta_increment: each member's next batch's own)
         betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members).index]
         drawn = sampling.sample(which, size, betas)
-        if drawn.complete:
-            return drawn
-        out: list[Batch | None] = list(drawn)
-        for k in np.flatnonzero(~drawn.drawn).tolist():  # the draw raised: repeated alone to raise the member's error
-            out[k] = guard(members[k], sampling.repeat_failed, which[k])
-        return out
+        for k in np.flatnonzero(~drawn.drawn).tolist():  # (the error of the draw's status: Sampler.raise_failed)
+            guard(members[k], sampling.raise_failed, which[k])
+        return drawn
 
     def score(self, members: Sequence[Member], batches: Sequence[Batch]) -> Sequence[Batch]:
         """The batches to train on: for a kind whose spec says ``scores``, the networks' opinion of the drawn
@@ -129,63 +128,73 @@ class LearningPhases:
         return self.updates.learn(self._which(members), members, batches)
 
     def check_results(self, members: Sequence[Member], results: UpdateResults | Pending) -> None:
-        """Each member's update must be finite: the losses and mean Q values checked as arrays, only the
-        non-finite ones member by member (``check_result``, which fails the member)."""
+        """Each member's update must be finite: the losses and mean Q values checked as arrays; a member whose row
+        is not fails with :func:`~per_cli.train.loop.stopping.check_update`'s diverged error, built from its row."""
         results = results.wait()
         for k in np.flatnonzero(~results.finite()).tolist():
-            guard(members[k], members[k].check_result, results.member(k))
+            member = members[k]
+            guard(member, check_update, float(results.loss[k]), float(results.q_mean[k]), member.state.step + 1,
+                  member.cfg.agent)  # fmt: skip
 
     def update_priorities(self, members: Sequence[Member], batches: Sequence[Batch], results) -> None:
-        """Each member's batch gets its new priorities from the update's TD errors."""
+        """Each member's batch gets its new priorities from the update's TD errors, in one compiled call; a member
+        whose TD errors the call refused (not finite: its priorities unchanged) fails: its run diverged."""
         results = results.wait()
         ids = lambda: stacked_rows(batches).indices  # noqa: E731 - the draw's stacked ids
-        own = lambda m, k: guard(m, m.update_priorities, batches[k], results.member(k))  # noqa: E731
-        self._priorities(members, ids, results.td, own)
+        self._priorities(members, ids, results.td, _td_diverged)
 
-    def _priorities(self, members, ids: Callable[[], list], td_errors, own: Callable[[Member, int], None]) -> None:
-        """New priorities of the members' transitions ``ids()`` in one compiled call; ``own(member, k)`` is the
-        member's own update, run where the call cannot serve (its result: the member's own error)."""
+    def _priorities(self, members, ids: Callable[[], list], td_errors, refused: Callable[[Member, int], None]) -> None:
+        """New priorities of the members' transitions ``ids()`` in one compiled call; ``refused(member, k)`` is
+        called for each member whose TD errors the call refused (not finite), to fail it with its error."""
         if not members:
             return
-        finite = self.sampling.update_priorities(self._which(members), ids, td_errors)  # (rows of one shape: served)
+        finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
         for k in np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist():
-            own(members[k], k)
+            refused(members[k], k)
 
-    def measure(self, members: Sequence[Member], batches: Sequence[Batch], results) -> tuple | None:
-        """The members' update measures in one pass over the update's (S, B) arrays and the draw's (``measure_table``:
-        (table, variances), and the batches' states where the windows keep them: iid); None should it raise: each
-        member's window then measures its own update with the same function (``UpdateWindow.add``)."""
-        if not members:
-            return None
+    def measure(self, members: Sequence[Member], batches: Sequence[Batch], results) -> Measured:
+        """The members' update measures in one pass over the update's (S, B) arrays and the draw's
+        (``measure_table``), with the batches' states where the windows keep them (iid)."""
         results, stacked = results.wait(), stacked_rows(batches)
         window = members[0].window
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
-        try:
-            table, variances = measure_table(window, results.td, stacked.weights, stacked.ages, stacked.obs,
-                                             stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
-        except Exception:  # noqa: BLE001 - each window measures its own updates (and reports its own error)
-            return None
-        return table, variances, stacked.obs if window.iid else None
+        table, variances = measure_table(window, results.td, results.losses, stacked.weights, stacked.ages,
+                                         stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
+        return Measured(table, variances, stacked.obs if window.iid else None)
 
-    def record_updates(self, members: Sequence[Member], batches: Sequence[Batch], results, measured) -> None:
-        """Each member's update into its window, logged at its log points: ``measure``'s (table, variances,
-        states) kept over the seed axis (``rows``), and only the members at a log point called (``log_point``);
-        else (``measure`` raised) each member's own row measured by its window (``record_update``), its error its
-        own."""
-        if measured is None:
-            results = results.wait()
-            for k, member in enumerate(members):
-                try:  # (as guard, without a call per member)
-                    member.record_update(batches[k], results.member(k))
-                except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
-                    fail(member, exc)
+    def record_updates(self, members: Sequence[Member], batches: Sequence[Batch], results) -> None:
+        """Each member's update measured (``measure``, the one measuring route) into its window, kept over the seed
+        axis (``rows``); only the members at a log point are called (``log_point``). The pass has no branch on one
+        member's data (non-finite values pass through it, for ``check_logged`` at the log point), so should it
+        raise, the error is every member's of the call: each fails with it."""
+        if not members:
             return
-        table, variances, obs = measured
-        self.rows.add(self._positions(members).index, table, variances, obs)
+        try:
+            measured = self.measure(members, batches, results)
+        except Exception as exc:  # noqa: BLE001 - recorded in each member's summary
+            for member in members:
+                guard(member, _raise, exc)
+            return
+        self.rows.add(self._positions(members).index, *measured)
         every = self._log_every
         for member in members:
             if member.agent.updates % every == 0:
-                try:
-                    member.log_point()
-                except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
-                    fail(member, exc)
+                guard(member, member.log_point)
+
+
+class Measured(NamedTuple):
+    """One update's measures over the seed axis (``measure_table``): the table, the feature variances (or None)
+    and the batches' states (kept with iid; else None)."""
+
+    table: np.ndarray
+    variances: np.ndarray | None
+    obs: np.ndarray | None
+
+
+def _td_diverged(member: Member, k: int) -> None:  # noqa: ARG001 - the priority update's refused(member, k)
+    """Fail ``member``, whose TD errors were not finite: its run diverged."""
+    guard(member, _raise, diverged("a TD error became non-finite", member.state.step + 1, member.cfg.agent))
+
+
+def _raise(exc: Exception) -> None:
+    raise exc

@@ -179,5 +179,5 @@ def _after_update(steps: Steps, training: list[MemberData], batches: Sequence[An
     training, batches, results = _keep_update(training, batches, results)
     steps.update_priorities(training, batches, results)
     training, batches, results = _keep_update(training, batches, results)
-    steps.record_updates(training, batches, results, steps.measure(training, batches, results))
+    steps.record_updates(training, batches, results)
     return _alive(training)

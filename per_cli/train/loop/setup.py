@@ -104,7 +104,6 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
         "window": UpdateWindow(
             cfg.metrics.correlation_threshold if cfg.metrics.correlation else None,
             iid=cfg.metrics.iid,
-            loss=td_loss,
             refresh_every=cfg.log.every,
             seed=cfg.seed,
         ),

@@ -13,14 +13,12 @@ import numpy as np
 
 from per_cli.config import Config
 from per_cli.replay import Batch
-from per_cli.rl.results import UpdateResult
 from per_cli.train.checkpoints import checkpoint
 from per_cli.train.loop import reporting, run_record, tasks, trainer_state
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.setup import ProgressSink, member_fields
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.stopping import check_update, diverged
 
 
 class Trainer(MemberData):
@@ -96,8 +94,8 @@ class Trainer(MemberData):
         self.state.ended = reporting.log_episode(self, info, self.state.epsilon)
         self.obs, _ = self.env.reset()
 
-    # learning: learning, sample (β: beta_now, beta_step), then after an update check_result,
-    # [update_priorities], record_update
+    # learning: learning, sample (β: beta_now, beta_step), then after an update log_point (the loop's phases
+    # check, prioritize and measure the update over the seed axis: learning.py)
 
     def learning(self) -> bool:
         """Whether learning has begun at this step (hindsight stores transitions when their episode ends, so
@@ -137,22 +135,6 @@ class Trainer(MemberData):
             return step
         episode = self.state.episode if episode is None else episode
         return np.maximum(step, episode * t.total_steps // t.total_episodes)
-
-    def check_result(self, result: UpdateResult) -> None:
-        """The update's loss and mean Q must be finite (else the run diverged)."""
-        check_update(result.loss, result.q_mean, self.state.step + 1, self.cfg.agent)
-
-    def update_priorities(self, batch: Batch, result: UpdateResult) -> None:
-        """The batch's new priorities from the update's TD errors (a cohort batches these)."""
-        try:
-            self.memory.update_priorities(batch.indices, result.td_errors)
-        except FloatingPointError:  # the memory checks every TD error
-            raise diverged("a TD error became non-finite", self.state.step + 1, self.cfg.agent) from None
-
-    def record_update(self, batch: Batch, result: UpdateResult) -> None:
-        """The update measured into the window (``UpdateWindow.add``); logged every ``log.every`` updates."""
-        self.window.add(batch, result, self.memory)
-        self.log_point()
 
     def log_point(self) -> None:
         """The window's measures logged where the update just made is a log point (every ``log.every``

@@ -5,8 +5,6 @@
   for a uniform batch, near 0 for consecutive states). σ²ₖ (ddof 1) comes from ``REFERENCE_SIZE`` uniform draws
   (``memory.reference_obs``); fewer draws bias 1/σ̂² upwards for heavy-tailed features (docs/metrics.md).
 * **Episode diversity**: distinct episodes in the batch / min(B, episodes the memory holds).
-* **Unweighted TD loss**: the run's loss (:class:`per_cli.rl.losses.TDLoss`) of δ averaged without IS weights,
-  so that prioritized and unprioritized kinds compare; for PAL divided by its batch's λ, as the update divides it.
 
 States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension, are measured on a fixed random
 ±1 projection to ``PROJECTION_DIM`` features (same seed in every run, so values compare across runs; it keeps
@@ -20,9 +18,6 @@ from functools import lru_cache
 
 import numba
 import numpy as np
-
-from per_cli.rl.engines.td import HUBER, LAP, LOSS_CODES, MSE
-from per_cli.rl.losses import TDLoss
 
 MAX_RAW_FEATURES = 64
 PROJECTION_DIM = 32
@@ -267,49 +262,3 @@ def _episode_diversity(episodes, held):
                 distinct += ordered[i] != ordered[i - 1]
         out[row] = distinct / min(b, max(held[row], 1))
     return out
-
-
-def unweighted_td_loss(td: np.ndarray, loss: TDLoss | str) -> np.ndarray:
-    """Mean over each row of ``td`` (U, B) of the per-sample loss of δ with no IS weight, in float64, as the agent
-    computes it before weighting (:mod:`per_cli.rl.losses`; a name: that loss with the default κ and α; each
-    sample's by :func:`sample_loss`), for PAL divided by the row's λ, the mean of max(|δ|, κ)^α."""
-    loss = TDLoss.of(loss)
-    d = np.abs(td.astype(np.float64))
-    per_sample, sizes = np.empty_like(d), np.empty_like(d)
-    _sample_losses(d, *loss_constants(loss), per_sample, sizes)
-    if loss.name == "pal":
-        return per_sample.mean(axis=1) / sizes.mean(axis=1)
-    return per_sample.mean(axis=1)
-
-
-def loss_constants(loss: TDLoss) -> tuple[int, float, float, float, float, float]:
-    """:func:`sample_loss`' arguments after ``d``: the loss's code (``td.LOSS_CODES``), κ, α and PAL's constants
-    (:func:`pal_constants`)."""
-    return (LOSS_CODES[loss.name], loss.kappa, loss.alpha, *pal_constants(loss.kappa, loss.alpha))
-
-
-@numba.njit(cache=True, nogil=True)  # no fastmath: numpy's arithmetic, NaN kept
-def sample_loss(d, code, kappa, alpha, inside, outside, power):
-    """(the loss, PAL's max(d, κ)^α) of one |δ| ``d`` in float64, the one statement of the measured loss: Huber
-    (smooth L1 with β 1: d²/2 within d < 1, d − 1/2 beyond), MSE (d²), LAP (d²/2 within d < κ, κd beyond) or PAL
-    (κ^α d²/2 within, κ d^(1+α)/(1+α) beyond: ``inside``, ``outside``, ``power``); the second value 0 but for PAL."""
-    if code == HUBER:
-        return (0.5 * d * d) if d < 1.0 else (d - 0.5), 0.0
-    if code == MSE:
-        return d * d, 0.0
-    if code == LAP:
-        return (0.5 * d * d) if d < kappa else kappa * d, 0.0
-    return inside * (0.5 * d * d) if d < kappa else outside * d**power, (kappa if d < kappa else d) ** alpha
-
-
-@numba.njit(cache=True, nogil=True)
-def _sample_losses(d, code, kappa, alpha, inside, outside, power, out, sizes):
-    """:func:`sample_loss` of each element of ``d`` (U, B) into ``out`` and ``sizes``."""
-    for k in range(d.shape[0]):
-        for j in range(d.shape[1]):
-            out[k, j], sizes[k, j] = sample_loss(d[k, j], code, kappa, alpha, inside, outside, power)
-
-
-def pal_constants(kappa: float, alpha: float) -> tuple[float, float, float]:
-    """PAL's per-sample loss's constants in float64: κ^α (inside), κ/(1+α) (outside), 1 + α (the power)."""
-    return kappa**alpha, kappa / (1.0 + alpha), 1.0 + alpha

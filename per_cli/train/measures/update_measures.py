@@ -1,11 +1,13 @@
-"""The per-update measures, computed in one place: :func:`measure_rows`, over (S, B) arrays.
+"""The per-update measures, computed in one place: :func:`measure_table`, over (S, B) arrays.
 
-Every update is measured here once, when it is made: a cohort step's S members together, or one update
-(``UpdateWindow.add``: S = 1). Each row's values are a function of that row alone, so an update's measures do not
-depend on which others it was measured with. State diversity needs the reference drawn at the window's pop, so
-only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
+Every update is measured here once, when it is made: the loop's step measures its S members together (a solo
+run's S = 1; ``LearningPhases.measure``). Each row's values are a function of that row alone, so an update's
+measures do not depend on which others it was measured with. State diversity needs the reference drawn at the
+window's pop, so only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
 
-The measures themselves are :mod:`per_cli.train.measures.metrics`' and :mod:`per_cli.train.measures.iid`'s.
+The measures themselves are :mod:`per_cli.train.measures.metrics`' and :mod:`per_cli.train.measures.iid`'s. They
+read what the engine's update returned (δ, each sample's loss, the loss, mean Q: ``UpdateResults``) and never
+recompute the TD target or the loss.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from typing import Protocol
 import numba
 import numpy as np
 
-from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import _episode_diversity, episode_diversity, feature_variances, variances_apply
-from per_cli.train.measures.metrics import _td_kernel, batched_correlation_counts, exact_td, td_constants, td_measures
+from per_cli.train.measures.metrics import TD_TAGS, _td_kernel, batched_correlation_counts, exact_td, td_measures
 
 
 class MeasuredBy(Protocol):
@@ -26,7 +27,6 @@ class MeasuredBy(Protocol):
 
     threshold: float | None  # the correlation count's |r| threshold; None: not counted
     iid: bool  # episode diversity measured (and state diversity at the pop)
-    loss: TDLoss  # the run's loss, for the unweighted TD loss
 
 
 # Every per-update measure, keyed by its TensorBoard tag, with the dtype it has for the engines' float32 TD errors
@@ -39,44 +39,27 @@ MEASURES: tuple[tuple[str, type], ...] = (
 )  # fmt: skip
 CORRELATION, EPISODE_DIVERSITY = "replay/correlation_count", "iid/episode_diversity"
 COLUMN = {tag: j for j, (tag, _) in enumerate(MEASURES)} | {CORRELATION: len(MEASURES)}  # (diversity: the last)
-# the columns _compiled_columns writes, in its order (a compiled kernel takes their numbers, not the tags)
-COMPILED_COLUMNS = np.array([COLUMN[tag] for tag in (
-    "losses/td_loss_unweighted", "td_error/mean", "td_error/median", "td_error/max", "td_error/std",
-    "replay/sample_age", "replay/is_weight_mean",
-)], dtype=np.int64)  # fmt: skip
+# the columns _compiled_columns writes, in its order: the TD measures', then the mean age (a compiled kernel takes
+# their numbers, not the tags)
+COMPILED_COLUMNS = np.array([COLUMN[tag] for tag in (*TD_TAGS, "replay/sample_age")], dtype=np.int64)
 
 
 def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
-    """The per-update measures of a row of :func:`measure_rows`, as (tag, dtype) in the row's order (and the
+    """The per-update measures of a row of :func:`measure_table`, as (tag, dtype) in the row's order (and the
     order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row and popped as its
     dtype (every float32 value is a float64 exactly, so the round trip keeps its bits)."""
     return MEASURES + ((CORRELATION, np.int64),) * correlation + ((EPISODE_DIVERSITY, np.float64),) * iid
 
 
-def measure_rows(
-    windows: Sequence[MeasuredBy], td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray | None,
-    episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
-    q_means: Sequence[float],
-) -> list[tuple[np.ndarray, np.ndarray | None]]:  # fmt: skip
-    """Per update k: its row of :func:`row_layout` and its states' feature variances (or None), as
-    :func:`measure_table` measures them (each row a view of its table), or measured one update at a time where
-    the windows measure differently (threshold, iid or loss)."""
-    first = windows[0]
-    config = (first.threshold, first.iid, first.loss)
-    if len(windows) > 1 and any((w.threshold, w.iid, w.loss) != config for w in windows):
-        return [_one(w, k, td, weights, ages, obs, episodes, held, losses, q_means) for k, w in enumerate(windows)]
-    table, variances = measure_table(first, td, weights, ages, obs, episodes, held, losses, q_means)
-    return list(zip(table, variances if variances is not None else [None] * len(table), strict=True))
-
-
 def measure_table(
-    window: MeasuredBy, td: np.ndarray, weights: np.ndarray, ages: np.ndarray, obs: np.ndarray | None,
-    episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None, losses: Sequence[float],
-    q_means: Sequence[float],
+    window: MeasuredBy, td: np.ndarray, losses: np.ndarray, weights: np.ndarray, ages: np.ndarray,
+    obs: np.ndarray | None, episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None,
+    loss: Sequence[float], q_means: Sequence[float],
 ) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
-    """Per update k (row k of the (S, B) arrays: TD errors ``td``, IS ``weights``, ``ages``, states ``obs``
-    (S, B, ...), episode ids ``episodes``; ``held``: the episodes its memory held then; ``losses``, ``q_means``:
-    its loss and mean Q) measured as ``window`` measures (its settings: every update's): row k of the (U,
+    """Per update k (row k of the (S, B) arrays: TD errors ``td``, each sample's loss without IS weight ``losses``
+    (``UpdateResults.losses``), IS ``weights``, ``ages``, states ``obs`` (S, B, ...), episode ids ``episodes``;
+    ``held``: the episodes its memory held then; ``loss``, ``q_means``: its loss and mean Q) measured as
+    ``window`` measures (its settings: every update's): row k of the (U,
     row_layout) float64 table, and row k of its states' feature variances (U, features), float64 (None without
     iid, or where ``iid.variances_apply`` does not serve the states).
 
@@ -84,15 +67,15 @@ def measure_table(
     same values; where ``metrics.exact_td`` serves and the ages are int64, the TD measures, mean age and episode
     diversity come from one compiled call (:func:`_compiled_columns`). ``obs`` is needed where the windows count
     correlations or measure iid, ``episodes`` and ``held`` with iid (a ValueError without them)."""
-    threshold, iid, loss = window.threshold, window.iid, window.loss
+    threshold, iid = window.threshold, window.iid
     if (threshold is not None or iid) and obs is None:
-        raise ValueError("measure_rows: the correlation count and the i.i.d. measures need the states (obs)")
+        raise ValueError("measure_table: the correlation count and the i.i.d. measures need the states (obs)")
     if iid and (episodes is None or held is None):
-        raise ValueError("measure_rows: the i.i.d. measures need the episode ids and the episodes held")
-    td, weights, ages = np.ascontiguousarray(td), np.ascontiguousarray(weights), np.ascontiguousarray(ages)
+        raise ValueError("measure_table: the i.i.d. measures need the episode ids and the episodes held")
+    td, losses, weights, ages = (np.ascontiguousarray(a) for a in (td, losses, weights, ages))
     u = len(td)
     table = np.empty((u, len(MEASURES) + (threshold is not None) + iid), dtype=np.float64)
-    table[:, COLUMN["losses/td_loss"]], table[:, COLUMN["losses/q_values"]] = losses, q_means
+    table[:, COLUMN["losses/td_loss"]], table[:, COLUMN["losses/q_values"]] = loss, q_means
     # the column the compiled pass writes episode diversity into where iid.episode_diversity's own rule would count
     # these in its compiled pass (-1: no iid, or not served: numpy's count, here)
     episode_column = -1
@@ -102,17 +85,15 @@ def measure_table(
             episode_column = table.shape[1] - 1
         else:
             table[:, -1] = episode_diversity(episodes, held)
-    if exact_td(td, weights, loss) and ages.dtype == np.int64 and ages.ndim == 2:
+    if exact_td(td, losses, weights) and ages.dtype == np.int64 and ages.ndim == 2:
         ordered = np.abs(td)
         ordered.sort(axis=1)  # (metrics.td_measures' sort)
         if episode_column < 0:
             episodes, held = _NO_EPISODES, _NO_HELD
-        _compiled_columns(table, COMPILED_COLUMNS, td, ordered, weights, ages, episodes, held, episode_column,
-                          *td_constants(loss))  # fmt: skip
+        _compiled_columns(table, COMPILED_COLUMNS, td, ordered, losses, weights, ages, episodes, held, episode_column)
     else:
-        measures = td_measures(td, weights, loss)
-        for tag, key in _TD_KEYS:
-            table[:, COLUMN[tag]] = measures[key]
+        for tag, values in td_measures(td, losses, weights).items():
+            table[:, COLUMN[tag]] = values
         table[:, COLUMN["replay/sample_age"]] = np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1]
         if episode_column >= 0:
             table[:, episode_column] = episode_diversity(episodes, held)
@@ -126,45 +107,28 @@ def measure_table(
     return table, variances
 
 
-# td_measures' keys by their tags
-_TD_KEYS = (
-    ("losses/td_loss_unweighted", "unweighted"), ("td_error/mean", "mean"), ("td_error/median", "median"),
-    ("td_error/max", "max"), ("td_error/std", "std"), ("replay/is_weight_mean", "weight_mean"),
-)  # fmt: skip
 _NO_EPISODES, _NO_HELD = np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the kernels' arithmetic is numpy's
-def _compiled_columns(table, columns, td, ordered, weights, ages, episodes, held, episode_column, code, kappa, alpha,
-                      inside, outside, power):  # fmt: skip
+def _compiled_columns(table, columns, td, ordered, losses, weights, ages, episodes, held, episode_column):
     """The ``columns`` (:data:`COMPILED_COLUMNS`, in its order) of ``table`` (U, row_layout) for C float32 TD
-    errors ``td`` (U, B) and ``weights`` (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted) and int64
-    ``ages``: ``metrics._td_kernel``'s values (``metrics.td_measures``' compiled pass), the mean age; and, where
-    ``episode_column`` >= 0, that column's episode diversity (``iid._episode_diversity``, for int64 ``episodes``
-    and ``held``). The ages' float64 sum is exact (counts below 2⁵³ / B), so it is numpy's."""
-    mean, median, top, std, unweighted, weight_mean = _td_kernel(
-        td, ordered, weights, code, kappa, alpha, inside, outside, power
-    )
+    errors ``td`` (U, B), ``losses`` and ``weights`` (``metrics.exact_td``), ``ordered`` (each row of |δ| sorted)
+    and int64 ``ages``: ``metrics._td_kernel``'s values (``metrics.td_measures``' compiled pass), the mean age;
+    and, where ``episode_column`` >= 0, that column's episode diversity (``iid._episode_diversity``, for int64
+    ``episodes`` and ``held``). The ages' float64 sum is exact (counts below 2⁵³ / B), so it is numpy's."""
+    mean, median, top, std, unweighted, weight_mean = _td_kernel(td, ordered, losses, weights)
     u, b = ages.shape
     for k in range(u):
         total = 0.0
         for j in range(b):
             total += np.float64(ages[k, j])
         f64 = np.float64  # (every value a float64 exactly, as the table holds it)
-        values = (f64(unweighted[k]), f64(mean[k]), f64(median[k]), f64(top[k]), f64(std[k]), total / b,
-                  f64(weight_mean[k]))  # fmt: skip
+        values = (f64(mean[k]), f64(median[k]), f64(top[k]), f64(std[k]), f64(unweighted[k]), f64(weight_mean[k]),
+                  total / b)  # fmt: skip (COMPILED_COLUMNS' order)
         for j in range(len(values)):
             table[k, columns[j]] = values[j]
     if episode_column >= 0:
         diversity = _episode_diversity(episodes, held)
         for k in range(u):
             table[k, episode_column] = diversity[k]
-
-
-def _one(window: MeasuredBy, k: int, td, weights, ages, obs, episodes, held, losses, q_means):
-    """Update ``k`` of the arrays measured alone, as ``window`` measures."""
-    pick = lambda a: None if a is None else a[k : k + 1]  # noqa: E731
-    return measure_rows(
-        [window], td[k : k + 1], weights[k : k + 1], ages[k : k + 1], pick(obs), pick(episodes), pick(held),
-        losses[k : k + 1], q_means[k : k + 1],
-    )[0]  # fmt: skip

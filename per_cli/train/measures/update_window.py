@@ -1,5 +1,5 @@
-"""The window of updates between two log points: each update measured when it comes
-(:func:`per_cli.train.measures.update_measures.measure_rows`) and kept as its row of floats until ``pop``; state
+"""The window of updates between two log points: each update measured when it comes (the loop's one pass,
+:func:`per_cli.train.measures.update_measures.measure_table`) and kept as its row of floats until ``pop``; state
 diversity is computed at the pop, against a reference sample of the memory drawn then."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from per_cli.rl.engines.cohort import stack  # np.stack of equal-shaped arrays, without its per-array cost
-from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import (
     MAX_RAW_FEATURES,
     diversity_from_variances,
@@ -19,19 +18,18 @@ from per_cli.train.measures.iid import (
     state_view,
 )
 from per_cli.train.measures.reference import drawn_reference_variance
-from per_cli.train.measures.update_measures import measure_rows, row_layout
+from per_cli.train.measures.update_measures import row_layout
 
 if TYPE_CHECKING:
-    from per_cli.replay.memory import Batch, ReplayMemory
-    from per_cli.rl.results import UpdateResult
+    from per_cli.replay.memory import ReplayMemory
 
 
 class UpdateWindow:
     """Per-update measures kept until ``pop``, which returns every update's scalars.
 
-    ``add`` measures one update; a cohort measures its members' updates together and hands each window its rows
-    (``add_measured``, ``add_block``): the values are the same either way. With ``iid``, ``add`` records the
-    episodes the memory holds (episode diversity's denominator) and ``pop`` draws a reference of
+    The loop measures its members' updates together (``update_measures.measure_table``) and hands each window its
+    rows (``add_measured``, ``add_block``): a row's values are its update's alone. With ``iid``, ``pop`` draws a
+    reference of
     ``iid.REFERENCE_SIZE`` states (``reference.drawn_reference_variance``, on the window's own generator so
     training is unaffected) at the first pop and after every ``refresh_every`` updates; only its per-feature
     variance is kept. ``state_dict``/``from_state_dict``: the window as plain data (checkpoints hold that, read
@@ -43,13 +41,11 @@ class UpdateWindow:
         correlation_threshold: float | None,
         *,
         iid: bool = True,
-        loss: TDLoss | str = "huber",
         refresh_every: int = 100,
         seed: int = 0,
     ):
         self.threshold = correlation_threshold
         self.iid = iid
-        self.loss = TDLoss.of(loss)  # the run's loss (a name: with the default κ and α), for the unweighted loss
         self.refresh_every = refresh_every
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x11D]))
         self._ref_var: np.ndarray | None = None
@@ -83,8 +79,6 @@ class UpdateWindow:
         state = {
             "threshold": self.threshold,
             "iid": self.iid,
-            "loss": self.loss.name,
-            "loss_params": [self.loss.kappa, self.loss.alpha],
             "refresh_every": self.refresh_every,
             "rng": self._rng.bit_generator.state,
             "ref_var": self._ref_var,
@@ -99,8 +93,7 @@ class UpdateWindow:
     def from_state_dict(cls, state: dict) -> UpdateWindow:
         """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
         held and the reference and generator as they were, so its pops are the saved window's."""
-        loss = TDLoss(state["loss"], *state["loss_params"])
-        window = cls(state["threshold"], iid=state["iid"], loss=loss, refresh_every=state["refresh_every"])
+        window = cls(state["threshold"], iid=state["iid"], refresh_every=state["refresh_every"])
         rng = state["rng"]
         window._rng = np.random.Generator(getattr(np.random, rng["bit_generator"])())
         window._rng.bit_generator.state = rng
@@ -112,25 +105,8 @@ class UpdateWindow:
         window._with_vars = sum(v is not None for v in window._vars)
         return window
 
-    def add(self, batch: Batch, result: UpdateResult, memory: ReplayMemory | None = None) -> None:
-        """One update (``batch``: its states, IS weights, ages and episode ids; ``result``: its TD errors, loss
-        and mean Q) measured now by ``measure_rows``, as an update of one, and kept as :meth:`add_measured`
-        keeps a cohort's. With ``iid``, ``memory`` is needed (a ValueError without it): the episodes it holds now
-        are episode diversity's denominator."""
-        held = None
-        if self.iid:
-            if memory is None:
-                raise ValueError("UpdateWindow(iid=True).add needs the memory (episodes held)")
-            held = [memory.episodes_held()]
-        obs = batch.obs
-        [(row, variances)] = measure_rows(
-            [self], result.td_errors[None], batch.weights[None], batch.ages[None], obs[None],
-            batch.episodes[None] if self.iid else None, held, [result.loss], [result.q_mean],
-        )  # fmt: skip
-        self.add_measured(row, variances, obs)
-
     def add_measured(self, row: np.ndarray, variances: np.ndarray | None, obs: np.ndarray) -> None:
-        """An update measured already (``measure_rows``): ``row`` its values (float64) in ``row_layout(threshold
+        """An update measured already (``measure_table``): ``row`` its values (float64) in ``row_layout(threshold
         is not None, iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states
         (kept with iid, for the state diversity ``pop`` computes from them where variances do not serve)."""
         self._pull()

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from per_cli.replay.cohort import CohortSampling
+from per_cli.train.loop import learning
 from per_cli.train.loop.cohort import Cohort
+from per_cli.train.loop.learning import LearningPhases
+from per_cli.train.loop.stopping import RunDiverged
 from per_cli.train.loop.trainer import Trainer
 
 from ..checkpoints.test_checkpoint import _rows
@@ -32,7 +35,7 @@ def _failing(member, name: str, at: int):
     ("phase", "method"),
     [
         ("step_envs", "step_env"), ("end_collects", "end_episode"), ("due", "learning"),
-        ("update_priorities", "update_priorities"), ("end_steps", "end_step"),
+        ("update_priorities", None), ("end_steps", "end_step"),
     ],
 )  # fmt: skip
 def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tmp_path, monkeypatch, phase, method):
@@ -40,8 +43,9 @@ def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tm
     cohort = Cohort(cfgs)
     bad = cohort.members[0]
     # (learning() is asked until it is first True, at learning_starts: the due phase fails it at its first ask)
-    setattr(bad, method, _failing(bad, method, 0 if phase == "due" else FAIL_AT))
-    if phase == "update_priorities":  # seed 1's TD errors reported non-finite at a log point: its own update raises
+    if method is not None:
+        setattr(bad, method, _failing(bad, method, 0 if phase == "due" else FAIL_AT))
+    else:  # seed 1's TD errors reported non-finite at a log point: the priority update refuses them, seed 1 diverged
         update, every = CohortSampling.update_priorities, bad.cfg.log.every
 
         def one_not_finite(self, which, ids, td_errors):
@@ -60,9 +64,51 @@ def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tm
 
     bad.log_point = log_point
     first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
-    assert first["status"] == "failed" and f"a broken {method}" in first["error"]
+    error = f"a broken {method}" if method is not None else f"a TD error became non-finite at step {bad.state.step + 1}"
+    assert first["status"] == "failed" and error in first["error"]
     alive = bad.alive.loop
     assert alive.mask.tolist() == [False, True] and alive.failed == 1 and not called_failed  # (once, in its phase)
     monkeypatch.undo()
     Trainer(cfgs[1]).run(tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
+
+
+def test_a_seed_whose_update_goes_non_finite_fails_alone_with_the_diverged_message(tmp_path, monkeypatch):
+    """check_results reads the losses and mean Q values as arrays: a member whose row is not finite fails with
+    the diverged error built from its row (its loss, its step), and no member is asked to check itself."""
+    cfgs = _configs([1, 2], "agent.engine=numba")
+    cohort = Cohort(cfgs)
+    bad = cohort.members[0]
+    learn = LearningPhases.learn
+
+    def non_finite_for_seed_1(self, members, batches):
+        results = learn(self, members, batches)
+        if bad.state.step >= FAIL_AT and members[0] is bad:
+            results.loss[0] = np.nan  # (the row is the update's own, handed to the phases after it)
+        return results
+
+    monkeypatch.setattr(LearningPhases, "learn", non_finite_for_seed_1)
+    first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
+    assert first["status"] == "failed" and f"the loss became nan at step {bad.state.step + 1}: " in first["error"]
+    assert bad.state.step >= FAIL_AT and isinstance(bad.error, RunDiverged)
+    monkeypatch.undo()
+    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
+
+
+def test_a_measuring_pass_that_raises_fails_every_member_of_its_call(tmp_path, monkeypatch):
+    """The one measuring pass has no branch on one member's data, so the member whose data made it raise cannot be
+    named: every member measured in that call fails with its error (no member measures its update again alone)."""
+    cohort = Cohort(_configs([1, 2], "agent.engine=numba"))
+    table = learning.measure_table
+
+    def broken_at(window, *arrays):
+        if cohort.members[0].state.step >= FAIL_AT:
+            raise ValueError("a broken measure")
+        return table(window, *arrays)
+
+    monkeypatch.setattr(learning, "measure_table", broken_at)
+    summaries = cohort.run([tmp_path / "c1", tmp_path / "c2"])
+    for summary, member in zip(summaries, cohort.members, strict=True):
+        assert summary["status"] == "failed" and "a broken measure" in summary["error"]
+        assert member.state.step == cohort.members[0].state.step >= FAIL_AT

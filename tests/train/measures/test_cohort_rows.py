@@ -14,6 +14,7 @@ from per_cli.replay import make_replay
 from per_cli.train.measures.cohort_rows import CohortRows
 from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
+from tests.train.measures.test_update_window import _result, add
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -42,6 +43,7 @@ def _step(members: list[int], seed: int) -> dict:
         b.obs[:3] = b.obs[0]  # some repeated states
     return {
         "td": rng.standard_normal((len(members), BATCH)).astype(np.float32),
+        "sample_losses": rng.exponential(size=(len(members), BATCH)).astype(np.float32),
         "weights": np.stack([b.weights for b in batches]),
         "ages": np.stack([b.ages for b in batches]),
         "obs": np.stack([b.obs for b in batches]),
@@ -76,27 +78,26 @@ EVENTS = st.lists(
 def test_windows_fed_by_cohort_rows_pop_and_save_as_windows_fed_each_update(events, ring, iid):
     """The same updates into two sets of windows: through CohortRows (one ``add`` per step over the members in
     it) and one update at a time (``add_measured`` of the same table's rows), with a window's own updates
-    (``add``), pops and saves in between: every pop and save is the same, bit for bit."""
+    (measured alone), pops and saves in between: every pop and save is the same, bit for bit."""
     fed, each = _windows(iid), _windows(iid)
     rows = CohortRows(fed, ring)
     for kind, mask, seed in events:
         who = [k for k in range(SIZE) if mask[k]]
         if kind == "step" and who:
             a = _step(who, seed)
-            table, variances = measure_table(fed[0], a["td"], a["weights"], a["ages"], a["obs"],
+            table, variances = measure_table(fed[0], a["td"], a["sample_losses"], a["weights"], a["ages"], a["obs"],
                                              a["episodes"] if iid else None, a["held"] if iid else None,
                                              a["losses"], a["q_means"])  # fmt: skip
             index = slice(None) if len(who) == SIZE else np.asarray(who, dtype=np.int64)
             rows.add(index, table, variances, a["obs"] if iid else None)
             for j, k in enumerate(who):
                 each[k].add_measured(table[j], None if variances is None else variances[j], a["obs"][j])
-        elif kind == "own":  # a member measures its own update (the loop's fallback): after what rows kept
+        elif kind == "own":  # a member's window takes an update measured alone: after what rows kept
             k = seed % SIZE
             batch = MEMORY.sample(BATCH)
-            td = np.random.default_rng(seed).standard_normal(BATCH).astype(np.float32)
-            result = type("R", (), {"td_errors": td, "loss": 0.5, "q_mean": 0.25})
-            fed[k].add(batch, result, MEMORY)
-            each[k].add(batch, result, MEMORY)
+            result = _result(np.random.default_rng(seed).standard_normal(BATCH).astype(np.float32), 0.5, 0.25)
+            add(fed[k], batch, result, MEMORY)
+            add(each[k], batch, result, MEMORY)
         elif kind == "pop":
             k = seed % SIZE
             assert _same(fed[k].pop(MEMORY), each[k].pop(MEMORY))
@@ -114,8 +115,8 @@ def test_a_window_attached_again_first_takes_what_the_earlier_rows_kept():
     fed, each = _windows(True), _windows(True)
     first = CohortRows(fed, 8)
     a = _step([0, 1, 2], 5)
-    table, variances = measure_table(fed[0], a["td"], a["weights"], a["ages"], a["obs"], a["episodes"], a["held"],
-                                     a["losses"], a["q_means"])  # fmt: skip
+    table, variances = measure_table(fed[0], a["td"], a["sample_losses"], a["weights"], a["ages"], a["obs"],
+                                     a["episodes"], a["held"], a["losses"], a["q_means"])  # fmt: skip
     first.add(slice(None), table, variances, a["obs"])
     for k in range(SIZE):
         each[k].add_measured(table[k], variances[k], a["obs"][k])

@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import (
     PROJECTION_DIM,
     REFERENCE_SIZE,
@@ -18,7 +17,6 @@ from per_cli.train.measures.iid import (
     reference_variance,
     state_diversity,
     state_view,
-    unweighted_td_loss,
     variances_apply,
 )
 
@@ -177,29 +175,6 @@ def test_episode_diversity_known_cases():
     assert episode_diversity(three, np.array([3]))[0] == 1.0
     rows = np.array([[3, 3, 4, 4, 9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 7, 7]])
     np.testing.assert_allclose(episode_diversity(rows, np.array([50, 50])), [3 / 8, 7 / 8])
-
-
-def test_unweighted_td_loss_by_hand():
-    td = np.array([[0.5, -2.0, 1.0, 0.0], [-0.25, 3.0, -1.5, 0.75]], dtype=np.float32)
-    # huber (smooth L1, β 1): 0.125, 1.5, 0.5, 0 | 0.03125, 2.5, 1.0, 0.28125
-    np.testing.assert_allclose(unweighted_td_loss(td, "huber"), [2.125 / 4, 3.8125 / 4])
-    np.testing.assert_allclose(unweighted_td_loss(td, "mse"), [5.25 / 4, (0.0625 + 9 + 2.25 + 0.5625) / 4])
-    with pytest.raises(ValueError, match="unknown loss 'l1'"):
-        unweighted_td_loss(td, "l1")
-
-
-def test_unweighted_lap_and_pal_losses_by_hand():
-    """LAP: δ²/2 inside |δ| < κ, κ|δ| from κ on; PAL: κ^α δ²/2 inside, κ|δ|^1.5/1.5 outside (α 0.5), the row's mean
-    divided by its λ, the mean of max(|δ|, κ)^α (κ = 1 and α = 0.5 here; |δ| = κ is outside)."""
-    td = np.array([[0.5, -4.0, 1.0, 0.0]], dtype=np.float32)
-    np.testing.assert_allclose(unweighted_td_loss(td, TDLoss("lap", 1.0, 0.5)), [(0.125 + 4 + 1 + 0) / 4])
-    pal = (0.125 + 8 / 1.5 + 1 / 1.5 + 0) / 4  # κ^α = 1; 4^1.5 = 8
-    lam = (1 + 2 + 1 + 1) / 4  # max(|δ|, 1)^0.5
-    np.testing.assert_allclose(unweighted_td_loss(td, TDLoss("pal", 1.0, 0.5)), [pal / lam])
-    # κ 0.25, α 1: κ^α δ²/2 = 0.25 · 0.5 · 0.01 for δ = 0.1; outside κ|δ|²/2; λ the mean of max(|δ|, 0.25)
-    td = np.array([[0.1, -2.0]], dtype=np.float32)
-    want = (0.25 * 0.5 * np.float64(np.float32(0.1)) ** 2 + 0.25 * 4 / 2) / 2 / ((0.25 + 2) / 2)
-    np.testing.assert_allclose(unweighted_td_loss(td, TDLoss("pal", 0.25, 1.0)), [want], rtol=1e-12)
 
 
 def _numpy_variance(reference: np.ndarray) -> np.ndarray:

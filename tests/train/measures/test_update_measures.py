@@ -1,6 +1,6 @@
-"""The per-update measures' one path (per_cli.train.measures.update_measures.measure_rows): every array served, each
+"""The per-update measures' one path (per_cli.train.measures.update_measures.measure_table): every array served, each
 measure its definition computed one update at a time by numpy, and an update's row the same whether it was measured
-alone (``UpdateWindow.add``) or with a cohort step's other updates."""
+alone (S = 1) or with a cohort step's other updates."""
 
 from __future__ import annotations
 
@@ -10,17 +10,23 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from per_cli.rl.losses import TDLoss
 from per_cli.train.measures.iid import feature_variances
-from per_cli.train.measures.update_measures import measure_rows, row_layout
+from per_cli.train.measures.update_measures import measure_table, row_layout
 from per_cli.train.measures.update_window import UpdateWindow
-from tests.train.measures.test_update_window import _memory
+from tests.train.measures.test_update_window import _memory, add
 
 pytestmark = pytest.mark.filterwarnings("error")
 
 
+def rows_of(window: UpdateWindow, *arrays) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """``measure_table``'s rows: per update, its row and its states' feature variances (or None)."""
+    table, variances = measure_table(window, *arrays)
+    return list(zip(table, variances if variances is not None else [None] * len(table), strict=True))
+
+
 def _draws(memory, steps: int, members: int, batch: int, seed: int):
-    """Per step: stacked (members, batch) arrays of ``members`` batches of the memory, with TD errors."""
+    """Per step: stacked (members, batch) arrays of ``members`` batches of the memory, with TD errors and each
+    sample's loss (as an engine returns them), each member's loss and mean Q."""
     rng = np.random.default_rng(seed)
     for step in range(steps):
         batches = [memory.sample(batch) for _ in range(members)]
@@ -29,30 +35,29 @@ def _draws(memory, steps: int, members: int, batch: int, seed: int):
         stacked["weights"] = rng.uniform(0.1, 1, size=(members, batch)).astype(np.float32)
         td = (rng.standard_normal((members, batch)) * 10.0 ** rng.uniform(-3, 3, size=(members, 1))).astype(np.float32)
         td[0, :3] = np.round(td[0, :3])  # ties
+        stacked["losses"] = rng.exponential(size=(members, batch)).astype(np.float32)
         losses, q_means = rng.standard_normal(members), rng.standard_normal(members)
         yield stacked, td, losses, q_means
 
 
-@pytest.mark.parametrize(
-    "threshold, iid, loss",
-    [(0.8, True, "huber"), (None, True, "mse"), (0.5, False, "huber"), (None, False, TDLoss("pal", 0.1, 0.6))],
-)
-def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(threshold, iid, loss):
+@pytest.mark.parametrize("threshold, iid", [(0.8, True), (None, True), (0.5, False), (None, False)])
+def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(threshold, iid):
     """Windows that measured each update alone (``add``: S = 1) and windows that kept rows measured with the
     step's other members (S = 5) pop the same values, bit for bit: each row's values are its own."""
     memory = _memory((4,), episode_length=7)
     members, held = 5, memory.episodes_held()
-    alone = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
-    together = [UpdateWindow(threshold, iid=iid, loss=loss, refresh_every=20, seed=k) for k in range(members)]
+    alone = [UpdateWindow(threshold, iid=iid, refresh_every=20, seed=k) for k in range(members)]
+    together = [UpdateWindow(threshold, iid=iid, refresh_every=20, seed=k) for k in range(members)]
     tags = [key for key, _ in row_layout(threshold is not None, iid)] + ["iid/state_diversity"] * iid
     pops = 0
     for step, (s, td, losses, q_means) in enumerate(_draws(memory, 45, members, 32, seed=1)):
-        rows = measure_rows(together, td, s["weights"], s["ages"], s["obs"], s["episodes"], [held] * members,
-                            losses, q_means)  # fmt: skip
+        rows = rows_of(together[0], td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"],
+                            [held] * members, losses, q_means)  # fmt: skip
         for k in range(members):
             batch = SimpleNamespace(**{key: s[key][k] for key in s})
-            result = SimpleNamespace(td_errors=td[k], loss=float(losses[k]), q_mean=float(q_means[k]))
-            alone[k].add(batch, result, memory)
+            result = SimpleNamespace(td_errors=td[k], losses=s["losses"][k], loss=float(losses[k]),
+                                     q_mean=float(q_means[k]))  # fmt: skip
+            add(alone[k], batch, result, memory)
             together[k].add_measured(*rows[k], batch.obs)
         if step % 9 == 8 or step % 13 == 12:  # pops at logs and episode ends
             for k in range(members):
@@ -64,18 +69,11 @@ def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(
     assert pops == 5 * 8
 
 
-def _by_definition(td, weights, ages, obs, episodes, held, loss, threshold) -> dict[str, float]:
-    """One update's measures by their definitions, in numpy, from its own 1-D arrays."""
+def _by_definition(td, losses, weights, ages, obs, episodes, held, threshold) -> dict[str, float]:
+    """One update's measures by their definitions, in numpy, from its own 1-D arrays (the unweighted loss: the
+    mean of the engine's per-sample losses)."""
     d = np.abs(td.astype(np.float64))
-    loss = TDLoss.of(loss)
-    kappa, alpha = loss.kappa, loss.alpha
-    per_sample = {
-        "huber": np.where(d < 1, 0.5 * d * d, d - 0.5),
-        "mse": d * d,
-        "lap": np.where(d < kappa, 0.5 * d * d, kappa * d),
-        "pal": np.where(d < kappa, kappa**alpha * 0.5 * d * d, kappa * d ** (1 + alpha) / (1 + alpha)),
-    }[loss.name]
-    unweighted = per_sample.mean() / (np.mean(np.maximum(d, kappa) ** alpha) if loss.name == "pal" else 1.0)
+    unweighted = losses.astype(np.float64).mean()
     flat = obs.reshape(len(obs), -1).astype(np.float64)
     pairs = 0
     for i, j in combinations(range(len(flat)), 2):
@@ -106,21 +104,21 @@ def test_every_array_is_measured_as_its_definition(layout, batch):
     its measures by definition (float32 ones to float32 rounding, the counts and the age exactly), in
     ``row_layout``'s order; feature variances come with float32 vector states of 2 to 128 per batch."""
     memory = _memory((4,), episode_length=7, n=600)
-    loss = TDLoss("pal", 0.3, 0.4)
-    windows = [UpdateWindow(0.5, loss=loss, seed=k) for k in range(3)]
+    windows = [UpdateWindow(0.5, seed=k) for k in range(3)]
     s, td, losses, q_means = next(_draws(memory, 1, 3, batch, seed=batch))
     td[1, 0] = -0.0
     held = [memory.episodes_held(), 3, 1]
     change = LAYOUTS[layout]
-    rows = measure_rows(windows, change(td), change(s["weights"]), change(s["ages"]), change(s["obs"]),
-                        change(s["episodes"]), held, losses, q_means)  # fmt: skip
+    rows = rows_of(windows[0], change(td), change(s["losses"]), change(s["weights"]), change(s["ages"]),
+                        change(s["obs"]), change(s["episodes"]), held, losses, q_means)  # fmt: skip
     layout_keys = [key for key, _ in row_layout(True, True)]
     assert len(rows) == 3
     for k, (row, variances) in enumerate(rows):
         assert row.dtype == np.float64 and row.shape == (len(layout_keys),)
         values = dict(zip(layout_keys, row, strict=True))
         assert values["losses/td_loss"] == losses[k] and values["losses/q_values"] == q_means[k]
-        want = _by_definition(td[k], s["weights"][k], s["ages"][k], s["obs"][k], s["episodes"][k], held[k], loss, 0.5)
+        want = _by_definition(td[k], s["losses"][k], s["weights"][k], s["ages"][k], s["obs"][k], s["episodes"][k],
+                              held[k], 0.5)  # fmt: skip
         for key, value in want.items():
             if key in ("replay/correlation_count", "replay/sample_age", "iid/episode_diversity"):
                 assert values[key] == value, key
@@ -143,34 +141,23 @@ def test_the_compiled_pass_and_numpys_give_the_same_rows():
     windows = [UpdateWindow(0.8, seed=k) for k in range(4)]
     s, td, losses, q_means = next(_draws(memory, 1, 4, 64, seed=3))
     held = [memory.episodes_held()] * 4
-    compiled = measure_rows(windows, td, s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
-    numpys = measure_rows(windows, td, s["weights"], s["ages"].astype(np.int32), s["obs"],
+    compiled = rows_of(windows[0], td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], held, losses,
+                            q_means)  # fmt: skip
+    numpys = rows_of(windows[0], td, s["losses"], s["weights"], s["ages"].astype(np.int32), s["obs"],
                           s["episodes"].astype(np.int32), held, losses, q_means)  # fmt: skip
     for (a, va), (b, vb) in zip(compiled, numpys, strict=True):
         assert a.tobytes() == b.tobytes() and va.tobytes() == vb.tobytes()
-
-
-def test_windows_that_measure_differently_are_measured_each_as_its_own():
-    memory = _memory((4,))
-    s, td, losses, q_means = next(_draws(memory, 1, 3, 16, seed=0))
-    held = [memory.episodes_held()] * 3
-    windows = [UpdateWindow(0.8, seed=0), UpdateWindow(0.2, loss=TDLoss("pal", 0.1, 0.6), seed=1),
-               UpdateWindow(None, iid=False, loss="mse", seed=2)]  # fmt: skip
-    arrays = (td, s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
-    rows = measure_rows(windows, *arrays)
-    for k, window in enumerate(windows):
-        alone = measure_rows([window], *(a[k : k + 1] for a in arrays))[0]
-        assert rows[k][0].tobytes() == alone[0].tobytes()
-        assert len(rows[k][0]) == len(row_layout(window.threshold is not None, window.iid))
-    assert rows[2][1] is None and rows[0][1] is not None  # variances with iid only
 
 
 def test_what_a_measure_needs_must_be_given():
     memory = _memory((4,))
     s, td, losses, q_means = next(_draws(memory, 1, 1, 8, seed=0))
     with pytest.raises(ValueError, match="need the states"):
-        measure_rows([UpdateWindow(0.8, iid=False)], td, s["weights"], s["ages"], None, None, None, losses, q_means)
+        rows_of(UpdateWindow(0.8, iid=False), td, s["losses"], s["weights"], s["ages"], None, None, None, losses,
+                     q_means)  # fmt: skip
     with pytest.raises(ValueError, match="episodes held"):
-        measure_rows([UpdateWindow(None)], td, s["weights"], s["ages"], s["obs"], s["episodes"], None, losses, q_means)
-    rows = measure_rows([UpdateWindow(None, iid=False)], td, s["weights"], s["ages"], None, None, None, losses, q_means)
+        rows_of(UpdateWindow(None), td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], None,
+                     losses, q_means)  # fmt: skip
+    rows = rows_of(UpdateWindow(None, iid=False), td, s["losses"], s["weights"], s["ages"], None, None, None,
+                        losses, q_means)  # fmt: skip
     assert len(rows[0][0]) == 9  # neither the count nor the i.i.d. measures: nothing else needed

@@ -1,5 +1,6 @@
 """The update window (per_cli.train.measures.update_window): TD-error statistics, unweighted loss and i.i.d. measures of
-real memories' batches, each equal to its definition computed one update at a time.
+real memories' batches, each equal to its definition computed one update at a time (each update measured as the
+loop measures it, by ``measure_table``, here over S = 1: :func:`add`).
 
 Every test here runs with warnings as errors: a constant state must not raise a NaN or divide warning.
 """
@@ -28,7 +29,7 @@ from per_cli.train.measures.iid import (
     state_view,
 )
 from per_cli.train.measures.metrics import correlation_count
-from per_cli.train.measures.update_measures import measure_rows
+from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -47,31 +48,49 @@ def _memory(obs_shape: tuple[int, ...], kind: str = "uniform", episode_length: i
     return memory
 
 
+def add(window: UpdateWindow, b, r, memory=None) -> None:
+    """One update (batch ``b``, an engine's result ``r``) measured as the loop measures it (``measure_table``,
+    here over S = 1) into ``window`` (``memory``: the episodes it holds, with iid)."""
+    window.add_measured(*_measured(window, b, r, memory), b.obs)
+
+
+def _measured(window: UpdateWindow, b, r, memory=None) -> tuple:
+    """(the row, the feature variances or None) of one update measured alone (``measure_table``, S = 1)."""
+    held = None if memory is None else [memory.episodes_held()]
+    table, variances = measure_table(window, r.td_errors[None], r.losses[None], b.weights[None], b.ages[None],
+                                     b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])  # fmt: skip
+    return table[0], None if variances is None else variances[0]
+
+
+def _result(td: np.ndarray, loss: float = 0.0, q_mean: float = 0.0, losses: np.ndarray | None = None):
+    """An engine's result for one update (``UpdateResult``'s fields): its δ and each sample's loss (by default
+    Huber's of δ)."""
+    if losses is None:
+        d = np.abs(td)
+        losses = np.where(d < 1, 0.5 * d * d, d - 0.5).astype(np.float32)
+    return SimpleNamespace(td_errors=td, losses=losses, loss=loss, q_mean=q_mean)
+
+
 def _updates(memory, n: int, batch: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     for k in range(n):
         b = memory.sample(batch)
         b.obs[: k % 3] = b.obs[0].ravel()[0]  # some constant states
         b.obs[k % 3 : k % 3 + 4] = b.obs[k % 3] // 2 + 1 if b.obs.dtype == np.uint8 else b.obs[k % 3] * 2 + 1
-        r = SimpleNamespace(td_errors=rng.standard_normal(batch).astype(np.float32) * 2, loss=float(k), q_mean=0.5 * k)
-        yield b, r
+        losses = rng.exponential(size=batch).astype(np.float32)
+        yield b, _result(rng.standard_normal(batch).astype(np.float32) * 2, float(k), 0.5 * k, losses)
 
 
-def _expected_row(b, r, loss: str | TDLoss, ref_var: np.ndarray, held: int) -> dict[str, float]:
+def _expected_row(b, r, ref_var: np.ndarray, held: int) -> dict[str, float]:
     """One update's scalars computed on their own, by the definitions."""
     td = np.abs(r.td_errors.astype(np.float64))
-    if isinstance(loss, TDLoss):  # PAL (κ, α), over its batch's λ
-        k, a = loss.kappa, loss.alpha
-        per_sample = np.where(td < k, k**a * td**2 / 2, k * td ** (1 + a) / (1 + a)) / np.mean(np.maximum(td, k) ** a)
-    else:
-        per_sample = np.where(td < 1, 0.5 * td**2, td - 0.5) if loss == "huber" else td**2
     return {
         "td_error/mean": td.mean(),
         "td_error/median": np.median(td),
         "td_error/max": td.max(),
         "td_error/std": td.std(),
         "losses/td_loss": r.loss,
-        "losses/td_loss_unweighted": per_sample.mean(),
+        "losses/td_loss_unweighted": r.losses.astype(np.float64).mean(),  # (the engine's losses, not recomputed)
         "losses/q_values": r.q_mean,
         "replay/sample_age": float(np.mean(b.ages)),
         "replay/is_weight_mean": float(np.mean(b.weights)),
@@ -81,13 +100,13 @@ def _expected_row(b, r, loss: str | TDLoss, ref_var: np.ndarray, held: int) -> d
     }
 
 
-@pytest.mark.parametrize("obs_shape, loss", [((4,), "huber"), ((2, 9, 9), "mse"), ((4,), TDLoss("pal", 1.0, 0.6))])
-def test_window_values_equal_a_per_update_loop(obs_shape, loss):
+@pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
+def test_window_values_equal_a_per_update_loop(obs_shape):
     memory = _memory(obs_shape)
-    window = UpdateWindow(correlation_threshold=0.8, loss=loss, seed=7)
+    window = UpdateWindow(correlation_threshold=0.8, seed=7)
     updates = list(_updates(memory, 23, 16))
     for b, r in updates:
-        window.add(b, r, memory)
+        add(window, b, r, memory)
     values = window.pop(memory)
 
     # the window's reference: REFERENCE_SIZE draws with its own generator, seeded by (seed, 0x11D)
@@ -95,7 +114,7 @@ def test_window_values_equal_a_per_update_loop(obs_shape, loss):
     ref_var = reference_variance(reference_view(memory, len(obs_shape), rng))
     expected: dict[str, list[float]] = {}
     for b, r in updates:
-        for key, value in _expected_row(b, r, loss, ref_var, memory.episodes_held()).items():
+        for key, value in _expected_row(b, r, ref_var, memory.episodes_held()).items():
             expected.setdefault(key, []).append(value)
     assert set(values) == set(expected)
     for key in expected:
@@ -109,7 +128,7 @@ def test_td_error_statistics_by_hand():
     memory = _memory((4,))
     window = UpdateWindow(correlation_threshold=None, iid=False)
     b = memory.sample(4)
-    window.add(b, SimpleNamespace(td_errors=np.array([0.5, -1.0, 2.0, -4.5], np.float32), loss=0.0, q_mean=0.0))
+    add(window, b, _result(np.array([0.5, -1.0, 2.0, -4.5], np.float32)))  # (Huber's losses: 0.125, 0.5, 1.5, 4)
     values = window.pop()
     expected = {"td_error/mean": 2.0, "td_error/median": 1.5, "td_error/max": 4.5, "td_error/std": np.sqrt(2.375)}
     for key, value in expected.items():
@@ -123,13 +142,13 @@ def test_one_episode_memory_and_none_batches_are_not_diverse():
     memory = _memory((4,), kind="none", episode_length=100)
     window = UpdateWindow(correlation_threshold=None, seed=1)
     for _ in range(5):
-        window.add(memory.sample(16), SimpleNamespace(td_errors=np.zeros(16, np.float32), loss=0.0, q_mean=0.0), memory)
+        add(window, memory.sample(16), _result(np.zeros(16, np.float32)), memory)
     values = window.pop(memory)
     assert memory.episodes_held() == 4
     # 16 newest transitions: one episode of the 4 held, so 1/min(16, 4)
     np.testing.assert_allclose(values["iid/episode_diversity"], 1 / 4)
     single = _memory((4,), kind="uniform", episode_length=1000, n=100)
-    window.add(single.sample(16), SimpleNamespace(td_errors=np.zeros(16, np.float32), loss=0.0, q_mean=0.0), single)
+    add(window, single.sample(16), _result(np.zeros(16, np.float32)), single)
     assert window.pop(single)["iid/episode_diversity"][0] == 1.0
 
 
@@ -142,7 +161,7 @@ def test_reference_is_refreshed_once_per_log_window(monkeypatch):
     window = UpdateWindow(correlation_threshold=None, refresh_every=10)
     for pops in ([4], [4], [2], [5], [9], [1]):  # updates added before each pop
         for b, r in _updates(memory, pops[0], 16):
-            window.add(b, r, memory)
+            add(window, b, r, memory)
         window.pop(memory)
     # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1
     assert refreshes == [1] * 3
@@ -163,21 +182,21 @@ def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
     window = UpdateWindow(correlation_threshold=None, iid=False)
     assert window.pop() == {}
     for b, r in _updates(memory, 3, 8):
-        window.add(b, r)
+        add(window, b, r)
     values = window.pop()
     assert "replay/correlation_count" not in values and "iid/state_diversity" not in values
     assert len(values["td_error/mean"]) == 3
     assert window.pop() == {}  # the window starts over
-    with pytest.raises(ValueError, match="needs the memory"):
-        UpdateWindow(correlation_threshold=None).add(b, r)
+    with pytest.raises(ValueError, match="episodes held"):
+        add(UpdateWindow(correlation_threshold=None), b, r)
 
 
 @pytest.mark.parametrize("loss", ["huber", "mse", TDLoss("lap", 1.0, 0.6), TDLoss("pal", 1.0, 0.6)], ids=str)
 @pytest.mark.parametrize("engine", ["torch", "numba"])
 def test_unweighted_loss_is_the_agents_loss_without_weights(loss, engine):
     """On the live path: for a batch with IS weights of 1 the agent's own loss equals the window's unweighted
-    loss of the agent's δ (for PAL both over the batch's λ); with weights it is their weighted mean, and the
-    unweighted one does not move. (κ 1: TD errors on both sides of it.)"""
+    loss, the mean of the agent's per-sample losses (for PAL both over the batch's λ); with weights it is their
+    weighted mean, and the unweighted one does not move. (κ 1: TD errors on both sides of it.)"""
     memory = _memory((4,))
     td_loss = TDLoss.of(loss)
     plain = "huber" if td_loss.name in ("lap", "pal") else td_loss.name
@@ -189,8 +208,8 @@ def test_unweighted_loss_is_the_agents_loss_without_weights(loss, engine):
         torch.manual_seed(0)
         agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"), td_loss)
         result = agent.learn(dataclasses.replace(batch, weights=weights)).member(0)
-        window = UpdateWindow(correlation_threshold=None, iid=False, loss=td_loss)
-        window.add(dataclasses.replace(batch, weights=weights), result)
+        window = UpdateWindow(correlation_threshold=None, iid=False)
+        add(window, dataclasses.replace(batch, weights=weights), result)
         values[name] = (result.loss, window.pop()["losses/td_loss_unweighted"][0])
     assert values["ones"][1] == pytest.approx(values["ones"][0], rel=1e-5)
     assert values["weighted"][1] == pytest.approx(values["ones"][1], rel=1e-6)
@@ -213,7 +232,7 @@ def test_uniform_batches_read_one_when_rare_far_states_carry_the_variance():
     values = []
     for _ in range(40):  # 40 log windows of 50 uniform batches, each with its own reference
         for _ in range(50):
-            window.add(memory.sample(32), SimpleNamespace(td_errors=np.zeros(32, np.float32), loss=0, q_mean=0), memory)
+            add(window, memory.sample(32), _result(np.zeros(32, np.float32)), memory)
         values.append(window.pop(memory)["iid/state_diversity"])
     # 2,000 batches; each one's value has sd ≈ 1.4 (a far state in 12% of batches), so the mean's is ≈ 0.03
     assert abs(np.concatenate(values).mean() - 1) < 0.12
@@ -224,18 +243,16 @@ def test_uniform_batches_read_one_when_rare_far_states_carry_the_variance():
 
 
 def _add_both_ways(windows, memory, updates) -> None:
-    """Each update to every window: one in three by ``add`` (measured alone), the others measured as a cohort
-    measures them (its row and variances, ``add_measured``)."""
+    """Each update to every window, one in three measured for each window alone (``add``), the others once for
+    all of them (its row and variances, ``add_measured``)."""
     for k, (b, r) in enumerate(updates):
         if k % 3 == 0:
             for window in windows:
-                window.add(b, r, memory)
+                add(window, b, r, memory)
             continue
-        rows = measure_rows(windows[:1], r.td_errors[None], b.weights[None], b.ages[None], b.obs[None],
-                            b.episodes[None], [memory.episodes_held()], [r.loss], [r.q_mean])  # fmt: skip
-        assert rows is not None
+        row, variances = _measured(windows[0], b, r, memory)
         for window in windows:
-            window.add_measured(*rows[0], b.obs)
+            window.add_measured(row, variances, b.obs)
 
 
 @pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
@@ -271,32 +288,13 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape, tm
 
 
 def test_a_window_state_dict_is_plain_data():
-    window = UpdateWindow(None, iid=False, loss="mse", refresh_every=3, seed=1)
+    window = UpdateWindow(None, iid=False, refresh_every=3, seed=1)
     memory = _memory((4,))
     for b, r in _updates(memory, 2, 8):
-        window.add(b, r)
+        add(window, b, r)
     state = window.state_dict()
     assert {type(v) for v in state.values()} <= {bool, int, str, dict, list, type(None)}
     assert type(state["rng"]) is dict and state["rng"]["bit_generator"] == "PCG64"
     rebuilt = UpdateWindow.from_state_dict(state)
-    assert (rebuilt.threshold, rebuilt.iid, rebuilt.loss, rebuilt.refresh_every) == (None, False, TDLoss("mse"), 3)
+    assert (rebuilt.threshold, rebuilt.iid, rebuilt.refresh_every) == (None, False, 3)
     assert len(rebuilt.pop()["td_error/mean"]) == 2
-
-
-def test_a_window_keeps_its_losss_kappa_and_alpha_through_its_state_dict():
-    """PAL's κ and α are part of the window's state (its unweighted loss depends on them)."""
-    memory = _memory((4,))
-    updates = list(_updates(memory, 3, 8))
-    window = UpdateWindow(None, iid=False, loss=TDLoss("pal", 0.3, 0.4), seed=1)
-    for b, r in updates:
-        window.add(b, r)
-    state = window.state_dict()
-    assert (state["loss"], state["loss_params"]) == ("pal", [0.3, 0.4])
-    rebuilt = UpdateWindow.from_state_dict(state)
-    assert rebuilt.loss == TDLoss("pal", 0.3, 0.4)
-    want = window.pop()["losses/td_loss_unweighted"]
-    assert rebuilt.pop()["losses/td_loss_unweighted"].tobytes() == want.tobytes()
-    other = UpdateWindow(None, iid=False, loss=TDLoss("pal", 0.3, 0.5), seed=1)
-    for b, r in updates:
-        other.add(b, r)
-    assert not np.array_equal(other.pop()["losses/td_loss_unweighted"], want)
