@@ -75,11 +75,12 @@ def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
     spans = [
         (steps.min(), max(steps.max(), r.end_step or 0))
         for r in runs
-        if tag in r.scalars and len(steps := r.scalars[tag][0])
+        if tag in r.scalars and len(steps := r.scalars[tag].steps)
     ]
     if not spans:
         return None
-    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    starts, ends = zip(*spans, strict=True)
+    lo, hi = min(starts), max(ends)
     return np.linspace(lo, hi, GRID_POINTS) if hi > lo else np.array([float(lo)])
 
 

@@ -91,9 +91,9 @@ def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
         names = [MEASURE_TAGS[t].replace("|", "\\|") for t in tags]  # (a bare | would split the column)
         lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(names) + " |",
                   "|---|---|" + "---:|" * len(tags)]  # fmt: skip
-        for key in dict.fromkeys((r.replay, r.settings) for r in env_rows):
-            cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == key}
-            lines.append(f"| {key[0]} | {key[1] or '–'} | " + " | ".join(_cell(cells.get(t)) for t in tags) + " |")
+        for replay, settings in dict.fromkeys((r.replay, r.settings) for r in env_rows):
+            cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == (replay, settings)}
+            lines.append(f"| {replay} | {settings or '–'} | " + " | ".join(_cell(cells.get(t)) for t in tags) + " |")
     return "\n".join(lines) + "\n"
 
 

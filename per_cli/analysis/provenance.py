@@ -17,6 +17,7 @@ def commit() -> str:
     """The short commit of the per_cli checkout that runs (``-dirty``: per_cli itself has uncommitted changes;
     other files, such as the tables being written, do not count); ``an unknown commit`` outside a git checkout
     (an installed wheel)."""
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", "-C", str(PACKAGE_DIR), *args], capture_output=True, text=True, timeout=10,

@@ -32,7 +32,7 @@ def run_return_measures(run: Run) -> ReturnMeasures:
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         return ReturnMeasures(*(float(v) for v in values), FROM_SUMMARY)
     returns = run.scalars.get(RETURN_TAG)
-    if returns is None or not len(returns[1]):
+    if returns is None or not len(returns.values):
         return NONE
-    measured = return_measures(returns[1])
+    measured = return_measures(returns.values)
     return ReturnMeasures(*(measured[k] for k in KEYS), FROM_LOGS)

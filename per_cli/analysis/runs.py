@@ -68,7 +68,7 @@ class Run:
         if self.final_episodes is None:
             value = self.summary.get("final_return_mean")
             return None if value is None else float(value)
-        returns = self.scalars.get(RETURN_TAG, (None, np.empty(0)))[1]
+        returns = self.scalars[RETURN_TAG].values if RETURN_TAG in self.scalars else ()
         return float(np.mean(returns[-self.final_episodes :])) if len(returns) else None
 
     @property
@@ -80,9 +80,9 @@ class Run:
 
     def mean_of(self, tag: str) -> float | None:
         """The mean of every logged value of ``tag`` (None if never logged)."""
-        if tag not in self.scalars or not len(self.scalars[tag][1]):
+        if tag not in self.scalars:
             return None
-        values = self.scalars[tag][1]
+        values = self.scalars[tag].values
         values = values[np.isfinite(values)]
         return float(values.mean()) if len(values) else None
 

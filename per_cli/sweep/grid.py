@@ -87,7 +87,7 @@ def run_grid(
     from per_cli.train.loop.stopping import SignalStop
 
     out = out or sys.stdout
-    states = {spec.name: run_state(grid_dir / spec.name)[0] for spec in plan.runs}
+    states = {spec.name: run_state(grid_dir / spec.name).state for spec in plan.runs}
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
     run_notes = [n for s in plan.runs if (n := missing_config_note(grid_dir / s.name, states[s.name]))]
     # the executor first: a Ray cluster that cannot be reached is bad input, and leaves nothing on disk

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -19,16 +20,20 @@ GRID_LOCK = ".grid.lock"
 NEW, UNFINISHED = "new", "unfinished"  # no directory yet; died mid-run (summary says running) or half-made
 
 
-def run_state(run_dir: Path) -> tuple[str, dict | None]:
-    """(state, summary): ``new``, ``completed``, ``failed``, ``interrupted``, ``unreadable`` or
-    ``unfinished`` (the process died: summary says running, or the directory has none)."""
+class RunState(NamedTuple):
+    """``state``: ``new``, ``completed``, ``failed``, ``interrupted``, ``unreadable`` or ``unfinished`` (the process
+    died: its summary says running, or the directory has none); ``summary``: its summary.json, if any."""
+
+    state: str
+    summary: dict | None
+
+
+def run_state(run_dir: Path) -> RunState:
     summary = read_summary(run_dir)
     if summary is None:
-        return (UNFINISHED if run_dir.exists() else NEW), None
+        return RunState(UNFINISHED if run_dir.exists() else NEW, None)
     status = summary.get("status")
-    if status in (COMPLETED, FAILED, INTERRUPTED, UNREADABLE):
-        return status, summary
-    return UNFINISHED, summary
+    return RunState(status if status in (COMPLETED, FAILED, INTERRUPTED, UNREADABLE) else UNFINISHED, summary)
 
 
 def has_checkpoint(run_dir: Path) -> bool:
@@ -87,7 +92,6 @@ def skip_note(state: str) -> str:
         FAILED: "failed before; --retry-failed re-runs it",
         UNREADABLE: "summary.json cannot be read; --retry-failed resumes it (or sets its files aside and re-runs it)",
     }.get(state, "")
-
 
 
 def read_manifest(grid_dir: Path) -> dict | None:

@@ -70,7 +70,7 @@ def resume_or_restart(trainer: Any, run_dir: Path, fresh: Callable[[], Any]) -> 
 def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
     """What to do with a run, from its state on disk (:mod:`per_cli.sweep.status`): a result dict if it must
     not run, else ``resume`` or ``fresh``."""
-    state, _ = run_state(run_dir)
+    state = run_state(run_dir).state
     action = action_for(state, payload["retry_failed"], run_dir)
     if action == "skip":
         return {"status": "skipped", "note": skip_note(state)}

@@ -102,7 +102,7 @@ def test_a_metric_missing_from_metrics_csv_is_read_from_the_event_files(tmp_path
                   updates={"eval/return": [(250, 3.0), (500, 4.0)]})  # fmt: skip
     report = make_plots(tmp_path, metrics=["eval/return"], workers=1)
     assert {r.source for r in report.runs} == {"tensorboard"}
-    assert report.runs[0].scalars["eval/return"][1].tolist() == [3.0, 4.0]
+    assert report.runs[0].scalars["eval/return"].values.tolist() == [3.0, 4.0]
     assert "TensorBoard event files (every logged value) for 2 runs" in (report.out / "captions.md").read_text()
 
 
