@@ -10,9 +10,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.locks import Lock, Locked, hold_lock
+from per_cli.rundir.locks import Lock
 from per_cli.sweep.cohorts import train_cohort
-from per_cli.sweep.worker import decide, execute_run, limit_threads, record_failure
+from per_cli.sweep.worker import execute_run, limit_threads, lock_and_decide, record_failure
 
 Event = tuple[str, str, Any]
 # an unfinished run resumes on Ray from its checkpoint only when its directory is at most this big (a
@@ -131,14 +131,8 @@ class RayExecutor:
         answered: dict[str, dict] = {}
         sent, locks = [], []
         for member in members:
-            try:
-                lock = hold_lock(Path(member["lock"]))
-            except Locked:
-                answered[member["name"]] = {"status": "busy", "error": "run locked elsewhere"}
-                continue
-            mode = decide(member, Path(member["run_dir"]))
-            if isinstance(mode, dict):
-                lock.release()
+            lock, mode = lock_and_decide(member)
+            if lock is None:
                 answered[member["name"]] = mode
                 continue
             sent.append(_with_files(member, mode))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.locks import Locked, hold_lock
+from per_cli.rundir.locks import Lock, Locked, hold_lock
 from per_cli.rundir.logger import read_summary, write_summary
 from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, set_aside, skip_note
 
@@ -127,15 +127,26 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
     return summary_result({**summary, "status": COMPLETED}, note)
 
 
-def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
-    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
-    run_dir = Path(payload["run_dir"])
+def lock_and_decide(payload: dict[str, Any]) -> tuple[Lock | None, str | dict[str, Any]]:
+    """The run's lock, held, and :func:`decide`'s answer under it; no lock where the answer is a result (``busy``:
+    another process holds the lock)."""
     try:
         lock = hold_lock(Path(payload["lock"]))
     except Locked:
-        return {"status": "busy", "error": "another process holds this run's lock"}
+        return None, {"status": "busy", "error": "another process holds this run's lock"}
+    mode = decide(payload, Path(payload["run_dir"]))
+    if isinstance(mode, dict):
+        lock.release()
+        return None, mode
+    return lock, mode
+
+
+def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
+    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
+    lock, mode = lock_and_decide(payload)
+    if lock is None:
+        return mode
     try:
-        mode = decide(payload, run_dir)
-        return mode if isinstance(mode, dict) else execute_run(payload, run_dir, mode, progress)
+        return execute_run(payload, Path(payload["run_dir"]), mode, progress)
     finally:
         lock.release()
