@@ -89,15 +89,19 @@ def iqm_ci(scores: np.ndarray, *, reps: int = 10_000, seed: int = 0) -> tuple[fl
     return stratified_bootstrap_ci([scores], iqm, reps=reps, seed=seed)
 
 
+def _iqm_fields(prefix: str, values: Sequence[float], reps: int, seed: int) -> dict[str, float]:
+    """The Row fields ``<prefix>_iqm``, ``<prefix>_ci_low`` and ``<prefix>_ci_high`` of ``values`` (:func:`iqm_ci`)."""
+    point, lo, hi = iqm_ci(np.array(values, dtype=np.float64), reps=reps, seed=seed)
+    return {f"{prefix}_iqm": point, f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi}
+
+
 def _curve_measures(g: Group, reps: int, seed: int) -> dict[str, float | int]:
     """The Row fields of the group's curve measures (:mod:`.run_returns`)."""
     measures = [m for r in g.completed if (m := run_return_measures(r)).source is not None]
     out: dict[str, float | int] = {"curve_runs": len(measures),
                                    "curve_from_logs": sum(m.source == FROM_LOGS for m in measures)}  # fmt: skip
     for name in ("auc", "peak", "drop"):
-        values = np.array([getattr(m, name) for m in measures], dtype=np.float64)
-        point, lo, hi = iqm_ci(values, reps=reps, seed=seed)
-        out |= {f"return_{name}_iqm": point, f"return_{name}_ci_low": lo, f"return_{name}_ci_high": hi}
+        out |= _iqm_fields(f"return_{name}", [getattr(m, name) for m in measures], reps, seed)
     return out
 
 
@@ -106,10 +110,8 @@ def summarize(
 ) -> list[Row]:
     rows = []
     for g in groups:
-        finals = np.array([r.final_return for r in g.completed if r.final_return is not None])
+        finals = [r.final_return for r in g.completed if r.final_return is not None]
         evals = [e for r in g.completed if (e := r.summary.get("eval_return_mean")) is not None]
-        point, lo, hi = iqm_ci(finals, reps=reps, seed=seed)
-        eval_point, eval_lo, eval_hi = iqm_ci(np.array(evals, dtype=np.float64), reps=reps, seed=seed)
         threshold = thresholds.get(g.env)
         median_steps, reached = None, 0
         if threshold is not None:
@@ -124,14 +126,10 @@ def summarize(
                 settings=g.settings_label,
                 seeds=len(finals),
                 **{status: g.count(status) for status in NOT_COUNTED},
-                final_return_iqm=point,
-                final_return_ci_low=lo,
-                final_return_ci_high=hi,
-                final_return_mean=float(finals.mean()) if len(finals) else math.nan,
+                **_iqm_fields("final_return", finals, reps, seed),
+                final_return_mean=float(np.mean(finals)) if finals else math.nan,
                 eval_return_mean=float(np.mean(evals)) if evals else math.nan,
-                eval_return_iqm=eval_point,
-                eval_return_ci_low=eval_lo,
-                eval_return_ci_high=eval_hi,
+                **_iqm_fields("eval_return", evals, reps, seed),
                 threshold=threshold,
                 steps_to_threshold=median_steps,
                 reached=reached,
