@@ -139,16 +139,9 @@ def cliffwalk(
     (log-log over several n; the methods side by side for one n)."""
     import time
 
-    from per_cli.experiments.cliffwalk.study import (
-        LEARNERS,
-        CliffwalkSettings,
-        default_out_dir,
-        format_table,
-        parse_methods,
-        parse_ns,
-        run_experiment,
-        write_outputs,
-    )
+    from per_cli.experiments.cliffwalk.outputs import format_table, write_outputs
+    from per_cli.experiments.cliffwalk.settings import LEARNERS, CliffwalkSettings
+    from per_cli.experiments.cliffwalk.study import default_out_dir, parse_methods, parse_ns, run_experiment
 
     try:
         if learner not in LEARNERS:

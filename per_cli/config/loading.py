@@ -148,7 +148,9 @@ def _unknown_key(key: str, name: str, valid: list[str]) -> ConfigError:
     return ConfigError(f"unknown key '{key}'; {hint or 'valid keys here: ' + ', '.join(valid)}")
 
 
-def _build(cls: type, data: Any, prefix: str) -> Any:
+def build_section(cls: type, data: Any, prefix: str) -> Any:
+    """The dataclass ``cls`` from the mapping ``data``, checked for types, ``metadata`` bounds and unknown keys, errors
+    naming ``prefix`` + key (also a registered kind's ``replay.params``)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {_short(data)}")
     hints = typing.get_type_hints(cls)
@@ -160,20 +162,13 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
             raise _unknown_key(key, str(name), list(fields))
         tp = hints[name]
         if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, value if value is not None else {}, key + ".")
+            kwargs[name] = build_section(tp, value if value is not None else {}, key + ".")
             continue
         value = _coerce(value, tp, key)
         _check_bounds(value, fields[name].metadata, key)
         _check_magnitude(value, key)
         kwargs[name] = value
     return cls(**kwargs)
-
-
-def build_section(cls: type, data: Any, prefix: str) -> Any:
-    """The dataclass ``cls`` from the mapping ``data``, checked as every config section is (types, ``metadata``
-    bounds, unknown keys), errors naming ``prefix`` + key: for sections whose class a registry knows (a replay
-    kind's ``replay.params``)."""
-    return _build(cls, data, prefix)
 
 
 def _count(n: int) -> str:
@@ -209,7 +204,6 @@ def _check_relations(cfg: Config) -> None:
         )
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
-
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -286,7 +280,7 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def from_dict(data: dict) -> Config:
-    cfg = _build(Config, data, "")
+    cfg = build_section(Config, data, "")
     _check_relations(cfg)
     return cfg
 

@@ -9,16 +9,10 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.envs.cliffwalk import BlindCliffwalk
 from per_cli.errors import ConfigError
-from per_cli.experiments.cliffwalk.study import (
-    CliffwalkSettings,
-    LinearLearner,
-    TabularLearner,
-    make_sampler,
-    parse_methods,
-    parse_ns,
-    run_experiment,
-    run_once,
-)
+from per_cli.experiments.cliffwalk.learners import LinearLearner, TabularLearner
+from per_cli.experiments.cliffwalk.memory import make_sampler
+from per_cli.experiments.cliffwalk.settings import CliffwalkSettings
+from per_cli.experiments.cliffwalk.study import parse_methods, parse_ns, run_experiment, run_once
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler, UniformSampler
 
 

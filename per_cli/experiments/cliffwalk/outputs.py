@@ -40,11 +40,9 @@ def write_outputs(out: Path, settings: CliffwalkSettings, results, rows: list[Su
                                                                              "cliffwalk.json")}  # fmt: skip
     try:
         with open(temporary["cliffwalk.csv"], "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
             writer.writeheader()
-            for r in rows:
-                d = asdict(r)
-                writer.writerow({k: d[k] for k in CSV_COLUMNS})
+            writer.writerows(asdict(r) for r in rows)
         _, caption = plot(rows, settings, temporary["cliffwalk.png"])
         payload = {
             "experiment": "blind_cliffwalk",

@@ -11,10 +11,9 @@ import numpy as np
 
 from per_cli.envs.cliffwalk import BlindCliffwalk
 from per_cli.errors import ConfigError
-from per_cli.experiments.cliffwalk.learners import LEARNER_CLASSES, LinearLearner, TabularLearner
+from per_cli.experiments.cliffwalk.learners import LEARNER_CLASSES
 from per_cli.experiments.cliffwalk.memory import make_sampler, run_sampled
 from per_cli.experiments.cliffwalk.oracle import run_oracle
-from per_cli.experiments.cliffwalk.outputs import format_table, write_outputs
 from per_cli.experiments.cliffwalk.settings import (
     LEARNERS,
     METHODS,
@@ -146,18 +145,3 @@ def run_experiment(
 
 def default_out_dir(learner: str) -> Path:
     return Path("runs") / f"cliffwalk__{learner}__{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-__all__ = [
-    "LEARNERS",
-    "CliffwalkSettings",
-    "LinearLearner",
-    "TabularLearner",
-    "format_table",
-    "make_sampler",
-    "parse_methods",
-    "parse_ns",
-    "run_experiment",
-    "run_once",
-    "write_outputs",
-]
