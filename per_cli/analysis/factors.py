@@ -1,6 +1,5 @@
 """How much of the variance in final return each swept factor explains: ANOVA η² over a full factorial design, with
-bootstrap CIs over seeds. The two-factor study's answer: with ``--sweep replay.window=... --sweep
-replay.alpha=...`` the factors are W and α."""
+bootstrap CIs over seeds."""
 
 from __future__ import annotations
 

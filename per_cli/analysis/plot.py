@@ -150,9 +150,8 @@ def make_plots(
     final_episodes: int | None = None,
     envs: Sequence[str] = (),
 ) -> PlotReport:
-    """Load every run under ``runs_dir`` and write the figures and tables into ``out`` (default ``runs_dir/plots``).
-    ``final_episodes``: a run's final return is the mean of its last N logged episode returns (tables, factors, the
-    hypothesis figure) instead of its summary's last 20. ConfigError for bad input."""
+    """Load every run under ``runs_dir``; write the figures and tables into ``out`` (default ``runs_dir/plots``).
+    ``final_episodes``: see :attr:`Run.final_return`. ConfigError for bad input."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if smooth < 1:

@@ -1,6 +1,5 @@
-"""A completed run's measures of its whole learning curve, beside its final return: ``return_auc`` (mean return of every
-training episode), ``return_peak`` (best mean of 20 consecutive episodes) and ``return_drop`` (peak minus final), as
-summary.json holds them (``per_cli.rundir.returns.return_measures`` defines them)."""
+"""A completed run's measures of its whole learning curve (``per_cli.rundir.returns.return_measures``): from its
+summary.json, else from its logged returns."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The summary table of ``per plot``: per group, the IQM over seeds of the final return and of the whole curve's
-measures (area under it, peak, drop from peak to final) with 95% stratified bootstrap CIs (none below
-:data:`~per_cli.analysis.stats.MIN_INTERVAL_SEEDS` seeds), means, and steps to a return threshold; as CSV and
-Markdown."""
+"""The summary table of ``per plot``, as CSV and Markdown: per group, IQMs over seeds with 95% stratified bootstrap
+CIs of the final return and of the whole curve's measures (AUC, peak, drop), means, and steps to a threshold."""
 
 from __future__ import annotations
 
@@ -168,10 +166,8 @@ def no_interval(seeds: int) -> str:
 
 
 def with_ci(point: float, lo: float, hi: float, digits: int = 1, seeds: int | None = None) -> str:
-    """``202.9 [190.1, 210.4]``; ``seeds``: the fewest seeds of the groups behind the interval. Below
-    :data:`MIN_INTERVAL_SEEDS` (a percentile bootstrap of 3 runs is degenerate: intervals such as [0.00, 0.00])
-    the cell is the point and ``no interval (n = 3)``, whatever ``lo`` and ``hi`` hold; only the point where there
-    is no interval and no count."""
+    """``202.9 [190.1, 210.4]``; ``seeds`` (the fewest behind the interval) below :data:`MIN_INTERVAL_SEEDS`: the
+    point and ``no interval (n = 3)``, as a bootstrap of so few runs is degenerate; only the point without either."""
     text = num(point, digits, "–")
     if seeds is not None and seeds < MIN_INTERVAL_SEEDS and not math.isnan(point):
         return f"{text}, {no_interval(seeds)}"
@@ -221,8 +217,7 @@ def table_markdown(
     rows: Sequence[Row], left_out: Sequence[Run], window: int, root: Path, final_episodes: int | None = None,
     made: str = "",
 ) -> str:  # fmt: skip
-    """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors;
-    ``final_episodes``: what the final return was taken over (None: the summaries' last 20 episodes); ``made``:
+    """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors; ``made``:
     the commit and command that made it (:func:`per_cli.analysis.provenance.made_by`)."""
     with_settings = any(r.settings for r in rows)
     head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", "final return IQM [95% CI]",

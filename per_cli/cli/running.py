@@ -38,9 +38,8 @@ def check_runs_dir(runs_dir: Path) -> None:
 
 
 def check_writable_dir(path: Path, option: str, what: str) -> None:
-    """``path`` (given as ``option``) must be a directory this process can create ``what`` in: an existing file, a path
-    under /proc, a read-only or full place, a path longer than the system takes are bad input (one line, exit 2), found
-    before anything is written."""
+    """``path`` (given as ``option``) must be a directory this process can create ``what`` in; anything else (a file,
+    a read-only or full place, a path too long) is bad input, found before anything is written."""
     import tempfile
 
     check_path_length(path, option)
@@ -95,9 +94,8 @@ def check_plot_out(runs_dir: Path, out: Path | None) -> None:
 
 @contextlib.contextmanager
 def new_files_removed_on_error(folder: Path) -> Iterator[None]:
-    """Run the block; if it raises (a full disk while figures are saved), remove what it made in ``folder`` (files and
-    folders that were not there before, ``folder`` itself included) and re-raise: nothing half-written stays. Files it
-    rewrote keep their new, partial content: they are the command's own outputs, made again by running it again."""
+    """Run the block; if it raises (a full disk while figures are saved), remove the files and folders it made in
+    ``folder`` (and ``folder``) and re-raise: nothing half-written stays. Files it rewrote are its own outputs."""
     try:
         made = [p for p in (folder, *folder.parents) if not p.exists()]
         before = set(folder.rglob("*")) if folder.is_dir() else set()

@@ -106,9 +106,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def _check_finite(value: Any, key: str) -> None:
-    """No NaN or infinity anywhere in a free-form mapping (``env.kwargs``): passed on to an env, a NaN is
-    truthy as a flag and fails every comparison as a number (``sutton_barto_reward: .nan`` changed CartPole's
-    reward, silently). Free-form values have no schema, so this is their one check here (types: preflight)."""
+    """No NaN or infinity anywhere in a free-form mapping (``env.kwargs``): passed on to an env, a NaN is truthy as
+    a flag and fails every comparison as a number, silently. Types are preflight's to check."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for name, item in items:
         where = f"{key}[{name}]" if isinstance(value, list) else f"{key}.{name}"
@@ -177,9 +176,8 @@ def _count(n: int) -> str:
 
 
 def _check_relations(cfg: Config) -> None:
-    """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay kinds)
-    and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither envs nor replay);
-    a train_freq whose first update would come after total_steps is refused (the run would learn nothing)."""
+    """Constraints across keys that the schema alone can judge; registry names and checks that need the env are
+    ``per_cli.train.preflight``'s (this layer imports neither envs nor replay)."""
     r, t = cfg.replay, cfg.train
     if r.batch_size > r.capacity:
         raise ConfigError(

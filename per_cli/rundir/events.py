@@ -177,9 +177,8 @@ class EventFile:
         self.flush()
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag
-        writes, to every reader. Its bytes are protobuf's own (:class:`ScalarEvents`), without building the
-        message."""
+        """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag writes,
+        to every reader."""
         self._file.write(self._encoder.record(values, int(step), time.time()))
         if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
             self.flush()

@@ -69,9 +69,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Write summary.json atomically. On a full disk (the very case a ``failed`` summary must still record),
-    the old file is overwritten in place instead: truncating it frees the blocks the new one needs (a summary
-    is a few hundred bytes, like the ``running`` one it replaces)."""
+    """Write summary.json atomically; on a full disk (where a ``failed`` summary must still be recorded), in place
+    over the old one, whose blocks the new one reuses."""
     clean = {k: _jsonable(v) for k, v in summary.items()}
     path = run_dir / "summary.json"
     text = json.dumps(clean, indent=2) + "\n"

@@ -104,9 +104,8 @@ def read_event_files(run_dir: Path) -> Scalars | None:
 
 
 def damage(run_dir: Path) -> list[str]:
-    """What is visibly broken in the run's scalar files (cheap: no file is read whole): a ``metrics.csv`` that
-    ends in the middle of a line (cut short by a full disk or a copy; the partial row is never used), and
-    event files of zero bytes (every event file starts with a version record)."""
+    """What is visibly broken in the run's scalar files, without reading them whole: a ``metrics.csv`` that ends in
+    the middle of a line (its partial row is never used), and event files of zero bytes."""
     found = []
     csv_path = run_dir / "metrics.csv"
     try:
@@ -199,9 +198,8 @@ SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
-    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
-    or damaged summary costs its run those values, never the whole plot."""
+    """The summary without the values of :data:`SUMMARY_TYPES` keys of another type, and a problem line per value left
+    out: a hand-edited or damaged summary costs its run those values, never the whole plot."""
     kept, problems = dict(summary), []
     for key, types in SUMMARY_TYPES.items():
         value = kept.get(key)

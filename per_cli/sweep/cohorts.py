@@ -1,6 +1,5 @@
-"""``per grid --cohort-size N``: the runs of a grid that differ only in the seed are packed into cohorts, each trained
-in lockstep in one worker process (:mod:`per_cli.train.loop.cohort`), every seed still in its own run directory with its
-own summary, lock and resume."""
+"""``per grid --cohort-size N``: runs that differ only in the seed, packed into cohorts trained in lockstep in one
+worker, each seed still in its own run directory with its own summary, lock and resume."""
 
 from __future__ import annotations
 

@@ -146,9 +146,8 @@ def display(path: Path) -> str:
 
 
 def _sources(request: GridRequest) -> list[tuple[str, str, Path]]:
-    """(env, replay label, config file) in env-major order. The default labels are the kinds that have a config
-    for the env (what the help promises: the others go unmentioned, as the user named none of them); a label
-    named in --replays without one is a ConfigError."""
+    """(env, replay label, config file) in env-major order: by default the kinds that have a config for the env; a
+    label named in --replays without one is a ConfigError."""
     sources: list[tuple[str, str, Path]] = []
     for env in request.envs:
         label = env_file_label(env)

@@ -117,9 +117,8 @@ def check_replay_label(label: str) -> None:
 
 
 def config_axes(config: Path) -> tuple[str, str]:
-    """The env and replay label a base config runs as it is: its ``env.id`` and ``replay.kind`` (``kind+her``
-    where ``replay.her_strategy`` is on), read from the file; what ``per grid --config C`` without ``--envs``
-    runs."""
+    """The env and replay label (``kind+her`` where ``replay.her_strategy`` is on) of a base config's file: what
+    ``per grid --config C`` without ``--envs`` runs."""
     from per_cli.config import read_yaml
 
     data = read_yaml(config)

@@ -1,6 +1,5 @@
-"""One run of a grid, in whichever process trains it (a local worker or a Ray task): decide from its ``summary.json``
-whether to skip, resume or start it, then train it with the real training code, ``Trainer(cfg).run(run_dir)`` (what
-``per train`` calls), and answer with a small result dict."""
+"""One run of a grid, in whichever process trains it: decide from its ``summary.json`` whether to skip, resume or
+start it, train it as ``per train`` does, and answer with a small result dict."""
 
 from __future__ import annotations
 
@@ -82,9 +81,8 @@ def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
 
 
 def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
-    """A failed result when the run's checkpoint is refused (crafted, altered or of an older format: loading it could
-    run code, or this version cannot read it), else None. Its files go to ``.set-aside/``, the run is recorded failed.
-    """
+    """A failed result, the run's files set aside, when its checkpoint is refused (crafted, altered or of an older
+    format), else None."""
     from per_cli.train.checkpoints.checkpoint import refusal_of
 
     refused = refusal_of(run_dir)
@@ -98,9 +96,8 @@ def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] 
 
 
 def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", progress=None) -> dict[str, Any]:
-    """Train one run into ``run_dir``: ``fresh`` clears any older attempt first; ``resume`` continues from the run's
-    latest checkpoint (falling back to fresh when the checkpoint is damaged or does not fit; one that is refused never
-    gets here: :func:`refuse_checkpoint`). Leaves a summary.json that says completed, failed or interrupted."""
+    """Train one run into ``run_dir``: ``fresh`` clears any older attempt; ``resume`` continues from its latest
+    checkpoint (fresh where that is damaged). Leaves a summary.json that says completed, failed or interrupted."""
     note = ""
     try:
         from per_cli.config import from_dict
