@@ -3,8 +3,7 @@ bootstrap CIs over seeds."""
 
 from __future__ import annotations
 
-import csv
-import io
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -16,7 +15,7 @@ import numpy as np
 from per_cli.analysis.groups import Group, format_value, kind_rank
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
-from per_cli.analysis.tables import no_interval
+from per_cli.analysis.tables import no_interval, rows_csv
 
 REPLAY_FACTOR = "replay"
 CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
@@ -206,18 +205,14 @@ def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0
     return report
 
 
-FACTOR_COLUMNS = ("env", "effect", "eta_sq", "ci_low", "ci_high", "levels")
-
-
 def factors_csv(report: FactorReport) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(FACTOR_COLUMNS)
+    """A row per effect share; no CI below :data:`MIN_INTERVAL_SEEDS` seeds per cell."""
     seeds = {d.env: len(d.seeds) for d in report.designs}
-    for s in report.shares:
-        ci = ["", ""] if seeds.get(s.env, 0) < MIN_INTERVAL_SEEDS else [f"{s.ci_low:.6g}", f"{s.ci_high:.6g}"]
-        writer.writerow([s.env, s.effect, f"{s.eta_sq:.6g}", *ci, s.levels])
-    return out.getvalue()
+    shares = [
+        s if seeds.get(s.env, 0) >= MIN_INTERVAL_SEEDS else dataclasses.replace(s, ci_low=math.nan, ci_high=math.nan)
+        for s in report.shares
+    ]
+    return rows_csv(shares, list(EffectShare.__dataclass_fields__))
 
 
 def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes", made: str = "") -> str:

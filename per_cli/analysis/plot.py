@@ -49,10 +49,6 @@ class PlotReport:
         """Failed and unreadable runs: not in the curves or the statistics."""
         return [r for r in self.runs if r.status in ("failed", "unreadable")]
 
-    @property
-    def failed(self) -> list[Run]:
-        return [r for r in self.runs if r.status == "failed"]
-
 
 def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
     """``["cartpole=475", "Acrobot-v1=none"]`` -> ``{"CartPole-v1": 475.0, "Acrobot-v1": None}``; an unknown

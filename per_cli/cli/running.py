@@ -31,12 +31,6 @@ def resolve_config_option(config: str | None) -> Path | None:
 PATH_ROOM = 3 * MAX_NAME_BYTES
 
 
-def check_runs_dir(runs_dir: Path) -> None:
-    """``--runs-dir`` must be a directory this process can create run directories in (see
-    :func:`check_writable_dir`)."""
-    check_writable_dir(runs_dir, "--runs-dir", "run directories")
-
-
 def check_writable_dir(path: Path, option: str, what: str) -> None:
     """``path`` (given as ``option``) must be a directory this process can create ``what`` in; anything else (a file,
     a read-only or full place, a path too long) is bad input, found before anything is written."""
@@ -197,7 +191,7 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         if resume is not None:
             run_dir = resume
         else:
-            check_runs_dir(runs_dir)
+            check_writable_dir(runs_dir, "--runs-dir", "run directories")
             # (an exclusive mkdir: of two processes asking for one --name, the second is refused here)
             claim = claim_new(runs_dir / name) if name is not None else claim_free_name(runs_dir, default_run_name(cfg))
             run_dir = claim.path
@@ -256,7 +250,7 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
         say_when_compiling(compiling, quiet)
         cfgs = cohort_configs(cfg, seed_list)
         preflight(cfgs[0], members=len(cfgs))  # before the names: env ids and kinds become part of them
-        check_runs_dir(runs_dir)
+        check_writable_dir(runs_dir, "--runs-dir", "run directories")
         for cfg in cfgs:  # each seed's directory claimed as a solo run's (a taken default name: the next free one)
             claims.append(claim_free_name(runs_dir, default_run_name(cfg)))
         run_dirs = [claim.path for claim in claims]

@@ -94,15 +94,11 @@ class LocalExecutor:
         import multiprocessing
 
         self._ctx = multiprocessing.get_context("spawn")
-        self._size = workers
+        self.size = workers
         self._workers: list[_Worker] = []
 
-    @property
-    def size(self) -> int:
-        return self._size
-
     def free(self) -> int:
-        return self._size - sum(w.task is not None for w in self._workers)
+        return self.size - sum(w.task is not None for w in self._workers)
 
     def _start_worker(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe()

@@ -108,7 +108,7 @@ class RayExecutor:
             # -- torch, gymnasium -- must be installed on the nodes)
             runtime_env = {"py_modules": [str(Path(per_cli.__file__).parent)]}
             ray.init(address=address, log_to_driver=False, runtime_env=runtime_env, configure_logging=False)
-        self._size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         # max_retries: a task whose node or worker process dies is retried (its result is written only once,
         # by this driver); an exception inside the run is never retried -- it is a failed run
         remote = ray.remote(num_cpus=1, max_retries=2, retry_exceptions=False)
@@ -117,12 +117,8 @@ class RayExecutor:
         self._refs: dict[Any, tuple[dict, list[Lock], dict[str, dict]]] = {}
         self._immediate: list[Event] = []  # tasks answered without Ray (busy, or finished meanwhile)
 
-    @property
-    def size(self) -> int:
-        return self._size
-
     def free(self) -> int:
-        return self._size - len(self._refs) - len(self._immediate)
+        return self.size - len(self._refs) - len(self._immediate)
 
     def submit(self, payload: dict[str, Any]) -> None:
         """Send a run (or a cohort: each of its runs) to Ray under the run's lock, unless its state on disk

@@ -79,7 +79,7 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     assert float(rows["combined"]["final_return_mean"]) == pytest.approx(202.0)
     assert float(rows["uniform"]["threshold"]) == 475.0  # CartPole-v1's registered reward_threshold
     assert "cartpole__uniform__s9" in (out / "summary.md").read_text()
-    assert [r.name for r in report.failed] == ["cartpole__uniform__s9"]
+    assert [r.name for r in report.runs if r.status == "failed"] == ["cartpole__uniform__s9"]
 
 
 def test_final_episodes_takes_the_final_return_from_the_logged_returns(tmp_path):
