@@ -39,9 +39,9 @@ def test_a_runs_dir_that_cannot_hold_runs_is_bad_input_and_nothing_is_written(tm
 
 
 def test_a_passed_runs_dir_check_leaves_nothing_behind(tmp_path):
-    from per_cli.cli.running import check_runs_dir
+    from per_cli.cli.running import check_writable_dir
 
-    check_runs_dir(tmp_path / "a" / "b")
+    check_writable_dir(tmp_path / "a" / "b", "--runs-dir", "run directories")
     assert _tree(tmp_path) == []
 
 
