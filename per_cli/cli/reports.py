@@ -117,8 +117,9 @@ def cliffwalk(
     out: Annotated[
         Path | None,
         typer.Option(
-            parser=path_option, metavar="DIR", help="Output directory (default: a new one in runs/, "
-            "cliffwalk__LEARNER__TIME)."
+            parser=path_option,
+            metavar="DIR",
+            help="Output directory (default: a new one in runs/, cliffwalk__LEARNER__TIME).",
         ),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Base seed (weights and sampler draws per n and run).")] = 0,

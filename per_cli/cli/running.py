@@ -25,7 +25,6 @@ def resolve_config_option(config: str | None) -> Path | None:
     return resolved.path
 
 
-
 # bytes a command writes below the directory it is given: a run or grid name (at most MAX_NAME_BYTES), a run
 # inside a grid, its checkpoints and file names
 PATH_ROOM = 3 * MAX_NAME_BYTES
@@ -287,7 +286,5 @@ def print_summary(run_dir: Path, summary: dict) -> None:
     from per_cli.train.loop.progress import done_line
 
     typer.echo(
-        f"{done_line(summary)}\n"
-        f"run directory: {shown(run_dir)}\n"
-        f"view: tensorboard --logdir {shown(run_dir.parent)}"
+        f"{done_line(summary)}\nrun directory: {shown(run_dir)}\nview: tensorboard --logdir {shown(run_dir.parent)}"
     )

@@ -145,9 +145,7 @@ def read_text(path: Path) -> str:
         if path.is_dir():
             raise ConfigError(f"config {path}: is a directory; give a YAML file (per configs lists the shipped ones)")
         if not path.is_file():
-            raise ConfigError(
-                f"config file not found: {path} (give an existing YAML file or a name from per configs)"
-            )
+            raise ConfigError(f"config file not found: {path} (give an existing YAML file or a name from per configs)")
         with path.open("rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:

@@ -23,8 +23,9 @@ def test_running_error_matches_the_exact_one(cls):
     t = mdp.all_sequences()
     rng = np.random.default_rng(1)
     for i in rng.integers(0, len(t), 300):
-        learner.update(int(t.states[i]), int(t.actions[i]), float(t.rewards[i]), int(t.next_states[i]),
-                       bool(t.terminated[i]), 0.25)
+        learner.update(
+            int(t.states[i]), int(t.actions[i]), float(t.rewards[i]), int(t.next_states[i]), bool(t.terminated[i]), 0.25
+        )
     assert learner.sse == pytest.approx(learner.exact_sse(), rel=1e-9, abs=1e-12)
 
 
