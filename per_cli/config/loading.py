@@ -120,12 +120,11 @@ def _check_bounds(value: Any, meta: typing.Mapping, key: str) -> None:
     if value is None or not meta:
         return
     lo, hi, lo_open = meta.get("lo"), meta.get("hi"), meta.get("lo_open", False)
-    if lo is not None and (value <= lo if lo_open else value < lo):
-        relation = ">" if lo_open else ">="
-        allowed = f"{relation} {lo}" if hi is None else f"in {'(' if lo_open else '['}{lo}, {hi}]"
-        raise ConfigError(f"{key}: {_short(value)} is out of range; must be {allowed}")
-    if hi is not None and value > hi:
-        allowed = f"<= {hi}" if lo is None else f"in {'(' if lo_open else '['}{lo}, {hi}]"
+    below = lo is not None and (value <= lo if lo_open else value < lo)
+    if below or (hi is not None and value > hi):
+        allowed = f"in {'(' if lo_open else '['}{lo}, {hi}]"
+        if hi is None or lo is None:
+            allowed = f"{'>' if lo_open else '>='} {lo}" if below else f"<= {hi}"
         raise ConfigError(f"{key}: {_short(value)} is out of range; must be {allowed}")
 
 

@@ -110,8 +110,7 @@ def base_labels(config: Path) -> list[str]:
     """Every sampler kind as a base config runs it: ``kind+her`` where its ``replay.her_strategy`` is on."""
     from per_cli.replay import KINDS
 
-    data = read_yaml(config)
-    her = ((data.get("replay") or {}).get("her_strategy") or "off") != "off" if isinstance(data, dict) else False
+    her = ((read_yaml(config).get("replay") or {}).get("her_strategy") or "off") != "off"
     return [f"{kind}{HER_SUFFIX}" if her else kind for kind in KINDS]
 
 

@@ -122,10 +122,10 @@ def config_axes(config: Path) -> tuple[str, str]:
     from per_cli.config import read_yaml
 
     data = read_yaml(config)
-    env = (data.get("env") or {}).get("id") if isinstance(data, dict) else None
+    env = (data.get("env") or {}).get("id")
     if not env:
         raise ConfigError(f"--envs: {config} sets no env.id; give the envs to run, e.g. --envs cartpole")
-    replay = (data.get("replay") or {}) if isinstance(data, dict) else {}
+    replay = data.get("replay") or {}
     her = (replay.get("her_strategy") or "off") != "off"
     return str(env), f"{replay.get('kind', 'uniform')}{HER_SUFFIX if her else ''}"
 
@@ -136,8 +136,7 @@ def plugins_named(config: Path | None, sets: list[str]) -> list[str]:
 
     names: list = []
     if config is not None:
-        data = read_yaml(config)
-        names += list((data.get("plugins") or []) if isinstance(data, dict) else [])
+        names += list(read_yaml(config).get("plugins") or [])
     for item in sets:
         key, value = parse_override(item)
         if key == "plugins":
