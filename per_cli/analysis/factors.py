@@ -75,8 +75,7 @@ def is_numeric(values: Sequence[Any]) -> bool:
 
 
 def _sorted_levels(factor: str, values: Sequence[Any]) -> list[Any]:
-    """Numbers ascending; replay labels in the project's order (none, uniform, combined, prioritized, rank,
-    then others by name, each before its +her); other categories by their repr."""
+    """Numbers ascending; replay labels in registry order (:func:`kind_rank`); other categories by their repr."""
     if factor == REPLAY_FACTOR:
         return sorted(values, key=kind_rank)
     return sorted(values) if is_numeric(values) else sorted(values, key=repr)
@@ -247,8 +246,7 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
 
 
 def _marginal_lines(design: Design) -> list[str]:
-    """Each factor's marginal effect: the final-return IQM at each of its levels, with its 95% CI (the numbers
-    of ``factors_marginal_<env>.png``)."""
+    """Each factor's final-return IQM at each of its levels, with its 95% CI (``factors_marginal_<env>.png``)."""
     if design.factors == [REPLAY_FACTOR]:
         head = ("Final-return IQM of each replay kind; 95% bootstrap CI resampling seeds (comparisons.md sets each "
                 "kind against uniform).")  # fmt: skip
@@ -263,7 +261,6 @@ def _marginal_lines(design: Design) -> list[str]:
 
 
 def _interval(design: Design, lo: float, hi: float, digits: int) -> str:
-    """``[lo, hi]``, or ``no interval (n = 3)`` below MIN_INTERVAL_SEEDS seeds per cell (a bootstrap over so
-    few seeds is degenerate)."""
+    """``[lo, hi]``, or ``no interval (n = 3)`` below :data:`MIN_INTERVAL_SEEDS` seeds per cell."""
     seeds = len(design.seeds)
     return no_interval(seeds) if seeds < MIN_INTERVAL_SEEDS else f"[{lo:.{digits}f}, {hi:.{digits}f}]"

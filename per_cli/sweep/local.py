@@ -1,6 +1,5 @@
-"""The local backend: a pool of spawned worker processes, each training one run (or cohort) at a time. A worker
-trains under the run's lock and dies with its driver (``PR_SET_PDEATHSIG`` and a watchdog thread), so no orphan
-writes into a run directory that a resumed grid is about to restart."""
+"""The local backend: spawned worker processes, each training one run (or cohort) at a time under its lock, and dying
+with the driver, so that no orphan writes into a run directory that a resumed grid restarts."""
 
 from __future__ import annotations
 

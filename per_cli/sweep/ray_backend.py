@@ -40,9 +40,8 @@ def ray_train(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def ray_train_cohort(payload: dict[str, Any]) -> dict[str, Any]:
-    """The body of a cohort's Ray task: its runs (each with the ``mode`` the driver decided and the files it
-    sent to resume from) trained in lockstep in a temporary directory; returns one result and the files per
-    run."""
+    """The body of a cohort's Ray task: its runs trained in lockstep as :func:`ray_train` trains one; a result and
+    the files per run."""
     import socket
 
     limit_threads()
