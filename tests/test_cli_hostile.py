@@ -112,9 +112,9 @@ def test_flags_are_shown_without_a_value(command):
 
 
 def test_cliffwalk_help_and_error_give_one_range():
-    from per_cli.experiments.cliffwalk.settings import N_RANGE
+    from per_cli.experiments.cliffwalk.settings import N_MAX, N_MIN
 
-    allowed = f"[{N_RANGE[0]}, {N_RANGE[1]}]"
+    allowed = f"[{N_MIN}, {N_MAX}]"
     import typer.main
 
     command = typer.main.get_command(app).commands["cliffwalk"]

@@ -13,7 +13,7 @@ from per_cli.cli.running import check_plot_out, check_writable_dir, new_files_re
 from per_cli.cli.usage import FlagCommand, fail_input, path_option, say_notes, shown
 from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
-from per_cli.experiments.cliffwalk.settings import N_RANGE
+from per_cli.experiments.cliffwalk.settings import N_MAX, N_MIN
 
 
 @app.command(cls=FlagCommand)
@@ -105,7 +105,7 @@ def cliffwalk(
         str,
         typer.Option(
             "--n",
-            help=f"Chain lengths, each in [{N_RANGE[0]}, {N_RANGE[1]}]: a range 2..12 (inclusive) or a list 4,8,12 "
+            help=f"Chain lengths, each in [{N_MIN}, {N_MAX}]: a range 2..12 (inclusive) or a list 4,8,12 "
             "(the paper: 2..16).",
         ),
     ] = "2..12",

@@ -17,7 +17,8 @@ from per_cli.experiments.cliffwalk.oracle import run_oracle
 from per_cli.experiments.cliffwalk.settings import (
     LEARNERS,
     METHODS,
-    N_RANGE,
+    N_MAX,
+    N_MIN,
     CliffwalkSettings,
     RunResult,
     Summary,
@@ -60,11 +61,10 @@ def parse_ns(text: str) -> tuple[int, ...]:
         raise ConfigError(f"--n: {text!r} is not a range like 2..14 or a list like 4,8,12") from None
     if not values:
         raise ConfigError(f"--n: {text!r} names no chain length")
-    bad = [v for v in values if not N_RANGE[0] <= v <= N_RANGE[1]]
+    bad = [v for v in values if not N_MIN <= v <= N_MAX]
     if bad:
         raise ConfigError(
-            f"--n: {bad[0]} is out of range; chain lengths must be in [{N_RANGE[0]}, {N_RANGE[1]}] "
-            "(the paper uses 2..16)"
+            f"--n: {bad[0]} is out of range; chain lengths must be in [{N_MIN}, {N_MAX}] (the paper uses 2..16)"
         )
     return values
 
