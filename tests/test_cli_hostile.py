@@ -39,9 +39,9 @@ def test_a_runs_dir_that_cannot_hold_runs_is_bad_input_and_nothing_is_written(tm
 
 
 def test_a_passed_runs_dir_check_leaves_nothing_behind(tmp_path):
-    from per_cli.cli.running import check_runs_dir
+    from per_cli.cli.running import check_writable_dir
 
-    check_runs_dir(tmp_path / "a" / "b")
+    check_writable_dir(tmp_path / "a" / "b", "--runs-dir", "run directories")
     assert _tree(tmp_path) == []
 
 
@@ -112,9 +112,9 @@ def test_flags_are_shown_without_a_value(command):
 
 
 def test_cliffwalk_help_and_error_give_one_range():
-    from per_cli.experiments.cliffwalk.settings import N_RANGE
+    from per_cli.experiments.cliffwalk.settings import N_MAX, N_MIN
 
-    allowed = f"[{N_RANGE[0]}, {N_RANGE[1]}]"
+    allowed = f"[{N_MIN}, {N_MAX}]"
     import typer.main
 
     command = typer.main.get_command(app).commands["cliffwalk"]

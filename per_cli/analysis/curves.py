@@ -1,6 +1,5 @@
-"""Curves of logged scalars: duplicates at one step averaged, trailing means, interpolation on a common step
-grid, the points where enough of a group's runs remain to draw it, and the first step at which a threshold is
-reached."""
+"""Curves of logged scalars: deduplicated, smoothed, put on a common step grid, cut where too few runs remain, and
+the first step at which they reach a threshold."""
 
 from __future__ import annotations
 

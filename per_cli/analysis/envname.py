@@ -1,6 +1,5 @@
-"""An env's name as it was run, for titles and tables: the Gymnasium id, and its episode limit where the runs'
-``env.max_episode_steps`` differs from the id's registered one (CartPole-v1 cut at 200 steps is not the
-CartPole-v1 of the literature, whose limit is 500)."""
+"""An env's name as it was run, for titles: the Gymnasium id, and the episode limit where the runs' differs from the
+registered one (CartPole-v1 cut at 200 steps is not the literature's)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Figures of a grid's factors (the two-factor study; or the replay kind alone, where no key is swept): per env,
-a heat map of the final-return IQM over the first two factors (W × α in the study) and each factor's marginal
-effect with 95% CIs (a line across numeric levels only; categories such as the replay kind are points)."""
+"""Figures of a grid's factors, per env: a heat map of the final-return IQM over the first two factors, and each
+factor's marginal effect with 95% CIs (a line across numeric levels only; categories are points)."""
 
 from __future__ import annotations
 

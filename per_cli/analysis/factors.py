@@ -1,11 +1,9 @@
 """How much of the variance in final return each swept factor explains: ANOVA η² over a full factorial design, with
-bootstrap CIs over seeds. The two-factor study's answer: with ``--sweep replay.window=... --sweep
-replay.alpha=...`` the factors are W and α."""
+bootstrap CIs over seeds."""
 
 from __future__ import annotations
 
-import csv
-import io
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -17,7 +15,7 @@ import numpy as np
 from per_cli.analysis.groups import Group, format_value, kind_rank
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
-from per_cli.analysis.tables import no_interval
+from per_cli.analysis.tables import no_interval, rows_csv
 
 REPLAY_FACTOR = "replay"
 CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
@@ -77,8 +75,7 @@ def is_numeric(values: Sequence[Any]) -> bool:
 
 
 def _sorted_levels(factor: str, values: Sequence[Any]) -> list[Any]:
-    """Numbers ascending; replay labels in the project's order (none, uniform, combined, prioritized, rank,
-    then others by name, each before its +her); other categories by their repr."""
+    """Numbers ascending; replay labels in registry order (:func:`kind_rank`); other categories by their repr."""
     if factor == REPLAY_FACTOR:
         return sorted(values, key=kind_rank)
     return sorted(values) if is_numeric(values) else sorted(values, key=repr)
@@ -207,18 +204,14 @@ def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0
     return report
 
 
-FACTOR_COLUMNS = ("env", "effect", "eta_sq", "ci_low", "ci_high", "levels")
-
-
 def factors_csv(report: FactorReport) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(FACTOR_COLUMNS)
+    """A row per effect share; no CI below :data:`MIN_INTERVAL_SEEDS` seeds per cell."""
     seeds = {d.env: len(d.seeds) for d in report.designs}
-    for s in report.shares:
-        ci = ["", ""] if seeds.get(s.env, 0) < MIN_INTERVAL_SEEDS else [f"{s.ci_low:.6g}", f"{s.ci_high:.6g}"]
-        writer.writerow([s.env, s.effect, f"{s.eta_sq:.6g}", *ci, s.levels])
-    return out.getvalue()
+    shares = [
+        s if seeds.get(s.env, 0) >= MIN_INTERVAL_SEEDS else dataclasses.replace(s, ci_low=math.nan, ci_high=math.nan)
+        for s in report.shares
+    ]
+    return rows_csv(shares, list(EffectShare.__dataclass_fields__))
 
 
 def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes", made: str = "") -> str:
@@ -253,8 +246,7 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
 
 
 def _marginal_lines(design: Design) -> list[str]:
-    """Each factor's marginal effect: the final-return IQM at each of its levels, with its 95% CI (the numbers
-    of ``factors_marginal_<env>.png``)."""
+    """Each factor's final-return IQM at each of its levels, with its 95% CI (``factors_marginal_<env>.png``)."""
     if design.factors == [REPLAY_FACTOR]:
         head = ("Final-return IQM of each replay kind; 95% bootstrap CI resampling seeds (comparisons.md sets each "
                 "kind against uniform).")  # fmt: skip
@@ -269,7 +261,6 @@ def _marginal_lines(design: Design) -> list[str]:
 
 
 def _interval(design: Design, lo: float, hi: float, digits: int) -> str:
-    """``[lo, hi]``, or ``no interval (n = 3)`` below MIN_INTERVAL_SEEDS seeds per cell (a bootstrap over so
-    few seeds is degenerate)."""
+    """``[lo, hi]``, or ``no interval (n = 3)`` below :data:`MIN_INTERVAL_SEEDS` seeds per cell."""
     seeds = len(design.seeds)
     return no_interval(seeds) if seeds < MIN_INTERVAL_SEEDS else f"[{lo:.{digits}f}, {hi:.{digits}f}]"

@@ -1,6 +1,5 @@
-"""The curve figures of ``per plot``: per env, episodic return, TD-error statistics, the i.i.d. measures and
-any ``--metric`` over env steps (the mean over seeds with a 95% bootstrap band), every env's returns side by
-side, and the hypothesis figure (per completed run, the batch measures against its final return)."""
+"""The figures of ``per plot``: per env, curves over env steps (mean over seeds, 95% bootstrap band), every env's
+returns side by side, and the hypothesis figure (each run's batch measures against its final return)."""
 
 from __future__ import annotations
 
@@ -75,20 +74,20 @@ def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
     spans = [
         (steps.min(), max(steps.max(), r.end_step or 0))
         for r in runs
-        if tag in r.scalars and len(steps := r.scalars[tag][0])
+        if tag in r.scalars and len(steps := r.scalars[tag].steps)
     ]
     if not spans:
         return None
-    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    starts, ends = zip(*spans, strict=True)
+    lo, hi = min(starts), max(ends)
     return np.linspace(lo, hi, GRID_POINTS) if hi > lo else np.array([float(lo)])
 
 
 def plot_curves(
     ax, groups: Sequence[Group], tag: str, smooth: int, styles: dict[str, dict], counts: bool = True
 ) -> bool:
-    """Mean over seeds and 95% bootstrap band of ``tag`` for each group on ``ax``, stopped where fewer than half
-    the group's runs remain (:func:`~per_cli.analysis.curves.enough_runs`); False if none logged it. Legend labels
-    carry the seed counts unless ``counts`` is false (figures that span envs)."""
+    """Each group's mean over seeds and 95% bootstrap band of ``tag`` on ``ax``, stopped where fewer than half its
+    runs remain; False if none logged it. ``counts``: seed counts in the legend labels."""
     grid = _grid([r for g in groups for r in g.curve_runs], tag)
     if grid is None:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="0.5")
@@ -200,9 +199,8 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
 def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], out: Output,
                       tags: Sequence[str] = HYPOTHESIS_TAGS,
                       final: str = "mean of the last 20 training episodes"):  # fmt: skip
-    """Per completed run: its mean of each batch measure (the i.i.d. measures, the mean |TD error|) against
-    its final return (``final`` says what that is), one row per env. Returns the figure (saved and closed);
-    None, and nothing written, if no run has both."""
+    """Each completed run's mean of each batch measure against its final return (``final``: what that is), a row
+    per env. Returns the figure (saved and closed); None, and nothing written, if no run has both."""
     envs = [env for env, gs in by_env.items() if any(r.final_return is not None for g in gs for r in g.completed)]
     if not envs:
         return None

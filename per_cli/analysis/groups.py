@@ -60,9 +60,8 @@ DERIVED_FROM = {"train.train_freq": "train.replay_ratio", "train.gradient_steps"
 
 
 def swept_keys(runs: Sequence[Run]) -> list[str]:
-    """Config keys with more than one value among ``runs`` (runs without a config are not compared), less those
-    that a swept key decides (``DERIVED_FROM``: a sweep of ``train.replay_ratio`` writes each run's
-    ``train_freq``/``gradient_steps``, which would otherwise read as two more factors)."""
+    """Config keys with more than one value among the ``runs`` that have a config, less those a swept key decides
+    (:data:`DERIVED_FROM`: they would read as factors of their own)."""
     configs = [r.config for r in runs if r.config]
     keys = sorted({k for c in configs for k in c if not is_bookkeeping(k) and k not in AXES})
     swept = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]

@@ -11,7 +11,7 @@ import numpy as np
 from per_cli.analysis.groups import Group
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, stratified_bootstrap_ci
-from per_cli.analysis.tables import no_interval, rows_csv
+from per_cli.analysis.tables import rows_csv, with_ci
 from per_cli.rundir.readers import LENGTH_TAG
 
 MEASURE_TAGS = {
@@ -91,16 +91,13 @@ def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
         names = [MEASURE_TAGS[t].replace("|", "\\|") for t in tags]  # (a bare | would split the column)
         lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(names) + " |",
                   "|---|---|" + "---:|" * len(tags)]  # fmt: skip
-        for key in dict.fromkeys((r.replay, r.settings) for r in env_rows):
-            cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == key}
-            lines.append(f"| {key[0]} | {key[1] or '–'} | " + " | ".join(_cell(cells.get(t)) for t in tags) + " |")
+        for replay, settings in dict.fromkeys((r.replay, r.settings) for r in env_rows):
+            cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == (replay, settings)}
+            lines.append(f"| {replay} | {settings or '–'} | " + " | ".join(_cell(cells.get(t)) for t in tags) + " |")
     return "\n".join(lines) + "\n"
 
 
 def _cell(row: MeasureRow | None) -> str:
     if row is None:
         return "–"
-    digits = 0 if abs(row.mean) >= 100 else 3
-    if row.runs < MIN_INTERVAL_SEEDS:
-        return f"{row.mean:.{digits}f}, {no_interval(row.runs)}"
-    return f"{row.mean:.{digits}f} [{row.ci_low:.{digits}f}, {row.ci_high:.{digits}f}]"
+    return with_ci(row.mean, row.ci_low, row.ci_high, 0 if abs(row.mean) >= 100 else 3, row.runs)

@@ -49,10 +49,6 @@ class PlotReport:
         """Failed and unreadable runs: not in the curves or the statistics."""
         return [r for r in self.runs if r.status in ("failed", "unreadable")]
 
-    @property
-    def failed(self) -> list[Run]:
-        return [r for r in self.runs if r.status == "failed"]
-
 
 def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
     """``["cartpole=475", "Acrobot-v1=none"]`` -> ``{"CartPole-v1": 475.0, "Acrobot-v1": None}``; an unknown
@@ -150,9 +146,8 @@ def make_plots(
     final_episodes: int | None = None,
     envs: Sequence[str] = (),
 ) -> PlotReport:
-    """Load every run under ``runs_dir`` and write the figures and tables into ``out`` (default ``runs_dir/plots``).
-    ``final_episodes``: a run's final return is the mean of its last N logged episode returns (tables, factors, the
-    hypothesis figure) instead of its summary's last 20. ConfigError for bad input."""
+    """Load every run under ``runs_dir``; write the figures and tables into ``out`` (default ``runs_dir/plots``).
+    ``final_episodes``: see :attr:`Run.final_return`. ConfigError for bad input."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if smooth < 1:

@@ -14,9 +14,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 @cache
 def commit() -> str:
-    """The short commit of the per_cli checkout that runs (``-dirty``: per_cli itself has uncommitted changes;
-    other files, such as the tables being written, do not count); ``an unknown commit`` outside a git checkout
-    (an installed wheel)."""
+    """The short commit of the per_cli checkout that runs (``-dirty``: per_cli itself has uncommitted changes);
+    ``an unknown commit`` outside a git checkout."""
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", "-C", str(PACKAGE_DIR), *args], capture_output=True, text=True, timeout=10,

@@ -1,6 +1,5 @@
-"""A completed run's measures of its whole learning curve, beside its final return: ``return_auc`` (mean return of every
-training episode), ``return_peak`` (best mean of 20 consecutive episodes) and ``return_drop`` (peak minus final), as
-summary.json holds them (``per_cli.rundir.returns.return_measures`` defines them)."""
+"""A completed run's measures of its whole learning curve (``per_cli.rundir.returns.return_measures``): from its
+summary.json, else from its logged returns."""
 
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ def run_return_measures(run: Run) -> ReturnMeasures:
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         return ReturnMeasures(*(float(v) for v in values), FROM_SUMMARY)
     returns = run.scalars.get(RETURN_TAG)
-    if returns is None or not len(returns[1]):
+    if returns is None or not len(returns.values):
         return NONE
-    measured = return_measures(returns[1])
+    measured = return_measures(returns.values)
     return ReturnMeasures(*(measured[k] for k in KEYS), FROM_LOGS)

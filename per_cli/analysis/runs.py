@@ -60,15 +60,14 @@ class Run:
 
     @property
     def final_return(self) -> float | None:
-        """Mean return of the run's last training episodes; None until done. By default the summary's
-        ``final_return_mean`` (the last 20); with ``final_episodes`` N, the mean of the last N logged episode
-        returns (all of them when the run has fewer), e.g. 100 to match a paper's moving average."""
+        """Mean return of a completed run's last training episodes: the summary's ``final_return_mean`` (the last
+        20), or with ``final_episodes`` N that of its last N logged returns (e.g. a paper's 100)."""
         if self.status != "completed":
             return None
         if self.final_episodes is None:
             value = self.summary.get("final_return_mean")
             return None if value is None else float(value)
-        returns = self.scalars.get(RETURN_TAG, (None, np.empty(0)))[1]
+        returns = self.scalars[RETURN_TAG].values if RETURN_TAG in self.scalars else ()
         return float(np.mean(returns[-self.final_episodes :])) if len(returns) else None
 
     @property
@@ -80,9 +79,9 @@ class Run:
 
     def mean_of(self, tag: str) -> float | None:
         """The mean of every logged value of ``tag`` (None if never logged)."""
-        if tag not in self.scalars or not len(self.scalars[tag][1]):
+        if tag not in self.scalars:
             return None
-        values = self.scalars[tag][1]
+        values = self.scalars[tag].values
         values = values[np.isfinite(values)]
         return float(values.mean()) if len(values) else None
 
@@ -134,9 +133,8 @@ def _status(summary: dict[str, Any] | None) -> str:
 
 
 def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozenset[str] | None = None) -> Run | None:
-    """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot.
-    ``tags``: the scalars needed (see :func:`per_cli.rundir.readers.read_scalars`); None: all of them.
-    ``envs``: resolved env ids to keep; a run of another env is None, its scalars never read."""
+    """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot. ``tags``:
+    the scalars needed (None: all); ``envs``: the env ids to keep (another env's run is None, its scalars unread)."""
     summary, problems = checked_summary(read_summary(path) or {})
     config, read_error = read_run_config(path / "config.yaml")
     env = summary.get("env") or config.get("env.id") or "unknown"
@@ -197,9 +195,8 @@ def load_runs(
     tags: set[str] | None = None,
     envs: Iterable[str] = (),
 ) -> list[Run]:
-    """Find and load every run under ``root`` (``tags``: as for :func:`load_run`), in a process pool when there
-    are many. ``envs``: only the runs of these envs (aliases or ids; empty: all); a name that is no env, or
-    that no run under ``root`` has, is a ConfigError."""
+    """Every run under ``root`` (``tags``: as for :func:`load_run`), in a process pool when there are many;
+    ``envs``: only these envs' runs (empty: all), each a ConfigError where no run under ``root`` has it."""
     wanted = _wanted_envs(envs)
     dirs = find_run_dirs(root, exclude)
     if not dirs:

@@ -1,6 +1,5 @@
-"""How every figure looks: paper sizes and fonts, one fixed colour per replay kind (the same in every figure,
-every folder and the Blind Cliffwalk plot), legends that stay inside the figure, and captions that say
-what the lines and bands are."""
+"""How every figure looks: paper sizes and fonts, one fixed colour per replay kind everywhere, legends inside the
+figure, and captions that say what the lines and bands are."""
 
 from __future__ import annotations
 
@@ -77,10 +76,9 @@ def marker_of(style: dict) -> str:
 
 
 def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
-    """Matplotlib line properties per group label, from ``(group label, replay label)`` pairs in plotting
-    order: the kind's colour (the same in every figure), and across the settings of one replay label both a
-    shade of it and a line pattern of :data:`LINE_PATTERNS`, so that up to nine cells of a sweep are told
-    apart by more than shades of one colour. ``+her`` starts one pattern on (dashed beside the kind's solid)."""
+    """Line properties per group label, from ``(group label, replay label)`` pairs in plotting order: the kind's
+    colour, and across one replay label's settings a shade of it and a pattern of :data:`LINE_PATTERNS` (up to nine
+    cells of a sweep told apart by more than shades); ``+her`` starts one pattern on."""
     by_replay: dict[str, list[str]] = {}
     for label, replay in labels:
         members = by_replay.setdefault(replay, [])

@@ -1,7 +1,5 @@
-"""The summary table of ``per plot``: per group, the IQM over seeds of the final return and of the whole curve's
-measures (area under it, peak, drop from peak to final) with 95% stratified bootstrap CIs (none below
-:data:`~per_cli.analysis.stats.MIN_INTERVAL_SEEDS` seeds), means, and steps to a return threshold; as CSV and
-Markdown."""
+"""The summary table of ``per plot``, as CSV and Markdown: per group, IQMs over seeds with 95% stratified bootstrap
+CIs of the final return and of the whole curve's measures (AUC, peak, drop), means, and steps to a threshold."""
 
 from __future__ import annotations
 
@@ -89,15 +87,19 @@ def iqm_ci(scores: np.ndarray, *, reps: int = 10_000, seed: int = 0) -> tuple[fl
     return stratified_bootstrap_ci([scores], iqm, reps=reps, seed=seed)
 
 
+def _iqm_fields(prefix: str, values: Sequence[float], reps: int, seed: int) -> dict[str, float]:
+    """The Row fields ``<prefix>_iqm``, ``<prefix>_ci_low`` and ``<prefix>_ci_high`` of ``values`` (:func:`iqm_ci`)."""
+    point, lo, hi = iqm_ci(np.array(values, dtype=np.float64), reps=reps, seed=seed)
+    return {f"{prefix}_iqm": point, f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi}
+
+
 def _curve_measures(g: Group, reps: int, seed: int) -> dict[str, float | int]:
     """The Row fields of the group's curve measures (:mod:`.run_returns`)."""
     measures = [m for r in g.completed if (m := run_return_measures(r)).source is not None]
     out: dict[str, float | int] = {"curve_runs": len(measures),
                                    "curve_from_logs": sum(m.source == FROM_LOGS for m in measures)}  # fmt: skip
     for name in ("auc", "peak", "drop"):
-        values = np.array([getattr(m, name) for m in measures], dtype=np.float64)
-        point, lo, hi = iqm_ci(values, reps=reps, seed=seed)
-        out |= {f"return_{name}_iqm": point, f"return_{name}_ci_low": lo, f"return_{name}_ci_high": hi}
+        out |= _iqm_fields(f"return_{name}", [getattr(m, name) for m in measures], reps, seed)
     return out
 
 
@@ -106,10 +108,8 @@ def summarize(
 ) -> list[Row]:
     rows = []
     for g in groups:
-        finals = np.array([r.final_return for r in g.completed if r.final_return is not None])
+        finals = [r.final_return for r in g.completed if r.final_return is not None]
         evals = [e for r in g.completed if (e := r.summary.get("eval_return_mean")) is not None]
-        point, lo, hi = iqm_ci(finals, reps=reps, seed=seed)
-        eval_point, eval_lo, eval_hi = iqm_ci(np.array(evals, dtype=np.float64), reps=reps, seed=seed)
         threshold = thresholds.get(g.env)
         median_steps, reached = None, 0
         if threshold is not None:
@@ -124,14 +124,10 @@ def summarize(
                 settings=g.settings_label,
                 seeds=len(finals),
                 **{status: g.count(status) for status in NOT_COUNTED},
-                final_return_iqm=point,
-                final_return_ci_low=lo,
-                final_return_ci_high=hi,
-                final_return_mean=float(finals.mean()) if len(finals) else math.nan,
+                **_iqm_fields("final_return", finals, reps, seed),
+                final_return_mean=float(np.mean(finals)) if finals else math.nan,
                 eval_return_mean=float(np.mean(evals)) if evals else math.nan,
-                eval_return_iqm=eval_point,
-                eval_return_ci_low=eval_lo,
-                eval_return_ci_high=eval_hi,
+                **_iqm_fields("eval_return", evals, reps, seed),
                 threshold=threshold,
                 steps_to_threshold=median_steps,
                 reached=reached,
@@ -170,10 +166,8 @@ def no_interval(seeds: int) -> str:
 
 
 def with_ci(point: float, lo: float, hi: float, digits: int = 1, seeds: int | None = None) -> str:
-    """``202.9 [190.1, 210.4]``; ``seeds``: the fewest seeds of the groups behind the interval. Below
-    :data:`MIN_INTERVAL_SEEDS` (a percentile bootstrap of 3 runs is degenerate: intervals such as [0.00, 0.00])
-    the cell is the point and ``no interval (n = 3)``, whatever ``lo`` and ``hi`` hold; only the point where there
-    is no interval and no count."""
+    """``202.9 [190.1, 210.4]``; ``seeds`` (the fewest behind the interval) below :data:`MIN_INTERVAL_SEEDS`: the
+    point and ``no interval (n = 3)``, as a bootstrap of so few runs is degenerate; only the point without either."""
     text = num(point, digits, "–")
     if seeds is not None and seeds < MIN_INTERVAL_SEEDS and not math.isnan(point):
         return f"{text}, {no_interval(seeds)}"
@@ -223,8 +217,7 @@ def table_markdown(
     rows: Sequence[Row], left_out: Sequence[Run], window: int, root: Path, final_episodes: int | None = None,
     made: str = "",
 ) -> str:  # fmt: skip
-    """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors;
-    ``final_episodes``: what the final return was taken over (None: the summaries' last 20 episodes); ``made``:
+    """The Markdown table; ``left_out``: failed and unreadable runs, listed under it with their errors; ``made``:
     the commit and command that made it (:func:`per_cli.analysis.provenance.made_by`)."""
     with_settings = any(r.settings for r in rows)
     head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", "final return IQM [95% CI]",

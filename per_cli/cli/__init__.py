@@ -1,6 +1,5 @@
-"""The ``per`` command line: the Typer app (:mod:`.app`) and its commands (:mod:`.commands`: train, configs, grid;
-:mod:`.reports`: plot, cliffwalk), its one-line usage errors (:mod:`.usage`) and what ``per train`` does around the
-training stage (:mod:`.running`)."""
+"""The ``per`` command line: the Typer app (:mod:`.app`), its commands (:mod:`.commands`, :mod:`.reports`), its
+one-line usage errors (:mod:`.usage`) and what ``per train`` does around the training stage (:mod:`.running`)."""
 
 import sys
 

@@ -12,7 +12,7 @@ import typer
 from per_cli.cli.app import ConfigOpt, RunsDirOpt, SetOpt, app
 from per_cli.cli.running import (
     check_path_length,
-    check_runs_dir,
+    check_writable_dir,
     train_cohort,
     train_solo,
 )
@@ -183,7 +183,7 @@ def grid(
         say_notes(single_seed_note(seeds, request.seeds))
         plan = grid_mod.plan_grid(request)
         if not dry_run:
-            check_runs_dir(runs_dir)
+            check_writable_dir(runs_dir, "--runs-dir", "run directories")
         grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)
         if dry_run:
             grid_mod.dry_run_table(plan, grid_dir, exists, retry_failed)

@@ -13,7 +13,7 @@ from per_cli.cli.running import check_plot_out, check_writable_dir, new_files_re
 from per_cli.cli.usage import FlagCommand, fail_input, path_option, say_notes, shown
 from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
-from per_cli.experiments.cliffwalk.settings import N_RANGE
+from per_cli.experiments.cliffwalk.settings import N_MAX, N_MIN
 
 
 @app.command(cls=FlagCommand)
@@ -105,7 +105,7 @@ def cliffwalk(
         str,
         typer.Option(
             "--n",
-            help=f"Chain lengths, each in [{N_RANGE[0]}, {N_RANGE[1]}]: a range 2..12 (inclusive) or a list 4,8,12 "
+            help=f"Chain lengths, each in [{N_MIN}, {N_MAX}]: a range 2..12 (inclusive) or a list 4,8,12 "
             "(the paper: 2..16).",
         ),
     ] = "2..12",
@@ -117,8 +117,9 @@ def cliffwalk(
     out: Annotated[
         Path | None,
         typer.Option(
-            parser=path_option, metavar="DIR", help="Output directory (default: a new one in runs/, "
-            "cliffwalk__LEARNER__TIME)."
+            parser=path_option,
+            metavar="DIR",
+            help="Output directory (default: a new one in runs/, cliffwalk__LEARNER__TIME).",
         ),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Base seed (weights and sampler draws per n and run).")] = 0,
@@ -139,16 +140,9 @@ def cliffwalk(
     (log-log over several n; the methods side by side for one n)."""
     import time
 
-    from per_cli.experiments.cliffwalk.study import (
-        LEARNERS,
-        CliffwalkSettings,
-        default_out_dir,
-        format_table,
-        parse_methods,
-        parse_ns,
-        run_experiment,
-        write_outputs,
-    )
+    from per_cli.experiments.cliffwalk.outputs import format_table, write_outputs
+    from per_cli.experiments.cliffwalk.settings import LEARNERS, CliffwalkSettings
+    from per_cli.experiments.cliffwalk.study import default_out_dir, parse_methods, parse_ns, run_experiment
 
     try:
         if learner not in LEARNERS:

@@ -25,22 +25,14 @@ def resolve_config_option(config: str | None) -> Path | None:
     return resolved.path
 
 
-
 # bytes a command writes below the directory it is given: a run or grid name (at most MAX_NAME_BYTES), a run
 # inside a grid, its checkpoints and file names
 PATH_ROOM = 3 * MAX_NAME_BYTES
 
 
-def check_runs_dir(runs_dir: Path) -> None:
-    """``--runs-dir`` must be a directory this process can create run directories in (see
-    :func:`check_writable_dir`)."""
-    check_writable_dir(runs_dir, "--runs-dir", "run directories")
-
-
 def check_writable_dir(path: Path, option: str, what: str) -> None:
-    """``path`` (given as ``option``) must be a directory this process can create ``what`` in: an existing file, a path
-    under /proc, a read-only or full place, a path longer than the system takes are bad input (one line, exit 2), found
-    before anything is written."""
+    """``path`` (given as ``option``) must be a directory this process can create ``what`` in; anything else (a file,
+    a read-only or full place, a path too long) is bad input, found before anything is written."""
     import tempfile
 
     check_path_length(path, option)
@@ -95,9 +87,8 @@ def check_plot_out(runs_dir: Path, out: Path | None) -> None:
 
 @contextlib.contextmanager
 def new_files_removed_on_error(folder: Path) -> Iterator[None]:
-    """Run the block; if it raises (a full disk while figures are saved), remove what it made in ``folder`` (files and
-    folders that were not there before, ``folder`` itself included) and re-raise: nothing half-written stays. Files it
-    rewrote keep their new, partial content: they are the command's own outputs, made again by running it again."""
+    """Run the block; if it raises (a full disk while figures are saved), remove the files and folders it made in
+    ``folder`` (and ``folder``) and re-raise: nothing half-written stays. Files it rewrote are its own outputs."""
     try:
         made = [p for p in (folder, *folder.parents) if not p.exists()]
         before = set(folder.rglob("*")) if folder.is_dir() else set()
@@ -199,7 +190,7 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         if resume is not None:
             run_dir = resume
         else:
-            check_runs_dir(runs_dir)
+            check_writable_dir(runs_dir, "--runs-dir", "run directories")
             # (an exclusive mkdir: of two processes asking for one --name, the second is refused here)
             claim = claim_new(runs_dir / name) if name is not None else claim_free_name(runs_dir, default_run_name(cfg))
             run_dir = claim.path
@@ -258,7 +249,7 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
         say_when_compiling(compiling, quiet)
         cfgs = cohort_configs(cfg, seed_list)
         preflight(cfgs[0], members=len(cfgs))  # before the names: env ids and kinds become part of them
-        check_runs_dir(runs_dir)
+        check_writable_dir(runs_dir, "--runs-dir", "run directories")
         for cfg in cfgs:  # each seed's directory claimed as a solo run's (a taken default name: the next free one)
             claims.append(claim_free_name(runs_dir, default_run_name(cfg)))
         run_dirs = [claim.path for claim in claims]
@@ -295,7 +286,5 @@ def print_summary(run_dir: Path, summary: dict) -> None:
     from per_cli.train.loop.progress import done_line
 
     typer.echo(
-        f"{done_line(summary)}\n"
-        f"run directory: {shown(run_dir)}\n"
-        f"view: tensorboard --logdir {shown(run_dir.parent)}"
+        f"{done_line(summary)}\nrun directory: {shown(run_dir)}\nview: tensorboard --logdir {shown(run_dir.parent)}"
     )

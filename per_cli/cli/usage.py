@@ -56,9 +56,8 @@ class FlagCommand(TyperCommand):
 
 
 class OneLineErrors(TyperGroup):
-    """Click's and Typer's own usage errors (``--seed abc``, ``--workers 0``, an unknown option) as the tool's
-    one-line ``error: ...`` with exit code 2, like every other bad input; ``per`` alone prints the help once,
-    exit 0."""
+    """Click's and Typer's usage errors (``--seed abc``, an unknown option) as the tool's one-line ``error: ...``,
+    exit code 2, like every other bad input; ``per`` alone prints the help, exit 0."""
 
     def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
         return _no_flag_metavars(super().get_params(ctx))
@@ -133,9 +132,8 @@ def fail_input(message: str) -> typer.Exit:
 
 
 def check_run_name(name: str | None, option: str = "--name") -> None:
-    """A run (or grid) name is one folder name inside --runs-dir: no separators, not '.' or '..', and printable:
-    a newline or an escape sequence in it would be written to the terminal in every line that names the run
-    (the refusal shows it escaped)."""
+    """A run (or grid) name is one printable folder name inside --runs-dir (no separators, '.' or '..'): a newline or
+    an escape sequence would reach the terminal in every line that names the run."""
     if name is None:
         return
     if not name.isprintable():  # C0 and C1 controls, DEL, line separators, invisible format characters

@@ -12,26 +12,18 @@ from per_cli.config.loading import (
 )
 from per_cli.config.schema import (
     AgentConfig,
-    AtariConfig,
     Config,
     EnvConfig,
-    LogConfig,
-    MetricsConfig,
     ReplayConfig,
-    TrainConfig,
 )
 from per_cli.errors import ConfigError
 
 __all__ = [
     "AgentConfig",
-    "AtariConfig",
     "Config",
     "ConfigError",
     "EnvConfig",
-    "LogConfig",
-    "MetricsConfig",
     "ReplayConfig",
-    "TrainConfig",
     "apply_override",
     "build_section",
     "dump_config",

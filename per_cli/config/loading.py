@@ -106,9 +106,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def _check_finite(value: Any, key: str) -> None:
-    """No NaN or infinity anywhere in a free-form mapping (``env.kwargs``): passed on to an env, a NaN is
-    truthy as a flag and fails every comparison as a number (``sutton_barto_reward: .nan`` changed CartPole's
-    reward, silently). Free-form values have no schema, so this is their one check here (types: preflight)."""
+    """No NaN or infinity anywhere in a free-form mapping (``env.kwargs``): passed on to an env, a NaN is truthy as
+    a flag and fails every comparison as a number, silently. Types are preflight's to check."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for name, item in items:
         where = f"{key}[{name}]" if isinstance(value, list) else f"{key}.{name}"
@@ -121,12 +120,11 @@ def _check_bounds(value: Any, meta: typing.Mapping, key: str) -> None:
     if value is None or not meta:
         return
     lo, hi, lo_open = meta.get("lo"), meta.get("hi"), meta.get("lo_open", False)
-    if lo is not None and (value <= lo if lo_open else value < lo):
-        relation = ">" if lo_open else ">="
-        allowed = f"{relation} {lo}" if hi is None else f"in {'(' if lo_open else '['}{lo}, {hi}]"
-        raise ConfigError(f"{key}: {_short(value)} is out of range; must be {allowed}")
-    if hi is not None and value > hi:
-        allowed = f"<= {hi}" if lo is None else f"in {'(' if lo_open else '['}{lo}, {hi}]"
+    below = lo is not None and (value <= lo if lo_open else value < lo)
+    if below or (hi is not None and value > hi):
+        allowed = f"in {'(' if lo_open else '['}{lo}, {hi}]"
+        if hi is None or lo is None:
+            allowed = f"{'>' if lo_open else '>='} {lo}" if below else f"<= {hi}"
         raise ConfigError(f"{key}: {_short(value)} is out of range; must be {allowed}")
 
 
@@ -148,7 +146,9 @@ def _unknown_key(key: str, name: str, valid: list[str]) -> ConfigError:
     return ConfigError(f"unknown key '{key}'; {hint or 'valid keys here: ' + ', '.join(valid)}")
 
 
-def _build(cls: type, data: Any, prefix: str) -> Any:
+def build_section(cls: type, data: Any, prefix: str) -> Any:
+    """The dataclass ``cls`` from the mapping ``data``, checked for types, ``metadata`` bounds and unknown keys, errors
+    naming ``prefix`` + key (also a registered kind's ``replay.params``)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {_short(data)}")
     hints = typing.get_type_hints(cls)
@@ -160,7 +160,7 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
             raise _unknown_key(key, str(name), list(fields))
         tp = hints[name]
         if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, value if value is not None else {}, key + ".")
+            kwargs[name] = build_section(tp, value if value is not None else {}, key + ".")
             continue
         value = _coerce(value, tp, key)
         _check_bounds(value, fields[name].metadata, key)
@@ -169,22 +169,14 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-def build_section(cls: type, data: Any, prefix: str) -> Any:
-    """The dataclass ``cls`` from the mapping ``data``, checked as every config section is (types, ``metadata``
-    bounds, unknown keys), errors naming ``prefix`` + key: for sections whose class a registry knows (a replay
-    kind's ``replay.params``)."""
-    return _build(cls, data, prefix)
-
-
 def _count(n: int) -> str:
     """An integer as printed in a message: 12,345, or 1e+300 for one too long to read."""
     return f"{n:,}" if n < 10**15 else f"{float(n):.3g}"
 
 
 def _check_relations(cfg: Config) -> None:
-    """Constraints across keys that the schema alone can judge. Names that live in registries (env ids, replay kinds)
-    and checks that need the env are made by ``per_cli.train.preflight`` (this layer imports neither envs nor replay);
-    a train_freq whose first update would come after total_steps is refused (the run would learn nothing)."""
+    """Constraints across keys that the schema alone can judge; registry names and checks that need the env are
+    ``per_cli.train.preflight``'s (this layer imports neither envs nor replay)."""
     r, t = cfg.replay, cfg.train
     if r.batch_size > r.capacity:
         raise ConfigError(
@@ -209,7 +201,6 @@ def _check_relations(cfg: Config) -> None:
         )
     if any(h < 1 for h in cfg.agent.hidden_sizes):
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
-
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -286,7 +277,7 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def from_dict(data: dict) -> Config:
-    cfg = _build(Config, data, "")
+    cfg = build_section(Config, data, "")
     _check_relations(cfg)
     return cfg
 

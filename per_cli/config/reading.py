@@ -36,9 +36,8 @@ CONFIG_LIMIT = Expansion(MAX_EXPANDED_NODES, MAX_EXPANDED_CHARS)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int], limit: Expansion) -> Expansion:
-    """What the tree ``node`` expands to; each distinct node (an anchor used by many aliases is one node
-    object) is counted once and remembered. Stops adding once past a limit. Raises ConfigError for an alias
-    inside its own anchor."""
+    """What the tree ``node`` expands to, each distinct node counted once and remembered, up to past ``limit``;
+    ConfigError for an alias inside its own anchor."""
     key = id(node)
     if key in sizes:
         return sizes[key]
@@ -63,9 +62,8 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int]
 def _find_duplicate_key(
     node: yaml.Node, prefix: str = "", seen_nodes: set[int] | None = None
 ) -> tuple[str, int] | None:
-    """The first key given twice in one mapping (as a dotted key, with its line), or None. YAML itself keeps
-    the last value silently, which would hide a typo'd second section. A node reached again through an alias
-    is not walked again (so the walk is linear in the file, whatever the aliases)."""
+    """The first key given twice in one mapping (dotted, with its line), or None: YAML keeps the last value silently.
+    A node reached again through an alias is not walked again (linear in the file)."""
     seen_nodes = set() if seen_nodes is None else seen_nodes
     if id(node) in seen_nodes:
         return None
@@ -92,9 +90,7 @@ def _find_duplicate_key(
 
 def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> Any:
     """The document in ``text`` as plain data; ConfigError (naming ``path``, a file or ``--set k=v``) for malformed
-    YAML, a duplicate key or aliases that expand to more than ``limit``'s values or characters (:data:`CONFIG_LIMIT`:
-    :data:`MAX_EXPANDED_NODES`, :data:`MAX_EXPANDED_CHARS`; a file that per writes, as large as its runs make it, passes
-    :func:`file_limit`)."""
+    YAML, a duplicate key or aliases that expand past ``limit`` (a file that per writes passes :func:`file_limit`)."""
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
@@ -143,16 +139,13 @@ def _size(chars: int) -> str:
 
 
 def read_text(path: Path) -> str:
-    """The file's text: ConfigError for a directory, a missing or unreadable file, a file over
-    :data:`MAX_CONFIG_BYTES` or bytes that are not UTF-8 (naming the line); read once, so a growing file cannot
-    slip past the size check."""
+    """The file's text, read once (a growing file cannot slip past the size check): ConfigError for a directory, a
+    missing or unreadable file, one over :data:`MAX_CONFIG_BYTES`, or bytes that are not UTF-8."""
     try:
         if path.is_dir():
             raise ConfigError(f"config {path}: is a directory; give a YAML file (per configs lists the shipped ones)")
         if not path.is_file():
-            raise ConfigError(
-                f"config file not found: {path} (give an existing YAML file or a name from per configs)"
-            )
+            raise ConfigError(f"config file not found: {path} (give an existing YAML file or a name from per configs)")
         with path.open("rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:

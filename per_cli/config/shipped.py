@@ -49,9 +49,8 @@ def normalize_name(text: str) -> str:
 
 
 def describe(path: Path, cut: bool = True) -> str:
-    """The first sentence of the file's header comment (its leading ``#`` lines), on one line. Past
-    :data:`DESCRIPTION_MAX` characters, a sentence of the form "lead: details" is its lead, and any other is cut
-    with "…" unless ``cut`` is false (a listing that wraps it shows it whole)."""
+    """The first sentence of the file's leading ``#`` lines, on one line; past :data:`DESCRIPTION_MAX` characters,
+    the lead of a "lead: details" sentence, or (with ``cut``) the sentence cut with "…"."""
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.startswith("#"):

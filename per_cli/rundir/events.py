@@ -41,15 +41,9 @@ def _crc32c(data, table):
     return crc ^ 0xFFFFFFFF
 
 
-def masked_crc32c(data: bytes) -> int:
-    """The TFRecord format's masked CRC-32C of ``data`` (TensorBoard's ``masked_crc32c``, compiled)."""
-    crc = int(_crc32c(np.frombuffer(data, dtype=np.uint8), _TABLE))
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 @numba.njit(cache=True, nogil=True)
 def _put_masked_crc(out, at, data, table):
-    """``out[at:at + 4]``: the masked CRC-32C of ``data``, little-endian (``masked_crc32c``)."""
+    """``out[at:at + 4]``: the TFRecord format's masked CRC-32C of ``data``, little-endian."""
     crc = _crc32c(data, table)
     crc = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
     for m in range(4):
@@ -111,12 +105,8 @@ class ScalarEvents:
     def __init__(self) -> None:
         self._templates: dict[tuple, tuple[np.ndarray, np.ndarray, bytes]] = {}
 
-    def encode(self, values: dict[str, float], step: int, wall_time: float) -> bytes:
-        """The event's serialized bytes (see the class)."""
-        return self.record(values, step, wall_time)[12:-4]
-
     def record(self, values: dict[str, float], step: int, wall_time: float) -> bytes:
-        """The event's TFRecord (:func:`tfrecord` of :meth:`encode`; see the class)."""
+        """The event's TFRecord (see the class)."""
         if not -(2**63) <= step < 2**63:
             raise ValueError(f"Value out of range: {step} (an event's step is an int64)")
         tags = tuple(values)
@@ -187,9 +177,8 @@ class EventFile:
         self.flush()
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag
-        writes, to every reader. Its bytes are protobuf's own (:class:`ScalarEvents`), without building the
-        message."""
+        """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag writes,
+        to every reader."""
         self._file.write(self._encoder.record(values, int(step), time.time()))
         if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
             self.flush()

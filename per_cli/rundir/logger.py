@@ -26,11 +26,6 @@ INTERRUPTED = "interrupted"
 UNREADABLE = "unreadable"
 STATUSES = (RUNNING, COMPLETED, FAILED, INTERRUPTED, UNREADABLE)
 
-EPISODE_COLUMNS = [
-    "step", "episode", "return", "length", "wall_time", "epsilon", "success",
-    "loss", "q_values", "td_error_mean", "td_error_max", "correlation_count", "sample_age", "is_weight_mean",
-    "td_loss_unweighted", "state_diversity", "episode_diversity", "replay_ratio", "oldest_age",
-]  # fmt: skip
 # the replay's state at each episode's end (Fedus et al. 2020), in the CSV columns on the right
 EPISODE_REPLAY_COLUMNS = {"replay/replay_ratio": "replay_ratio", "replay/oldest_age": "oldest_age"}
 # per-episode means of these update scalars go into the CSV columns on the right
@@ -46,6 +41,10 @@ EPISODE_UPDATE_COLUMNS = {
     "iid/state_diversity": "state_diversity",
     "iid/episode_diversity": "episode_diversity",
 }
+EPISODE_COLUMNS = [
+    "step", "episode", "return", "length", "wall_time", "epsilon", "success",
+    *EPISODE_UPDATE_COLUMNS.values(), *EPISODE_REPLAY_COLUMNS.values(),
+]  # fmt: skip
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -70,9 +69,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Write summary.json atomically. On a full disk (the very case a ``failed`` summary must still record),
-    the old file is overwritten in place instead: truncating it frees the blocks the new one needs (a summary
-    is a few hundred bytes, like the ``running`` one it replaces)."""
+    """Write summary.json atomically; on a full disk (where a ``failed`` summary must still be recorded), in place
+    over the old one, whose blocks the new one reuses."""
     clean = {k: _jsonable(v) for k, v in summary.items()}
     path = run_dir / "summary.json"
     text = json.dumps(clean, indent=2) + "\n"

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +27,15 @@ CSV_TAGS = {
     **{column: tag for tag, column in EPISODE_UPDATE_COLUMNS.items()},
 }
 
-Scalars = dict[str, tuple[np.ndarray, np.ndarray]]  # tag -> (steps, values)
+
+class Series(NamedTuple):
+    """One tag's logged values and the env steps they were logged at."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+
+Scalars = dict[str, Series]
 
 
 def read_tensorboard(run_dir: Path) -> Scalars:
@@ -44,7 +53,7 @@ def read_tensorboard(run_dir: Path) -> Scalars:
     out: Scalars = {}
     for tag in acc.Tags()["scalars"]:
         events = acc.Scalars(tag)
-        out[tag] = (
+        out[tag] = Series(
             np.fromiter((e.step for e in events), dtype=np.int64, count=len(events)),
             np.fromiter((e.value for e in events), dtype=np.float64, count=len(events)),
         )
@@ -88,16 +97,15 @@ def read_event_files(run_dir: Path) -> Scalars | None:
                     keep = [i for i, step in enumerate(steps) if step < event.step]
                     data[tag] = ([steps[i] for i in keep], [values[i] for i in keep])
     return {
-        tag: (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
+        tag: Series(np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
         for tag, (steps, values) in data.items()
         if steps
     }
 
 
 def damage(run_dir: Path) -> list[str]:
-    """What is visibly broken in the run's scalar files (cheap: no file is read whole): a ``metrics.csv`` that
-    ends in the middle of a line (cut short by a full disk or a copy; the partial row is never used), and
-    event files of zero bytes (every event file starts with a version record)."""
+    """What is visibly broken in the run's scalar files, without reading them whole: a ``metrics.csv`` that ends in
+    the middle of a line (its partial row is never used), and event files of zero bytes."""
     found = []
     csv_path = run_dir / "metrics.csv"
     try:
@@ -129,16 +137,12 @@ def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
 
 
 def _number_pairs(rows: list[list[str]], step_at: int, at: int) -> list[tuple[int, float]]:
-    try:
-        return [(int(row[step_at]), float(row[at])) for row in rows if row[at] != ""]
-    except ValueError:  # a damaged cell: only the rows that parse
-        pairs = []
-        for row in rows:
-            try:
-                pairs.append((int(row[step_at]), float(row[at])))
-            except ValueError:
-                continue
-        return pairs
+    """(step, value) of each row whose two cells parse: a blank or damaged cell drops its row."""
+    pairs = []
+    for row in rows:
+        with contextlib.suppress(ValueError):
+            pairs.append((int(row[step_at]), float(row[at])))
+    return pairs
 
 
 def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
@@ -156,7 +160,7 @@ def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
         pairs = _number_pairs(rows, step_at, at)
         if pairs:
             steps, values = zip(*pairs, strict=True)
-            out[tag] = (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
+            out[tag] = Series(np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
     return out
 
 
@@ -194,9 +198,8 @@ SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def checked_summary(summary: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The summary without the values of :data:`SUMMARY_TYPES` keys that have another type (``"abc"`` as a
-    return, a bool as a seed, an infinite step count), and one problem line per value left out: a hand-edited
-    or damaged summary costs its run those values, never the whole plot."""
+    """The summary without the values of :data:`SUMMARY_TYPES` keys of another type, and a problem line per value left
+    out: a hand-edited or damaged summary costs its run those values, never the whole plot."""
     kept, problems = dict(summary), []
     for key, types in SUMMARY_TYPES.items():
         value = kept.get(key)

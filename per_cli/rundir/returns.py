@@ -10,11 +10,9 @@ FINAL_RETURN_WINDOW = 20  # the summary's final_return_mean: the mean over this 
 
 
 def return_measures(returns: Sequence[float], window: int = FINAL_RETURN_WINDOW) -> dict[str, float | None]:
-    """summary.json's measures of a whole run's training returns (one per episode, in order), beside
-    ``final_return_mean`` (the mean of the last ``window``): ``return_auc``, the mean return of every episode
-    (each episode counts once: the area under the return-per-episode curve over the episodes); ``return_peak``,
-    the best mean of ``window`` consecutive episodes (with fewer episodes, the mean of all of them: the one
-    window there is); ``return_drop``, peak minus final (0: the run ended at its best). None without episodes."""
+    """summary.json's measures of a run's training returns (one per episode, in order): ``return_auc``, the mean of
+    every episode's; ``return_peak``, the best mean of ``window`` consecutive episodes (of all, with fewer);
+    ``return_drop``, peak minus the final mean of the last ``window`` (0: it ended at its best). None without any."""
     x = np.asarray(returns, dtype=np.float64)
     if not len(x):
         return {"return_auc": None, "return_peak": None, "return_drop": None}

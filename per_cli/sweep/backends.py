@@ -1,6 +1,5 @@
-"""Where the runs of a grid train: a pool of spawned local worker processes (:mod:`per_cli.sweep.local`) or Ray tasks
-(:mod:`per_cli.sweep.ray_backend`). Both run the real training code in-process (:mod:`per_cli.sweep.worker`) and answer
-the driver with the same events."""
+"""Where the runs of a grid train: local worker processes (:mod:`.local`) or Ray tasks (:mod:`.ray_backend`), both
+running :mod:`.worker` in-process and answering the driver with the same events."""
 
 from __future__ import annotations
 

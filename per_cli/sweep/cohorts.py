@@ -1,6 +1,5 @@
-"""``per grid --cohort-size N``: the runs of a grid that differ only in the seed are packed into cohorts, each trained
-in lockstep in one worker process (:mod:`per_cli.train.loop.cohort`), every seed still in its own run directory with its
-own summary, lock and resume."""
+"""``per grid --cohort-size N``: runs that differ only in the seed, packed into cohorts trained in lockstep in one
+worker, each seed still in its own run directory with its own summary, lock and resume."""
 
 from __future__ import annotations
 
@@ -12,10 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.locks import Locked, hold_lock
 from per_cli.sweep.plan import RunSpec
 from per_cli.sweep.status import FAILED, INTERRUPTED
-from per_cli.sweep.worker import decide, record_failure, resume_or_restart, summary_result
+from per_cli.sweep.worker import lock_and_decide, record_failure, resume_or_restart, summary_result
 
 
 def default_cohort_size(todo: Sequence[RunSpec], workers: int) -> int:
@@ -56,15 +54,11 @@ def run_cohort_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     locks, todo = [], []
     for member in payload["cohort"]:
-        try:
-            locks.append(hold_lock(Path(member["lock"])))
-        except Locked:
-            results[member["name"]] = {"status": "busy", "error": "another process holds this run's lock"}
-            continue
-        mode = decide(member, Path(member["run_dir"]))
-        if isinstance(mode, dict):
+        lock, mode = lock_and_decide(member)
+        if lock is None:
             results[member["name"]] = mode
         else:
+            locks.append(lock)
             todo.append((member, mode))
     try:
         if todo:

@@ -23,12 +23,12 @@ from per_cli.sweep.status import (
     LOCKS_DIR,
     EventLog,
     action_for,
+    find_grid_dir,
     missing_config_note,
     run_state,
     set_aside,
     write_manifest,
 )
-from per_cli.sweep.status import find_grid_dir as _find_grid_dir
 
 __all__ = ["build_request", "check_devices", "dry_run_table", "find_grid_dir", "plan_grid", "run_grid"]
 
@@ -38,27 +38,6 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS, Windows
         return os.cpu_count() or 1
-
-
-def find_grid_dir(plan: GridPlan, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
-    """The grid directory of ``plan`` and whether it exists (see :func:`per_cli.sweep.status.find_grid_dir`)."""
-    return _find_grid_dir(plan.request.manifest(), runs_dir, name, lambda grid_dir: first_config_change(plan, grid_dir))
-
-
-def first_config_change(plan: GridPlan, grid_dir: Path) -> str | None:
-    """The first planned run already in ``grid_dir`` whose config.yaml is not the config the plan gives it."""
-    from per_cli.config import read_yaml
-
-    for spec in plan.runs:
-        stored = grid_dir / spec.name / "config.yaml"
-        if not stored.is_file():
-            continue
-        try:
-            if read_yaml(stored) != spec.config:
-                return spec.name
-        except ConfigError:  # unreadable: nothing shows it is the same run
-            return spec.name
-    return None
 
 
 @dataclass
@@ -87,7 +66,7 @@ def run_grid(
     from per_cli.train.loop.stopping import SignalStop
 
     out = out or sys.stdout
-    states = {spec.name: run_state(grid_dir / spec.name)[0] for spec in plan.runs}
+    states = {spec.name: run_state(grid_dir / spec.name).state for spec in plan.runs}
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
     run_notes = [n for s in plan.runs if (n := missing_config_note(grid_dir / s.name, states[s.name]))]
     # the executor first: a Ray cluster that cannot be reached is bad input, and leaves nothing on disk
@@ -168,9 +147,8 @@ def _payload(spec: RunSpec, grid_dir: Path, retry_failed: bool) -> dict[str, Any
 
 
 def _drive(executor, tasks, cohorts, grid_dir, retry_failed, progress, events, ran, started) -> None:
-    """Submit the tasks (a run, or with ``cohorts`` a cohort of runs differing only in the seed: a leftover seed
-    as a cohort of one, the same path) as workers free up; record each run's result as it comes (a cohort's
-    result holds one per run)."""
+    """Submit the tasks (a run, or with ``cohorts`` a cohort of runs: a leftover seed as a cohort of one) as workers
+    free up; record each run's result as it comes."""
     pending = deque(tasks)
     in_flight: dict[str, list[RunSpec]] = {}
     while pending or in_flight:

@@ -1,6 +1,5 @@
-"""The local backend: a pool of spawned worker processes, each training one run (or cohort) at a time. A worker
-trains under the run's lock and dies with its driver (``PR_SET_PDEATHSIG`` and a watchdog thread), so no orphan
-writes into a run directory that a resumed grid is about to restart."""
+"""The local backend: spawned worker processes, each training one run (or cohort) at a time under its lock, and dying
+with the driver, so that no orphan writes into a run directory that a resumed grid restarts."""
 
 from __future__ import annotations
 
@@ -94,15 +93,11 @@ class LocalExecutor:
         import multiprocessing
 
         self._ctx = multiprocessing.get_context("spawn")
-        self._size = workers
+        self.size = workers
         self._workers: list[_Worker] = []
 
-    @property
-    def size(self) -> int:
-        return self._size
-
     def free(self) -> int:
-        return self._size - sum(w.task is not None for w in self._workers)
+        return self.size - sum(w.task is not None for w in self._workers)
 
     def _start_worker(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe()

@@ -110,8 +110,7 @@ def base_labels(config: Path) -> list[str]:
     """Every sampler kind as a base config runs it: ``kind+her`` where its ``replay.her_strategy`` is on."""
     from per_cli.replay import KINDS
 
-    data = read_yaml(config)
-    her = ((data.get("replay") or {}).get("her_strategy") or "off") != "off" if isinstance(data, dict) else False
+    her = ((read_yaml(config).get("replay") or {}).get("her_strategy") or "off") != "off"
     return [f"{kind}{HER_SUFFIX}" if her else kind for kind in KINDS]
 
 
@@ -146,9 +145,8 @@ def display(path: Path) -> str:
 
 
 def _sources(request: GridRequest) -> list[tuple[str, str, Path]]:
-    """(env, replay label, config file) in env-major order. The default labels are the kinds that have a config
-    for the env (what the help promises: the others go unmentioned, as the user named none of them); a label
-    named in --replays without one is a ConfigError."""
+    """(env, replay label, config file) in env-major order: by default the kinds that have a config for the env; a
+    label named in --replays without one is a ConfigError."""
     sources: list[tuple[str, str, Path]] = []
     for env in request.envs:
         label = env_file_label(env)

@@ -10,9 +10,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.locks import Lock, Locked, hold_lock
+from per_cli.rundir.locks import Lock
 from per_cli.sweep.cohorts import train_cohort
-from per_cli.sweep.worker import decide, execute_run, limit_threads, record_failure
+from per_cli.sweep.worker import execute_run, limit_threads, lock_and_decide, record_failure
 
 Event = tuple[str, str, Any]
 # an unfinished run resumes on Ray from its checkpoint only when its directory is at most this big (a
@@ -40,9 +40,8 @@ def ray_train(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def ray_train_cohort(payload: dict[str, Any]) -> dict[str, Any]:
-    """The body of a cohort's Ray task: its runs (each with the ``mode`` the driver decided and the files it
-    sent to resume from) trained in lockstep in a temporary directory; returns one result and the files per
-    run."""
+    """The body of a cohort's Ray task: its runs trained in lockstep as :func:`ray_train` trains one; a result and
+    the files per run."""
     import socket
 
     limit_threads()
@@ -108,7 +107,7 @@ class RayExecutor:
             # -- torch, gymnasium -- must be installed on the nodes)
             runtime_env = {"py_modules": [str(Path(per_cli.__file__).parent)]}
             ray.init(address=address, log_to_driver=False, runtime_env=runtime_env, configure_logging=False)
-        self._size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         # max_retries: a task whose node or worker process dies is retried (its result is written only once,
         # by this driver); an exception inside the run is never retried -- it is a failed run
         remote = ray.remote(num_cpus=1, max_retries=2, retry_exceptions=False)
@@ -117,12 +116,8 @@ class RayExecutor:
         self._refs: dict[Any, tuple[dict, list[Lock], dict[str, dict]]] = {}
         self._immediate: list[Event] = []  # tasks answered without Ray (busy, or finished meanwhile)
 
-    @property
-    def size(self) -> int:
-        return self._size
-
     def free(self) -> int:
-        return self._size - len(self._refs) - len(self._immediate)
+        return self.size - len(self._refs) - len(self._immediate)
 
     def submit(self, payload: dict[str, Any]) -> None:
         """Send a run (or a cohort: each of its runs) to Ray under the run's lock, unless its state on disk
@@ -131,14 +126,8 @@ class RayExecutor:
         answered: dict[str, dict] = {}
         sent, locks = [], []
         for member in members:
-            try:
-                lock = hold_lock(Path(member["lock"]))
-            except Locked:
-                answered[member["name"]] = {"status": "busy", "error": "run locked elsewhere"}
-                continue
-            mode = decide(member, Path(member["run_dir"]))
-            if isinstance(mode, dict):
-                lock.release()
+            lock, mode = lock_and_decide(member)
+            if lock is None:
                 answered[member["name"]] = mode
                 continue
             sent.append(_with_files(member, mode))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from per_cli.analysis.text import num, print_table
 from per_cli.sweep.plan import GridPlan, RunSpec
@@ -29,7 +29,7 @@ def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bo
     out = out or sys.stdout
     rows = []
     for spec in plan.runs:
-        state = run_state(grid_dir / spec.name)[0] if exists else "new"
+        state = run_state(grid_dir / spec.name).state if exists else "new"
         action = action_for(state, retry_failed, grid_dir / spec.name)
         rows.append((spec.name, spec.source, str(spec.total_steps), state, action))
     grid_state = "exists: resuming" if exists else "new"
@@ -37,9 +37,8 @@ def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bo
     for note in plan.notes:
         print(f"note: {note}", file=out)
     print_table(("run", "config", "steps", "state", "action"), rows, out)
-    actions = [r[4] for r in rows]
-    to_run = sum(a != "skip" for a in actions)
-    print(f"{len(rows)} runs: {to_run} to run, {actions.count('skip')} to skip", file=out)
+    skipped = sum(action == "skip" for *_, action in rows)
+    print(f"{len(rows)} runs: {len(rows) - skipped} to run, {skipped} to skip", file=out)
 
 
 def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_failed: bool) -> tuple[str, str]:
@@ -58,6 +57,18 @@ def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_
     return (INTERRUPTED if state == INTERRUPTED else UNFINISHED), "interrupted" if ran else "not reached"
 
 
+class EndRow(NamedTuple):
+    """A run's row of the end table, its cells as printed."""
+
+    name: str
+    status: str
+    steps: str
+    wall_s: str
+    return_: str
+    eval: str
+    note: str
+
+
 def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[str], retry_failed: bool,
            interrupted: bool, out: TextIO) -> int:  # fmt: skip
     """The end table and the exit code: 0 all completed, 1 any not completed, 130 interrupted."""
@@ -68,9 +79,9 @@ def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[st
         result = ran.get(spec.name)
         label, note = _row_label(state, summary, result, result is not None or spec.name in started, retry_failed)
         counts[label] = counts.get(label, 0) + 1
-        rows.append((spec.name, label, str(summary.get("total_steps", "-")), num(summary.get("wall_time_s")),
-                     num(summary.get("final_return_mean")), num(summary.get("eval_return_mean")), note))  # fmt: skip
-    show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r[1] not in ("completed", "skipped")]
+        cells = [num(summary.get(k)) for k in ("wall_time_s", "final_return_mean", "eval_return_mean")]
+        rows.append(EndRow(spec.name, label, str(summary.get("total_steps", "-")), *cells, note))
+    show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r.status not in ("completed", "skipped")]
     print_table(("run", "status", "steps", "wall_s", "return", "eval", "note"), show, out)
     order = ["completed", "skipped", "failed", "unreadable", "interrupted", "unfinished", "busy"]
     tally = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))

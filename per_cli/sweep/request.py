@@ -117,16 +117,15 @@ def check_replay_label(label: str) -> None:
 
 
 def config_axes(config: Path) -> tuple[str, str]:
-    """The env and replay label a base config runs as it is: its ``env.id`` and ``replay.kind`` (``kind+her``
-    where ``replay.her_strategy`` is on), read from the file; what ``per grid --config C`` without ``--envs``
-    runs."""
+    """The env and replay label (``kind+her`` where ``replay.her_strategy`` is on) of a base config's file: what
+    ``per grid --config C`` without ``--envs`` runs."""
     from per_cli.config import read_yaml
 
     data = read_yaml(config)
-    env = (data.get("env") or {}).get("id") if isinstance(data, dict) else None
+    env = (data.get("env") or {}).get("id")
     if not env:
         raise ConfigError(f"--envs: {config} sets no env.id; give the envs to run, e.g. --envs cartpole")
-    replay = (data.get("replay") or {}) if isinstance(data, dict) else {}
+    replay = data.get("replay") or {}
     her = (replay.get("her_strategy") or "off") != "off"
     return str(env), f"{replay.get('kind', 'uniform')}{HER_SUFFIX if her else ''}"
 
@@ -137,8 +136,7 @@ def plugins_named(config: Path | None, sets: list[str]) -> list[str]:
 
     names: list = []
     if config is not None:
-        data = read_yaml(config)
-        names += list((data.get("plugins") or []) if isinstance(data, dict) else [])
+        names += list(read_yaml(config).get("plugins") or [])
     for item in sets:
         key, value = parse_override(item)
         if key == "plugins":

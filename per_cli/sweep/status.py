@@ -4,13 +4,14 @@ what a run's ``summary.json`` says about whether to skip, resume or start it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
 from per_cli.errors import ConfigError
 from per_cli.rundir.logger import COMPLETED, FAILED, INTERRUPTED, UNREADABLE, atomic_write_text, read_summary
+from per_cli.sweep.plan import GridPlan
 
 MANIFEST = "grid.yaml"
 EVENT_LOG = "grid.log"
@@ -19,16 +20,20 @@ GRID_LOCK = ".grid.lock"
 NEW, UNFINISHED = "new", "unfinished"  # no directory yet; died mid-run (summary says running) or half-made
 
 
-def run_state(run_dir: Path) -> tuple[str, dict | None]:
-    """(state, summary): ``new``, ``completed``, ``failed``, ``interrupted``, ``unreadable`` or
-    ``unfinished`` (the process died: summary says running, or the directory has none)."""
+class RunState(NamedTuple):
+    """``state``: ``new``, ``completed``, ``failed``, ``interrupted``, ``unreadable`` or ``unfinished`` (the process
+    died: its summary says running, or the directory has none); ``summary``: its summary.json, if any."""
+
+    state: str
+    summary: dict | None
+
+
+def run_state(run_dir: Path) -> RunState:
     summary = read_summary(run_dir)
     if summary is None:
-        return (UNFINISHED if run_dir.exists() else NEW), None
+        return RunState(UNFINISHED if run_dir.exists() else NEW, None)
     status = summary.get("status")
-    if status in (COMPLETED, FAILED, INTERRUPTED, UNREADABLE):
-        return status, summary
-    return UNFINISHED, summary
+    return RunState(status if status in (COMPLETED, FAILED, INTERRUPTED, UNREADABLE) else UNFINISHED, summary)
 
 
 def has_checkpoint(run_dir: Path) -> bool:
@@ -89,7 +94,6 @@ def skip_note(state: str) -> str:
     }.get(state, "")
 
 
-
 def read_manifest(grid_dir: Path) -> dict | None:
     from per_cli.config.reading import file_limit, parse_yaml
 
@@ -121,30 +125,42 @@ def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str]
 PATH_KEYS = ("config", "configs_dir")
 
 
-def find_grid_dir(
-    wanted: dict, runs_dir: Path, name: str | None, config_change: Callable[[Path], str | None] | None = None
-) -> tuple[Path, bool]:
-    """The grid directory for the request manifest ``wanted`` and whether it exists already: ``--name``'s (a request
-    that differs only in ``--seeds`` grows it; one whose run ``config_change`` names is refused), else an existing
-    grid of the same request, else a new ``grid-<timestamp>`` (not created)."""
+def first_config_change(plan: GridPlan, grid_dir: Path) -> str | None:
+    """The first planned run already in ``grid_dir`` whose config.yaml is not the config the plan gives it."""
+    from per_cli.config import read_yaml
+
+    for spec in plan.runs:
+        stored = grid_dir / spec.name / "config.yaml"
+        if not stored.is_file():
+            continue
+        try:
+            if read_yaml(stored) != spec.config:
+                return spec.name
+        except ConfigError:  # unreadable: nothing shows it is the same run
+            return spec.name
+    return None
+
+
+def find_grid_dir(plan: GridPlan, runs_dir: Path, name: str | None) -> tuple[Path, bool]:
+    """The grid directory of ``plan`` and whether it exists already: ``--name``'s (a request that differs only in
+    ``--seeds`` grows it; one with a run whose config changed is refused), else an existing grid of the same
+    request, else a new ``grid-<timestamp>`` (not created). ``name`` is checked by the CLI (``check_run_name``)."""
+    wanted = plan.request.manifest()
     if name is not None:
-        if not name or "/" in name or name in (".", ".."):
-            raise ConfigError(f"--name {name!r}: give a plain directory name")
         grid_dir = runs_dir / name
         if not grid_dir.exists():
             return grid_dir, False
         manifest = read_manifest(grid_dir)
         if manifest is None:
             raise ConfigError(f"--name {name}: {grid_dir} exists and is not a grid directory (no {MANIFEST})")
-        diff = [k for k in wanted if manifest.get("request", {}).get(k) != wanted[k]]
-        if config_change is not None:
-            changed = config_change(grid_dir)
-            if changed is not None:
-                raise ConfigError(
-                    f"--name {name}: {grid_dir / changed / 'config.yaml'} differs from the config this request gives "
-                    "that run (was a config file edited?); restore it to resume the grid, or choose another --name"
-                )
-            diff = [k for k in diff if k not in PATH_KEYS]  # the same configs, read from another path
+        changed = first_config_change(plan, grid_dir)
+        if changed is not None:
+            raise ConfigError(
+                f"--name {name}: {grid_dir / changed / 'config.yaml'} differs from the config this request gives "
+                "that run (was a config file edited?); restore it to resume the grid, or choose another --name"
+            )
+        # (PATH_KEYS: the same configs, read from another path)
+        diff = [k for k in wanted if manifest.get("request", {}).get(k) != wanted[k] and k not in PATH_KEYS]
         if diff and diff != ["seeds"]:  # other seeds of the same grid: its runs are kept, new seeds added
             raise ConfigError(
                 f"--name {name}: {grid_dir} was made by a different request (differs in {', '.join(diff)}); "
@@ -156,7 +172,7 @@ def find_grid_dir(
         for p in runs_dir.glob(f"grid-*/{MANIFEST}")
         if (m := read_manifest(p.parent)) is not None and m.get("request") == wanted
     )
-    if matches and (config_change is None or config_change(matches[-1]) is None):
+    if matches and first_config_change(plan, matches[-1]) is None:
         return matches[-1], True  # (after a config file was edited the same options make a new grid)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     grid_dir, n = runs_dir / f"grid-{stamp}", 1

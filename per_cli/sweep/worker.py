@@ -1,6 +1,5 @@
-"""One run of a grid, in whichever process trains it (a local worker or a Ray task): decide from its ``summary.json``
-whether to skip, resume or start it, then train it with the real training code, ``Trainer(cfg).run(run_dir)`` (what
-``per train`` calls), and answer with a small result dict."""
+"""One run of a grid, in whichever process trains it: decide from its ``summary.json`` whether to skip, resume or
+start it, train it as ``per train`` does, and answer with a small result dict."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from per_cli.rundir.locks import Locked, hold_lock
+from per_cli.rundir.locks import Lock, Locked, hold_lock
 from per_cli.rundir.logger import read_summary, write_summary
 from per_cli.sweep.status import COMPLETED, FAILED, INTERRUPTED, action_for, run_state, set_aside, skip_note
 
@@ -70,7 +69,7 @@ def resume_or_restart(trainer: Any, run_dir: Path, fresh: Callable[[], Any]) -> 
 def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
     """What to do with a run, from its state on disk (:mod:`per_cli.sweep.status`): a result dict if it must
     not run, else ``resume`` or ``fresh``."""
-    state, _ = run_state(run_dir)
+    state = run_state(run_dir).state
     action = action_for(state, payload["retry_failed"], run_dir)
     if action == "skip":
         return {"status": "skipped", "note": skip_note(state)}
@@ -82,9 +81,8 @@ def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
 
 
 def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
-    """A failed result when the run's checkpoint is refused (crafted, altered or of an older format: loading it could
-    run code, or this version cannot read it), else None. Its files go to ``.set-aside/``, the run is recorded failed.
-    """
+    """A failed result, the run's files set aside, when its checkpoint is refused (crafted, altered or of an older
+    format), else None."""
     from per_cli.train.checkpoints.checkpoint import refusal_of
 
     refused = refusal_of(run_dir)
@@ -98,9 +96,8 @@ def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] 
 
 
 def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", progress=None) -> dict[str, Any]:
-    """Train one run into ``run_dir``: ``fresh`` clears any older attempt first; ``resume`` continues from the run's
-    latest checkpoint (falling back to fresh when the checkpoint is damaged or does not fit; one that is refused never
-    gets here: :func:`refuse_checkpoint`). Leaves a summary.json that says completed, failed or interrupted."""
+    """Train one run into ``run_dir``: ``fresh`` clears any older attempt; ``resume`` continues from its latest
+    checkpoint (fresh where that is damaged). Leaves a summary.json that says completed, failed or interrupted."""
     note = ""
     try:
         from per_cli.config import from_dict
@@ -127,15 +124,26 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
     return summary_result({**summary, "status": COMPLETED}, note)
 
 
-def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
-    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
-    run_dir = Path(payload["run_dir"])
+def lock_and_decide(payload: dict[str, Any]) -> tuple[Lock | None, str | dict[str, Any]]:
+    """The run's lock, held, and :func:`decide`'s answer under it; no lock where the answer is a result (``busy``:
+    another process holds the lock)."""
     try:
         lock = hold_lock(Path(payload["lock"]))
     except Locked:
-        return {"status": "busy", "error": "another process holds this run's lock"}
+        return None, {"status": "busy", "error": "another process holds this run's lock"}
+    mode = decide(payload, Path(payload["run_dir"]))
+    if isinstance(mode, dict):
+        lock.release()
+        return None, mode
+    return lock, mode
+
+
+def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
+    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
+    lock, mode = lock_and_decide(payload)
+    if lock is None:
+        return mode
     try:
-        mode = decide(payload, run_dir)
-        return mode if isinstance(mode, dict) else execute_run(payload, run_dir, mode, progress)
+        return execute_run(payload, Path(payload["run_dir"]), mode, progress)
     finally:
         lock.release()

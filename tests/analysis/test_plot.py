@@ -79,7 +79,7 @@ def test_figures_and_tables_from_synthetic_runs(tmp_path):
     assert float(rows["combined"]["final_return_mean"]) == pytest.approx(202.0)
     assert float(rows["uniform"]["threshold"]) == 475.0  # CartPole-v1's registered reward_threshold
     assert "cartpole__uniform__s9" in (out / "summary.md").read_text()
-    assert [r.name for r in report.failed] == ["cartpole__uniform__s9"]
+    assert [r.name for r in report.runs if r.status == "failed"] == ["cartpole__uniform__s9"]
 
 
 def test_final_episodes_takes_the_final_return_from_the_logged_returns(tmp_path):
@@ -102,7 +102,7 @@ def test_a_metric_missing_from_metrics_csv_is_read_from_the_event_files(tmp_path
                   updates={"eval/return": [(250, 3.0), (500, 4.0)]})  # fmt: skip
     report = make_plots(tmp_path, metrics=["eval/return"], workers=1)
     assert {r.source for r in report.runs} == {"tensorboard"}
-    assert report.runs[0].scalars["eval/return"][1].tolist() == [3.0, 4.0]
+    assert report.runs[0].scalars["eval/return"].values.tolist() == [3.0, 4.0]
     assert "TensorBoard event files (every logged value) for 2 runs" in (report.out / "captions.md").read_text()
 
 

@@ -110,8 +110,8 @@ def test_load_run_from_metrics_csv_without_tensorboard(tmp_path):
         csv.DictWriter(f, fieldnames=EPISODE_COLUMNS).writerow(row)
     run = load_run(path, tmp_path)
     assert run.source == "metrics.csv"
-    assert run.scalars[RETURN_TAG][0].tolist() == [10, 25, 40]
-    assert run.scalars["td_error/mean"][1].tolist() == [0.7]
+    assert run.scalars[RETURN_TAG].steps.tolist() == [10, 25, 40]
+    assert run.scalars["td_error/mean"].values.tolist() == [0.7]
     assert [a.tolist() for a in run.scalars["replay/correlation_count"]] == [[40], [12.0]]
     assert "charts/success_rate" not in run.scalars  # blank cells are left out
 
@@ -143,7 +143,7 @@ def test_parallel_loading_equals_serial(tmp_path):
     parallel = load_runs(tmp_path, workers=2)
     assert [r.name for r in serial] == [r.name for r in parallel] == [f"r{s}" for s in range(1, 6)]
     for a, b in zip(serial, parallel, strict=True):
-        np.testing.assert_array_equal(a.scalars[RETURN_TAG][1], b.scalars[RETURN_TAG][1])
+        np.testing.assert_array_equal(a.scalars[RETURN_TAG].values, b.scalars[RETURN_TAG].values)
 
 
 def test_grid_runs_group_by_env_kind_and_swept_keys(tmp_path):

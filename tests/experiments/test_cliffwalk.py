@@ -9,16 +9,10 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.envs.cliffwalk import BlindCliffwalk
 from per_cli.errors import ConfigError
-from per_cli.experiments.cliffwalk.study import (
-    CliffwalkSettings,
-    LinearLearner,
-    TabularLearner,
-    make_sampler,
-    parse_methods,
-    parse_ns,
-    run_experiment,
-    run_once,
-)
+from per_cli.experiments.cliffwalk.learners import LinearLearner, TabularLearner
+from per_cli.experiments.cliffwalk.memory import make_sampler
+from per_cli.experiments.cliffwalk.settings import CliffwalkSettings
+from per_cli.experiments.cliffwalk.study import parse_methods, parse_ns, run_experiment, run_once
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler, UniformSampler
 
 
@@ -29,8 +23,9 @@ def test_running_error_matches_the_exact_one(cls):
     t = mdp.all_sequences()
     rng = np.random.default_rng(1)
     for i in rng.integers(0, len(t), 300):
-        learner.update(int(t.states[i]), int(t.actions[i]), float(t.rewards[i]), int(t.next_states[i]),
-                       bool(t.terminated[i]), 0.25)
+        learner.update(
+            int(t.states[i]), int(t.actions[i]), float(t.rewards[i]), int(t.next_states[i]), bool(t.terminated[i]), 0.25
+        )
     assert learner.sse == pytest.approx(learner.exact_sse(), rel=1e-9, abs=1e-12)
 
 

@@ -309,9 +309,9 @@ def test_run_states_and_actions_from_summary_json(tmp_path):
         run.mkdir()
         if text is not None:
             (run / "summary.json").write_text(text)
-        return run_state(run)[0]
+        return run_state(run).state
 
-    assert run_state(tmp_path / "absent")[0] == "new"
+    assert run_state(tmp_path / "absent").state == "new"
     assert state(None) == "unfinished"  # made, but the process died before its first summary
     assert state('{"status": "running"}') == "unfinished"  # the process died mid-run
     assert state('{"status": "interrupted", "error": "interrupted by SIGTERM"}') == "interrupted"

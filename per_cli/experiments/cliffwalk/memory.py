@@ -1,5 +1,4 @@
-"""Blind Cliffwalk runs that replay from the project's own samplers: the memory of every transition in the
-project's ``TransitionStorage`` under the replay registry's sampler (the code that trains DQNs), one
+"""Blind Cliffwalk runs that replay from the project's own storage and samplers (the code that trains DQNs), one
 transition per update, its |δ| handed back as the new priority."""
 
 from __future__ import annotations

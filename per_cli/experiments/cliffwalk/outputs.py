@@ -1,6 +1,5 @@
-"""What ``per cliffwalk`` writes: ``cliffwalk.csv``, ``cliffwalk.json`` and ``cliffwalk.png`` (log-log over
-several n; the methods side by side for one n; in the replay kinds' colours that every ``per plot`` figure
-uses), and the table it prints."""
+"""What ``per cliffwalk`` writes (``cliffwalk.csv``, ``.json`` and ``.png``, in the replay kinds' colours) and the
+table it prints."""
 
 from __future__ import annotations
 
@@ -31,20 +30,17 @@ CSV_COLUMNS = (
 
 
 def write_outputs(out: Path, settings: CliffwalkSettings, results, rows: list[Summary], seconds: float) -> dict:
-    """``cliffwalk.csv`` (one row per method and n), ``cliffwalk.png`` (log-log updates against memory size; for a
-    single n, the methods side by side) and ``cliffwalk.json`` (settings, rows, every run, and what the figure shows).
-    """
+    """``cliffwalk.csv`` (a row per method and n), ``cliffwalk.png`` (log-log updates against memory size; for one
+    n, the methods side by side) and ``cliffwalk.json`` (settings, rows, runs, caption); all or none."""
     made = [p for p in (out, *out.parents) if not p.exists()]
     out.mkdir(parents=True, exist_ok=True)
     temporary = {name: out / f".{name}.tmp{Path(name).suffix}" for name in ("cliffwalk.csv", "cliffwalk.png",
                                                                              "cliffwalk.json")}  # fmt: skip
     try:
         with open(temporary["cliffwalk.csv"], "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
             writer.writeheader()
-            for r in rows:
-                d = asdict(r)
-                writer.writerow({k: d[k] for k in CSV_COLUMNS})
+            writer.writerows(asdict(r) for r in rows)
         _, caption = plot(rows, settings, temporary["cliffwalk.png"])
         payload = {
             "experiment": "blind_cliffwalk",

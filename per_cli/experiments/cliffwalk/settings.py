@@ -8,7 +8,7 @@ METHODS = ("uniform", "prioritized", "rank", "oracle")
 LEARNERS = ("tabular", "linear")
 STEP_SIZE = 0.25
 TOLERANCE = 1e-3
-N_RANGE = (2, 20)  # chain lengths accepted (the paper: 2..16; uniform at n = 16 already takes minutes)
+N_MIN, N_MAX = 2, 20  # chain lengths accepted (the paper: 2..16; uniform at n = 16 already takes minutes)
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,13 @@ class CliffwalkSettings:
     def alpha_for(self, method: str) -> float:
         if self.alpha is not None:
             return self.alpha
-        from per_cli.replay import KINDS  # (here, not at import: the CLI reads N_RANGE before any bad input is refused)
+        from per_cli.replay import KINDS  # (here, not at import: the CLI reads N_MAX before any bad input is refused)
 
         spec = KINDS.get(method)
-        return spec.priority_defaults[0] if spec is not None and spec.priority_defaults else 0.0
+        if spec is None or spec.priority_defaults is None:
+            return 0.0
+        alpha, _beta0 = spec.priority_defaults
+        return alpha
 
 
 @dataclass

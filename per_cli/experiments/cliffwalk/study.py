@@ -11,14 +11,14 @@ import numpy as np
 
 from per_cli.envs.cliffwalk import BlindCliffwalk
 from per_cli.errors import ConfigError
-from per_cli.experiments.cliffwalk.learners import LEARNER_CLASSES, LinearLearner, TabularLearner
+from per_cli.experiments.cliffwalk.learners import LEARNER_CLASSES
 from per_cli.experiments.cliffwalk.memory import make_sampler, run_sampled
 from per_cli.experiments.cliffwalk.oracle import run_oracle
-from per_cli.experiments.cliffwalk.outputs import format_table, write_outputs
 from per_cli.experiments.cliffwalk.settings import (
     LEARNERS,
     METHODS,
-    N_RANGE,
+    N_MAX,
+    N_MIN,
     CliffwalkSettings,
     RunResult,
     Summary,
@@ -61,11 +61,10 @@ def parse_ns(text: str) -> tuple[int, ...]:
         raise ConfigError(f"--n: {text!r} is not a range like 2..14 or a list like 4,8,12") from None
     if not values:
         raise ConfigError(f"--n: {text!r} names no chain length")
-    bad = [v for v in values if not N_RANGE[0] <= v <= N_RANGE[1]]
+    bad = [v for v in values if not N_MIN <= v <= N_MAX]
     if bad:
         raise ConfigError(
-            f"--n: {bad[0]} is out of range; chain lengths must be in [{N_RANGE[0]}, {N_RANGE[1]}] "
-            "(the paper uses 2..16)"
+            f"--n: {bad[0]} is out of range; chain lengths must be in [{N_MIN}, {N_MAX}] (the paper uses 2..16)"
         )
     return values
 
@@ -146,18 +145,3 @@ def run_experiment(
 
 def default_out_dir(learner: str) -> Path:
     return Path("runs") / f"cliffwalk__{learner}__{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-__all__ = [
-    "LEARNERS",
-    "CliffwalkSettings",
-    "LinearLearner",
-    "TabularLearner",
-    "format_table",
-    "make_sampler",
-    "parse_methods",
-    "parse_ns",
-    "run_experiment",
-    "run_once",
-    "write_outputs",
-]
