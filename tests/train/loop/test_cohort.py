@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.config import ConfigError, load_config
 from per_cli.config.seeds import parse_seeds
-from per_cli.envs.batch import PooledBatch
+from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.train.loop.cohort import Cohort, cohort_configs
+from per_cli.train.loop.failures import interrupt_behind
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import RunInterrupted
 from per_cli.train.loop.trainer import Trainer
@@ -235,9 +236,8 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     pytest.importorskip("envpool")
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
-    steps = cohort.steps()
-    steps.begin()
-    assert steps.sampling.storable and isinstance(steps.envs, PooledBatch)  # (EnvPool's step, the compiled store)
+    batch = env_batch([m.env for m in cohort.members], np.zeros(4, np.float32), interrupt_behind)
+    assert cohort.steps().sampling.storable and isinstance(batch, PooledBatch)  # (EnvPool's step, the compiled store)
     bad = cohort.members[0]
     own_log_point, failed_at = bad.log_point, []
 
