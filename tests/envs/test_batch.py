@@ -64,7 +64,7 @@ def test_an_env_that_raises_fails_only_its_row():
 
 def test_envpool_envs_step_as_rows_in_one_call_and_alone_where_it_raises():
     """EnvPool's envs make a PooledBatch; where its one call raises (an env not reset yet), each env steps
-    alone and only the env that raises fails."""
+    alone and only the env that raises fails, unless a signal is behind the error: then that is raised."""
     pytest.importorskip("envpool")
     from per_cli.envs.pool import make_pooled
 
@@ -80,3 +80,6 @@ def test_envpool_envs_step_as_rows_in_one_call_and_alone_where_it_raises():
     step = batch.step([1, 0], np.zeros(2, dtype=np.int64))
     assert not step.errors
     np.testing.assert_array_equal(step.obs, [alone[1].step(0)[0], alone[0].step(0)[0]])
+    stopped = env_batch(make_pooled("CartPole-v1", [6]), np.zeros(4, np.float32), lambda exc: KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):  # (a signal behind the batched call's error: raised, no env stepped alone)
+        stopped.step([0], np.zeros(1, dtype=np.int64))
