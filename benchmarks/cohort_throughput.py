@@ -40,12 +40,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from per_cli.config import load_config  # noqa: E402
+from per_cli.envs.batch import EachEnv, PooledBatch  # noqa: E402
 from per_cli.replay.cohort import CohortSampling  # noqa: E402
 from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train.loop import reporting, steps  # noqa: E402
+from per_cli.train.loop import reporting  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
@@ -67,9 +68,12 @@ PHASES = [
     ("logging", CohortRows, "add"),  # a cohort's: its step's measured rows kept over the seed axis
     ("logging", UpdateWindow, "add_block"),  # and taken by each member's window (at its pops)
     ("logging", Steps, "measure"),  # a compiled update's measures, all members at once
-    ("env", steps, "step_together"),  # env.backend: envpool: a cohort's envs in one call per pool
-    # the loop's phases over the members (train/loop/steps.py): the pool's step, the batched store, ε's draws
-    ("env", steps, "step_arrays"),
+    # the loop's phases over the members (train/loop/steps.py): the envs' batch (EnvPool's one call per pool, or
+    # each Gymnasium env's own), the store (the rings' compiled one, or each memory's add), ε's draws
+    ("env", EachEnv, "step"),
+    ("env", EachEnv, "reset"),
+    ("env", PooledBatch, "step"),
+    ("env", PooledBatch, "reset"),
     ("replay", CohortSampling, "store"),
     ("acting", explore, "explore_kernel"),
     # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)

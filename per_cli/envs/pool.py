@@ -81,8 +81,9 @@ class _Pool:
 
 
 class PooledEnv:
-    """One seed's env in an EnvPool batch, with Gymnasium's ``step``/``reset`` contract: ``step`` returns what
-    :func:`step_together` left for it, else steps it alone; ``reset(seed=s)`` restarts its stream as Gymnasium does."""
+    """One seed's env in an EnvPool batch, with Gymnasium's ``step``/``reset`` contract (stepping it alone); a
+    cohort's envs step and reset in one call per pool instead (:func:`step_arrays`, :func:`reset_arrays`).
+    ``reset(seed=s)`` restarts its stream as Gymnasium does."""
 
     metadata: dict[str, Any] = {}
     spec = None
@@ -92,45 +93,30 @@ class PooledEnv:
         self.observation_space, self.action_space = pool.observation_space, pool.action_space
         self._first_obs: np.ndarray | None = None  # the first episode's observation until the first step
         self._stepped = False
-        self._pending: tuple[int, tuple] | None = None  # (action, result) left by step_together
-        self._reset_obs: np.ndarray | None = None  # the next episode's first observation, left by reset_together
 
     @property
     def unwrapped(self) -> PooledEnv:
         return self
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        self._pending = None
         if seed is not None and (seed != self.seed or self._stepped):  # a new stream, as Gymnasium reseeds
             self.pool, self.index, self.seed = _Pool(self.pool.env_id, seed, 1, self.pool.max_episode_steps), 0, seed
             self._first_obs, self._stepped = None, False
         if not self._stepped:
-            self._reset_obs = None
             if self._first_obs is None:
                 self._first_obs = self.pool.reset(self.index)
             return self._first_obs.copy(), {}
-        obs, self._reset_obs = self._reset_obs, None
-        return (obs if obs is not None else self.pool.reset(self.index)), {}
+        return self.pool.reset(self.index), {}
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if not self._stepped and self._first_obs is None:
             raise RuntimeError("PooledEnv.step before reset")
         self._stepped = True
-        if self._pending is not None:
-            sent, result = self._pending
-            self._pending = None
-            if sent != int(action):
-                raise RuntimeError(f"the pooled step was sent action {sent}, not {action}")
-            return result
-        return _row(self.pool.step(np.array([self.index]), np.array([int(action)])), 0)
-
-    def drop_pending(self) -> None:
-        """Forget a result that :func:`step_together` left (its next ``step`` steps it alone). (An observation
-        :func:`reset_together` left stays: that env was reset, and its next ``reset`` returns it.)"""
-        self._pending = None
+        obs, reward, terminated, truncated = self.pool.step(np.array([self.index]), np.array([int(action)]))
+        return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
 
     def close(self) -> None:
-        self._pending = None
+        pass
 
 
 def make_pooled(env_id: str, seeds: Sequence[int], max_episode_steps: int | None = None) -> list[PooledEnv]:
@@ -147,64 +133,40 @@ def make_pooled(env_id: str, seeds: Sequence[int], max_episode_steps: int | None
     return envs
 
 
-def step_together(envs: Sequence[PooledEnv], actions: Sequence[int]) -> None:
-    """Step ``envs`` (each already reset) with ``actions`` in one EnvPool call per pool, leaving each env its
-    result for its next ``step(action)`` (which checks that it is the same action)."""
-    by_pool: dict[int, list[int]] = {}
-    for k, env in enumerate(envs):
-        by_pool.setdefault(id(env.pool), []).append(k)
-    for ks in by_pool.values():
-        pool = envs[ks[0]].pool
-        ids = np.array([envs[k].index for k in ks])
-        sent = np.array([int(actions[k]) for k in ks])
-        stepped = pool.step(ids, sent)
-        for row, k in enumerate(ks):
-            envs[k]._pending = (int(sent[row]), _row(stepped, row))
-
-
-def reset_together(envs: Sequence[PooledEnv]) -> None:
-    """Reset ``envs`` (each stepped, its episode over) in one EnvPool call per pool, leaving each env its next episode's
-    first observation for its next ``reset()``: what each env's own reset would have done, in one call."""
-    by_pool: dict[int, list[PooledEnv]] = {}
-    for env in envs:
-        by_pool.setdefault(id(env.pool), []).append(env)
-    for members in by_pool.values():
-        try:
-            obs = members[0].pool.reset_many(np.array([env.index for env in members]))
-        except Exception:  # noqa: BLE001 - each env's own reset reports its own error
-            continue
-        for env, first in zip(members, obs, strict=True):
-            env._reset_obs = first
-
-
 def step_arrays(envs: Sequence[PooledEnv], actions: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Step ``envs`` (each already reset, nothing left pending) with ``actions`` (int64, one per env) in one EnvPool
-    call per pool and return their results as arrays in the order of ``envs``: (obs, reward, terminated, truncated), as
-    each env's own ``step`` would give them row by row (its info is always empty)."""
+    """Step ``envs`` (each already reset) with ``actions`` (int64, one per env) in one EnvPool call per pool and
+    return their results as arrays in the order of ``envs``: (obs, reward, terminated, truncated), as each env's
+    own ``step`` would give them row by row (its info is always empty)."""
     if not all([env._stepped or env._first_obs is not None for env in envs]):
         raise RuntimeError("PooledEnv.step before reset")
-    pool = envs[0].pool
-    if [env.pool for env in envs].count(pool) == len(envs):  # one pool (a cohort of consecutive seeds): one call
-        stepped = pool.step(np.array([env.index for env in envs], dtype=np.int64), actions)
-    else:
-        by_pool: dict[int, list[int]] = {}
-        for k, env in enumerate(envs):
-            by_pool.setdefault(id(env.pool), []).append(k)
-        parts = []
-        for ks in by_pool.values():
-            rows = np.array(ks)
-            parts.append((rows, envs[ks[0]].pool.step(np.array([envs[k].index for k in ks]), actions[rows])))
-        first = parts[0][1]
-        stepped = tuple(np.empty((len(envs), *a.shape[1:]), dtype=a.dtype) for a in first)
-        for rows, arrays in parts:
-            for out, array in zip(stepped, arrays, strict=True):
-                out[rows] = array
+    stepped = _per_pool(envs, lambda pool, ids, rows: pool.step(ids, actions[rows]))
     for env in envs:
         env._stepped = True
     return stepped
 
 
-def _row(stepped: tuple, row: int) -> tuple[np.ndarray, float, bool, bool, dict]:
-    """One env's ``step`` result, Gymnasium's way, from row ``row`` of a pool step's arrays."""
-    obs, reward, terminated, truncated = stepped
-    return obs[row], float(reward[row]), bool(terminated[row]), bool(truncated[row]), {}
+def reset_arrays(envs: Sequence[PooledEnv]) -> np.ndarray:
+    """The next episodes' first observations of ``envs`` (each stepped, its episode over), reset in one EnvPool
+    call per pool, in the order of ``envs``: what each env's own ``reset()`` would give, row by row."""
+    return _per_pool(envs, lambda pool, ids, rows: (pool.reset_many(ids),))[0]
+
+
+def _per_pool(envs: Sequence[PooledEnv], call) -> tuple[np.ndarray, ...]:
+    """``call(pool, ids, rows)``'s arrays for ``envs`` (``rows``: their positions in ``envs``), one call per pool,
+    their rows put together in the order of ``envs``."""
+    pool = envs[0].pool
+    if [env.pool for env in envs].count(pool) == len(envs):  # one pool (a cohort of consecutive seeds): one call
+        return call(pool, np.array([env.index for env in envs], dtype=np.int64), slice(None))
+    by_pool: dict[int, list[int]] = {}
+    for k, env in enumerate(envs):
+        by_pool.setdefault(id(env.pool), []).append(k)
+    parts = []
+    for ks in by_pool.values():
+        rows = np.array(ks)
+        parts.append((rows, call(envs[ks[0]].pool, np.array([envs[k].index for k in ks]), rows)))
+    first = parts[0][1]
+    out = tuple(np.empty((len(envs), *a.shape[1:]), dtype=a.dtype) for a in first)
+    for rows, arrays in parts:
+        for array_out, array in zip(out, arrays, strict=True):
+            array_out[rows] = array
+    return out

@@ -9,8 +9,8 @@ Each member's batch is a :class:`RowBatch`, a read-only row of the draw's stacke
 takes them whole (:func:`stacked_rows`).
 
 It serves every memory the loop builds (of one kind and one storage class: one config): rings, bit-packed MinAtar
-states, Atari frame stacks on the host or the device. Only the compiled ``store`` is the float32 rings' alone
-(``storable``); any other memory stores through its own ``add``.
+states, Atari frame stacks on the host or the device. ``store`` is one compiled call for the float32 rings of
+vector states (``storable``); any other memory (or a writer that relabels) stores its own rows (``add``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from per_cli.replay.gather import RingGather, gather_for
+from per_cli.replay.gather import Gathered, RingGather, gather_for
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import DRAWN, draw_batches
 from per_cli.replay.storage.ring import (
@@ -33,16 +33,7 @@ from per_cli.replay.storage.ring import (
 )
 from per_cli.replay.writers.base import Writer
 
-
-class Latest(NamedTuple):
-    """The transition each member added last, each field (members, 1, ...)."""
-
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    next_obs: np.ndarray
-    terminated: np.ndarray
-    ids: np.ndarray
+_NO_ERRORS: dict[int, Exception] = {}  # (never written: a store where no memory failed)
 
 
 class Row(NamedTuple):
@@ -153,31 +144,47 @@ class CohortSampling:
         self._counters = member_axis([s.counters for s in storages])
         self._episode_ids = member_axis([s.episode_ids for s in storages])
         self._chunk = memories[0].sampler.chunk  # (a cohort's members share their config)
-        # the rings of float32 vector states behind plain writers: ``store`` writes them in one compiled call
+        # the rings of float32 vector states behind plain writers: ``store`` writes them in one compiled call; every
+        # other memory (frame stacks, packed states, a hindsight writer) stores its own rows (``memory.add``)
         self.storable = (
             type(self._gather) is RingGather and self._gather.dtype == np.float32 and len(self._gather.row_shape) == 1
             and all(type(m.writer) is Writer for m in memories)
         )  # fmt: skip
-        self.rings = type(self._gather) is RingGather  # (the numba engine's insertion gather: ``latest``)
+        self._store = self._store_rings if self.storable else self._store_each  # (chosen once)
         self.failed: dict[int, tuple[int, int]] = {}  # member: (batch size, its draw's status)
 
-    def store(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> None:
-        """Members ``which`` (int64) each add transition k of the arrays (a row each; ``obs`` float32) as their
-        ``memory.add`` would store it. Only where ``storable``."""
+    def store(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> dict[int, Exception]:
+        """Members ``which`` (int64) each add transition k of the arrays (row k of each) as their ``memory.add``
+        would store it: the rings of ``storable`` memories in one compiled call, every other memory its own rows.
+        Returns the rows whose memory raised, with what it raised (the others stored theirs)."""
+        return self._store(which, obs, actions, rewards, next_obs, terminated, truncated)
+
+    def _store_rings(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> dict:
         slots = np.empty(which.shape[0], dtype=np.int64)
         ends = np.logical_or(terminated, truncated)
-        terminated = np.asarray(terminated, dtype=np.float32)
-        store_members(which, obs, actions, rewards, next_obs, terminated, truncated, ends, *self._gather.columns, slots)
+        f32 = np.float32
+        store_members(which, obs.astype(f32, copy=False), actions, rewards.astype(f32, copy=False),
+                      next_obs.astype(f32, copy=False), np.asarray(terminated, dtype=f32), truncated, ends,
+                      *self._gather.columns, slots)  # fmt: skip
         if self._structured:  # (plain rings: every written slot is sampleable)
             self.kind.add_members(self._lists, which, slots, np.ones(which.shape[0], dtype=np.bool_))
+        return _NO_ERRORS
 
-    def latest(self, which: Sequence[int]) -> Latest:
-        """The transition each member of ``which`` added last, each field (members, 1, ...), as each member's
-        ``memory.latest_rows()`` and ``memory.latest_ids()``."""
+    def _store_each(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> dict:
+        errors: dict[int, Exception] = {}
+        for k, i in enumerate(which.tolist()):
+            try:
+                self.memories[i].add(obs[k], actions[k], rewards[k], next_obs[k], terminated[k], truncated[k])
+            except Exception as exc:  # noqa: BLE001 - this member's memory fails, the others go on
+                errors[k] = exc
+        return errors
+
+    def latest(self, which: Sequence[int]) -> Gathered:
+        """The transition each member of ``which`` added last, as a gather of one slot per member (each field
+        (members, 1, ...); its id ``indices``): each member's ``memory.latest()``."""
         members = np.asarray(which, dtype=np.int64)
         slots = latest_slots_members(self._counters, members).reshape(-1, 1)
-        out = self._gather(members, slots, np.ones(slots.shape, dtype=np.float32)).arrays
-        return Latest(out.obs, out.actions, out.rewards, out.next_obs, out.terminated, out.indices)
+        return self._gather(members, slots, np.ones(slots.shape, dtype=np.float32))
 
     def episodes_held(self, which: Sequence[int]) -> np.ndarray:
         """Each member's ``memory.episodes_held()`` (members ``which``), in one compiled call."""

@@ -91,18 +91,9 @@ class ReplayMemory:
         slots, weights = self.sampler.sample(batch_size, beta)
         return self._batch(slots, weights)
 
-    def latest(self) -> Batch:
-        """The transition added last, as a batch of one (its n-step return is its own: nothing newer is stored)."""
-        return self._batch(np.array([self.storage.latest_slot]), np.ones(1, dtype=np.float32))
-
     def latest_ids(self) -> np.ndarray:
-        """The id of the transition added last, as ``latest().indices`` (without gathering the transition)."""
+        """The id of the transition added last, as a 1-row array (for its priority)."""
         return self.storage.ids[self.storage.latest_slot : self.storage.latest_slot + 1]
-
-    def latest_rows(self) -> dict[str, np.ndarray]:
-        """The transition added last as 1-row arrays (``obs``, ``actions``, ``rewards``, ``next_obs``,
-        ``terminated``): ``latest()``'s transition fields without the rest of a batch."""
-        return self.storage.gather(np.array([self.storage.latest_slot]))
 
     def _batch(self, slots: np.ndarray, weights: np.ndarray) -> Batch:
         """The batch of these drawn slots: the memory's gather (replay/gather.py) over this member alone."""

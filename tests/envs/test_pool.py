@@ -25,7 +25,7 @@ from ..conftest import CONFIGS
 envpool = pytest.importorskip("envpool")
 
 from per_cli.envs import check_backend  # noqa: E402
-from per_cli.envs.pool import make_pooled, reset_together, step_arrays, step_together  # noqa: E402
+from per_cli.envs.pool import make_pooled, reset_arrays, step_arrays  # noqa: E402
 
 runner = CliRunner()
 
@@ -78,21 +78,21 @@ def _pooled_and_alone(order: list[int]) -> tuple[list, list]:
 
 
 def test_a_seeds_env_is_the_same_alone_and_in_a_pool_of_any_seeds():
-    """Seeds 3, 4, 9 (two pools: 3-4 and 9) step together; each equals the env made alone with its seed."""
+    """Seeds 3, 4, 9 (two pools: 3-4 and 9) step and reset together; each equals the env made alone with its seed."""
     together, alone = _pooled_and_alone([0, 1, 2])
     rng = np.random.default_rng(1)
     for _ in range(300):
         actions = rng.integers(0, 2, size=3)
-        step_together(together, actions)
-        for env, own, action in zip(together, alone, actions, strict=True):
-            got, want = env.step(int(action)), own.step(int(action))
-            np.testing.assert_array_equal(got[0], want[0])
-            assert got[1:4] == want[1:4]
-            if got[2] or got[3]:
-                np.testing.assert_array_equal(env.reset()[0], own.reset()[0])
-    with pytest.raises(RuntimeError, match="was sent action"):
-        step_together(together[:1], [0])
-        together[0].step(1)
+        obs, rewards, terminated, truncated = step_arrays(together, actions)
+        ended = np.flatnonzero(terminated | truncated).tolist()
+        for k, (own, action) in enumerate(zip(alone, actions, strict=True)):
+            want = own.step(int(action))
+            np.testing.assert_array_equal(obs[k], want[0])
+            assert (float(rewards[k]), bool(terminated[k]), bool(truncated[k])) == want[1:4]
+        if ended:
+            firsts = reset_arrays([together[k] for k in ended])
+            for row, k in enumerate(ended):
+                np.testing.assert_array_equal(firsts[row], alone[k].reset()[0])
 
 
 def test_reseeding_restarts_a_stream_as_gymnasium_does():
@@ -163,9 +163,9 @@ def test_stepped_as_arrays_each_env_is_its_own_step():
         step_arrays(make_pooled("CartPole-v1", [5]), np.zeros(1, dtype=np.int64))
 
 
-def test_reset_together_gives_each_env_its_own_next_episode():
-    """Envs of two pools whose episodes ended in the same step, reset in one call per pool (reset_together):
-    each env's next ``reset()`` is the observation its own reset gives, and its episode goes on as its own."""
+def test_reset_as_arrays_each_env_gets_its_own_next_episode():
+    """Envs of two pools whose episodes ended in the same step, reset in one call per pool (reset_arrays): each
+    env's row is the observation its own reset gives, and its episode goes on as its own."""
     together, alone = _pooled_and_alone([2, 0, 1])
     rng = np.random.default_rng(5)
     batched_resets = 0
@@ -175,9 +175,9 @@ def test_reset_together_gives_each_env_its_own_next_episode():
         ended = np.flatnonzero(terminated | truncated).tolist()
         for k, own in enumerate(alone):
             np.testing.assert_array_equal(obs[k], own.step(int(actions[k]))[0])
-        if len(ended) > 1:
-            reset_together([together[k] for k in ended])
-            batched_resets += 1
-        for k in ended:
-            np.testing.assert_array_equal(together[k].reset()[0], alone[k].reset()[0])
+        if ended:
+            firsts = reset_arrays([together[k] for k in ended])
+            batched_resets += len(ended) > 1
+            for row, k in enumerate(ended):
+                np.testing.assert_array_equal(firsts[row], alone[k].reset()[0])
     assert batched_resets >= 3  # (the case under test happened)

@@ -15,6 +15,7 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, RecentSampler, UniformSampler
 from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.writers.base import Writer
 
 
 def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler, **kw):
@@ -105,18 +106,20 @@ def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_o
 
 
 def test_the_latest_transitions_are_each_memorys_own():
-    """``latest``: one compiled gather of each member's newest transition, as its ``latest_rows`` and
+    """``latest``: one compiled gather of each member's newest transition, as its storage holds it and with its
     ``latest_ids`` (a ring that wrapped, one that did not)."""
     memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50))]
-    obs, actions, rewards, next_obs, terminated, ids = CohortSampling(memories).latest([2, 0])
+    got = CohortSampling(memories).latest([2, 0]).arrays
     for k, i in enumerate([2, 0]):
-        own = memories[i].latest_rows()
-        np.testing.assert_array_equal(obs[k], own["obs"])
-        np.testing.assert_array_equal(next_obs[k], own["next_obs"])
-        np.testing.assert_array_equal(actions[k], own["actions"])
-        np.testing.assert_array_equal(rewards[k], own["rewards"])
-        np.testing.assert_array_equal(terminated[k], own["terminated"].astype(np.float32))
-        np.testing.assert_array_equal(ids[k], memories[i].latest_ids())
+        storage = memories[i].storage
+        own = storage.gather(np.array([storage.latest_slot]))
+        assert memories[i].latest_ids()[0] == storage.added - 1  # (the newest id)
+        np.testing.assert_array_equal(got.obs[k], own["obs"])
+        np.testing.assert_array_equal(got.next_obs[k], own["next_obs"])
+        np.testing.assert_array_equal(got.actions[k], own["actions"])
+        np.testing.assert_array_equal(got.rewards[k], own["rewards"])
+        np.testing.assert_array_equal(got.terminated[k], own["terminated"].astype(np.float32))
+        np.testing.assert_array_equal(got.indices[k], memories[i].latest_ids())
 
 
 def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
@@ -328,3 +331,36 @@ def test_memories_with_their_own_add_are_not_stored_by_the_cohort():
     memories = [_memory(seed, 20, sampler=UniformSampler) for seed in (1, 2)]
     memories[1].writer = type("Relabelling", (type(memories[1].writer),), {})()  # a writer of its own
     assert not CohortSampling(memories).storable
+
+
+def test_memories_with_their_own_add_store_their_rows_and_one_that_raises_fails_alone():
+    """Memories the compiled store cannot take (here float64 rings) store each row through their own ``add``, as
+    each would alone; a memory whose writer raises is reported by its row, and the others stored theirs."""
+
+    class Refusing(Writer):
+        def add(self, store, *transition) -> None:
+            raise OSError("a writer that cannot write")
+
+    def memory(seed: int) -> ReplayMemory:
+        storage = TransitionStorage(20, (3,), np.float64)
+        return ReplayMemory(storage, PrioritizedSampler(storage, np.random.default_rng(seed)))
+
+    memories = [memory(seed) for seed in (1, 2, 3)]
+    alone = copy.deepcopy(memories)
+    memories[1].writer = Refusing()
+    sampling = CohortSampling(memories)
+    assert not sampling.storable
+    which, rng = np.array([2, 1, 0], dtype=np.int64), np.random.default_rng(4)
+    for _ in range(30):
+        obs, next_obs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+        actions, rewards = rng.integers(0, 2, size=3), rng.normal(size=3)
+        terminated, truncated = rng.random(3) < 0.2, np.zeros(3, dtype=bool)
+        errors = sampling.store(which, obs, actions, rewards, next_obs, terminated, truncated)
+        assert list(errors) == [1] and isinstance(errors[1], OSError)
+        for k in (0, 2):
+            alone[which[k]].add(obs[k], int(actions[k]), float(rewards[k]), next_obs[k], bool(terminated[k]), False)
+    assert len(memories[1]) == 0
+    for i in (0, 2):
+        for key, value in alone[i].state_dict()["storage"].items():
+            np.testing.assert_array_equal(memories[i].state_dict()["storage"][key], value, err_msg=key)
+        np.testing.assert_array_equal(memories[i].sampler.tree.tree, alone[i].sampler.tree.tree)

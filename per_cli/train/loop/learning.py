@@ -143,9 +143,11 @@ class LearningPhases:
         ids = lambda: stacked_rows(batches).indices  # noqa: E731 - the draw's stacked ids
         self._priorities(members, ids, results.td, _td_diverged)
 
-    def _priorities(self, members, ids: Callable[[], list], td_errors, refused: Callable[[Member, int], None]) -> None:
-        """New priorities of the members' transitions ``ids()`` in one compiled call; ``refused(member, k)`` is
-        called for each member whose TD errors the call refused (not finite), to fail it with its error."""
+    def _priorities(
+        self, members, ids: np.ndarray | Callable[[], np.ndarray], td_errors, refused: Callable[[Member, int], None]
+    ) -> None:
+        """New priorities of the members' transitions ``ids`` (or ``ids()``) in one compiled call; ``refused(member,
+        k)`` is called for each member whose TD errors the call refused (not finite), to fail it with its error."""
         if not members:
             return
         finite = self.sampling.update_priorities(self._which(members), ids, td_errors)

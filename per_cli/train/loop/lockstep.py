@@ -134,6 +134,7 @@ def _collect(active: list[MemberData], steps: Steps) -> list:
 
 
 def _loop(active: list[MemberData], steps: Steps, stop: SignalStop) -> None:
+    steps.begin()  # (every member has its observation in hand: the loop holds them)
     active = _settle(active)
     lag = bool(active) and active[0].cfg.train.priority_lag > 0  # (one config: all members or none)
     pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), not yet read

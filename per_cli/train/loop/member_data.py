@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -30,6 +30,13 @@ from per_cli.train.loop.setup import ProgressSink
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans
 from per_cli.train.measures.update_window import UpdateWindow
+
+
+class ObsRow(NamedTuple):
+    """Where a member's observation in hand lies: row ``k`` of ``rows``."""
+
+    rows: np.ndarray
+    k: int
 
 
 def _alone() -> AliveRow:
@@ -73,31 +80,29 @@ class MemberData:
     resumed_from: int | None = None  # the step of the checkpoint it continues (per train --resume)
     elapsed_before: float = 0.0  # wall time before that checkpoint
     refill: int = 0  # transitions the memory must hold before learning after a resume without its replay
-    own_obs: Any = None  # the observation in hand while the loop holds none (``obs``)
-    held: tuple[np.ndarray, int] | None = None  # (the loop's array of observations, this member's row)
+    held: ObsRow | None = None  # the observation in hand: a row of an array (its own, or the loop's: hold_obs)
 
     @property
-    def obs(self) -> Any:
-        """The observation in hand (begin, end_collects, a resume): this member's row of the loop's array of
-        them where the loop holds one (``hold_obs``)."""
-        return self.own_obs if self.held is None else self.held[0][self.held[1]]
+    def obs(self) -> np.ndarray | None:
+        """The observation in hand (begin, end_collects, a resume; None before the first): a row of the loop's
+        array of them once the loop holds it (``hold_obs``), written in place."""
+        return None if self.held is None else self.held.rows[self.held.k]
 
     @obs.setter
     def obs(self, value: Any) -> None:
         if self.held is None:
-            self.own_obs = value
+            self.held = ObsRow(np.array(value)[None], 0)
             return
         rows, k = self.held
-        if type(value) is not np.ndarray or value.dtype != rows.dtype or value.shape != rows.shape[1:]:
-            raise TypeError(f"an observation of {getattr(value, 'dtype', type(value))} {np.shape(value)} where the "
-                            f"loop holds {rows.dtype} {rows.shape[1:]}: one env's observations must keep their type")
+        if np.shape(value) != rows.shape[1:]:
+            raise ValueError(f"an observation of shape {np.shape(value)} where the env's are {rows.shape[1:]}: one "
+                             f"env's observations must keep their shape")  # fmt: skip
         rows[k] = value
 
     def hold_obs(self, rows: np.ndarray, k: int) -> None:
-        """The observation in hand is row ``k`` of ``rows`` from now on (a cohort's observations, one array that
-        its phases read and write whole), starting from the one in hand."""
-        rows[k] = self.own_obs
-        self.held = (rows, k)
+        """The observation in hand is row ``k`` of ``rows`` from now on (the loop's observations, one array that
+        its phases read and write whole; row ``k`` holds this member's already)."""
+        self.held = ObsRow(rows, k)
 
     def replay_beta(self) -> float:
         """β of the batch sampled last (logged at a log point): this step's, or the batch's own under

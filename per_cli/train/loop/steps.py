@@ -9,28 +9,29 @@ work (its env, its window, its events):
   row): the phases move them for every member at once;
 * ``choose_actions``: ε and ε-greedy's draw of every member in one compiled call on each member's own generator
   (:mod:`per_cli.rl.explore`), then the greedy actions of those acting greedily (``updates.greedy``);
-* ``step_envs``: where every member has an EnvPool env and a plain ring memory of vector states, the pool steps in
-  one call (:func:`~per_cli.envs.pool.step_arrays`) and the transitions are stored in one compiled call
-  (:meth:`~per_cli.replay.cohort.CohortSampling.store`); else each member steps and stores its own
-  (:mod:`~per_cli.train.loop.stepping`: ``Member.step_env``, EnvPool envs still stepped in one call per pool);
-  what the envs returned (:class:`~per_cli.train.loop.stepping.Stepped`) is kept for ``end_collects``;
+* ``step_envs``: the members' envs step as one batch (:func:`~per_cli.envs.batch.env_batch`, chosen once: EnvPool's
+  one call per pool, or each Gymnasium env's own ``step``) and their transitions are stored in one call
+  (:meth:`~per_cli.replay.cohort.CohortSampling.store`: the rings' compiled store, or each other memory its own
+  rows); what the envs returned (:class:`~per_cli.envs.batch.EnvStep`) is kept for ``end_collects``. The
+  observations in hand are one (S, ...) array that the phases read and write whole (``begin``);
 * ``sample``, ``insert_priorities``, ``update_priorities``: one call over the members' memories, whatever their
   storage (:class:`~per_cli.replay.cohort.CohortSampling`: the kind's compiled draw and priority update, then the
   storages' gather, chosen once);
-* ``learn``, ``greedy``, ``insertion_td``, ``score`` (the networks' opinion of a drawn batch, for the kinds that
-  ask it: ``KindSpec.scores``): the members' networks (:mod:`per_cli.train.loop.updates`: one compiled
-  call under numba; one stacked torch update or each agent's own under torch); every engine's update returns one
-  :class:`~per_cli.rl.results.UpdateResults` over the seed axis, which the phases after it read whole;
+* ``learn``, ``greedy``, ``insertion_td`` (the δ of the transitions just stored, from one gather of them), ``score``
+  (the networks' opinion of a drawn batch, for the kinds that ask it: ``KindSpec.scores``): the members' networks
+  (:mod:`per_cli.train.loop.updates`: one compiled call under numba; one stacked torch update or each agent's own
+  under torch); every engine's update returns one :class:`~per_cli.rl.results.UpdateResults` over the seed axis,
+  which the phases after it read whole;
 * ``measure``, ``record_updates``: an update's measures in one pass over its (S, B) arrays
   (:func:`~per_cli.train.measures.update_measures.measure_table`), kept over the seed axis until each member's
   window takes its rows (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); only members at a log point are
-  called (``Member.log_point``). Should that pass raise, each window measures its own update with the same function;
-* ``end_collects``: the counters of every member at once; a member whose episode ended logs it and resets
-  (``Member.end_episode``);
+  called (``Member.log_point``). Should that pass raise, every member of the call fails with its error;
+* ``end_collects``: the counters and the observations in hand of every member at once; a member whose episode
+  ended logs it (``Member.end_episode``), then the envs of those reset as one batch;
 * ``due``: which members train at this step and their β, from the counters;
 * ``end_steps``: the counters move on; only a member with a periodic task at this step (``Periodic``) or an
   episode's end runs its own ``end_step``;
-* ``check_results``: the update's losses and mean Q values checked as arrays.
+* ``check_results``: the update's losses and mean Q values checked as arrays (a non-finite row fails its member).
 
 Members are addressed by their rows on the seed axis (:mod:`~per_cli.train.loop.positions`). Each member's values
 do not depend on who else is in a call: each works on its own buffers and generators (tests/train/loop/test_cohort.py:
@@ -41,60 +42,60 @@ one member's outputs alone, in a cohort of 7 and of 100 are identical). A member
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba.typed import List
 
-from per_cli.envs.pool import PooledEnv, reset_together, step_arrays
+from per_cli.envs.batch import EachEnv, EnvStep, PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.rl import explore
 from per_cli.train.loop.failures import fail, guard, interrupt_behind
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.positions import PositionsOf
-from per_cli.train.loop.stepping import Stepped, step_each, step_pooled
 from per_cli.train.loop.updates import updates_for
 
 if TYPE_CHECKING:
     from per_cli.train.loop.member import Member
 
 
-class _Inserted(NamedTuple):
-    """What ``insertion_td``'s one gather took, for ``insert_priorities``: for how many members, their newest
-    transitions' ids and δ."""
-
-    count: int
-    ids: np.ndarray
-    td: np.ndarray
-
-
 class Steps(LearningPhases):
     """The loop's phases over ``members`` (Trainers of one config, differing at most in the seed; built after any
     checkpoint was loaded): the collecting phases and the end of a step here, the learning phases its base's
     (:class:`~per_cli.train.loop.learning.LearningPhases`). ``stacked``: the stacked torch update may serve a
-    torch cohort (a cohort's note refuses it where it does not pay)."""
+    torch cohort (a cohort's note refuses it where it does not pay). ``begin`` before the first step."""
 
     def __init__(self, members: Sequence[Member], stacked: bool = True):
+        self.members = list(members)
         self.index = {id(m): i for i, m in enumerate(members)}
         self._positions = PositionsOf(self.index)  # (members' rows in counters: Positions)
         self.counters = Counters.over([m.state for m in members])  # the members' counters, row k member k's
         memories = [m.memory for m in members]
-        self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather)
-        self.updates = updates_for(members, self.sampling, stacked)
+        self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather and store)
+        self.updates = updates_for(members, stacked)
         first = members[0]
         self._schedule, self._n_actions = first.epsilon, first.agent.n_actions
         if any(m.epsilon != first.epsilon or m.agent.n_actions != self._n_actions for m in members):
             raise ValueError("the loop's members must share ε's schedule and the action count (one config)")
         self._generators = List([m.action_rng for m in members])
-        self._store = self.sampling.storable and all(isinstance(m.env, PooledEnv) for m in members)
+        self._rule = first.store_rule  # (the members share their config)
         super().__init__(members)
-        self._inserted: _Inserted | None = None  # the last insertion_td's gather
-        self._obs: np.ndarray | None = None  # the members' observations in hand (row k member k's): _held_obs
-        self._hold = self._store  # whether the loop may hold them (the batched env step's members: vector states)
-        self._ending: list[PooledEnv] = []  # the EnvPool envs whose episode the batched step ended (end_collects)
-        self._stepped: Stepped | None = None  # what the envs returned this step, for end_collects
+        self._latest_ids = np.zeros((len(members), 1), dtype=np.int64)  # the ids insertion_td's gather took
+        self.obs: np.ndarray | None = None  # the members' observations in hand, row k member k's (begin)
+        self.envs: EachEnv | PooledBatch | None = None  # the members' envs as one batch (begin)
+        self._stepped: tuple[list, EnvStep] | None = None  # the members stepped and what their envs returned
         self.finished: list = []  # the members whose budget end_steps saw end (the loop finishes them)
+
+    def begin(self) -> None:
+        """The loop's start (every member has its observation in hand: ``run_record.begin``): the observations
+        become the rows of one (S, ...) array that the phases read and write whole (each member's ``obs`` its
+        row: ``Member.hold_obs``), and the envs one batch (:func:`~per_cli.envs.batch.env_batch`). ValueError
+        where the observations are not arrays of one shape."""
+        self.obs = np.stack([np.asarray(m.obs) for m in self.members])
+        for k, member in enumerate(self.members):
+            member.hold_obs(self.obs, k)
+        self.envs = env_batch([m.env for m in self.members], self.obs[0], interrupt_behind)
 
     # collecting: choose_actions, step_envs, [insertion_td, insert_priorities], end_collects
 
@@ -119,110 +120,82 @@ class Steps(LearningPhases):
 
     def greedy(self, members: Sequence[Member]) -> list:
         """Each member's greedy action for the observation in hand."""
-        return self.updates.greedy(self._which(members), members, self._held_obs(members))
-
-    def _held_obs(self, members: Sequence[Member]) -> np.ndarray | None:
-        """The members' observations in hand as one array, where the loop holds them (None where not). The
-        loop holds them from the first batched env step on, where every member's is an array of one dtype and
-        shape (each member's ``obs`` its row: ``Member.hold_obs``)."""
-        if self._obs is None:
-            if not self._hold or len(members) != len(self.index):
-                return None
-            first = members[0].obs
-            self._hold = type(first) is np.ndarray and all(
-                type(m.obs) is np.ndarray and m.obs.dtype == first.dtype and m.obs.shape == first.shape for m in members
-            )  # (else observations of several kinds: each member keeps its own)
-            if not self._hold:
-                return None
-            self._obs = np.empty((len(members), *first.shape), dtype=first.dtype)
-            for member in members:
-                member.hold_obs(self._obs, self.index[id(member)])
-        return self._obs[self._positions(members).index]  # (a view where they are all the members)
+        at = self._positions(members)
+        return self.updates.greedy(at.which, members, self.obs[at.index])
 
     def step_envs(self, members: Sequence[Member], actions: Sequence[Any]) -> None:
-        """Each member steps its env with its action and stores the transition; what the envs returned is kept
-        for ``end_collects``. ``storable`` rings of vector states behind EnvPool envs: one call each (the envs'
-        observations are the rings' rows); else each member's own (:mod:`~per_cli.train.loop.stepping`)."""
-        if not self._store or not members:
-            step_pooled(members, actions)
-            self._stepped = step_each(members, actions)
-            return
-        sent = np.asarray(actions, dtype=np.int64)
-        try:
-            obs, rewards, terminated, truncated = step_arrays([m.env for m in members], sent)
-        except Exception as exc:  # noqa: BLE001 - each member's own step reports its own error
-            interrupt = interrupt_behind(exc)
-            if interrupt is not None:
-                raise interrupt from None
-            self._stepped = step_each(members, actions)
-            return
-        before = self._held_obs(members)
-        if before is None:
-            before = np.stack([m.obs for m in members])
-        ended = np.flatnonzero(terminated | truncated).tolist()
-        self._stepped = Stepped(members, obs, rewards, terminated, truncated, None, ended)
-        stored_rewards, stored_ends = rewards, terminated  # what the memories store (env.done_reward, ...)
-        rule = members[0].store_rule  # (the members share their config)
-        at = self._positions(members)
-        if not rule.identity:
-            stored_rewards, stored_ends = rule.many(
-                rewards, terminated, truncated, self.counters.episode_return[at.index]
-            )
-        self.sampling.store(
-            at.rows, before.astype(np.float32, copy=False), sent, stored_rewards.astype(np.float32, copy=False),
-            obs.astype(np.float32, copy=False), stored_ends, truncated,
-        )  # fmt: skip
-        self._ending = [members[k].env for k in ended]
+        """The members' envs step with their actions as one batch and the transitions are stored in one call;
+        what the envs returned is kept for ``end_collects``. A member whose env or memory raises fails alone
+        (its transition is not stored)."""
+        at, sent = self._positions(members), np.asarray(actions, dtype=np.int64)
+        stepped = self.envs.step(at.which, sent)
+        if stepped.errors:  # (those envs' members fail; the others store theirs)
+            for k, exc in stepped.errors.items():
+                fail(members[k], exc)
+            kept = [k for k in range(len(members)) if k not in stepped.errors]
+            members, sent, stepped = [members[k] for k in kept], sent[kept], stepped.take(kept)
+            at = self._positions(members)
+        rewards, ends = stepped.rewards, stepped.terminated  # what the memories store (env.done_reward, ...)
+        if not self._rule.identity:
+            returns = self.counters.episode_return[at.index]
+            rewards, ends = self._rule.many(rewards, ends, stepped.truncated, returns)
+        errors = self.sampling.store(at.rows, self.obs[at.index], sent, rewards, stepped.obs, ends, stepped.truncated)
+        for k, exc in errors.items():
+            fail(members[k], exc)
+        self._stepped = (members, stepped)
 
     def insertion_td(self, members: Sequence[Member]) -> list | np.ndarray:
-        """The δ of each member's newest transition (row k: member k's, a 1-row array); where one compiled gather
-        took the transitions, their ids are kept for ``insert_priorities``."""
-        td, ids = self.updates.insertion_td(self._which(members), members)
-        self._inserted = _Inserted(len(members), ids, td) if ids is not None else None
-        return td
+        """The δ of each member's newest transition (row k: member k's, a 1-row array; None for a member that
+        failed), from one gather of them; their ids are kept for ``insert_priorities``."""
+        at = self._positions(members)
+        latest = self.sampling.latest(at.which)
+        self._latest_ids[at.index] = latest.arrays.indices
+        return self.updates.insertion_td(at.which, members, latest)
 
     def insert_priorities(self, members: Sequence[Member], td_errors: Sequence[np.ndarray]) -> None:
         """Each member's new transition gets its priority from its ``insertion_td``."""
-        ids = lambda: [m.memory.latest_ids() for m in members]  # noqa: E731
-        inserted, self._inserted = self._inserted, None
-        if inserted is not None and inserted.count == len(members):  # (a subset of those, in order: all of them)
-            ids, td_errors = inserted.ids, inserted.td
-        self._priorities(members, ids, td_errors, lambda m, k: guard(m, m.set_insertion_priority, td_errors[k]))
+        ids = self._latest_ids[self._positions(members).index]
+        own = lambda m, k: guard(m, m.memory.update_priorities, ids[k], td_errors[k])  # noqa: E731 - its own error
+        self._priorities(members, ids, td_errors, own)
 
     def end_collects(self, members: Sequence[Member]) -> None:
         """The members' counters count this step (return, length; ``ended`` cleared) and take the observations
-        in hand, all at once; then each member whose episode ended logs it and resets (``end_episode``). The
-        EnvPool envs whose episode the batched step ended are reset in one call per pool first (each env's
-        ``reset`` takes its observation)."""
-        ending, self._ending = self._ending, []
-        stepped, next_obs, rewards, terminated, truncated, infos, ended = self._stepped
+        in hand, all at once; then each member whose episode ended logs it (``end_episode``) and their envs
+        reset as one batch."""
+        stepped, step = self._stepped
         self._stepped = None
-        if len(ending) > 1:
-            reset_together(ending)
         if len(stepped) != len(members):  # (the one mask check: members that failed in step_envs or after it)
             kept = {id(m) for m in members}
             keep = [k for k, m in enumerate(stepped) if id(m) in kept]
-            stepped, next_obs = [stepped[k] for k in keep], [next_obs[k] for k in keep]
-            rewards, terminated, truncated = rewards[keep], terminated[keep], truncated[keep]
-            infos = [infos[k] for k in keep] if infos is not None else None
-            ended = np.flatnonzero(np.logical_or(terminated, truncated)).tolist()
+            stepped, step = [stepped[k] for k in keep], step.take(keep)
         if not stepped:
             return
         c, idx = self.counters, self._positions(stepped).index
-        c.episode_return[idx] += rewards  # (float64 += the env's float32: each reward's exact value added)
+        c.episode_return[idx] += step.rewards  # (float64 += the env's reward: each reward's exact value added)
         c.episode_length[idx] += 1
         c.ended[idx] = False
-        if self._obs is not None and type(next_obs) is np.ndarray and next_obs.dtype == self._obs.dtype:
-            self._obs[idx] = next_obs  # (the members hold their rows: hold_obs)
-        else:
-            for member, obs in zip(stepped, next_obs, strict=True):
-                member.obs = obs
-        for k in ended:
-            member = stepped[k]
+        self.obs[idx] = step.obs  # (each member's obs: its row)
+        ended = np.flatnonzero(step.terminated | step.truncated).tolist()
+        if ended:
+            self._end_episodes([stepped[k] for k in ended], [step.infos[k] for k in ended])
+
+    def _end_episodes(self, members: list, infos: list[dict]) -> None:
+        """The members whose episode ended log it (``end_episode``); then their envs reset as one batch, each
+        member's next observation into its row."""
+        for member, info in zip(members, infos, strict=True):
             try:  # (as guard, without a call per member)
-                member.end_episode(infos[k] if infos is not None else {})
+                member.end_episode(info)
             except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                 fail(member, exc)
+        alive = members[0].alive.loop.mask
+        members = [m for m in members if alive[m.alive.row]]
+        if not members:
+            return
+        which = [self.index[id(m)] for m in members]  # (a list of this step's: not one to remember)
+        reset = self.envs.reset(which)
+        self.obs[which] = reset.obs
+        for k, exc in reset.errors.items():
+            fail(members[k], exc)
 
     # the end of a step
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from per_cli.config import Config
-from per_cli.replay import Batch
 from per_cli.train.checkpoints import checkpoint
 from per_cli.train.loop import reporting, run_record, tasks, trainer_state
 from per_cli.train.loop.lockstep import run_members
@@ -50,49 +49,19 @@ class Trainer(MemberData):
         run_record.close(self)
 
     # collecting one env step at ``state.step``, in phases that the loop runs for all members at once
-    # (:class:`~per_cli.train.loop.steps.Steps`: ε's draw, the greedy actions, the env steps, the counters); a
-    # member's own calls: step_env where the loop does not step the envs itself, [set_insertion_priority], and
-    # end_episode where its episode ended
-
-    def greedy_action(self) -> int:
-        """The greedy action for the observation in hand (a member's own engine; a cohort batches these)."""
-        return self.agent.greedy_action(self.obs)
-
-    def step_env(self, action: int) -> tuple:
-        """Step the env with ``action`` and store the transition; returns what the env returned (``next_obs``,
-        ``reward``, ``terminated``, ``truncated``, ``info``)."""
-        stepped = self.env.step(action)
-        next_obs, reward, terminated, truncated, _ = stepped
-        stored_reward, stored_end = self.stored(reward, terminated, truncated)
-        self.memory.add(self.obs, action, stored_reward, next_obs, stored_end, truncated)
-        return stepped
-
-    def stored(self, reward: float, terminated: bool, truncated: bool) -> tuple[float, bool]:
-        """(reward, terminated) as the memory stores this step's (``env.done_reward``,
-        ``env.truncation_terminates``: :mod:`per_cli.train.loop.transitions`); the episode's return stays the env's."""
-        if self.store_rule.identity:
-            return reward, terminated
-        return self.store_rule.one(reward, terminated, truncated, self.state.episode_return)
+    # (:class:`~per_cli.train.loop.steps.Steps`: ε's draw, the greedy actions, the envs' step and the stores, the
+    # counters and the observations in hand, the envs' resets); a member's own call: end_episode where its
+    # episode ended
 
     @property
     def inserts_by_td(self) -> bool:
         """``replay.initial_priority: td_error``: a new transition's priority is its own TD error."""
         return self.cfg.replay.initial_priority == "td_error"
 
-    def insertion_td(self) -> np.ndarray:
-        """δ of the transition stored last (a member's own engine; a cohort batches these)."""
-        return self.agent.td_errors(self.memory.latest())
-
-    def set_insertion_priority(self, td_errors: np.ndarray) -> None:
-        """The new transition's priority from its TD error (``insertion_td``): the seed notebook's scheme, one
-        extra forward pass per step."""
-        self.memory.update_priorities(self.memory.latest_ids(), td_errors)
-
     def end_episode(self, info: dict[str, Any]) -> None:
-        """The episode ended at this step (the loop counted the step in ``state`` already): logged, and the env
-        reset for the next one (``state.ended``: False for an Atari life lost, not a game over)."""
+        """The episode ended at this step (the loop counted the step in ``state`` already): logged (``state.ended``:
+        False for an Atari life lost, not a game over); the loop then resets the env for the next one."""
         self.state.ended = reporting.log_episode(self, info, self.state.epsilon)
-        self.obs, _ = self.env.reset()
 
     # learning: learning, sample (β: beta_now, beta_step), then after an update log_point (the loop's phases
     # check, prioritize and measure the update over the seed axis: learning.py)
@@ -102,9 +71,6 @@ class Trainer(MemberData):
         the memory can lag the step count). Once True it stays True: the step and the memory's length only grow
         (the loop stops asking)."""
         return self.state.step + 1 >= self.learn_from and len(self.memory) >= self.min_fill
-
-    def sample(self) -> Batch:
-        return self.memory.sample(self.cfg.replay.batch_size, self.beta_now)
 
     @property
     def beta_now(self) -> float:

@@ -2,7 +2,8 @@
 
 The loop's phases (:class:`~per_cli.train.loop.steps.Steps`) are written once, over S >= 1 members; what they ask
 of the networks (greedy actions, the TD errors of new transitions, an update from each member's batch) goes
-through one of these, chosen by the members' engine (``agent.engine``):
+through one of these, chosen by the members' engine (``agent.engine``), each over arrays the loop hands it (the
+observations in hand, one gather of the newest transitions):
 
 * :class:`CompiledUpdates` (numba): ONE compiled call over the members
   (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the solo kernels on each member's own buffers, so
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from per_cli.replay import Batch
-from per_cli.replay.cohort import CohortSampling, stacked_rows
+from per_cli.replay.cohort import stacked_rows
+from per_cli.replay.gather import Gathered
 from per_cli.replay.storage.ring import BatchArrays
 from per_cli.rl.engines.cohort import CohortEngine
 from per_cli.rl.engines.stacked import StackedEngine
@@ -31,48 +33,30 @@ if TYPE_CHECKING:
     from per_cli.train.loop.member import Member
 
 
-def updates_for(
-    members: Sequence[Member], sampling: CohortSampling, stacked: bool = True
-) -> CompiledUpdates | TorchUpdates:
+def updates_for(members: Sequence[Member], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
     """The members' networks: :class:`CompiledUpdates` under the numba engine, else :class:`TorchUpdates`
     (``stacked``: the stacked torch update serves them, where there are two or more)."""
     if members[0].agent.engine == "numba":
-        return CompiledUpdates(members, sampling)
+        return CompiledUpdates(members)
     return TorchUpdates(members, stacked and len(members) > 1)
 
 
 class CompiledUpdates:
-    """The members' numba engines, each call ONE compiled call over them (members by position: ``which``). The
-    newest transitions come from ``sampling``'s one gather where the memories are rings, else from each memory
-    (an MLP over other storages: ``agent.network: mlp`` on MinAtar's packed grids), chosen once."""
+    """The members' numba engines, each call ONE compiled call over them (members by position: ``which``)."""
 
-    def __init__(self, members: Sequence[Member], sampling: CohortSampling):
+    def __init__(self, members: Sequence[Member]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
-        self._sampling = sampling
-        self._insertion_td = self._gathered_td if sampling.rings else self._own_td
 
-    def greedy(self, which: list[int], members: Sequence[Member], obs: np.ndarray | None = None) -> list[int | None]:
-        """The members' greedy actions for their observations in hand (``obs``: those, where the loop holds them
-        as one array)."""
-        return self.engine.greedy(which, [m.obs for m in members] if obs is None else obs).tolist()
+    def greedy(self, which: list[int], members: Sequence[Member], obs: np.ndarray) -> list[int | None]:
+        """The members' greedy actions for their observations in hand (``obs``, row k member k's)."""
+        return self.engine.greedy(which, obs).tolist()
 
-    def insertion_td(self, which: list[int], members: Sequence[Member]) -> tuple:
-        """(δ of each member's newest transition: row k member k's, a 1-row array; their ids, or None where each
-        memory keeps its own)."""
-        return self._insertion_td(which, members)
-
-    def _gathered_td(self, which: list[int], members: Sequence[Member]) -> tuple[np.ndarray, np.ndarray]:
-        """(δ of each member's newest transition: row k member k's, a 1-row array; their ids), from one gather."""
-        new = self._sampling.latest(which)
+    def insertion_td(self, which: list[int], members: Sequence[Member], latest: Gathered) -> np.ndarray:
+        """δ of each member's newest transition (``latest``: one gather of them), row k member k's, a 1-row
+        array."""
+        new = latest.arrays
         td = self.engine.td_errors(which, new.obs, new.actions, new.rewards, new.next_obs, new.terminated)
-        return td.reshape(len(members), 1), new.ids
-
-    def _own_td(self, which: list[int], members: Sequence[Member]) -> tuple[list, None]:
-        """(δ of each member's newest transition, each gathered by its memory; None: the ids are each memory's)."""
-        rows = [m.memory.latest_rows() for m in members]
-        fields = ("obs", "actions", "rewards", "next_obs", "terminated")  # (the engine's argument order)
-        td = self.engine.td_errors(which, *([r[key] for r in rows] for key in fields))
-        return [td[k : k + 1] for k in range(len(members))], None
+        return td.reshape(len(members), 1)
 
     def score(self, which: list[int], members: Sequence[Member], arrays: BatchArrays) -> Scores:
         """The networks' opinion of the members' stacked batches, nothing learnt: one compiled call."""
@@ -88,19 +72,22 @@ class CompiledUpdates:
 
 
 class TorchUpdates:
-    """The members' torch agents: acting and insertion TD errors each member's own; the update one stacked call
-    (``stacked``) or each member's own, chosen once."""
+    """The members' torch agents: acting and insertion TD errors each agent's own (on the rows the loop hands
+    it); the update one stacked call (``stacked``) or each member's own, chosen once."""
 
     def __init__(self, members: Sequence[Member], stacked: bool):
         self.engine = StackedEngine([m.agent for m in members]) if stacked else None
         self._wait = members[0].cfg.train.priority_lag == 0  # (lagged: each result read an update later)
         self._learn = self._learn_stacked if stacked else self._learn_own
 
-    def greedy(self, which: list[int], members: Sequence[Member], obs: np.ndarray | None = None) -> list[int | None]:
-        return [guard(m, m.greedy_action) for m in members]
+    def greedy(self, which: list[int], members: Sequence[Member], obs: np.ndarray) -> list[int | None]:
+        """Each agent's greedy action for its row of ``obs`` (None for a member that failed)."""
+        return [guard(m, m.agent.greedy_action, obs[k]) for k, m in enumerate(members)]
 
-    def insertion_td(self, which: list[int], members: Sequence[Member]) -> tuple[list, None]:
-        return [guard(m, m.insertion_td) for m in members], None
+    def insertion_td(self, which: list[int], members: Sequence[Member], latest: Gathered) -> list:
+        """Each agent's δ of its newest transition (its row of ``latest``, as ``memory.latest()``), a 1-row array
+        (None for a member that failed)."""
+        return [guard(m, m.agent.td_errors, _row_batch(latest, k)) for k, m in enumerate(members)]
 
     def score(self, which: list[int], members: Sequence[Member], arrays: BatchArrays) -> Scores:
         """The networks' opinion of the members' stacked batches, nothing learnt: each agent's own ``score`` of
@@ -122,3 +109,11 @@ class TorchUpdates:
         (:class:`~per_cli.rl.results.Pending`)."""
         own = [m.agent.learn(b, self._wait) for m, b in zip(members, batches, strict=True)]
         return UpdateResults.rows(own) if self._wait else Pending(own)
+
+
+def _row_batch(gathered: Gathered, k: int) -> Batch:
+    """Row ``k`` of a gather over the seed axis as a member's own batch (its device stacks too, where kept)."""
+    batch = Batch(*(array[k] for array in gathered.arrays))
+    if gathered.device is not None:
+        batch.device_stacks = gathered.device[k]
+    return batch

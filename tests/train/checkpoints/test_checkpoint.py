@@ -16,6 +16,7 @@ from per_cli.cli import app
 from per_cli.config import load_config
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint, truncate_metrics
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
+from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.trainer import Trainer
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
@@ -28,16 +29,15 @@ class Crash(Exception):
 
 
 def _crash_at(monkeypatch, at_step: int) -> None:
-    """A crash in the env step of ``at_step`` (a member's own phase at every step where the loop does not step
-    the envs itself: Gymnasium's envs)."""
-    original = Trainer.step_env
+    """A crash in the env step of ``at_step`` (the loop's phase: the run fails)."""
+    original = Steps.step_envs
 
-    def crashing(self, action):
-        if self.state.step == at_step:
-            raise Crash(f"simulated crash at step {self.state.step}")
-        return original(self, action)
+    def crashing(self, members, actions):
+        if members[0].state.step == at_step:
+            raise Crash(f"simulated crash at step {members[0].state.step}")
+        return original(self, members, actions)
 
-    monkeypatch.setattr(Trainer, "step_env", crashing)
+    monkeypatch.setattr(Steps, "step_envs", crashing)
 
 
 def _rows(run_dir):

@@ -16,8 +16,11 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.config import ConfigError, load_config
 from per_cli.config.seeds import parse_seeds
+from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.train.loop.cohort import Cohort, cohort_configs
+from per_cli.train.loop.failures import interrupt_behind
+from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import RunInterrupted
 from per_cli.train.loop.trainer import Trainer
 
@@ -173,14 +176,14 @@ def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine
     assert whole.note is None  # one batched update per step, numba's or the stacked torch one
     whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
 
-    original = Trainer.step_env  # (each member's own at every step: Gymnasium's envs)
+    original = Steps.step_envs
 
-    def killed_at_380(self, action):
-        if self.state.step == 380:
+    def killed_at_380(self, members, actions):
+        if members[0].state.step == 380:
             raise RunInterrupted(15)  # SIGTERM, as the signal handler raises it
-        return original(self, action)
+        return original(self, members, actions)
 
-    monkeypatch.setattr(Trainer, "step_env", killed_at_380)
+    monkeypatch.setattr(Steps, "step_envs", killed_at_380)
     split = [tmp_path / f"split{c.seed}" for c in cfgs]
     with pytest.raises(RunInterrupted):
         Cohort(cfgs).run(split)
@@ -233,8 +236,8 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     pytest.importorskip("envpool")
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
-    steps = cohort.steps()
-    assert steps._store  # (the batched store)
+    batch = env_batch([m.env for m in cohort.members], np.zeros(4, np.float32), interrupt_behind)
+    assert cohort.steps().sampling.storable and isinstance(batch, PooledBatch)  # (EnvPool's step, the compiled store)
     bad = cohort.members[0]
     own_log_point, failed_at = bad.log_point, []
 
@@ -250,3 +253,25 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     assert failed_at and first["total_steps"] == failed_at[0]
     Trainer(cfgs[1]).run(tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
+
+
+def test_the_loop_holds_the_observations_in_hand_as_one_array_each_members_obs_its_row():
+    """``Steps.begin``: the members' observations become the rows of one (S, ...) array; each member's ``obs``
+    reads and writes its row in place (a checkpoint saves it, a resume sets it), and refuses an observation of
+    another shape in one line."""
+    cohort = Cohort(_configs([1, 2]))
+    for member in cohort.members:
+        member.obs = member.env.reset(seed=member.cfg.seed)[0]
+    first = [member.obs.copy() for member in cohort.members]
+    steps = cohort.steps()
+    steps.begin()
+    assert steps.obs.shape == (2, 4) and steps.obs.dtype == np.float32
+    for k, member in enumerate(cohort.members):
+        np.testing.assert_array_equal(member.obs, first[k])
+        assert np.shares_memory(member.obs, steps.obs)
+    steps.obs[1] = 7.0
+    np.testing.assert_array_equal(cohort.members[1].obs, np.full(4, 7.0, np.float32))
+    cohort.members[0].obs = np.arange(4.0)
+    np.testing.assert_array_equal(steps.obs[0], np.arange(4.0))
+    with pytest.raises(ValueError, match=r"an observation of shape \(3,\) where the env's are \(4,\)"):
+        cohort.members[0].obs = np.zeros(3)

@@ -19,9 +19,9 @@ from .test_cohort import _configs
 FAIL_AT = 150  # (after learning starts at step 100: the learning phases have run)
 
 
-def _failing(member, name: str, at: int):
-    """``member``'s method ``name``, raising from step ``at`` on."""
-    own = getattr(member, name)
+def _failing(member, name: str, at: int, owner=None):
+    """``owner``'s method ``name`` (the member's own by default), raising from the member's step ``at`` on."""
+    own = getattr(member if owner is None else owner, name)
 
     def failing(*args):
         if member.state.step >= at:
@@ -34,7 +34,7 @@ def _failing(member, name: str, at: int):
 @pytest.mark.parametrize(
     ("phase", "method"),
     [
-        ("step_envs", "step_env"), ("end_collects", "end_episode"), ("due", "learning"),
+        ("step_envs", "step"), ("end_collects", "end_episode"), ("due", "learning"),
         ("update_priorities", None), ("end_steps", "end_step"),
     ],
 )  # fmt: skip
@@ -44,7 +44,8 @@ def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tm
     bad = cohort.members[0]
     # (learning() is asked until it is first True, at learning_starts: the due phase fails it at its first ask)
     if method is not None:
-        setattr(bad, method, _failing(bad, method, 0 if phase == "due" else FAIL_AT))
+        owner = bad.env if phase == "step_envs" else bad  # (step_envs: the member's env raises in the envs' batch)
+        setattr(owner, method, _failing(bad, method, 0 if phase == "due" else FAIL_AT, owner))
     else:  # seed 1's TD errors reported non-finite at a log point: the priority update refuses them, seed 1 diverged
         update, every = CohortSampling.update_priorities, bad.cfg.log.every
 

@@ -124,10 +124,10 @@ def test_many_is_one_row_by_row(rule):
 
 @pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
 def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
-    """The rule in a cohort: every member's memory is its solo run's. On Gymnasium's envs each member's own
-    step_env stores; an EnvPool cohort stores its steps in one compiled call (steps.Steps.step_envs,
-    StoreRule.many, checked row by row against the scalar form above). EnvPool is an optional extra: that case is
-    skipped without it."""
+    """The rule in a cohort: every member's memory is its solo run's. The rule is applied to the step's rows at
+    once (steps.Steps.step_envs, StoreRule.many, checked row by row against the scalar form above), whether the
+    rings store them in one compiled call (asserted for EnvPool's) or each memory its own. EnvPool is an optional
+    extra: that case is skipped without it."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=5", "replay.capacity=400", *SHORT]
     if backend == "envpool":
         pytest.importorskip("envpool")
@@ -135,7 +135,7 @@ def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
     cfgs = cohort_configs(load_config(ASIS / "cartpole_uniform.yaml", extra, device="cpu"), [1, 2])
     cohort = Cohort(cfgs)
     if backend == "envpool":
-        assert cohort.steps()._store  # the vector store serves this cohort
+        assert cohort.steps().sampling.storable  # the vector store serves this cohort
     cohort.run([tmp_path / f"c{c.seed}" for c in cfgs])
     for cfg, member in zip(cfgs, cohort.members, strict=True):
         solo = Trainer(cfg)

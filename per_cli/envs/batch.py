@@ -1,0 +1,160 @@
+"""A run's or a cohort's training envs as ONE batch over the seed axis: ``step(which, actions)`` and
+``reset(which)`` take and return arrays (row k: env ``which[k]``), whatever the envs are.
+
+:func:`env_batch` picks the batch once, from the envs' class:
+
+* :class:`PooledBatch`, EnvPool envs (``env.backend: envpool``): one EnvPool call per pool
+  (:func:`~per_cli.envs.pool.step_arrays`, :func:`~per_cli.envs.pool.reset_arrays`); should that call raise,
+  each env steps (resets) alone, so that only an env that fails itself fails;
+* :class:`EachEnv`, any Gymnasium env: each env's own ``step`` and ``reset``, one Python call per env (the one
+  place where a Gymnasium env needs its own).
+
+An env that raises fails only its own row (``errors``: its row of the arrays means nothing); the caller decides
+what that env's failure means (the training loop fails its member).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from per_cli.envs.pool import PooledEnv, reset_arrays, step_arrays
+
+NO_ERRORS: dict[int, Exception] = {}  # (never written: a step without a failed env shares it)
+
+
+class NoInfo(Sequence):
+    """The infos of envs that report none (EnvPool's): an empty dict for every row."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __getitem__(self, k):  # type: ignore[override]
+        return {}
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class EnvStep(NamedTuple):
+    """What the envs returned at a step, row k env ``which[k]``'s: ``obs`` the next observations, ``rewards``
+    (the env's, exact in float64 or float32), ``terminated``, ``truncated`` (bool), ``infos`` (dicts), and
+    ``errors``: the rows whose env raised, with what it raised."""
+
+    obs: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: Sequence[dict]
+    errors: dict[int, Exception]
+
+    def take(self, rows: list[int]) -> EnvStep:
+        """These rows of the step (their errors left out)."""
+        index = np.asarray(rows, dtype=np.int64)
+        infos = [self.infos[k] for k in rows]
+        return EnvStep(self.obs[index], self.rewards[index], self.terminated[index], self.truncated[index], infos,
+                       NO_ERRORS)  # fmt: skip
+
+
+class Reset(NamedTuple):
+    """The first observations of the envs' next episodes (row k env ``which[k]``'s), and the rows whose reset
+    raised."""
+
+    obs: np.ndarray
+    errors: dict[int, Exception]
+
+
+class EachEnv:
+    """Gymnasium envs, each stepped and reset by its own call. ``like``: an observation (its dtype and shape are
+    those of the arrays returned; each env's observation is cast to them)."""
+
+    def __init__(self, envs: Sequence[Any], like: np.ndarray):
+        self.envs = list(envs)
+        self.dtype, self.shape = like.dtype, like.shape
+
+    def step(self, which: Sequence[int], actions: np.ndarray) -> EnvStep:
+        return _step_each([self.envs[i] for i in which], actions, self.dtype, self.shape)
+
+    def reset(self, which: Sequence[int]) -> Reset:
+        return _reset_each([self.envs[i] for i in which], self.dtype, self.shape)
+
+
+class PooledBatch:
+    """EnvPool envs (:class:`~per_cli.envs.pool.PooledEnv`), stepped and reset in one call per pool. Should that
+    call raise, ``interrupt(exc)`` says whether a signal is behind it (then raised: the loop stops); else each
+    env steps alone and only the envs that raise fail."""
+
+    def __init__(self, envs: Sequence[PooledEnv], like: np.ndarray, interrupt: Callable[[BaseException], Any]):
+        self.envs = list(envs)
+        self.dtype, self.shape = like.dtype, like.shape
+        self._interrupt = interrupt
+
+    def step(self, which: Sequence[int], actions: np.ndarray) -> EnvStep:
+        envs = [self.envs[i] for i in which]
+        try:
+            obs, rewards, terminated, truncated = step_arrays(envs, actions)
+        except Exception as exc:  # noqa: BLE001 - each env's own step reports its own error
+            self._raise_interrupt(exc)
+            return _step_each(envs, actions, self.dtype, self.shape)
+        return EnvStep(obs, rewards, terminated, truncated, NoInfo(len(envs)), NO_ERRORS)
+
+    def reset(self, which: Sequence[int]) -> Reset:
+        envs = [self.envs[i] for i in which]
+        try:
+            return Reset(reset_arrays(envs), NO_ERRORS)
+        except Exception as exc:  # noqa: BLE001 - each env's own reset reports its own error
+            self._raise_interrupt(exc)
+            return _reset_each(envs, self.dtype, self.shape)
+
+    def _raise_interrupt(self, exc: Exception) -> None:
+        interrupt = self._interrupt(exc)
+        if interrupt is not None:
+            raise interrupt from None
+
+
+def env_batch(
+    envs: Sequence[Any], like: np.ndarray, interrupt: Callable[[BaseException], Any]
+) -> EachEnv | PooledBatch:
+    """The batch of ``envs`` (one config's: all EnvPool envs or none), chosen once. ``like``: an observation;
+    ``interrupt``: the signal behind an exception, if any (EnvPool's batched call: see :class:`PooledBatch`)."""
+    if all(type(env) is PooledEnv for env in envs):
+        return PooledBatch(envs, like, interrupt)
+    return EachEnv(envs, like)
+
+
+def _step_each(envs: Sequence[Any], actions: np.ndarray, dtype: np.dtype, shape: tuple) -> EnvStep:
+    """Each env's own ``step`` with its action, as rows; an env that raises leaves its row as it is."""
+    n = len(envs)
+    obs, rewards = np.zeros((n, *shape), dtype=dtype), np.zeros(n, dtype=np.float64)
+    terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    infos: list[dict] = [{}] * n
+    errors: dict[int, Exception] = {}
+    for k, (env, action) in enumerate(zip(envs, actions.tolist(), strict=True)):
+        try:
+            next_obs, rewards[k], terminated[k], truncated[k], infos[k] = env.step(action)
+            _put(obs, k, next_obs)
+        except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
+            errors[k] = exc
+    return EnvStep(obs, rewards, terminated, truncated, infos, errors)
+
+
+def _reset_each(envs: Sequence[Any], dtype: np.dtype, shape: tuple) -> Reset:
+    """Each env's own ``reset()``, as rows; an env that raises leaves its row as it is."""
+    obs = np.zeros((len(envs), *shape), dtype=dtype)
+    errors: dict[int, Exception] = {}
+    for k, env in enumerate(envs):
+        try:
+            _put(obs, k, env.reset()[0])
+        except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
+            errors[k] = exc
+    return Reset(obs, errors)
+
+
+def _put(rows: np.ndarray, k: int, obs: Any) -> None:
+    """Row ``k`` of ``rows`` is ``obs`` (cast to their dtype); ValueError for an observation of another shape."""
+    if np.shape(obs) != rows.shape[1:]:
+        raise ValueError(f"an observation of shape {np.shape(obs)} where the env's are {rows.shape[1:]}: one env's "
+                         f"observations must keep their shape")  # fmt: skip
+    rows[k] = obs
