@@ -20,11 +20,14 @@ def terminal(env_id: str, obs: np.ndarray) -> bool:
     a state within a rounding of the threshold could read otherwise)."""
     o = obs.astype(np.float64)
     if env_id.startswith("CartPole"):
-        return bool(abs(o[0]) > 2.4 or abs(o[2]) > 12 * 2 * np.pi / 360)
-    if env_id == "Acrobot-v1":  # -cos(θ1) - cos(θ1 + θ2) > 1, from (cos θ1, sin θ1, cos θ2, sin θ2, ...)
-        return bool(-o[0] - (o[0] * o[2] - o[1] * o[3]) > 1.0)
+        x, _, theta, _ = o
+        return bool(abs(x) > 2.4 or abs(theta) > 12 * 2 * np.pi / 360)
+    if env_id == "Acrobot-v1":  # -cos(θ1) - cos(θ1 + θ2) > 1
+        cos1, sin1, cos2, sin2 = o[:4]
+        return bool(-cos1 - (cos1 * cos2 - sin1 * sin2) > 1.0)
     if env_id == "MountainCar-v0":
-        return bool(o[0] >= 0.5 and o[1] >= 0.0)
+        position, velocity = o
+        return bool(position >= 0.5 and velocity >= 0.0)
     raise ValueError(f"no termination condition for {env_id}")
 
 
