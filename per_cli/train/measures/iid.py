@@ -151,7 +151,8 @@ def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
 
 def variances_apply(states: np.ndarray) -> bool:
     """Whether :func:`feature_variances` serves vector states ``states`` (U, B, k): C float32, k < 8,
-    2 <= B <= 128 (:func:`pairwise_sum`'s rows). A static rule: the shape and dtype decide."""
+    2 <= B <= 128 (the batches whose logged state diversity came from it: others keep numpy's own, whose
+    roundings differ). A static rule: the shape and dtype decide."""
     if states.ndim != 3 or states.dtype != np.float32 or not states.flags.c_contiguous:
         return False
     return states.shape[2] < 8 and 2 <= states.shape[1] <= 128

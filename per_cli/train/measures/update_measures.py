@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -55,7 +55,7 @@ class Measure(NamedTuple):
 
     dtype: type
     of: Callable[[Updates], np.ndarray]
-    when: str | None = None
+    when: Literal["correlation", "iid"] | None = None
 
 
 # Every per-update measure, keyed by its TensorBoard tag, in the order a row and a pop hold them (the only place a
