@@ -45,39 +45,36 @@ def pairwise_sum(a, n, zero):
     return total
 
 
-def row_means(x: np.ndarray, dtype: type) -> np.ndarray:
-    """Each row's mean (S,) of ``x`` (S, B), as numpy's ``x.astype(dtype).mean(axis=1)``."""
-    return _row_means(x, np.empty(len(x), dtype=dtype))
-
-
-def row_stds(x: np.ndarray) -> np.ndarray:
-    """Each row's standard deviation (S,) of float ``x`` (S, B), in its dtype, as numpy's ``x.std(axis=1)``: the
-    mean rounded to the dtype, the squared deviations' mean, its square root."""
-    return _row_stds(x, np.empty(len(x), dtype=x.dtype))
-
-
-def sorted_medians(ordered: np.ndarray) -> np.ndarray:
-    """Each row's median (S,) of float ``ordered`` (S, B), each row sorted by numpy (NaN last), in its dtype, as
-    numpy's ``np.median(x, axis=1)`` of the unsorted rows: NaN where a row holds NaN; for even B the two middle
-    values' mean."""
-    return _sorted_medians(ordered, np.empty(len(ordered), dtype=ordered.dtype))
-
-
 @numba.njit(cache=True, nogil=True)
-def _row_means(x, out):
+def row_means(x):
+    """Each row's mean (S,) of float ``x`` (S, B), in its dtype, as numpy's ``x.mean(axis=1)``."""
     s, b = x.shape
-    row = np.empty(b, dtype=out.dtype)
-    zero = np.zeros(1, dtype=out.dtype)[0]
+    out = np.empty(s, dtype=x.dtype)
+    zero = np.zeros(1, dtype=x.dtype)[0]
     for k in range(s):
-        for j in range(b):
-            row[j] = x[k, j]  # (converted to the result's dtype, as numpy's astype)
-        out[k] = pairwise_sum(row, b, zero) / b  # (stored: rounded once to the dtype)
+        out[k] = pairwise_sum(x[k], b, zero) / b  # (stored: rounded once to the dtype)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_stds(x, out):
+def row_means64(x):
+    """Each row's mean (S,) of ``x`` (S, B) (floats or integers), as numpy's ``x.astype(np.float64).mean(axis=1)``."""
     s, b = x.shape
+    out = np.empty(s, dtype=np.float64)
+    row = np.empty(b, dtype=np.float64)
+    for k in range(s):
+        for j in range(b):
+            row[j] = x[k, j]
+        out[k] = pairwise_sum(row, b, 0.0) / b
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def row_stds(x):
+    """Each row's standard deviation (S,) of float ``x`` (S, B), in its dtype, as numpy's ``x.std(axis=1)``: the
+    mean rounded to the dtype, the squared deviations' mean, its square root."""
+    s, b = x.shape
+    out = np.empty(s, dtype=x.dtype)
     squares = np.empty(b, dtype=x.dtype)
     mean = np.empty(1, dtype=x.dtype)  # (a value rounded to the dtype)
     zero = np.zeros(1, dtype=x.dtype)[0]
@@ -92,15 +89,19 @@ def _row_stds(x, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sorted_medians(ordered, out):
+def sorted_medians(ordered):
+    """Each row's median (S,) of float ``ordered`` (S, B), each row sorted by numpy (NaN last), in its dtype, as
+    numpy's ``np.median(x, axis=1)`` of the unsorted rows: NaN where a row holds NaN; for even B the two middle
+    values' mean (summed from zero, divided by 2)."""
     s, b = ordered.shape
+    out = np.empty(s, dtype=ordered.dtype)
     pair = np.zeros(1, dtype=ordered.dtype)
     for k in range(s):
         if np.isnan(ordered[k, b - 1]):
             out[k] = np.nan
         elif b % 2:
             out[k] = ordered[k, b // 2]
-        else:  # numpy's mean of the two: summed from zero, divided by 2
+        else:
             pair[0] = 0.0
             pair[0] += ordered[k, b // 2 - 1]
             pair[0] += ordered[k, b // 2]

@@ -22,7 +22,7 @@ import numpy as np
 
 from per_cli.train.measures.iid import episode_diversity, feature_variances, variances_apply
 from per_cli.train.measures.metrics import batched_correlation_counts
-from per_cli.train.measures.reductions import row_means, row_stds, sorted_medians
+from per_cli.train.measures.reductions import row_means, row_means64, row_stds, sorted_medians
 
 
 class MeasuredBy(Protocol):
@@ -62,14 +62,14 @@ class Measure(NamedTuple):
 # measure is defined: a new one is one more entry)
 MEASURES: dict[str, Measure] = {
     "losses/td_loss": Measure(np.float64, lambda u: u.loss),
-    "losses/td_loss_unweighted": Measure(np.float64, lambda u: row_means(u.losses, np.float64)),
+    "losses/td_loss_unweighted": Measure(np.float64, lambda u: row_means64(u.losses)),
     "losses/q_values": Measure(np.float64, lambda u: u.q_means),
-    "td_error/mean": Measure(np.float32, lambda u: row_means(u.td_abs, np.float32)),
+    "td_error/mean": Measure(np.float32, lambda u: row_means(u.td_abs)),
     "td_error/median": Measure(np.float32, lambda u: sorted_medians(u.td_sorted)),
     "td_error/max": Measure(np.float32, lambda u: u.td_sorted[:, -1]),
     "td_error/std": Measure(np.float32, lambda u: row_stds(u.td_abs)),
-    "replay/sample_age": Measure(np.float64, lambda u: row_means(u.ages, np.float64)),  # (exact: integer sums)
-    "replay/is_weight_mean": Measure(np.float32, lambda u: row_means(u.weights, np.float32)),
+    "replay/sample_age": Measure(np.float64, lambda u: row_means64(u.ages)),  # (exact: integer sums)
+    "replay/is_weight_mean": Measure(np.float32, lambda u: row_means(u.weights)),
     "replay/correlation_count": Measure(
         np.int64, lambda u: batched_correlation_counts(u.obs, u.threshold), "correlation"
     ),

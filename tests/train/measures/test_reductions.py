@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from per_cli.train.measures.reductions import pairwise_sum, row_means, row_stds, sorted_medians
+from per_cli.train.measures.reductions import pairwise_sum, row_means, row_means64, row_stds, sorted_medians
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -36,9 +36,9 @@ def test_each_row_reduction_is_numpys_own(b):
     d = np.abs(x)
     with np.errstate(invalid="ignore"):  # (inf - inf in the row with inf: numpy's NaN, and its warning)
         pairs = [
-            (row_means(d, np.float32), d.mean(axis=1)),
-            (row_means(x, np.float32), x.mean(axis=1)),
-            (row_means(x, np.float64), x.astype(np.float64).mean(axis=1)),
+            (row_means(d), d.mean(axis=1)),
+            (row_means(x), x.mean(axis=1)),
+            (row_means64(x), x.astype(np.float64).mean(axis=1)),
             (row_stds(d), d.std(axis=1)),
             (row_stds(x.astype(np.float64)), x.astype(np.float64).std(axis=1)),
             (sorted_medians(np.sort(d, axis=1)), np.median(d, axis=1)),
@@ -46,7 +46,7 @@ def test_each_row_reduction_is_numpys_own(b):
     for j, (got, want) in enumerate(pairs):
         assert _same(got, want), (j, got, want)
     ages = rng.integers(0, 10**9, size=(3, b))  # (integer sums below 2⁵³: exact in any order)
-    assert _same(row_means(ages, np.float64), np.add.reduce(ages, axis=1, dtype=np.float64) / b)
+    assert _same(row_means64(ages), np.add.reduce(ages, axis=1, dtype=np.float64) / b)
 
 
 def test_pairwise_sum_is_numpys_sum_for_every_length():
