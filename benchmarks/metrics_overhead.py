@@ -14,15 +14,24 @@ machine) and in wall time. The issue's budget is 10%. A second table times the u
 (each update measured as the loop measures it, ``measure_table`` over S = 1, and ``pop``) for CartPole-, Acrobot-
 and Atari-shaped batches of a real memory, with and without the i.i.d. measures.
 
+A third table times ``measure_table`` alone for one cohort step of S = 1, 8 and 32 members (CartPole-shaped
+arrays, B = 64), as the loop measures a step. ``--base TREE`` (with ``--window-only``) times the second and third
+tables in this tree and in TREE (a checkout of another commit), each in its own process, alternating, and prints
+both (min over the rounds) and their ratio.
+
     python benchmarks/metrics_overhead.py [--steps 20000] [--repeats 3] [--config configs/cartpole_uniform.yaml]
-    python benchmarks/metrics_overhead.py --window-only [--repeats 40]   # the second table alone, min of 40
+    python benchmarks/metrics_overhead.py --window-only [--repeats 40]   # the second and third tables, min of 40
+    python benchmarks/metrics_overhead.py --window-only --base /tmp/base [--rounds 3]   # this tree against another
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -98,9 +107,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--window-only", action="store_true", help="time the update window alone (no runs)")
+    parser.add_argument("--base", type=Path, help="with --window-only: a tree to time the same tables in")
+    parser.add_argument("--rounds", type=int, default=3, help="with --base: processes per tree, alternating")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # the tables as JSON (for --base)
     args = parser.parse_args()
+    if args.json:
+        print(json.dumps(cost_tables(args.repeats)))
+        return
+    if args.base is not None:
+        compare_trees(args.base, args.repeats, args.rounds)
+        return
     per_update = None if args.window_only else run_table(args)
     window_table(per_update, args.repeats)
+    step_table(args.repeats)
 
 
 def run_table(args: argparse.Namespace) -> float:
@@ -148,11 +167,7 @@ def window_table(per_update: float | None, repeats: int) -> None:
         f"with the i.i.d. measures{', and as a share of the above' if per_update else ''} (load average "
         f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}):"
     )
-    for label, shape, dtype, batch in [
-        ("CartPole 4 floats, B=64", (4,), np.float32, 64),
-        ("Acrobot 6 floats, B=128", (6,), np.float32, 128),
-        ("Atari 4x84x84 uint8, B=32", (4, 84, 84), np.uint8, 32),
-    ]:
+    for label, shape, dtype, batch in WINDOW_SHAPES:
         before, after = (window_cost(shape, dtype, batch, 100, iid, repeats) for iid in (False, True))
         share = (
             f"{before / per_update * 100:>7.1f}%{after / per_update * 100:>7.1f}%"
@@ -160,6 +175,76 @@ def window_table(per_update: float | None, repeats: int) -> None:
             else ""
         )
         print(f"  {label:<28}{before:>10.1f}{after:>10.1f}{share}")
+
+
+STEP_SIZES = (1, 8, 32)
+
+
+def step_cost(size: int, iid: bool, repeats: int, calls: int = 300) -> float:
+    """CPU microseconds per call of ``measure_table`` for one cohort step of ``size`` members (B = 64, CartPole
+    states; with ``iid`` the correlation count and the i.i.d. measures too), min of ``repeats``."""
+    rng = np.random.default_rng(0)
+    td = rng.standard_normal((size, 64)).astype(np.float32)
+    arrays = (td, np.abs(td), rng.uniform(size=(size, 64)).astype(np.float32), rng.integers(0, 1000, (size, 64)),
+              rng.standard_normal((size, 64, 4)).astype(np.float32), rng.integers(0, 50, (size, 64)),
+              np.full(size, 40), rng.standard_normal(size), rng.standard_normal(size))  # fmt: skip
+    window = UpdateWindow(0.8 if iid else None, iid=iid)
+    measure_table(window, *arrays)  # (compilation, or the cache's load)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        for _ in range(calls):
+            measure_table(window, *arrays)
+        best = min(best, time.process_time() - start)
+    return best / calls * 1e6
+
+
+def step_table(repeats: int) -> None:
+    print(f"\nmeasure_table for one cohort step (B = 64, CartPole states), CPU µs per step (min of {repeats}), without "
+          f"and with the i.i.d. measures (load average {'/'.join(f'{x:.2f}' for x in os.getloadavg())}):")  # fmt: skip
+    for size in STEP_SIZES:
+        print(f"  S = {size:<24}{step_cost(size, False, repeats):>10.1f}{step_cost(size, True, repeats):>10.1f}")
+
+
+WINDOW_SHAPES = [
+    ("CartPole 4 floats, B=64", (4,), np.float32, 64),
+    ("Acrobot 6 floats, B=128", (6,), np.float32, 128),
+    ("Atari 4x84x84 uint8, B=32", (4, 84, 84), np.uint8, 32),
+]
+
+
+def cost_tables(repeats: int) -> dict[str, float]:
+    """The second and third tables' cells (µs) by name: the window per update, measure_table per step."""
+    cells = {}
+    for label, shape, dtype, batch in WINDOW_SHAPES:
+        for iid in (False, True):
+            cells[f"window {label}{', iid' if iid else ''}"] = window_cost(shape, dtype, batch, 100, iid, repeats)
+    for size in STEP_SIZES:
+        for iid in (False, True):
+            cells[f"step S = {size}{', iid' if iid else ''}"] = step_cost(size, iid, repeats)
+    return cells
+
+
+def compare_trees(base: Path, repeats: int, rounds: int) -> None:
+    """The tables in this tree and in ``base``, each in ``rounds`` processes alternating with the other's; the min
+    of each cell over its rounds, and this / base."""
+    trees = {"this": ROOT, "base": base.resolve()}
+    cells: dict[str, dict[str, float]] = {name: {} for name in trees}
+    load_before = os.getloadavg()
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            out = subprocess.run([sys.executable, __file__, "--json", "--repeats", str(repeats)], env=env, cwd=tree,
+                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+            for key, value in json.loads(out.splitlines()[-1]).items():
+                cells[name][key] = min(cells[name].get(key, float("inf")), value)
+    load_after = os.getloadavg()
+    print(f"CPU µs (the window: per update; measure_table: per step), min of {rounds} processes x {repeats} repeats "
+          f"per tree; base {trees['base']}; load average (1/5/15 min) before "
+          f"{'/'.join(f'{x:.2f}' for x in load_before)}, after {'/'.join(f'{x:.2f}' for x in load_after)}")  # fmt: skip
+    print(f"  {'cell':<40}{'this':>10}{'base':>10}{'this/base':>11}")
+    for key, value in cells["this"].items():
+        print(f"  {key:<40}{value:>10.1f}{cells['base'][key]:>10.1f}{value / cells['base'][key]:>11.2f}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
+from per_cli.train.measures.reductions import pairwise_sum
+
 MAX_RAW_FEATURES = 64
 PROJECTION_DIM = 32
 PROJECTION_SEED = 0x11D
@@ -136,35 +138,6 @@ def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
     return (var / ref_var[keep]).mean(axis=1)
 
 
-@numba.njit(cache=True, nogil=True)
-def pairwise_sum(a, n, zero):
-    """numpy's sum of ``a[:n]`` (n <= 128) in the type of ``zero``: its pairwise summation's base case, 8
-    running sums after 8 numbers (fewer: one after another, from zero). The running sums are scalars, not an
-    8-array (cheaper per call)."""
-    if n < 8:
-        total = zero
-        for i in range(n):
-            total += a[i]
-        return total
-    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
-    i = 8
-    while i < n - n % 8:
-        r0 += a[i]
-        r1 += a[i + 1]
-        r2 += a[i + 2]
-        r3 += a[i + 3]
-        r4 += a[i + 4]
-        r5 += a[i + 5]
-        r6 += a[i + 6]
-        r7 += a[i + 7]
-        i += 8
-    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        total += a[i]
-        i += 1
-    return total
-
-
 def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
     """``state_diversity(state_view(states, 1), ref_var)`` for vector states (U, B, k). One rule, by shape and
     dtype: float32 states of fewer than 8 features (classic control), with at least 2 of them varying in the
@@ -178,7 +151,8 @@ def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
 
 def variances_apply(states: np.ndarray) -> bool:
     """Whether :func:`feature_variances` serves vector states ``states`` (U, B, k): C float32, k < 8,
-    2 <= B <= 128 (:func:`pairwise_sum`'s rows). A static rule: the shape and dtype decide."""
+    2 <= B <= 128 (the batches whose logged state diversity came from it: others keep numpy's own, whose
+    roundings differ). A static rule: the shape and dtype decide."""
     if states.ndim != 3 or states.dtype != np.float32 or not states.flags.c_contiguous:
         return False
     return states.shape[2] < 8 and 2 <= states.shape[1] <= 128
@@ -229,18 +203,15 @@ def diversity_from_variances(variances, ref_var, keep):
 
 
 def episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """Distinct episode ids per row of ``episodes`` (U, B) over min(B, ``held``[u]) (episodes in memory then)."""
-    if episodes.dtype == np.int64 and held.dtype == np.int64 and episodes.ndim == 2 and episodes.shape[1]:
-        return _episode_diversity(episodes, held)  # integer counts and one division: numpy's numbers
-    ordered = np.sort(episodes, axis=1)
-    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
-    return distinct / np.minimum(episodes.shape[1], np.maximum(held, 1))
+    """Distinct episode ids per row of ``episodes`` (U, B) over min(B, ``held``[u]) (episodes in memory then; 0
+    and below count as 1), float64. Integer ids and counts are taken as int64 (exact)."""
+    return _episode_diversity(np.ascontiguousarray(episodes, dtype=np.int64), np.asarray(held, dtype=np.int64))
 
 
 @numba.njit(cache=True, nogil=True)
 def _episode_diversity(episodes, held):
-    """Distinct ids per row, marked in a table over the row's id range (by sorting where the range is wide);
-    then numpy's division."""
+    """Distinct ids per row, marked in a table over the row's id range (by sorting where the range is wide), over
+    the row's min(B, max(held, 1)): one float64 division of integers."""
     u, b = episodes.shape
     out = np.empty(u, dtype=np.float64)
     seen = np.zeros(4096, dtype=np.bool_)

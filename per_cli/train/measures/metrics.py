@@ -1,16 +1,13 @@
-"""What the study measures about each update and each episode.
+"""The notebook's correlation count, and the running means of logged scalars.
 
-* TD-error statistics of |δ| over the sampled batch (the δ that updates priorities), and the unweighted TD
-  loss: the mean of the engine's per-sample losses without IS weights (``UpdateResults.losses``, as the update's
-  value counts them: for PAL divided by its λ), so that prioritized and unprioritized kinds compare. The measures
-  read δ and the losses from the engine's result; the TD target and the loss are the engines' alone.
 * Correlation count: the number of pairs i < j of sampled states whose Pearson correlation |r| exceeds a
   threshold (the seed notebook's i.i.d.-ness measure, kept as the notebook defines it; it is blind to
   dependence in time, see docs/metrics.md). States are flattened; a constant state has no defined
   correlation and counts as uncorrelated.
-* The i.i.d. measures that do separate consecutive from independent batches: state diversity and episode
-  diversity (``per_cli.train.measures.iid``).
-* Sample age: transitions added since each sampled one, averaged over the batch.
+
+The per-update measures (the TD-error statistics, the unweighted loss, sample age, ...) are listed, each with its
+definition, in ``per_cli.train.measures.update_measures.MEASURES``; the i.i.d. measures that do separate
+consecutive from independent batches are ``per_cli.train.measures.iid``'s.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ from collections import defaultdict
 
 import numba
 import numpy as np
-
-from per_cli.train.measures.iid import pairwise_sum
 
 
 def correlation_count(states: np.ndarray, threshold: float = 0.8) -> int:
@@ -72,83 +67,6 @@ class RunningMeans:
         means._sums.update(state["sums"])
         means._counts.update(state["counts"])
         return means
-
-
-# the per-update TD measures by their tags, in the order :func:`_td_kernel` returns them (:func:`td_measures`' keys)
-TD_TAGS = (
-    "td_error/mean", "td_error/median", "td_error/max", "td_error/std", "losses/td_loss_unweighted",
-    "replay/is_weight_mean",
-)  # fmt: skip
-
-
-def td_measures(raw_td: np.ndarray, losses: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Per update (row) of the TD errors ``raw_td`` (U, B), the engine's per-sample losses without IS weights
-    ``losses`` (U, B) and the IS ``weights`` (U, B), by tag (:data:`TD_TAGS`): |δ|'s mean, median, max and std,
-    the unweighted TD loss (the losses' mean, in float64) and the weights' mean. Rows that :func:`exact_td` accepts
-    go through one compiled pass (:func:`_td_kernel`), others through numpy's reductions: the same arithmetic (the
-    tests compare them)."""
-    if exact_td(raw_td, losses, weights):
-        ordered = np.abs(raw_td)
-        ordered.sort(axis=1)  # numpy's sort, in place
-        return dict(zip(TD_TAGS, _td_kernel(raw_td, ordered, losses, weights), strict=True))
-    return _numpy_td_measures(raw_td, losses, weights)
-
-
-def exact_td(raw_td: np.ndarray, losses: np.ndarray, weights: np.ndarray) -> bool:
-    """Whether :func:`td_measures` computes these rows in its compiled pass (each row's values its own): C float32
-    TD errors, losses and weights of one shape (U, B), B <= 128 (:func:`~per_cli.train.measures.iid.pairwise_sum`'s
-    rows). Shapes and dtypes decide."""
-    exact = raw_td.ndim == 2 and raw_td.dtype == np.float32 and raw_td.flags.c_contiguous and raw_td.shape[1] <= 128
-    return exact and all(
-        a.dtype == np.float32 and a.flags.c_contiguous and a.shape == raw_td.shape for a in (losses, weights)
-    )
-
-
-def _numpy_td_measures(raw_td: np.ndarray, losses: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
-    td = np.abs(raw_td)
-    values = (td.mean(axis=1), np.median(td, axis=1), td.max(axis=1), td.std(axis=1),
-              np.asarray(losses, dtype=np.float64).mean(axis=1), weights.mean(axis=1))  # fmt: skip
-    return dict(zip(TD_TAGS, values, strict=True))
-
-
-@numba.njit(cache=True, nogil=True)  # no fastmath: NaN, the float32 roundings and the order are numpy's
-def _td_kernel(raw_td, ordered, losses, weights):
-    """``_numpy_td_measures`` for float32 (U, B), B <= 128, with numpy's arithmetic: pairwise float32 sums
-    (:func:`pairwise_sum`), means as float32(float64(sum) / B), the median from ``ordered`` (each row of |δ|
-    sorted), NaN propagated; the unweighted loss the float64 mean of ``losses``. Returns :data:`TD_TAGS`' values, in
-    its order."""
-    u, b = raw_td.shape
-    mean, median, top = np.empty(u, np.float32), np.empty(u, np.float32), np.empty(u, np.float32)
-    std, weight_mean = np.empty(u, np.float32), np.empty(u, np.float32)
-    unweighted = np.empty(u, np.float64)
-    td, squares, wide = np.empty(b, np.float32), np.empty(b, np.float32), np.empty(b, np.float64)
-    zero32 = np.float32(0.0)
-    for k in range(u):
-        nan = False
-        largest = zero32
-        for j in range(b):
-            value = abs(raw_td[k, j])
-            td[j] = value
-            nan = nan or np.isnan(value)
-            largest = max(largest, value)
-            wide[j] = np.float64(losses[k, j])
-        m = np.float32(np.float64(pairwise_sum(td, b, zero32)) / b)
-        mean[k] = m
-        for j in range(b):
-            x = td[j] - m
-            squares[j] = x * x
-        std[k] = np.sqrt(np.float32(np.float64(pairwise_sum(squares, b, zero32)) / b))
-        unweighted[k] = pairwise_sum(wide, b, 0.0) / b
-        weight_mean[k] = np.float32(np.float64(pairwise_sum(weights[k], b, zero32)) / b)
-        if nan:
-            top[k], median[k] = np.nan, np.nan
-            continue
-        top[k] = largest
-        if b % 2:
-            median[k] = ordered[k, b // 2]
-        else:
-            median[k] = np.float32(np.float64((zero32 + ordered[k, b // 2 - 1]) + ordered[k, b // 2]) / 2)
-    return mean, median, top, std, unweighted, weight_mean  # (TD_TAGS' order)
 
 
 # states are processed this many bytes (as float32) at a time: bounded memory for image batches

@@ -215,7 +215,9 @@ def _numpy_episode_diversity(episodes: np.ndarray, held: np.ndarray) -> np.ndarr
     return distinct / np.minimum(episodes.shape[1], np.maximum(held, 1))
 
 
-def test_compiled_episode_diversity_is_numpys():
+def test_episode_diversity_is_numpys():
+    """The compiled count gives numpy's (sorted ids' differences) bit for bit, for ids spread wider than its
+    table and beyond 2⁶²; int32 ids and a list of counts are taken as int64."""
     rng = np.random.default_rng(2)
     for b in (1, 2, 7, 64):
         episodes = rng.integers(0, rng.integers(1, 40), size=(30, b))
@@ -224,6 +226,9 @@ def test_compiled_episode_diversity_is_numpys():
         held = rng.integers(-1, 60, size=30)  # (0 and below: counted as 1)
         got = episode_diversity(episodes, held)
         assert got.dtype == np.float64 and got.tobytes() == _numpy_episode_diversity(episodes, held).tobytes()
+        small = episodes[2::3]
+        narrow = episode_diversity(small.astype(np.int32), held[2::3].tolist())
+        assert narrow.tobytes() == _numpy_episode_diversity(small, held[2::3]).tobytes()
 
 
 def test_compiled_raw_state_diversity_is_numpys():

@@ -1,5 +1,6 @@
-"""The metric definitions: correlation count, the update window (TD-error statistics, unweighted loss, i.i.d.
-measures, on real memories' batches) and running means.
+"""The correlation count (its definition, its batched and compiled parts) and the running means (the TD-error
+statistics' row reductions: tests/train/measures/test_reductions.py; every measure of an update:
+test_update_measures.py).
 
 Every test here runs with warnings as errors: a constant state must not raise a NaN or divide warning.
 """
@@ -17,12 +18,9 @@ from hypothesis.extra import numpy as hnp
 from per_cli.train.measures import metrics
 from per_cli.train.measures.metrics import (
     RunningMeans,
-    _numpy_td_measures,
     batched_correlation_counts,
     correlation_count,
-    exact_td,
     gram,
-    td_measures,
     totals,
 )
 
@@ -207,42 +205,6 @@ def test_compiled_counts_equal_numpy_elementwise_counts_to_float32_rounding(feat
             counts = batched_correlation_counts(states, threshold)
             assert ((sure <= counts) & (counts <= sure + maybe)).all()
             assert maybe.sum() <= 0.01 * sure.sum() + 2  # (the comparison leaves little to chance)
-
-
-def _assert_measures_close(got: dict, want: dict) -> None:
-    assert list(got) == list(want)
-    for key in want:
-        assert got[key].dtype == want[key].dtype, key
-        rtol = 1e-5 if want[key].dtype == np.float32 else 1e-12
-        np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=0, equal_nan=True, err_msg=key)
-
-
-def test_the_compiled_td_measures_are_numpys():
-    """The compiled pass (float32 rows up to 128) gives numpy's reductions, to float rounding: zeros, ties, NaN,
-    values over 8 orders of magnitude; longer rows (129) are numpy's own, by the shape rule. The unweighted loss
-    is the mean of the engine's per-sample losses in both (it is read, not recomputed)."""
-    rng = np.random.default_rng(4)
-    for u, b in ((1, 1), (3, 8), (20, 64), (7, 100), (2, 128), (3, 129)):
-        raw = (rng.normal(size=(u, b)) * 10.0 ** rng.uniform(-4, 4, size=(u, b))).astype(np.float32)
-        raw[0, 0] = -0.0
-        losses = (rng.exponential(size=(u, b)) * 10.0 ** rng.uniform(-4, 4, size=(u, b))).astype(np.float32)
-        if u > 2:
-            raw[1, :] = np.round(raw[1])  # ties
-            raw[2, b // 2] = np.nan
-            losses[2, b // 2] = np.nan
-        weights = rng.uniform(0, 1, size=(u, b)).astype(np.float32)
-        assert exact_td(raw, losses, weights) == (b <= 128)
-        with np.errstate(invalid="ignore"):
-            got, want = td_measures(raw, losses, weights), _numpy_td_measures(raw, losses, weights)
-        _assert_measures_close(got, want)
-        unweighted = got["losses/td_loss_unweighted"]
-        np.testing.assert_array_equal(unweighted, losses.astype(np.float64).mean(axis=1))
-        if u > 2:
-            assert np.isnan(got["td_error/median"][2]) and np.isnan(got["td_error/max"][2])
-            assert not np.isnan(got["td_error/mean"][1])
-            assert np.isnan(unweighted[2]) and not np.isnan(unweighted[1])
-    assert not exact_td(raw.astype(np.float64), losses, weights) and not exact_td(raw[:, ::2], losses, weights)
-    assert not exact_td(raw, losses.astype(np.float64), weights)
 
 
 def test_gram_is_numpys_product_to_float32_rounding():

@@ -9,9 +9,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
+from per_cli.config import AgentConfig
+from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines.stacked import StackedEngine
+from per_cli.train.measures import update_measures
 from per_cli.train.measures.iid import feature_variances
-from per_cli.train.measures.update_measures import measure_table, row_layout
+from per_cli.train.measures.update_measures import Measure, measure_table, row_layout
 from per_cli.train.measures.update_window import UpdateWindow
 from tests.train.measures.test_update_window import _memory, add
 
@@ -93,14 +98,14 @@ LAYOUTS = {
     "engine": lambda a: a,
     "strided": lambda a: np.repeat(a, 2, axis=1)[:, ::2],  # views, not C arrays
     "float64 td": lambda a: a.astype(np.float64) if a.dtype == np.float32 and a.ndim == 2 else a,
-    "int32 ids": lambda a: a.astype(np.int32) if a.dtype == np.int64 else a,  # ages and episodes: numpy's pass
+    "int32 ids": lambda a: a.astype(np.int32) if a.dtype == np.int64 else a,  # ages and episodes: taken as int64
 }
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("batch", [1, 16, 129])
 def test_every_array_is_measured_as_its_definition(layout, batch):
-    """Whatever the dtype, layout and batch size (one past the compiled TD pass's 128), each update's row is
+    """Whatever the dtype, layout and batch size (one past numpy's pairwise block of 128), each update's row is
     its measures by definition (float32 ones to float32 rounding, the counts and the age exactly), in
     ``row_layout``'s order; feature variances come with float32 vector states of 2 to 128 per batch."""
     memory = _memory((4,), episode_length=7, n=600)
@@ -133,20 +138,82 @@ def test_every_array_is_measured_as_its_definition(layout, batch):
     assert sum(counts) > 0 or batch == 1  # the data did exercise the count
 
 
-def test_the_compiled_pass_and_numpys_give_the_same_rows():
-    """The engines' arrays go through one compiled pass; int32 ages and episode ids (no engine's) through
-    numpy's reductions; the rows are the same, bit for bit (the TD measures are ``td_measures``' in both, the
-    integer ages' float64 sums exact in any order)."""
-    memory = _memory((4,), episode_length=7)
-    windows = [UpdateWindow(0.8, seed=k) for k in range(4)]
-    s, td, losses, q_means = next(_draws(memory, 1, 4, 64, seed=3))
-    held = [memory.episodes_held()] * 4
-    compiled = rows_of(windows[0], td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], held, losses,
-                            q_means)  # fmt: skip
-    numpys = rows_of(windows[0], td, s["losses"], s["weights"], s["ages"].astype(np.int32), s["obs"],
-                          s["episodes"].astype(np.int32), held, losses, q_means)  # fmt: skip
-    for (a, va), (b, vb) in zip(compiled, numpys, strict=True):
-        assert a.tobytes() == b.tobytes() and va.tobytes() == vb.tobytes()
+def _numpys_rows(td, losses, weights, ages, episodes, held, loss, q_means, correlation_counts) -> np.ndarray:
+    """Every measure of ``row_layout(True, True)`` by numpy's own reductions over the (S, B) arrays (the route the
+    measures had besides their compiled pass, for batches over 128 and ages or ids not int64): the oracle of the
+    one route."""
+    d = np.abs(td)
+    ordered = np.sort(episodes, axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    values = [loss, np.asarray(losses, dtype=np.float64).mean(axis=1), q_means, d.mean(axis=1), np.median(d, axis=1),
+              d.max(axis=1), d.std(axis=1), np.add.reduce(ages, axis=1, dtype=np.float64) / ages.shape[1],
+              weights.mean(axis=1), correlation_counts,
+              distinct / np.minimum(episodes.shape[1], np.maximum(held, 1))]  # fmt: skip
+    return np.stack([np.asarray(v).astype(np.float64) for v in values], axis=1)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64, 128, 129, 300])
+def test_every_row_is_numpys_reductions_bit_for_bit(batch):
+    """The one route gives, bit for bit, what numpy's reductions give over the same arrays, for batches within and
+    past the 128 that numpy's pairwise sums take in one block, with NaN, -0.0 and ties; int32 ages and episode ids
+    (no engine's) are taken as int64: the same rows."""
+    memory = _memory((4,), episode_length=7, n=600)
+    s, td, losses, q_means = next(_draws(memory, 1, 4, batch, seed=batch))
+    td[1, 0], td[2, batch // 2], s["losses"][2, 0] = -0.0, np.nan, np.nan
+    held = np.array([memory.episodes_held(), 3, 1, 0])
+    arrays = (td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"], held, losses, q_means)
+    with np.errstate(invalid="ignore"):
+        table, _ = measure_table(UpdateWindow(0.8), *arrays)
+        narrow, _ = measure_table(UpdateWindow(0.8), *(a.astype(np.int32) if a.dtype == np.int64 else a
+                                                       for a in arrays))  # fmt: skip
+        counts = table[:, [key for key, _ in row_layout(True, True)].index("replay/correlation_count")]
+        want = _numpys_rows(td, s["losses"], s["weights"], s["ages"], s["episodes"], held, losses, q_means, counts)
+    assert table.dtype == np.float64 and table.tobytes() == np.ascontiguousarray(table).tobytes()
+    assert np.ascontiguousarray(table).tobytes() == want.tobytes()
+    assert np.ascontiguousarray(narrow).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("batch", [64, 160])
+def test_a_torch_engine_cohorts_measures_are_numpys_reductions(batch):
+    """The torch engine's results (a stacked update of 3 members, as a torch cohort's step hands them over) are
+    measured as numpy's reductions measure them, bit for bit (160: past one pairwise block)."""
+    agents = [DQNAgent(AgentConfig(hidden_sizes=[16], engine="torch"), (4,), 2, torch.device("cpu")) for _ in range(3)]
+    memory = _memory((4,), episode_length=7, n=600)
+    batches = [memory.sample(batch) for _ in range(3)]
+    results = StackedEngine(agents).learn([0, 1, 2], batches)
+    stacked = {key: np.stack([getattr(b, key) for b in batches]) for key in ("obs", "weights", "ages", "episodes")}
+    held = np.full(3, memory.episodes_held())
+    table, _ = measure_table(UpdateWindow(0.8), results.td, results.losses, stacked["weights"], stacked["ages"],
+                             stacked["obs"], stacked["episodes"], held, results.loss, results.q_mean)  # fmt: skip
+    counts = table[:, [key for key, _ in row_layout(True, True)].index("replay/correlation_count")]
+    want = _numpys_rows(results.td, results.losses, stacked["weights"], stacked["ages"], stacked["episodes"], held,
+                        results.loss, results.q_mean, counts)  # fmt: skip
+    assert results.td.dtype == np.float32 and np.ascontiguousarray(table).tobytes() == want.tobytes()
+
+
+def test_a_measure_is_one_registry_entry(monkeypatch):
+    """Adding a measure to ``MEASURES`` (its tag, dtype and function of the step's arrays) is all it takes: rows carry
+    it and pops return it, under its tag and in its dtype, for the windows it is on for."""
+    memory = _memory((4,))
+    s, td, losses, q_means = next(_draws(memory, 1, 2, 16, seed=0))
+    extra = {"td_error/min": Measure(np.float32, lambda u: u.td_sorted[:, 0]),
+             "iid/first_episode": Measure(np.int64, lambda u: u.episodes[:, 0], "iid")}  # fmt: skip
+    monkeypatch.setattr(update_measures, "MEASURES", update_measures.MEASURES | extra)
+    update_measures.row_layout.cache_clear()
+    try:
+        for iid in (False, True):
+            window = UpdateWindow(None, iid=iid)
+            table, variances = measure_table(window, td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"],
+                                             [memory.episodes_held()] * 2, losses, q_means)  # fmt: skip
+            window.add_measured(table[0], None if variances is None else variances[0], s["obs"][0])
+            values = window.pop(memory)
+            assert values["td_error/min"].dtype == np.float32 and values["td_error/min"][0] == np.abs(td[0]).min()
+            assert ("iid/first_episode" in values) == iid
+            if iid:
+                first = values["iid/first_episode"]
+                assert first.dtype == np.int64 and first[0] == s["episodes"][0, 0]
+    finally:
+        update_measures.row_layout.cache_clear()
 
 
 def test_what_a_measure_needs_must_be_given():
