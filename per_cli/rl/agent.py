@@ -1,13 +1,9 @@
 """DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync.
 
-The loss is the run's :class:`~per_cli.rl.losses.TDLoss` (``agent.loss``, or LAP's or PAL's where the replay
-kind brings its own: :func:`per_cli.rl.losses.loss_name`), given by whoever builds the agent from the whole
-config (the trainer); an agent built from its ``AgentConfig`` alone trains with ``agent.loss``.
-
-Two update engines give the same results (to float32 rounding): ``torch`` (autograd + the optimizer +
-``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: the whole update of a
-ReLU MLP in one compiled call). :func:`per_cli.rl.engines.choose_engine` picks
-one; ``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which.
+The loss is the run's :class:`~per_cli.rl.losses.TDLoss`, given by whoever builds the agent from the whole config
+(the trainer; ``agent.loss`` otherwise). Two engines give the same results to float32 rounding: ``torch`` (any
+network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: a ReLU MLP's whole update in one compiled call);
+``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which runs.
 """
 
 from __future__ import annotations

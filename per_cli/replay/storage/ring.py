@@ -1,14 +1,10 @@
 """Preallocated ring storage: turns slot indices into batch arrays.
 
-Every transition gets a monotonically increasing id (the number of transitions added before it). Ids,
-not slots, leave the memory in a batch, so a priority update that arrives after its slot was overwritten
-can be recognised and ignored. Every transition also records its episode id (the number of episodes that
-ended before it): ids and episode ids are both non-decreasing along the ring, oldest to newest.
-
-The ring's counters live in one int64 array per storage (``counters``), so the compiled calls
-(:func:`store_members`, :func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place
-and a solo run is the same call over a list of one. The sampleable transitions are always the ids
-``oldest .. added - 1`` (in a frame storage the oldest lose their frames first), so samplers draw from an id range.
+Every transition gets an id (the number added before it) and an episode id (the episodes ended before it); ids,
+not slots, leave the memory in a batch, so a priority update for an overwritten slot is recognised and ignored. The
+counters live in one int64 array per storage (``counters``), so the compiled calls (:func:`store_members`,
+:func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place and a solo run is the
+same call over a list of one. The sampleable ids are always ``oldest .. added - 1``.
 """
 
 from __future__ import annotations
