@@ -214,13 +214,6 @@ class RankSampler(Sampler):
         """abs(δ) (float32) in rank order, as the sampler reads them now."""
         return priorities_in_order(self.keys, self.n)
 
-    def probabilities(self) -> np.ndarray:
-        """P(i) of every slot under the current order (for tests and analysis)."""
-        p = np.zeros(self.storage.capacity)
-        mass = np.diff(self.cum[: self.n], prepend=0.0)
-        p[self.ranks()] = mass / self.cum[self.n - 1]
-        return p
-
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(rank): the heap array's order (of the entries inside the active window) as the ranks."""
         order = self.ranks()

@@ -118,10 +118,6 @@ class RingBookkeeping:
         nstep_members(ONE, slots[None], n, gamma, *(c[None] for c in columns), *(o[None] for o in outputs))
         return rewards, terminated, last
 
-    def observations(self, slots: np.ndarray) -> np.ndarray:
-        """The ``obs`` of the transitions in ``slots`` (a storage may override with a cheaper gather)."""
-        return self.gather(slots)["obs"]
-
 
 class TransitionStorage(RingBookkeeping):
     """Stores (obs, action, reward, next_obs, terminated, truncated) in fixed numpy arrays. ``add`` and

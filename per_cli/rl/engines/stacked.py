@@ -2,7 +2,7 @@
 
 For what the numba engine does not run (CNNs, RMSProp, ``agent.engine: torch``, CUDA), :class:`StackedEngine`
 stacks the members' parameters along a leading axis and computes each member's loss
-(:func:`per_cli.rl.losses.batch_loss` under ``torch.func.vmap``), gradient, ``clip_grad_norm_`` and the step of
+(:func:`per_cli.rl.losses.batch_losses` under ``torch.func.vmap``), gradient, ``clip_grad_norm_`` and the step of
 torch's own optimizer class in one call (members with different step counts are stepped in separate groups).
 
 The members stay the source of truth: their parameters and optimizer state are rebound as views of their rows, so
