@@ -181,23 +181,6 @@ def stratified_sample(tree, offsets, uniforms, beta):
     return leaves, weights
 
 
-@numba.njit(cache=True, nogil=True)
-def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha, floor):
-    """Leaves get (max(|δ|, floor) + ε) ** α (PER: floor 0; LAP: ε 0, floor κ); a leaf with zero mass
-    (unsampleable: see the samplers package) stays zero."""
-    sums = tree[SUM]
-    nodes = np.empty(leaves.shape[0], dtype=np.int64)
-    m = 0
-    for j in range(leaves.shape[0]):
-        leaf = leaves[j]
-        if not sums[leaf] > 0.0:
-            continue
-        sums[leaf] = (max(td_abs[j], floor) + eps) ** alpha
-        m = _mark_parent(offsets, leaf, nodes, m, mark)
-    _clear_marks(offsets, nodes, m, mark)
-    _propagate(tree, offsets, nodes, m, mark)
-
-
 @numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away
 def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha, floor):
     """``ReplayMemory.update_priorities`` in one compiled call: False (and nothing changed) if a TD error is
