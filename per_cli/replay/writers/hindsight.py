@@ -92,11 +92,6 @@ class HindsightWriter(Writer):
         self.relabelled = 0
 
     @property
-    def copies(self) -> int:
-        """Relabelled copies stored per transition."""
-        return 1 if self.strategy == "final" else self.k
-
-    @property
     def pending(self) -> int:
         return len(self._episode)
 
