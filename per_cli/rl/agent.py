@@ -153,11 +153,9 @@ class DQNAgent:
         return self.greedy_action(obs) if action is None else action
 
     def explore(self, epsilon: float, rng: np.random.Generator) -> int | None:
-        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily). ``act`` is this
-        followed by ``greedy_action``; the training loop splits them so a cohort batches the greedy actions. The
-        draw is :func:`per_cli.rl.explore.explore_kernel`'s for one member, the kernel a cohort draws all its
-        members with, so a solo run and a cohort member draw alike. The draw is kept for its generator: building
-        its typed list and arrays on every call would cost several times the step it serves."""
+        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily); ``act`` is this
+        then ``greedy_action``. The draw is :func:`per_cli.rl.explore.explore_kernel`'s, the kernel a cohort draws
+        all its members with, so a solo run and a cohort member draw alike (kept per generator: built once)."""
         draw = self._draw
         if draw is None or draw.rng is not rng:
             draw = self._draw = OneMember(rng)

@@ -51,12 +51,9 @@ def _counter(position: int, doc: str) -> property:
 
 
 class RingBookkeeping:
-    """The per-transition columns and ring counters every storage shares (``actions``, ``rewards``,
-    ``terminated``, ``truncated``, ``ids``, ``episode_ids``, ``cursor``, ``size``, ``added``,
-    ``episodes_ended``, ``capacity``).
-
-    A storage allocates its own ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ)
-    and calls ``_init_ring(capacity)`` for the rest."""
+    """The per-transition columns and ring counters every storage shares; a storage allocates its own
+    ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ) and calls ``_init_ring`` for the
+    rest."""
 
     # slots the last add made unsampleable (the frame storage sets it; a plain ring never has any)
     newly_unsampleable: np.ndarray = _NONE

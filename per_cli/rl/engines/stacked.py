@@ -124,9 +124,8 @@ class StackedEngine:
     """One batched torch update over the members of a cohort (their :class:`~per_cli.rl.agent.DQNAgent`-s).
 
     ``agents`` must pass :func:`stacked_misfit`. Building it moves each member's parameters, target parameters and
-    optimizer state (created, in the optimizer's own format, for a member that has not stepped yet) into shared
-    stacked storage, rebinding the member's tensors as views of their rows; build it after any checkpoint was
-    loaded (``optimizer.load_state_dict`` replaces the state tensors).
+    optimizer state (created for a member that has not stepped yet) into stacked storage, the member's tensors
+    becoming views of their rows: build it after any checkpoint was loaded (that replaces the state tensors).
     """
 
     def __init__(self, agents: Sequence[Any]):
