@@ -40,6 +40,10 @@ class UpdateResults(NamedTuple):
         """Member ``k``'s row."""
         return UpdateResult(self.td[k], self.losses[k], float(self.loss[k]), float(self.q_mean[k]))
 
+    def members(self) -> list[UpdateResult]:
+        """Every member's row, in order."""
+        return [self.member(k) for k in range(len(self.loss))]
+
     def take(self, ks: Sequence[int]) -> UpdateResults:
         """The rows ``ks``, in that order (members that left a call dropped)."""
         return UpdateResults(self.td[ks], self.losses[ks], self.loss[ks], self.q_mean[ks])

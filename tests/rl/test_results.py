@@ -23,7 +23,7 @@ def test_rows_subsets_and_joins_keep_each_members_values():
     assert kept.td.tolist() == [r.td[2].tolist(), r.td[0].tolist()] and kept.loss.tolist() == [2.0, 0.0]
     joined = UpdateResults.rows([results(1), results(2, start=10.0)])
     assert joined.td.shape == (3, 4) and joined.loss.tolist() == [0.0, 10.0, 11.0]
-    assert joined.loss.tolist() == [0.0, 10.0, 11.0]
+    assert [m.loss for m in joined.members()] == [0.0, 10.0, 11.0]
     r.loss[1] = np.nan
     assert r.finite().tolist() == [True, False, True]
 
