@@ -1,13 +1,9 @@
 """DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync.
 
-The loss is the run's :class:`~per_cli.rl.losses.TDLoss` (``agent.loss``, or LAP's or PAL's where the replay
-kind brings its own: :func:`per_cli.rl.losses.loss_name`), given by whoever builds the agent from the whole
-config (the trainer); an agent built from its ``AgentConfig`` alone trains with ``agent.loss``.
-
-Two update engines give the same results (to float32 rounding): ``torch`` (autograd + the optimizer +
-``clip_grad_norm_``; any network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: the whole update of a
-ReLU MLP in one compiled call). :func:`per_cli.rl.engines.choose_engine` picks
-one; ``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which.
+The loss is the run's :class:`~per_cli.rl.losses.TDLoss`, given by whoever builds the agent from the whole config
+(the trainer; ``agent.loss`` otherwise). Two engines give the same results to float32 rounding: ``torch`` (any
+network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: a ReLU MLP's whole update in one compiled call);
+``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which runs.
 """
 
 from __future__ import annotations
@@ -157,11 +153,9 @@ class DQNAgent:
         return self.greedy_action(obs) if action is None else action
 
     def explore(self, epsilon: float, rng: np.random.Generator) -> int | None:
-        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily). ``act`` is this
-        followed by ``greedy_action``; the training loop splits them so a cohort batches the greedy actions. The
-        draw is :func:`per_cli.rl.explore.explore_kernel`'s for one member, the kernel a cohort draws all its
-        members with, so a solo run and a cohort member draw alike. The draw is kept for its generator: building
-        its typed list and arrays on every call would cost several times the step it serves."""
+        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily); ``act`` is this
+        then ``greedy_action``. The draw is :func:`per_cli.rl.explore.explore_kernel`'s, the kernel a cohort draws
+        all its members with, so a solo run and a cohort member draw alike (kept per generator: built once)."""
         draw = self._draw
         if draw is None or draw.rng is not rng:
             draw = self._draw = OneMember(rng)

@@ -1,16 +1,13 @@
 """The importance-sampling weights the loss applies (``replay.is_weights``), derived from the sampler's.
 
-Every sampler returns the paper's weights, w_i = (N·P(i))^-β normalised by the largest weight in the memory
-(``memory_max``; ones for kinds that do not prioritise). The other rules are functions of those alone, because
-within one batch a common factor cancels: w_i / max_batch w = (N·P(i))^-β / max_batch (N·P(j))^-β, and so on.
-So the rule is applied here, once, to the batch on its way to the loss, and no sampler (solo or a cohort's
-compiled draw) carries a copy of it:
+Every sampler returns the paper's weights, (N·P(i))^-β normalised by the memory's largest (``memory_max``; ones
+for kinds that do not prioritise); within a batch a common factor cancels, so every other rule is a function of
+those alone and is applied here, once, on the batch's way to the loss:
 
 - ``memory_max``: as drawn (Schaul et al. 2016: the weights only ever scale the step down);
 - ``batch_max``: divided by the batch's largest weight (the rlcode PER memory's, the seed notebook's);
-- ``batch_mean``: divided by the batch's mean weight (mean 1: α changes which transitions are seen, not the
-  mean step size);
-- ``off``: all ones (no correction; the seed notebook computed its weights and never applied them).
+- ``batch_mean``: divided by the batch's mean weight (α changes which transitions are seen, not the mean step);
+- ``off``: all ones (the seed notebook computed its weights and never applied them).
 
 The weights logged (``replay/is_weight_mean`` and the weighted ``losses/td_loss``) are the applied ones.
 """

@@ -1,11 +1,10 @@
 """The TD loss a run trains with: which one (a rule on the whole config) and, for the torch engines, its value.
 
 Contract. :func:`loss_name` is the one rule: the replay kind's own loss where its ``KindSpec`` names one, else
-``agent.loss`` (``huber`` or ``mse``); :func:`loss_params` gives LAP's and PAL's (κ, α) = (``replay.min_priority``,
-``replay.alpha``), so the sampler and the loss cannot disagree. :class:`TDLoss` carries the three, built once
-(:meth:`TDLoss.from_config`). :func:`batch_loss` is the loss of one batch for both torch paths (``learn`` and the
-stacked update); the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) computes it by hand, tested against it.
-Why one rule: LAP and PAL (Fujimoto, Meger & Precup 2020) change the loss together with the sampling.
+``agent.loss``; :func:`loss_params` gives LAP's and PAL's (κ, α) = (``replay.min_priority``, ``replay.alpha``), so
+the sampler and the loss cannot disagree (LAP and PAL, Fujimoto, Meger & Precup 2020, change both together).
+:func:`batch_losses` is one batch's loss for both torch paths; the numba engine's
+(:func:`per_cli.rl.engines.td.loss_and_dq`) is tested against it.
 
 With d = Q(s, a) − target per sample (the negative of the δ that updates priorities):
 
@@ -144,8 +143,3 @@ def batch_losses(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, l
         lam = pal_lambda(q, target, loss)
         return BatchLoss(samples / lam, value / lam)
     return BatchLoss(samples, value)
-
-
-def batch_loss(q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, loss: TDLoss) -> torch.Tensor:
-    """:func:`batch_losses`' value."""
-    return batch_losses(q, target, weights, loss).value

@@ -1,16 +1,10 @@
 """Q-networks: an MLP for vector observations, the Nature CNN (Mnih et al. 2015) for Atari frame stacks and the
 MinAtar network (Young & Tian 2019) for MinAtar's 10×10×C grids.
 
-Which network fits which observation (``agent.network: auto``, see :func:`resolve_network`):
-
-* ``cnn``: 3-D observations in channels-first order (C, H, W) with H, W >= 36 (the smallest screen the Nature
-  CNN's 8/4 → 4/2 → 3/1 convolutions accept), such as Atari's (4, 84, 84) stacks of grey frames;
-* ``minatar``: other 3-D observations, read channels last (H, W, C) as MinAtar gives them, with H, W >= 3
-  (its one 3×3 convolution has no padding), such as Breakout's (10, 10, 4) or Seaquest's (10, 10, 10);
-* ``mlp``: everything else (1-D features; any shape is flattened).
-
-An explicit choice that does not fit is a :class:`~per_cli.errors.ConfigError` from :func:`check_network`,
-which needs only the observation shape, so a run or a whole sweep is rejected before it starts.
+``agent.network: auto`` (:func:`resolve_network`): ``cnn`` for 3-D observations (C, H, W) with H, W >= 36 (the
+smallest screen its convolutions accept; Atari's (4, 84, 84)), ``minatar`` for other 3-D ones read (H, W, C) with
+H, W >= 3, ``mlp`` for everything else (flattened). An explicit choice that does not fit is a ConfigError from
+:func:`check_network`, which needs only the observation shape, so a sweep is rejected before it starts.
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ def test_prioritized_gives_unsampleable_slots_zero_mass():
     memory = ReplayMemory(storage, sampler)
     fill(memory, 500, max_len=3)
     slots = np.arange(storage.capacity)
-    p = sampler.probabilities()
+    p = sampler.expected_counts(1)
     assert (~storage.sampleable(slots)).any()
     assert np.all(p[~storage.sampleable(slots)] == 0.0)
     assert np.all(p[storage.sampleable(slots)] > 0.0)

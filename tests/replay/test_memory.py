@@ -9,7 +9,6 @@ from per_cli.replay import make_replay
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler, UniformSampler
 from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.replay.structures.ids import current_priorities
 
 from ..conftest import CONFIGS
 
@@ -118,7 +117,7 @@ def test_checkpoint_round_trip_continues_identically(sampler_cls):
 
 class RecordingSampler(UniformSampler):
     """A kind whose ``update_members`` is plain Python: the framework hands it each member's rows (a solo memory's
-    as a list of one), and it applies the stale-id rule itself (``current_priorities``)."""
+    as a list of one), and it applies the stale-id rule itself (``structures/ids.py``)."""
 
     def __init__(self, storage, rng):
         super().__init__(storage, rng)
@@ -128,9 +127,12 @@ class RecordingSampler(UniformSampler):
     def update_members(cls, lists, which, ids, td_errors):
         finite = np.isfinite(td_errors).all(axis=1)
         for k, i in enumerate(which.tolist()):
-            slots, td_abs, ok = current_priorities(ids[k], td_errors[k], lists.stored_ids[i])
-            if ok and slots.size:
-                lists.samplers[i].updates.append((slots.tolist(), td_abs.tolist()))
+            stored = lists.stored_ids[i]
+            slots = ids[k] % stored.shape[0]
+            current = stored[slots] == ids[k]
+            if finite[k] and current.any():
+                td_abs = np.abs(td_errors[k][current].astype(np.float64))
+                lists.samplers[i].updates.append((slots[current].tolist(), td_abs.tolist()))
         return finite
 
 

@@ -46,7 +46,7 @@ def test_proportional_draws_follow_p_alpha_over_sum(alpha):
     memory.update_priorities(memory.storage.ids[:n], td)
     p = (np.abs(td) + 0.01) ** alpha
     expected = p / p.sum()
-    np.testing.assert_allclose(memory.sampler.probabilities()[:n], expected, rtol=1e-12)
+    np.testing.assert_allclose(memory.sampler.expected_counts(1)[:n], expected, rtol=1e-12)
     for batch_size in (1, 32):  # i.i.d. draws, and stratified batches (same marginal, lower variance)
         counts = draw_counts(memory, 64_000, batch_size)
         result = chisquare(counts[:n], expected * counts.sum())
@@ -125,7 +125,7 @@ def test_rank_draws_follow_the_rank_distribution(alpha):
     np.testing.assert_array_equal(memory.sampler.ranks(), order)
     expected = np.zeros(n)
     expected[order] = rank_probabilities(n, alpha)
-    np.testing.assert_allclose(memory.sampler.probabilities()[:n], expected, rtol=1e-12)
+    np.testing.assert_allclose(memory.sampler.expected_counts(1)[:n], expected, rtol=1e-12)
     for batch_size in (1, 32):
         counts = draw_counts(memory, 64_000, batch_size)
         result = chisquare(counts[:n], expected * counts.sum())

@@ -36,7 +36,7 @@ def test_each_rule_gives_the_weights_of_its_definition(sampler, rule):
     memory = memory_with(sampler, 200, alpha=0.7)
     rng = np.random.default_rng(3)
     memory.update_priorities(np.arange(200), rng.exponential(1.0, 200) * rng.choice([1, 30], 200))
-    probabilities = memory.sampler.probabilities()
+    probabilities = memory.sampler.expected_counts(1)
     for beta in (0.4, 1.0):
         batch = memory.sample(32, beta)
         weights = batch.weights.copy()

@@ -16,7 +16,6 @@ from per_cli.rl.engines.td import LOSS_CODES, loss_and_dq
 from per_cli.rl.losses import (
     LOSS_NAMES,
     TDLoss,
-    batch_loss,
     batch_losses,
     loss_name,
     loss_params,
@@ -77,7 +76,7 @@ def test_each_loss_and_its_gradient_are_the_definition(loss):
     d = edge_cases(loss.kappa)
     w = np.random.default_rng(0).uniform(0.1, 1.0, size=len(d))
     q = torch.tensor(d, requires_grad=True)
-    value = batch_loss(q, torch.zeros_like(q), torch.tensor(w), loss)
+    value = batch_losses(q, torch.zeros_like(q), torch.tensor(w), loss).value
     value.backward()
     want_value, want_grad = reference(d, w, loss)
     assert value.item() == pytest.approx(want_value, rel=1e-12)
@@ -232,10 +231,10 @@ def test_lap_under_its_sampling_equals_pal_under_uniform_sampling_in_expectation
     ones, zeros = torch.ones(BATCH, dtype=torch.float64), torch.zeros(BATCH, dtype=torch.float64)
     lap_draws = rng.choice(N, size=DRAWS, p=p).reshape(-1, BATCH)
     uniform_draws = rng.integers(N, size=DRAWS).reshape(-1, BATCH)
-    mc_lap = _mc_gradient(d, lap_draws, lambda q: batch_loss(q, zeros, ones, lap))
+    mc_lap = _mc_gradient(d, lap_draws, lambda q: batch_losses(q, zeros, ones, lap).value)
     memory_lambda = _mc_gradient(d, uniform_draws, lambda q: per_sample_loss(q, zeros, pal).mean() / lam)
-    batch_lambda = _mc_gradient(d, uniform_draws, lambda q: batch_loss(q, zeros, ones, pal))
-    uniform_lap = _mc_gradient(d, uniform_draws, lambda q: batch_loss(q, zeros, ones, lap))
+    batch_lambda = _mc_gradient(d, uniform_draws, lambda q: batch_losses(q, zeros, ones, pal).value)
+    uniform_lap = _mc_gradient(d, uniform_draws, lambda q: batch_losses(q, zeros, ones, lap).value)
 
     se_lap = np.abs(slope_lap) * np.sqrt(p * (1 - p) / DRAWS)
     se_uniform = np.sqrt((1 / N) * (1 - 1 / N) / DRAWS)

@@ -25,10 +25,9 @@ What a kind writes
 
 The framework (this class, :class:`~per_cli.replay.memory.ReplayMemory`, :mod:`per_cli.replay.cohort`) builds a
 :class:`MemberLists` once (a solo memory's over a list of one: :attr:`Sampler.own`) and calls those functions over
-it, so a solo run is the S = 1 call of the cohort's and a member's batches do not depend on the cohort's size or
-order. The draws are the project's own (numba's ``Generator.random`` and ``Generator.integers`` on each member's
-``numpy.random.Generator``, and :func:`draw_distinct` for draws without replacement): they define a run's random
-stream; they do not reproduce any numpy routine.
+it, so a solo run is the S = 1 call of the cohort's and a member's batches do not depend on the cohort. The draws
+(numba's ``Generator.random``/``integers`` on each member's generator, :func:`draw_distinct`) define a run's random
+stream; they reproduce no numpy routine.
 """
 
 from __future__ import annotations

@@ -61,20 +61,12 @@ class CombinedSampler(UniformSampler):
     """Combined experience replay (Zhang & Sutton 2017): every transition enters a batch once as soon as it
     is stored, the rest of each batch is uniform.
 
-    The paper does one update per env step, so the newest transition is in the next batch and in that one
-    only. Under ``train_freq`` F and ``gradient_steps`` G (a *phase* of G batches every F steps, announced by
-    ``begin_phase(G)``) the same promise is kept: the transitions stored since the previous phase are
-    spread over the phase's G batches, each in exactly one; batch j gets ids ``new[j*m//G : (j+1)*m//G]``
-    of the m new ones, oldest first, so the counts differ by at most one and, when m < G, the batches
-    without a new transition are plain uniform. More than G·B new transitions cannot all fit: the newest
-    G·B are placed (every batch then is all new), and with a ``window`` only those inside it. At the first
-    phase the memory holds the warm-up transitions, none of them due to a phase: the newest G count as new.
-    The rest of a batch is drawn uniformly without replacement from the candidates (the ``window`` newest,
-    if set) other than the phase's new ones, so each of those is in exactly one batch of the phase (unless
-    a window leaves too few others; then only the batch's own are left out); the new ones come last. With
-    F = G = 1 this is exactly the paper's: B-1 uniform, then the latest.
-
-    Outside a phase (no ``begin_phase`` call, or more than G samples) a batch holds the latest transition.
+    Under ``train_freq`` F and ``gradient_steps`` G (a phase of G batches, ``begin_phase(G)``) the m transitions
+    stored since the previous phase are spread over the phase's batches, oldest first, batch j getting
+    ``new[j*m//G : (j+1)*m//G]``; at most the newest G·B (inside the ``window``, if set) fit, and at the first
+    phase the newest G warm-up transitions count as new. The rest of a batch is uniform without replacement over
+    the other candidates, the new ones last: with F = G = 1 exactly the paper's (B-1 uniform, then the latest).
+    Outside a phase a batch holds the latest transition.
     """
 
     draw_members = staticmethod(draw_combined)

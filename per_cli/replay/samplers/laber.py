@@ -61,14 +61,8 @@ def sub_draw(generators, which, td, eps, positions, weights):
             cumulative[j] = total
         mean = total / large
         for b in range(positions.shape[1]):
-            u = generator.random() * total
-            lo, hi = 0, large - 1  # the first j whose cumulative mass exceeds u
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cumulative[mid] > u:
-                    hi = mid
-                else:
-                    lo = mid + 1
+            u = generator.random() * total  # the first j whose cumulative mass exceeds u (the last, at most)
+            lo = min(np.searchsorted(cumulative, u, side="right"), large - 1)
             positions[k, b] = lo
             weights[k, b] = mean / (abs(td[k, lo]) + eps)
 

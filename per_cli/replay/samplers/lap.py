@@ -1,16 +1,10 @@
 """``lap``: Loss-Adjusted Prioritized replay (Fujimoto, Meger & Precup 2020), on the prioritized kind's sum tree.
 
-LAP samples transition i with probability ∝ max(|δ_i|, κ)^α (κ = ``replay.min_priority``, the authors' discrete
-default 0.01; α = ``replay.alpha``, default 0.6) and applies no importance-sampling correction: the paper shows
-that prioritizing a Huber loss with threshold κ by that rule has the expected gradient of a uniformly sampled
-loss (PAL), so the bias PER's IS weights correct is instead part of the objective. Its loss (Huber at κ) and
-PAL's are the agent's (``per_cli/rl/losses.py``: the loss follows ``replay.kind``); kind ``pal`` is uniform
-sampling (``samplers/uniform.py``) with PAL's loss.
-
-Against the authors' code (github sfujim/LAP-PAL, discrete/): the same priority and loss; draws are stratified
-(one per equal segment of the mass, as every prioritized kind here) where theirs are independent, which keeps
-each transition's expected count in a batch; new transitions enter at the largest priority held now (this
-project's PER rule) where theirs enter at the largest ever seen.
+P(i) ∝ max(|δ_i|, κ)^α (κ = ``replay.min_priority``, α = ``replay.alpha``) with no IS correction: with a Huber
+loss at threshold κ (the agent's loss follows ``replay.kind``: ``per_cli/rl/losses.py``) its expected gradient is
+that of PAL's uniformly sampled loss; kind ``pal`` is uniform sampling with PAL's loss. Unlike the authors' code
+(sfujim/LAP-PAL), draws are stratified and new transitions enter at the largest priority held now, as every
+prioritized kind here.
 """
 
 from __future__ import annotations

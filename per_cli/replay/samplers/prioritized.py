@@ -84,15 +84,11 @@ class TreeLists(NamedTuple):
 
 
 class PrioritizedSampler(Sampler):
-    """Proportional prioritized replay (Schaul et al. 2016, section 3.3, Algorithm 1).
-
-    ``PrioritizedSampler(storage, rng, alpha=0.6, eps=1e-6)`` works on any storage with the contract in the
-    package docstring. Leaf ``slot`` of a ``SumTree`` holds p^α with p = abs(δ) + ε. A draw splits
-    [0, Σ p^α] into B equal segments and draws one prefix uniformly in each (stratified sampling), then
-    finds its leaf; weights are (p_i^α / min_j p_j^α)^-β. ``update_members`` sets new priorities.
-    With ``window`` W (``replay.window``) the draws and the minimum are over the W most recent transitions
-    only (``structures/window_tree.py``); priorities, and the max priority new transitions enter at, stay
-    those of the whole memory.
+    """Proportional prioritized replay (Schaul et al. 2016, section 3.3, Algorithm 1): leaf ``slot`` of a
+    ``SumTree`` holds p^α, p = abs(δ) + ε; one prefix is drawn uniformly in each of B equal segments of the mass
+    (stratified) and weights are (p_i^α / min_j p_j^α)^-β. With ``window`` W (``replay.window``) the draws and the
+    minimum are over the W newest transitions (``structures/window_tree.py``); the entry priority stays the whole
+    memory's.
     """
 
     draw_members = staticmethod(draw_prioritized)
@@ -139,11 +135,6 @@ class PrioritizedSampler(Sampler):
         return update_members(
             own.trees, own.offsets, own.marks, own.eps, own.alphas, own.floors, lists.stored_ids, which, ids, td_errors
         )  # fmt: skip
-
-    def probabilities(self) -> np.ndarray:
-        """P(i) of every slot (for tests and analysis)."""
-        values = self.tree.values()
-        return values / values.sum()
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(i), P ∝ the leaves' p^α over the active window (or the whole tree)."""

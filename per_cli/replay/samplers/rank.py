@@ -112,32 +112,17 @@ class HeapLists(NamedTuple):
 
 class RankSampler(Sampler):
     """Rank-based prioritized replay (Schaul et al. 2016, section 3.3): p_i = 1 / rank(i) by abs(δ),
-    P(i) = p_i^α / Σ_k p_k^α.
+    P(i) = p_i^α / Σ_k p_k^α; IS weights w = (rank / N)^(αβ).
 
-    ``RankSampler(storage, rng, alpha=0.7, resort_period=None)`` works on any storage with the contract in
-    the package docstring.
+    As in the paper, the ranks are the positions in a binary heap's array on abs(δ) (``rank_heap.py``): an update
+    sifts its entry, O(log N); a new transition enters one float32 step above the maximum (rank 1). A heap is only
+    a partial order, so the array is re-sorted exactly every ``resort_period`` updates (None: once ``capacity``
+    priorities changed since the last sort, keeping the amortised sort near the heap updates' cost).
 
-    How the order is kept (as the paper does): a binary heap on abs(δ) over the sampleable slots
-    (``rank_heap.py``), whose *array* serves as the approximately sorted rank list (heap position 0 =
-    rank 1). An update sifts its entry up or down, O(log N); a new transition enters one float32 step above
-    the current maximum abs(δ), so at rank 1 exactly, and keeps it until it is replayed or a newer one
-    arrives. Between re-sorts the ranks are approximate (a heap is a partial order: its level d holds ranks
-    2^d .. 2^(d+1)-1 in no particular order); every ``resort_period`` calls to ``update`` the array is
-    re-sorted exactly (a sorted array is a valid heap). ``resort_period=None`` re-sorts once ``capacity``
-    priorities have been updated since the last sort (about once per pass over the memory: every
-    capacity / B learning steps), which keeps the amortised O(N log N) sort near the cost of the heap
-    updates (``benchmarks/replay.py`` prints both).
-
-    Sampling: the probability of rank r depends only on (r, N, α), so the unnormalised CDF
-    ``cum[r] = Σ_{j<=r+1} j^-α`` is precomputed once per (capacity, α) and serves every N <= capacity.
-    ``sample(B, β)`` splits the mass into B segments of equal probability and draws one rank per segment
-    *exactly* (inverse CDF by binary search inside the segment), rather than uniformly among the ranks of
-    the segment as the paper's piecewise-linear approximation does. IS weights, normalised by the weight of
-    the lowest rank N: w = (rank / N)^(αβ).
-
-    With ``window`` W (``replay.window``) only the heap entries of the W most recent transitions take part:
-    their ranks are their order in the heap array with the others left out, N is their number, and finding
-    them costs one pass over the heap array per batch (O(capacity)).
+    The unnormalised CDF ``cum[r] = Σ_{j<=r+1} j^-α`` is precomputed per (capacity, α); a batch draws one rank per
+    segment of equal mass exactly (inverse CDF by binary search), not the paper's piecewise-linear approximation.
+    With ``window`` W only the W newest transitions' entries take part (their order in the heap array; O(capacity)
+    per batch).
     """
 
     draw_members = staticmethod(draw_rank)
@@ -229,13 +214,6 @@ class RankSampler(Sampler):
         """abs(δ) (float32) in rank order, as the sampler reads them now."""
         return priorities_in_order(self.keys, self.n)
 
-    def probabilities(self) -> np.ndarray:
-        """P(i) of every slot under the current order (for tests and analysis)."""
-        p = np.zeros(self.storage.capacity)
-        mass = np.diff(self.cum[: self.n], prepend=0.0)
-        p[self.ranks()] = mass / self.cum[self.n - 1]
-        return p
-
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(rank): the heap array's order (of the entries inside the active window) as the ranks."""
         order = self.ranks()
@@ -261,10 +239,8 @@ class RankSampler(Sampler):
 
 
 def _shared(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """``arrays`` with each one equal to an earlier one replaced by that one (the same values, one copy): the
-    CDFs depend only on (capacity, α), so a cohort's members read one array that stays in cache instead of S
-    copies that do not (a rank draw of 64 on 10⁴ entries, 50 members, cold: 7.2-7.7 → 5.1 µs per member).
-    Those arrays are never written after they are made."""
+    """``arrays`` with each one equal to an earlier one replaced by that one: the CDFs (never written once made)
+    depend only on (capacity, α), so a cohort's members read one copy that stays in cache."""
     kept: list[np.ndarray] = []
     out = []
     for array in arrays:

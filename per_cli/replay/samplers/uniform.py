@@ -43,12 +43,9 @@ def draw_uniform(generators, counters, windows, which, betas, slots, weights):
 
 
 class UniformSampler(Sampler):
-    """Uniform without replacement over the sampleable transitions; IS weights are ones.
-
-    ``window`` W (``replay.window``): only the W most recent transitions are candidates; None (or W >= the
-    number held) is the whole memory. The sampleable transitions are always the ids ``oldest .. added - 1``
-    (storage/ring.py), so a draw is ``draw_distinct`` over the candidate ids' positions: no slot is drawn and
-    then refused."""
+    """Uniform without replacement over the sampleable transitions (only the ``window`` newest, if set); IS
+    weights are ones. The sampleable ids are a range, so a draw is ``draw_distinct`` over the candidates' positions:
+    no slot is drawn and then refused."""
 
     draw_members = staticmethod(draw_uniform)
 

@@ -1,13 +1,10 @@
-"""A copy of the Atari frame ring on the training device, so that a batch's stacks are gathered there.
+"""A copy of the Atari frame ring on the training device, so that a batch's stacks are gathered there: an update
+moves only the sampled stacks' frame positions, and a new transition one frame.
 
-Why: an update then moves only the sampled stacks' frame positions to the device, not their bytes; a new
-transition moves one frame.
-
-Contract: :class:`DeviceFrames` holds the same bytes as the host ring it mirrors (``FrameStackStorage.frames``,
-which stays the source of truth: checkpoints, the i.i.d. measures' states and insertion-time TD errors read it).
-``stacks(positions, padding)`` returns exactly the host ``stacks``' ``(obs, next_obs)`` as device tensors, byte
-for byte. Nothing here synchronises the host with the device: host-to-device copies are ``non_blocking`` (from
-pageable memory, so the numpy source may be reused at once).
+:class:`DeviceFrames` holds the same bytes as the host ring it mirrors (``FrameStackStorage.frames``, the source
+of truth for checkpoints, the i.i.d. measures and insertion-time TD errors); ``stacks(positions, padding)`` returns
+the host ``stacks``' ``(obs, next_obs)`` byte for byte as device tensors. Nothing here synchronises host and
+device (host-to-device copies are ``non_blocking`` from pageable memory, so the numpy source may be reused at once).
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """Replay storage for stacked image observations that keeps each frame once.
 
-Consecutive Atari observations (stacks of ``S`` frames) share ``S - 1`` frames, so this storage writes each frame
-once into a ring of frames and rebuilds ``obs`` and ``next_obs`` at sample time (docs/atari.md).
+Consecutive Atari observations (stacks of ``S`` frames) share ``S - 1`` frames, so each frame is written once into
+a ring of ``capacity + extra`` frames (a frame's global id ``gid`` lives at ``gid % n_frames``) and ``obs`` and
+``next_obs`` are rebuilt at sample time (docs/atari.md has the whole contract). A slot keeps ``frame_gid`` (the
+newest frame of ``obs``; that of ``next_obs`` is the next frame) and ``hist`` (how many frames before it belong to
+the stack, the rest zero padding), so a stack never mixes two episodes and every final ``next_obs`` is kept.
 
-Layout
-------
-* ``frames``: a ring of ``n_frames = capacity + extra`` frames. Each frame has a global id ``gid`` (frames
-  written before it) and lives at ``gid % n_frames`` until it is overwritten.
-* Per transition slot: ``frame_gid`` (the gid of the newest frame of ``obs``), ``hist`` (how many frames
-  before it, ``0 .. S-1``, belong to the stack; the rest are padding), action, reward, flags, id.
-* The newest frame of ``next_obs`` is always the frame written right after ``frame_gid``.
-
-An episode's first ``add`` writes its first stack (leading zero-padding frames remembered, not written); every
-``add`` then writes one frame, the newest of ``next_obs``, so every episode's final ``next_obs`` is kept exactly.
-A stack is frames ``frame_gid - hist .. frame_gid`` with zeros before them: it never mixes two episodes.
-
-**Sampleable transitions.** When episodes are shorter than ``capacity / extra`` steps on average, the oldest
-frames are overwritten while the oldest transitions still need them: exactly the live transitions with
-``id < first_sampleable_id`` become unsampleable. After each ``add``, ``newly_unsampleable`` holds the slots it
-made so, which ``ReplayMemory.add`` hands to the kind as leaving events. docs/atari.md has the whole contract.
-
-``mirror_to(device)`` keeps a copy of the frame ring on the training device (``replay.device_frames``:
-:mod:`per_cli.replay.storage.device_frames`): every frame written here is written there too, and
-``device_stacks`` gathers a batch's stacks there, equal byte for byte to ``stacks``'.
+When the oldest frames are overwritten while the oldest transitions still need them, the live ids below
+``first_sampleable_id`` become unsampleable: after each ``add``, ``newly_unsampleable`` holds the slots it made so
+(the kind's leaving events). ``mirror_to(device)`` keeps a copy of the frame ring on the training device
+(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Preallocated ring storage: turns slot indices into batch arrays.
 
-Every transition gets a monotonically increasing id (the number of transitions added before it). Ids,
-not slots, leave the memory in a batch, so a priority update that arrives after its slot was overwritten
-can be recognised and ignored. Every transition also records its episode id (the number of episodes that
-ended before it): ids and episode ids are both non-decreasing along the ring, oldest to newest.
-
-The ring's counters live in one int64 array per storage (``counters``), so the compiled calls
-(:func:`store_members`, :func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place
-and a solo run is the same call over a list of one. The sampleable transitions are always the ids
-``oldest .. added - 1`` (in a frame storage the oldest lose their frames first), so samplers draw from an id range.
+Every transition gets an id (the number added before it) and an episode id (the episodes ended before it); ids,
+not slots, leave the memory in a batch, so a priority update for an overwritten slot is recognised and ignored. The
+counters live in one int64 array per storage (``counters``), so the compiled calls (:func:`store_members`,
+:func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place and a solo run is the
+same call over a list of one. The sampleable ids are always ``oldest .. added - 1``.
 """
 
 from __future__ import annotations
@@ -55,12 +51,9 @@ def _counter(position: int, doc: str) -> property:
 
 
 class RingBookkeeping:
-    """The per-transition columns and ring counters every storage shares (``actions``, ``rewards``,
-    ``terminated``, ``truncated``, ``ids``, ``episode_ids``, ``cursor``, ``size``, ``added``,
-    ``episodes_ended``, ``capacity``).
-
-    A storage allocates its own ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ)
-    and calls ``_init_ring(capacity)`` for the rest."""
+    """The per-transition columns and ring counters every storage shares; a storage allocates its own
+    ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ) and calls ``_init_ring`` for the
+    rest."""
 
     # slots the last add made unsampleable (the frame storage sets it; a plain ring never has any)
     newly_unsampleable: np.ndarray = _NONE
@@ -121,10 +114,6 @@ class RingBookkeeping:
         outputs = (rewards, terminated, last)  # (each seen with a member axis of one, as the call takes it)
         nstep_members(ONE, slots[None], n, gamma, *(c[None] for c in columns), *(o[None] for o in outputs))
         return rewards, terminated, last
-
-    def observations(self, slots: np.ndarray) -> np.ndarray:
-        """The ``obs`` of the transitions in ``slots`` (a storage may override with a cheaper gather)."""
-        return self.gather(slots)["obs"]
 
 
 class TransitionStorage(RingBookkeeping):

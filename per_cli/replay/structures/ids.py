@@ -26,22 +26,3 @@ def all_finite(values) -> bool:
         if not np.isfinite(values[j]):
             return False
     return True
-
-
-@numba.njit(cache=True, nogil=True)
-def current_priorities(ids, td_errors, stored_ids):
-    """(slots, abs(TD)) of the ids their slot still holds, and whether every TD error is finite (empty
-    arrays when one is not)."""
-    n = ids.shape[0]
-    slots = np.empty(n, dtype=np.int64)
-    td_abs = np.empty(n, dtype=np.float64)
-    if not all_finite(td_errors):
-        return slots[:0], td_abs[:0], False
-    m = 0
-    for j in range(n):
-        slot = current_slot(stored_ids, ids[j])
-        if slot >= 0:
-            slots[m] = slot
-            td_abs[m] = abs(np.float64(td_errors[j]))
-            m += 1
-    return slots[:m], td_abs[:m], True

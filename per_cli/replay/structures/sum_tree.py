@@ -1,18 +1,11 @@
 """A batched K-ary sum tree with min and max trees, its hot loops compiled by numba.
 
-Layout: level 0 holds the leaf values (``capacity`` of them, zero-padded to a multiple of ``K``); node ``j``
-of level ``l >= 1`` summarises the ``K`` consecutive nodes ``j*K .. j*K+K-1`` of level ``l-1``; the last
-level is the root. All levels live in one ``(3, n_nodes)`` float64 array: row 0 sums, row 1 minima and row
-2 maxima of the *positive* leaves below a node (a zero leaf -- empty, padding or unsampleable -- counts as
-+inf for the min and 0 for the max, so it is never the minimum priority nor the maximum). Rows 1 and 2 are
-unused at level 0, where the leaf value itself is both.
-
-Why K = 16: a search or update touches one node per level, mostly cache misses; sixteen float64 siblings are
-two cache lines, so 10^6 leaves need 5 levels instead of 20.
-
-Every node is recomputed from its ``K`` children in a fixed order on each update (never adjusted by a delta), so
-rounding errors cannot accumulate. ``find(prefixes)`` returns a leaf of positive mass for every prefix: an empty,
-padding or zero-priority leaf is never returned (a final re-check raises if the tree was corrupted).
+Level 0 holds the leaves (``capacity``, zero-padded to a multiple of ``K``); node ``j`` of level ``l >= 1``
+summarises nodes ``j*K .. j*K+K-1`` of level ``l-1``. All levels live in one ``(3, n_nodes)`` float64 array: sums,
+then minima and maxima of the *positive* leaves below (a zero leaf -- empty, padding or unsampleable -- is never the
+minimum nor the maximum). K = 16: sixteen float64 siblings are two cache lines, so a search or update touches few
+levels. Every node is recomputed from its children in a fixed order (never adjusted by a delta), so rounding
+cannot accumulate; ``find`` only ever returns a leaf of positive mass.
 """
 
 from __future__ import annotations
@@ -186,23 +179,6 @@ def stratified_sample(tree, offsets, uniforms, beta):
             raise FloatingPointError("sum tree: no positive-mass leaf found (zero total or corrupted tree)")
         weights[j] = (np.float32(tree[SUM, leaves[j]]) * inv_min) ** neg_beta
     return leaves, weights
-
-
-@numba.njit(cache=True, nogil=True)
-def update_priorities(tree, offsets, mark, leaves, td_abs, eps, alpha, floor):
-    """Leaves get (max(|δ|, floor) + ε) ** α (PER: floor 0; LAP: ε 0, floor κ); a leaf with zero mass
-    (unsampleable: see the samplers package) stays zero."""
-    sums = tree[SUM]
-    nodes = np.empty(leaves.shape[0], dtype=np.int64)
-    m = 0
-    for j in range(leaves.shape[0]):
-        leaf = leaves[j]
-        if not sums[leaf] > 0.0:
-            continue
-        sums[leaf] = (max(td_abs[j], floor) + eps) ** alpha
-        m = _mark_parent(offsets, leaf, nodes, m, mark)
-    _clear_marks(offsets, nodes, m, mark)
-    _propagate(tree, offsets, nodes, m, mark)
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away

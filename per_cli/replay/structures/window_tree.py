@@ -1,16 +1,9 @@
 """Proportional sampling restricted to a window of the sum tree's leaves (``replay.window``), compiled.
 
-The window is the ``width`` most recent slots of the ring: the circular run of leaves ``lo, lo+1, ...,
-lo+width-1`` (mod ``capacity``), which wraps around the end of the leaf array at most once. Inside it a
-draw is proportional to the leaf values, and outside it nothing is ever drawn.
-
-Without a second tree: only the ancestors of the window's two cuts are *partial* (at most two per level); their
-in-window sum and minimum are computed once per ``sample`` call, and the descent (``sum_tree._find``'s) reads each
-child's effective mass (its sum inside, 0 outside, its in-window sum when partial), so a draw ends on a positive
-leaf inside the window by construction.
-
-IS weights are those of the window's distribution: w = (p_i / p_min)^-β with p_min the smallest positive
-leaf inside the window, i.e. ((N·P(i))^-β normalised by the largest weight, N = window size).
+The window is the ``width`` newest slots, the circular run of leaves ``lo .. lo+width-1`` (mod ``capacity``);
+nothing outside it is drawn. No second tree: only the ancestors of the window's two cuts are partial (at most two
+per level); their in-window sums and minima are computed once per draw and the descent reads each child's mass
+inside the window. IS weights are the window's: w = (p_i / p_min)^-β, p_min the smallest positive leaf inside it.
 """
 
 from __future__ import annotations

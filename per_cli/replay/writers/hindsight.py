@@ -1,19 +1,17 @@
 """Hindsight Experience Replay (Andrychowicz et al. 2017): goal relabelling for goal-conditioned envs.
 
-``replay.her_strategy`` (not ``off``) puts this writer between the loop's ``memory.add`` and the storage; any
-sampler samples what it stores. Transitions wait in an episode buffer; at the episode's end each is stored as it
-happened and with ``replay.her_k`` copies whose desired goal is one the agent achieved (Algorithm 1 of the paper),
-reward and terminal flag recomputed by the env's reward function. Goals for step ``t`` of ``T``, ``s_1 .. s_T``
-the states reached:
+``replay.her_strategy`` (not ``off``) puts this writer between ``memory.add`` and the storage. Transitions wait in
+an episode buffer; at its end each is stored as it happened and with ``replay.her_k`` copies whose desired goal is
+one the agent achieved, reward and terminal flag recomputed by the env's reward function. Goals for step ``t`` of
+``T``, ``s_1 .. s_T`` the states reached:
 
-- ``final``: ``s_T``, the state the episode ended in (one copy: k identical copies would add nothing);
-- ``future``: k states drawn uniformly from ``s_{t+1} .. s_T`` (those reached at or after this step);
+- ``final``: ``s_T`` (one copy: k identical copies would add nothing);
+- ``future``: k states drawn uniformly from ``s_{t+1} .. s_T``;
 - ``episode``: k states drawn uniformly from ``s_1 .. s_T``;
 - ``random``: k achieved states drawn uniformly from everything stored so far and the current episode.
 
-HER + PER is ``kind: prioritized`` with relabelling on (every copy gets its own priority). The episode's last
-stored transition ends its episode id, so copies count in their episode. The env gives its goals' places through
-``env.unwrapped.goal_layout()`` (any value with :class:`GoalLayout`'s fields), so replay needs nothing of envs.
+Any sampler samples what it stores (HER + PER: every copy gets its own priority). The env gives its goals' places
+through ``env.unwrapped.goal_layout()`` (:class:`GoalLayout`'s fields), so replay needs nothing of envs.
 """
 
 from __future__ import annotations
@@ -92,11 +90,6 @@ class HindsightWriter(Writer):
         self._episode: list[_Step] = []
         self.episodes = 0
         self.relabelled = 0
-
-    @property
-    def copies(self) -> int:
-        """Relabelled copies stored per transition."""
-        return 1 if self.strategy == "final" else self.k
 
     @property
     def pending(self) -> int:

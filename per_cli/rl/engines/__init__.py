@@ -58,8 +58,6 @@ def supports(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str =
     return None
 
 
-
-
 def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | str) -> tuple[str, str | None]:
     """(engine, note): the engine that runs ``agent_cfg`` and, when ``auto`` did not pick numba, why.
 

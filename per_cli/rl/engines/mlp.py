@@ -1,30 +1,17 @@
 """The numba update engine for an online/target pair of MLP Q-networks built from one :class:`MLPSpec`.
 
-On a CPU, torch spends far more time dispatching the ~60 small ops of a DQN update than computing them
-(docs/engines.md). This engine does the same update by hand in one compiled call
-(:func:`~per_cli.rl.engines.kernels.update_kernel`):
-
-* online forward on ``obs`` (activations kept), target forward on ``next_obs`` (and the online argmax on
-  ``next_obs`` for double DQN);
-* TD targets ``r + γ (1 − terminated) next_q`` (a truncated transition still bootstraps);
-* per-sample loss (the run's :class:`~per_cli.rl.losses.TDLoss`: Huber = ``smooth_l1`` with β 1, MSE, LAP's or
-  PAL's), each multiplied by its IS weight before the mean (PAL's mean then divided by its batch's λ);
-* backward by hand; gradient clipping exactly like ``torch.nn.utils.clip_grad_norm_``; Adam exactly like
-  ``torch.optim.Adam`` (bias corrections, ``eps`` added outside the square root of v̂).
-
-It returns the per-sample TD errors δ = target − Q(s, a), the loss and the mean Q(s, a), all computed with the
-weights from before the update, like the torch engine. What it computes is fixed by the spec and the settings
-it is given; :func:`per_cli.rl.engines.supports` says which configs those are, and this class refuses a
+On a CPU torch spends far more time dispatching the small ops of a DQN update than computing them, so this engine
+does the same update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
+backward, ``clip_grad_norm_``, ``torch.optim.Adam``) by hand in one compiled call
+(:func:`~per_cli.rl.engines.kernels.update_kernel`); δ, the loss and the mean Q use the weights from before the
+update, as the torch engine's do. :func:`per_cli.rl.engines.supports` says which configs it runs, and it refuses a
 network that is not exactly the spec's Linear/ReLU stack.
 
-Memory. Each network's parameters live in ONE flat float32 numpy buffer (layout in :mod:`.dense`); the torch
-module's ``weight``/``bias`` are re-pointed to be views of it, so acting through torch, evaluation,
-``state_dict``/checkpoints and ``load_state_dict`` keep working and see every update the kernel makes in place.
-Adam's moments are flat buffers of the same layout (:class:`~per_cli.rl.engines.optim.FlatAdam`, which saves
-and loads ``torch.optim.Adam``'s ``state_dict`` format, so a checkpoint moves freely between the engines). The
-scratch buffers of a call come from one workspace allocated once per engine (grown if a larger batch comes).
-An engine, like a torch module with its optimizer, is for one thread at a time.
-Compiled kernels are cached on disk, keyed by the compiled modules' source (:mod:`per_cli.compiled_cache`).
+Each network's parameters live in one flat float32 buffer (layout in :mod:`.dense`) and the torch module's
+``weight``/``bias`` are views of it, so acting, evaluation and ``state_dict`` see every update in place; Adam's
+moments are flat buffers of the same layout (:class:`~per_cli.rl.engines.optim.FlatAdam`, saved in
+``torch.optim.Adam``'s ``state_dict`` format). One workspace per engine (grown for a larger batch); an engine is
+for one thread at a time.
 """
 
 from __future__ import annotations
@@ -68,16 +55,10 @@ def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
     return None
 
 
-def linear_layers(net: nn.Module) -> list[nn.Linear]:
-    return [m for m in net.modules() if isinstance(m, nn.Linear)]
-
-
 def share_flat_parameters(net: nn.Module) -> np.ndarray:
-    """Move ``net``'s parameters into one flat float32 buffer and re-point the module at views of it.
-
-    The current values are kept. Returns the buffer; writing into it changes the module's parameters.
-    """
-    layers = linear_layers(net)
+    """Move ``net``'s parameters (values kept) into one flat float32 buffer, returned, and re-point the module at
+    views of it: writing into the buffer changes the module's parameters."""
+    layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
     params = [p for lin in layers for p in (lin.weight, lin.bias)]
     flat = aligned_empty(sum(p.numel() for p in params))  # 64-byte aligned: see dense.aligned_empty
     pos = 0

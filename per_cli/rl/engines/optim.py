@@ -96,11 +96,8 @@ class FlatAdam:
         self.lr, self.betas, self.eps = float(lr), (float(beta1), float(beta2)), float(eps)
 
     def _views(self, flat: np.ndarray) -> list[np.ndarray]:
-        out, pos = [], 0
-        for shape, size in zip(self.shapes, self.sizes, strict=True):
-            out.append(flat[pos : pos + size].reshape(shape))
-            pos += size
-        return out
+        parts = np.split(flat, np.cumsum(self.sizes)[:-1])
+        return [part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True)]
 
     def state_dict(self) -> dict:
         state = {}

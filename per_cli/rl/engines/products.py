@@ -1,13 +1,10 @@
 """The numba engine's matrix products and the dense layer built from them, written out without BLAS.
 
-No BLAS (so no SciPy dependency and no BLAS thread pool fighting torch's): the products are written out, each in
-the loop order that vectorizes for its shape. Activations are batch-major (``(batch, features)``, as torch keeps
-them). A product with a long reduction (a hidden layer's forward or input gradient, a hidden-to-hidden weight
-gradient) is computed as 2 × 4 blocks of dot products, so each loaded value feeds several multiply-adds; one with
-a short reduction as axpy loops over contiguous rows, four terms per pass (``EXACT``: no reassociation, so each
-output is the FMA chain 0 + t0 + t1 + ... in source order). The other kernels allow reassociation (so dot products
-vectorize; rounding differs from torch's by float32 noise). None allows ``nnan``/``ninf``, so a diverging loss
-still shows up as NaN for the loop's finiteness check.
+No BLAS (no SciPy dependency, no BLAS thread pool fighting torch's): each product is written in the loop order that
+vectorizes for its shape, activations batch-major ``(batch, features)`` as torch keeps them. A long reduction is
+computed as 2 × 4 blocks of dot products (each loaded value feeds several multiply-adds); a short one as axpy loops
+over contiguous rows, four terms per pass, under ``EXACT`` (no reassociation: each output is the chain
+0 + t0 + t1 + ... in source order). No kernel allows ``nnan``/``ninf``, so a diverging loss still shows up as NaN.
 """
 
 from __future__ import annotations

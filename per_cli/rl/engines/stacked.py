@@ -1,19 +1,15 @@
 """The torch engine with a seed dimension: the DQN updates of S members' Q-networks in one batched torch call.
 
 For what the numba engine does not run (CNNs, RMSProp, ``agent.engine: torch``, CUDA), :class:`StackedEngine`
-stacks the parameters of the members that train in a step along a leading axis and computes in one call each
-member's loss (:func:`per_cli.rl.losses.batch_loss` under ``torch.func.vmap``), its gradient (``torch.func.grad``),
-per-member ``clip_grad_norm_`` and the optimizer step of torch's own class over the stacked tensors (Adam and
-RMSProp are elementwise; members with different step counts are stepped in separate groups).
+stacks the members' parameters along a leading axis and computes each member's loss
+(:func:`per_cli.rl.losses.batch_losses` under ``torch.func.vmap``), gradient, ``clip_grad_norm_`` and the step of
+torch's own optimizer class in one call (members with different step counts are stepped in separate groups).
 
-**The members stay the source of truth**: their parameters and optimizer state are rebound as views of their rows
-(``tensor.data = stacked[i]``), so acting, evaluation, target syncs and checkpoints see the stacked update's
-numbers with no copy per call. A subset of members is gathered, stepped and copied back, one call per tensor.
-
-**Equivalence** (``tests/rl/test_stacked.py``): equal to each member's own ``learn`` to float32 rounding (batched
-products may accumulate in another order). **Fail closed**: :func:`stacked_misfit` names the first thing it does
-not handle; :func:`stacked_refusal` also refuses a single member and, on the CPU, networks above
-:data:`CPU_MAX_PARAMS` parameters, where it does not pay (docs/cohorts.md). The cohort then updates member by member.
+The members stay the source of truth: their parameters and optimizer state are rebound as views of their rows, so
+acting, evaluation, target syncs and checkpoints see the stacked update with no copy. Equal to each member's own
+``learn`` to float32 rounding (``tests/rl/test_stacked.py``). Fail closed: :func:`stacked_misfit` names the first
+thing it does not handle; :func:`stacked_refusal` also refuses one member and, on the CPU, networks above
+:data:`CPU_MAX_PARAMS` parameters, where it does not pay; the cohort then updates member by member.
 """
 
 from __future__ import annotations
@@ -128,9 +124,8 @@ class StackedEngine:
     """One batched torch update over the members of a cohort (their :class:`~per_cli.rl.agent.DQNAgent`-s).
 
     ``agents`` must pass :func:`stacked_misfit`. Building it moves each member's parameters, target parameters and
-    optimizer state (created, in the optimizer's own format, for a member that has not stepped yet) into shared
-    stacked storage, rebinding the member's tensors as views of their rows; build it after any checkpoint was
-    loaded (``optimizer.load_state_dict`` replaces the state tensors).
+    optimizer state (created for a member that has not stepped yet) into stacked storage, the member's tensors
+    becoming views of their rows: build it after any checkpoint was loaded (that replaces the state tensors).
     """
 
     def __init__(self, agents: Sequence[Any]):
