@@ -18,9 +18,9 @@ cost, the one the seed-axis issue's target (≤ 5 µs per seed-step at S = 100) 
 measures each cohort size in turn (a cohort of one is a solo run: the same loop).
 
 That Python part is split in two. "events" is the Python of each member's own events, which the issue's design
-keeps per member: an episode's end (``Trainer.end_episode``: the window's measures flushed, the episode's
+keeps per member: an episode's end (``reporting.end_episode``: the window's measures flushed, the episode's
 metrics.csv row and TensorBoard scalars), a log point (``reporting.log_updates``: the window's scalars logged) and
-a periodic task (``Trainer.end_step`` where one falls): their CPU time in the plain run, less the compiled calls
+a periodic task (``tasks.end_step`` where one falls): their CPU time in the plain run, less the compiled calls
 made from the window's ``pop`` (``measures/update_window.py``, ``measures/reference.py``, counted in the floor).
 "steps" is the rest, the Python every step pays whatever happens: ``python = events + steps``.
 
@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cohort_throughput as bench  # noqa: E402
 
 from per_cli.rl.engines import cohort as engine  # noqa: E402
-from per_cli.train.loop import reporting, run_record  # noqa: E402
+from per_cli.train.loop import reporting, run_record, tasks  # noqa: E402
 from per_cli.train.measures import metrics  # noqa: E402
 
 _ENVPOOL_C = ("_recv", "_send", "_reset")  # EnvPool's C entry points (its Python wrapper around them is loop)
@@ -86,7 +86,7 @@ def compiled_functions() -> set[tuple[str, str]]:
 _BLAS = {(metrics.gram.__code__.co_filename, "gram")}
 _AT_EVENTS = ("update_window.py", "reference.py")  # compiled calls made from these run only at a window's pop
 # the members' own events (their CPU time in the plain run: "events")
-_EVENTS = (("end_episode", "Trainer"), ("log_updates", "reporting"), ("end_step", "Trainer"))
+_EVENTS = (("end_episode", "reporting"), ("log_updates", "reporting"), ("end_step", "tasks"))
 
 
 def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, float]]:
@@ -114,7 +114,7 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     clock = bench.PhaseClock()  # the members' run start and end (config.yaml, summaries, TensorBoard files)
     clock.wrap("start/end", run_record, "begin")
     clock.wrap("start/end", run_record, "finish")
-    owners = {"Trainer": bench.Trainer, "reporting": reporting}
+    owners = {"reporting": reporting, "tasks": tasks}
     for name, owner in _EVENTS:  # the members' own events
         clock.wrap("events", owners[owner], name)
     try:

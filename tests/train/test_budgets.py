@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.config import load_config
 from per_cli.errors import ConfigError
+from per_cli.train.loop.learning_rules import beta_step
 from per_cli.train.loop.trainer import Trainer
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
@@ -30,7 +31,7 @@ def test_the_episode_budget_ends_the_run_and_the_target_is_copied_at_each_episod
     assert len(rows) == 1 + 12 and summary["total_steps"] == int(rows[-1].split(",")[0])  # ends with episode 12
     for online, target in zip(trainer.agent.q_net.parameters(), trainer.agent.target_net.parameters(), strict=True):
         np.testing.assert_array_equal(online.detach().numpy(), target.detach().numpy())  # copied after the last
-    assert trainer.beta(trainer.beta_step(summary["total_steps"])) == 1.0  # β annealed to 1 by the run's end
+    assert trainer.beta(beta_step(trainer, summary["total_steps"])) == 1.0  # β annealed to 1 by the run's end
 
 
 def test_the_step_budget_still_ends_a_run_first_when_it_is_reached_first(tmp_path):

@@ -1,57 +1,24 @@
-"""How a member fails in the loop without stopping the others, and the loop's alive mask over the seed axis.
-
-A leaf of the loop (it imports only :mod:`~per_cli.train.loop.stopping`): the phases
-(:mod:`~per_cli.train.loop.steps`, :mod:`~per_cli.train.loop.updates`) and the loop that orders them
-(:mod:`~per_cli.train.loop.lockstep`) all fail a member through :func:`fail`, so none of them imports another for
-it. A member is anything with ``error``, ``alive`` and ``record_failure``/``close`` (a
-:class:`~per_cli.train.loop.trainer.Trainer`).
+"""How a member fails in the loop without stopping the others: its row of the loop's alive mask
+(:mod:`~per_cli.train.loop.alive`) turns False and :mod:`~per_cli.train.loop.run_record` records its failure and
+closes it. The phases (:mod:`~per_cli.train.loop.steps`, :mod:`~per_cli.train.loop.learning`) and the loop that
+orders them (:mod:`~per_cli.train.loop.lockstep`) all fail a member through :func:`fail`, so none of them imports
+another for it. A member is a :class:`~per_cli.train.loop.member_data.MemberData`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from per_cli.train.loop import run_record
 from per_cli.train.loop.stopping import as_interrupt, pending_interrupt
 
-
-class AliveRow(NamedTuple):
-    """A member's place in its loop's :class:`Alive` mask."""
-
-    loop: Alive
-    row: int
+if TYPE_CHECKING:
+    from per_cli.train.loop.member_data import MemberData
 
 
-class Alive:
-    """Which of a loop's members still run: ``mask`` (row k: member k), False from the moment member k failed;
-    ``failed`` counts them, so that while it is 0 no list of members needs looking through. Owned by one loop run
-    (:func:`~per_cli.train.loop.lockstep.run_members` makes it; each member holds it and its row)."""
-
-    def __init__(self, size: int):
-        self.mask = np.ones(size, dtype=bool)
-        self.failed = 0
-
-    @classmethod
-    def over(cls, members: Sequence[Any]) -> Alive:
-        """One mask for ``members`` (row k: the k-th's, False where it failed already); each member's ``alive``
-        is it from now on."""
-        alive = cls(len(members))
-        for k, member in enumerate(members):
-            member.alive = AliveRow(alive, k)
-            if member.error is not None:
-                alive.lose(k)
-        return alive
-
-    def lose(self, row: int) -> None:
-        if self.mask[row]:
-            self.mask[row] = False
-            self.failed += 1
-
-
-def guard(member: Any, phase: Callable, *args: Any) -> Any:
+def guard(member: MemberData, phase: Callable, *args: Any) -> Any:
     """Run one phase of one member; an exception fails that member only (recorded with its traceback).
 
     An exception caused by an interrupt (e.g. a ``SystemError`` chained to RunInterrupted, from a signal during a
@@ -63,7 +30,7 @@ def guard(member: Any, phase: Callable, *args: Any) -> Any:
         return None
 
 
-def fail(member: Any, exc: Exception) -> None:
+def fail(member: MemberData, exc: Exception) -> None:
     """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
     leaves (its row of the alive mask False), unless ``exc`` stems from an interrupt, which is re-raised (see
     :func:`guard`)."""
@@ -72,9 +39,9 @@ def fail(member: Any, exc: Exception) -> None:
         raise interrupt from None
     alive, row = member.alive
     alive.lose(row)
-    member.record_failure(exc)
+    run_record.record_failure(member, exc)
     with contextlib.suppress(OSError):  # (a full disk fails the flush of its files too: its failure is recorded)
-        member.close()
+        run_record.close(member)
 
 
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:

@@ -13,6 +13,7 @@ from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl.is_weights import apply_rule
 from per_cli.rl.results import Pending, UpdateResults
+from per_cli.train.loop import learning_rules, reporting
 from per_cli.train.loop.failures import guard
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.positions import PositionsOf
@@ -22,7 +23,7 @@ from per_cli.train.measures.cohort_rows import CohortRows
 from per_cli.train.measures.update_measures import measure_table
 
 if TYPE_CHECKING:
-    from per_cli.train.loop.member import Member
+    from per_cli.train.loop.member_data import MemberData
 
 
 class LearningPhases:
@@ -35,10 +36,10 @@ class LearningPhases:
     index: dict[int, int]
     _positions: PositionsOf
 
-    def __init__(self, members: Sequence[Member]):
+    def __init__(self, members: Sequence[MemberData]):
         first = members[0]
-        # β by the step, on the members' one schedule and position rule (Member.beta, beta_step), for all at once;
-        # under replay.beta_increment β per batch instead (Member.beta_now): chosen once
+        # β by the step, on the members' one schedule and position rule (MemberData.beta, learning_rules.beta_step),
+        # for all at once; under replay.beta_increment β per batch instead (learning_rules.beta_now): chosen once
         self._beta_rule, self._beta_per_batch = first, first.batch_beta is not None
         self._burst = first.cfg.train.gradient_steps
         self._scores = kind_spec(first.cfg.replay.kind).scores  # (the kind scores its batches: score)
@@ -48,21 +49,22 @@ class LearningPhases:
         self._log_every = first.cfg.log.every
         # the members' measured updates over the seed axis (their windows measure alike: one config)
         self.rows = CohortRows([m.window for m in members], self._log_every)
-        self._learning: set[int] = set()  # the members (ids) whose learning() was True: it stays True
+        self._learning: set[int] = set()  # the members (ids) whose learning_rules.learning was True: it stays True
 
     def _which(self, members: Sequence[Any]) -> list[int]:
         return self._positions(members).which
 
-    def due(self, members: Sequence[Member]) -> tuple[list, list]:
+    def due(self, members: Sequence[MemberData]) -> tuple[list, list]:
         """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
-        A member's ``learning()`` is asked until it is True; then it stays True (its step and its memory only
-        grow), so it is not asked again. Those training get this step's β in ``counters.beta`` (``Member.beta``
-        at ``Member.beta_step``, for all at once; under ``replay.beta_increment`` each batch has its own:
-        ``Member.beta_now``), and samplers that plan a burst of batches are told of it (``begin_phase``)."""
+        A member's ``learning_rules.learning`` is asked until it is True; then it stays True (its step and its
+        memory only grow), so it is not asked again. Those training get this step's β in ``counters.beta``
+        (``MemberData.beta`` at ``learning_rules.beta_step``, for all at once; under ``replay.beta_increment`` each
+        batch has its own: ``learning_rules.beta_now``), and samplers that plan a burst of batches are told of it
+        (``begin_phase``)."""
         latched = self._learning
         if len(latched) < len(self.index):
             for member in members:
-                if id(member) not in latched and guard(member, member.learning):
+                if id(member) not in latched and guard(member, learning_rules.learning, member):
                     latched.add(id(member))
         learning = members if len(latched) == len(self.index) else [m for m in members if id(m) in latched]
         if not learning:
@@ -75,7 +77,7 @@ class LearningPhases:
         rule = self._beta_rule
         if not self._beta_per_batch and training:
             idx = self._positions(training).index
-            positions = rule.beta_step(c.step[idx], c.episode[idx])
+            positions = learning_rules.beta_step(rule, c.step[idx], c.episode[idx])
             if len(positions) == 1 or (positions == positions[0]).all():  # (in lockstep: mostly one position)
                 c.beta[idx] = rule.beta(int(positions[0]))
             else:
@@ -83,22 +85,25 @@ class LearningPhases:
         if self._plans:
             for member in training:
                 guard(member, member.memory.begin_phase, self._burst)
-        return learning, training  # (those whose learning() or begin_phase failed: left out by the loop's mask)
+        return learning, training  # (those whose learning or begin_phase failed: left out by the loop's mask)
 
-    def sample(self, members: Sequence[Member]) -> Sequence[Batch | None]:
+    def sample(self, members: Sequence[MemberData]) -> Sequence[Batch | None]:
         """Each member's next batch (None for a member whose draw failed: it fails with its draw's error, as its
         solo run raises it): the kind's one draw over the members, then their storages' gather (the cohort
         sampling's ``DrawnBatches``)."""
         sampling = self.sampling
         which, size = self._which(members), members[0].cfg.replay.batch_size * self._multiple
         per_batch = self._beta_per_batch  # (replay.beta_increment: each member's next batch's own)
-        betas = [m.beta_now for m in members] if per_batch else self.counters.beta[self._positions(members).index]
+        if per_batch:
+            betas = [learning_rules.beta_now(m) for m in members]
+        else:
+            betas = self.counters.beta[self._positions(members).index]
         drawn = sampling.sample(which, size, betas)
         for k in np.flatnonzero(~drawn.drawn).tolist():  # (the error of the draw's status: Sampler.raise_failed)
             guard(members[k], sampling.raise_failed, which[k])
         return drawn
 
-    def score(self, members: Sequence[Member], batches: Sequence[Batch]) -> Sequence[Batch]:
+    def score(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> Sequence[Batch]:
         """The batches to train on: for a kind whose spec says ``scores``, the networks' opinion of the drawn
         batches (one engine call, nothing learnt) handed to the kind's ``scored`` (LaBER's sub-draw, ReLo's
         priorities); for every other kind the draw itself."""
@@ -107,7 +112,7 @@ class LearningPhases:
         which = self._which(members)
         return self.sampling.scored(which, batches, self.updates.score(which, members, stacked_rows(batches)))
 
-    def weigh(self, members: Sequence[Member], batches: Sequence[Batch]) -> None:
+    def weigh(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> None:
         """Each batch's IS weights rewritten in place by the loss's rule (``replay.is_weights``; the members share
         it): the one place it is applied, between every draw and every update (:mod:`per_cli.rl.is_weights`); on
         a cohort draw's stacked weights in one call (row by row: the values of each batch's own). ``memory_max``
@@ -122,12 +127,12 @@ class LearningPhases:
         for batch in batches:
             apply_rule(batch.weights, rule)
 
-    def learn(self, members: Sequence[Member], batches: Sequence[Batch]) -> UpdateResults | Pending:
+    def learn(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults | Pending:
         """Each member's agent learns from its batch: their results, row k member k's (under
         ``train.priority_lag``, maybe still on their way: each phase after reads them by ``wait``)."""
         return self.updates.learn(self._which(members), members, batches)
 
-    def check_results(self, members: Sequence[Member], results: UpdateResults | Pending) -> None:
+    def check_results(self, members: Sequence[MemberData], results: UpdateResults | Pending) -> None:
         """Each member's update must be finite: the losses and mean Q values checked as arrays; a member whose row
         is not fails with :func:`~per_cli.train.loop.stopping.check_update`'s diverged error, built from its row."""
         results = results.wait()
@@ -136,7 +141,7 @@ class LearningPhases:
             guard(member, check_update, float(results.loss[k]), float(results.q_mean[k]), member.state.step + 1,
                   member.cfg.agent)  # fmt: skip
 
-    def update_priorities(self, members: Sequence[Member], batches: Sequence[Batch], results) -> None:
+    def update_priorities(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> None:
         """Each member's batch gets its new priorities from the update's TD errors, in one compiled call; a member
         whose TD errors the call refused (not finite: its priorities unchanged) fails: its run diverged."""
         results = results.wait()
@@ -144,7 +149,7 @@ class LearningPhases:
         self._priorities(members, ids, results.td, _td_diverged)
 
     def _priorities(
-        self, members, ids: np.ndarray | Callable[[], np.ndarray], td_errors, refused: Callable[[Member, int], None]
+        self, members, ids: np.ndarray | Callable[[], np.ndarray], td_errors, refused: Callable[[MemberData, int], None]
     ) -> None:
         """New priorities of the members' transitions ``ids`` (or ``ids()``) in one compiled call; ``refused(member,
         k)`` is called for each member whose TD errors the call refused (not finite), to fail it with its error."""
@@ -154,7 +159,7 @@ class LearningPhases:
         for k in np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist():
             refused(members[k], k)
 
-    def measure(self, members: Sequence[Member], batches: Sequence[Batch], results) -> Measured:
+    def measure(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> Measured:
         """The members' update measures in one pass over the update's (S, B) arrays and the draw's
         (``measure_table``), with the batches' states where the windows keep them (iid)."""
         results, stacked = results.wait(), stacked_rows(batches)
@@ -164,11 +169,11 @@ class LearningPhases:
                                          stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
         return Measured(table, variances, stacked.obs if window.iid else None)
 
-    def record_updates(self, members: Sequence[Member], batches: Sequence[Batch], results) -> None:
+    def record_updates(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> None:
         """Each member's update measured (``measure``, the one measuring route) into its window, kept over the seed
-        axis (``rows``); only the members at a log point are called (``log_point``). The pass has no branch on one
-        member's data (non-finite values pass through it, for ``check_logged`` at the log point), so should it
-        raise, the error is every member's of the call: each fails with it."""
+        axis (``rows``); only the members at a log point are logged (``reporting.log_point``). The pass has no
+        branch on one member's data (non-finite values pass through it, for ``check_logged`` at the log point), so
+        should it raise, the error is every member's of the call: each fails with it."""
         if not members:
             return
         try:
@@ -181,7 +186,7 @@ class LearningPhases:
         every = self._log_every
         for member in members:
             if member.agent.updates % every == 0:
-                guard(member, member.log_point)
+                guard(member, reporting.log_point, member)
 
 
 class Measured(NamedTuple):
@@ -193,7 +198,7 @@ class Measured(NamedTuple):
     obs: np.ndarray | None
 
 
-def _td_diverged(member: Member, k: int) -> None:  # noqa: ARG001 - the priority update's refused(member, k)
+def _td_diverged(member: MemberData, k: int) -> None:  # noqa: ARG001 - the priority update's refused(member, k)
     """Fail ``member``, whose TD errors were not finite: its run diverged."""
     guard(member, _raise, diverged("a TD error became non-finite", member.state.step + 1, member.cfg.agent))
 

@@ -1,10 +1,11 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
-A member is a :class:`~per_cli.train.loop.trainer.Trainer`: its data
-(:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and β schedules, counters,
-evaluator, run directory) and the calls the phases make on it; its run directory is
-:mod:`~per_cli.train.loop.run_record`'s. This module only orders the phases, the same for every member, step by
-step, each phase ONE call of :class:`~per_cli.train.loop.steps.Steps` for all the members:
+A member is its data (:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and
+β schedules, counters, evaluator, run directory; a :class:`~per_cli.train.loop.trainer.Trainer` builds it), which
+the phases hand to the functions of each concern: its run directory :mod:`~per_cli.train.loop.run_record`'s, its
+logged rows :mod:`~per_cli.train.loop.reporting`'s, its periodic tasks :mod:`~per_cli.train.loop.tasks`'. This
+module only orders the phases, the same for every member, step by step, each phase ONE call of
+:class:`~per_cli.train.loop.steps.Steps` for all the members:
 
 1. collect: ``choose_actions`` (ε's draw, then the greedy actions), ``step_envs`` (step, store), the insertion TD
    errors where ``replay.initial_priority: td_error`` (``insertion_td``, ``insert_priorities``), ``end_collects``
@@ -36,7 +37,9 @@ import numpy as np
 import torch
 
 from per_cli.train.loop import run_record
-from per_cli.train.loop.failures import Alive, guard, interrupt_behind
+from per_cli.train.loop.alive import Alive
+from per_cli.train.loop.failures import guard, interrupt_behind
+from per_cli.train.loop.learning_rules import inserts_by_td
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import SignalStop
@@ -106,7 +109,7 @@ def _alive(members: list[MemberData]) -> list[MemberData]:
 
 def _settle(active: list[MemberData], steps: Steps | None = None) -> list:
     """Finish the members whose budget is spent; keep those still training (``active`` itself where none
-    finished or failed). Only a member's ``end_step`` ends its budget, so after the first step only those that
+    finished or failed). Only a member's ``tasks.end_step`` ends its budget, so after the first step only those that
     ``steps`` saw finish there (``steps.finished``) are looked at."""
     finished = active if steps is None else steps.finished
     if steps is not None:
@@ -126,7 +129,7 @@ def _collect(active: list[MemberData], steps: Steps) -> list:
     stepping, actions = _keep(active, actions)
     steps.step_envs(stepping, actions)
     active = _alive(active)
-    if active and active[0].inserts_by_td:  # (one config: all members or none)
+    if active and inserts_by_td(active[0]):  # (one config: all members or none)
         steps.insert_priorities(*_keep(active, steps.insertion_td(active)))
         active = _alive(active)
     steps.end_collects(active)

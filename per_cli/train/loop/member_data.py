@@ -2,8 +2,9 @@
 
 The collaborators are functions over it, each one concern: :mod:`~per_cli.train.loop.run_record` (its life in
 its run directory), :mod:`~per_cli.train.loop.trainer_state` (its checkpoints), :mod:`~per_cli.train.loop.reporting`
-(its logged rows and evaluations), :mod:`~per_cli.train.loop.tasks` (the periodic tasks at the end of a step).
-:class:`~per_cli.train.loop.trainer.Trainer` is this data plus the calls the loop's phases make on it.
+(its logged rows and evaluations), :mod:`~per_cli.train.loop.tasks` (the periodic tasks at the end of a step),
+:mod:`~per_cli.train.loop.learning_rules` (when it learns, the β it samples with). The loop's phases call them;
+:class:`~per_cli.train.loop.trainer.Trainer` builds it from a config and runs it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from per_cli.rl.agent import DQNAgent
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.schedules import BatchBeta
 from per_cli.rundir.logger import RunLogger
+from per_cli.train.loop.alive import Alive, AliveRow
 from per_cli.train.loop.evaluation import Evaluator
-from per_cli.train.loop.failures import Alive, AliveRow
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
 from per_cli.train.loop.setup import ProgressSink

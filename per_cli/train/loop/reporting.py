@@ -68,6 +68,20 @@ def log_episode(d: MemberData, info: dict[str, Any], epsilon: float) -> bool:
     return True
 
 
+def end_episode(d: MemberData, info: dict[str, Any]) -> None:
+    """``d``'s episode ended at this step (the loop counted the step in ``d.state`` already): logged
+    (``state.ended``: False for an Atari life lost, not a game over); the loop then resets the env for the next
+    one."""
+    d.state.ended = log_episode(d, info, d.state.epsilon)
+
+
+def log_point(d: MemberData) -> None:
+    """The window's measures logged where the update just made is a log point (every ``log.every`` updates; the
+    learning phases call it for the members at one)."""
+    if d.agent.updates % d.cfg.log.every == 0:
+        log_updates(d, d.state.step + 1, d.replay_beta())
+
+
 def evaluate(d: MemberData, log_step: int) -> None:
     """An evaluation of ``d``'s agent, its scalars logged at ``log_step``."""
     d.logger.scalars(d.evaluator.run(d.agent, seed_step=d.state.step), log_step)

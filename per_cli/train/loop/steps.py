@@ -25,12 +25,12 @@ work (its env, its window, its events):
 * ``measure``, ``record_updates``: an update's measures in one pass over its (S, B) arrays
   (:func:`~per_cli.train.measures.update_measures.measure_table`), kept over the seed axis until each member's
   window takes its rows (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); only members at a log point are
-  called (``Member.log_point``). Should that pass raise, every member of the call fails with its error;
+  called (``reporting.log_point``). Should that pass raise, every member of the call fails with its error;
 * ``end_collects``: the counters and the observations in hand of every member at once; a member whose episode
-  ended logs it (``Member.end_episode``), then the envs of those reset as one batch;
+  ended logs it (``reporting.end_episode``), then the envs of those reset as one batch;
 * ``due``: which members train at this step and their β, from the counters;
 * ``end_steps``: the counters move on; only a member with a periodic task at this step (``Periodic``) or an
-  episode's end runs its own ``end_step``;
+  episode's end runs its own ``tasks.end_step``;
 * ``check_results``: the update's losses and mean Q values checked as arrays (a non-finite row fails its member).
 
 Members are addressed by their rows on the seed axis (:mod:`~per_cli.train.loop.positions`). Each member's values
@@ -50,6 +50,7 @@ from numba.typed import List
 from per_cli.envs.batch import EachEnv, EnvStep, PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.rl import explore
+from per_cli.train.loop import reporting, tasks
 from per_cli.train.loop.failures import fail, guard, interrupt_behind
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
@@ -57,16 +58,16 @@ from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.updates import updates_for
 
 if TYPE_CHECKING:
-    from per_cli.train.loop.member import Member
+    from per_cli.train.loop.member_data import MemberData
 
 
 class Steps(LearningPhases):
-    """The loop's phases over ``members`` (Trainers of one config, differing at most in the seed; built after any
+    """The loop's phases over ``members`` (MemberData of one config, differing at most in the seed; built after any
     checkpoint was loaded): the collecting phases and the end of a step here, the learning phases its base's
     (:class:`~per_cli.train.loop.learning.LearningPhases`). ``stacked``: the stacked torch update may serve a
     torch cohort (a cohort's note refuses it where it does not pay). ``begin`` before the first step."""
 
-    def __init__(self, members: Sequence[Member], stacked: bool = True):
+    def __init__(self, members: Sequence[MemberData], stacked: bool = True):
         self.members = list(members)
         self.index = {id(m): i for i, m in enumerate(members)}
         self._positions = PositionsOf(self.index)  # (members' rows in counters: Positions)
@@ -90,7 +91,7 @@ class Steps(LearningPhases):
     def begin(self) -> None:
         """The loop's start (every member has its observation in hand: ``run_record.begin``): the observations
         become the rows of one (S, ...) array that the phases read and write whole (each member's ``obs`` its
-        row: ``Member.hold_obs``), and the envs one batch (:func:`~per_cli.envs.batch.env_batch`). ValueError
+        row: ``MemberData.hold_obs``), and the envs one batch (:func:`~per_cli.envs.batch.env_batch`). ValueError
         where the observations are not arrays of one shape."""
         self.obs = np.stack([np.asarray(m.obs) for m in self.members])
         for k, member in enumerate(self.members):
@@ -99,7 +100,7 @@ class Steps(LearningPhases):
 
     # collecting: choose_actions, step_envs, [insertion_td, insert_priorities], end_collects
 
-    def choose_actions(self, members: Sequence[Member]) -> list:
+    def choose_actions(self, members: Sequence[MemberData]) -> list:
         """Each member's action of this step: ε's draw for all of them in one compiled call (their ε into
         ``counters.epsilon``), then the greedy actions of those acting greedily (None for a member that
         failed)."""
@@ -118,12 +119,12 @@ class Steps(LearningPhases):
                 actions[k] = action
         return actions
 
-    def greedy(self, members: Sequence[Member]) -> list:
+    def greedy(self, members: Sequence[MemberData]) -> list:
         """Each member's greedy action for the observation in hand."""
         at = self._positions(members)
         return self.updates.greedy(at.which, members, self.obs[at.index])
 
-    def step_envs(self, members: Sequence[Member], actions: Sequence[Any]) -> None:
+    def step_envs(self, members: Sequence[MemberData], actions: Sequence[Any]) -> None:
         """The members' envs step with their actions as one batch and the transitions are stored in one call;
         what the envs returned is kept for ``end_collects``. A member whose env or memory raises fails alone
         (its transition is not stored)."""
@@ -144,7 +145,7 @@ class Steps(LearningPhases):
             fail(members[k], exc)
         self._stepped = (members, stepped)
 
-    def insertion_td(self, members: Sequence[Member]) -> list | np.ndarray:
+    def insertion_td(self, members: Sequence[MemberData]) -> list | np.ndarray:
         """The δ of each member's newest transition (row k: member k's, a 1-row array; None for a member that
         failed), from one gather of them; their ids are kept for ``insert_priorities``."""
         at = self._positions(members)
@@ -152,15 +153,15 @@ class Steps(LearningPhases):
         self._latest_ids[at.index] = latest.arrays.indices
         return self.updates.insertion_td(at.which, members, latest)
 
-    def insert_priorities(self, members: Sequence[Member], td_errors: Sequence[np.ndarray]) -> None:
+    def insert_priorities(self, members: Sequence[MemberData], td_errors: Sequence[np.ndarray]) -> None:
         """Each member's new transition gets its priority from its ``insertion_td``."""
         ids = self._latest_ids[self._positions(members).index]
         own = lambda m, k: guard(m, m.memory.update_priorities, ids[k], td_errors[k])  # noqa: E731 - its own error
         self._priorities(members, ids, td_errors, own)
 
-    def end_collects(self, members: Sequence[Member]) -> None:
+    def end_collects(self, members: Sequence[MemberData]) -> None:
         """The members' counters count this step (return, length; ``ended`` cleared) and take the observations
-        in hand, all at once; then each member whose episode ended logs it (``end_episode``) and their envs
+        in hand, all at once; then each member whose episode ended logs it (``reporting.end_episode``) and their envs
         reset as one batch."""
         stepped, step = self._stepped
         self._stepped = None
@@ -180,11 +181,11 @@ class Steps(LearningPhases):
             self._end_episodes([stepped[k] for k in ended], [step.infos[k] for k in ended])
 
     def _end_episodes(self, members: list, infos: list[dict]) -> None:
-        """The members whose episode ended log it (``end_episode``); then their envs reset as one batch, each
+        """The members whose episode ended log it (``reporting.end_episode``); then their envs reset as one batch, each
         member's next observation into its row."""
         for member, info in zip(members, infos, strict=True):
             try:  # (as guard, without a call per member)
-                member.end_episode(info)
+                reporting.end_episode(member, info)
             except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                 fail(member, exc)
         alive = members[0].alive.loop.mask
@@ -199,10 +200,10 @@ class Steps(LearningPhases):
 
     # the end of a step
 
-    def end_steps(self, members: Sequence[Member], learning: Sequence[Member]) -> None:
+    def end_steps(self, members: Sequence[MemberData], learning: Sequence[MemberData]) -> None:
         """The members' steps move on (``learning``: those that were learning at this step); a member with a
         periodic task at this step (before ``quiet_until``: none) or whose episode ended at it runs its own
-        ``end_step``, which moves its step itself; one whose budget that ends joins ``finished`` (the loop
+        ``tasks.end_step``, which moves its step itself; one whose budget that ends joins ``finished`` (the loop
         finishes it)."""
         everyone = len(learning) == len(members)  # (learning: those of members that learn)
         if not members:
@@ -217,6 +218,6 @@ class Steps(LearningPhases):
         learning_ids = set() if everyone else {id(m) for m in learning}
         for k in np.flatnonzero(busy).tolist():
             member = members[k]
-            guard(member, member.end_step, everyone or id(member) in learning_ids)
+            guard(member, tasks.end_step, member, everyone or id(member) in learning_ids)
             if member.done:
                 self.finished.append(member)

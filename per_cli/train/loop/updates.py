@@ -30,10 +30,10 @@ from per_cli.rl.results import Pending, Scores, UpdateResults
 from per_cli.train.loop.failures import guard
 
 if TYPE_CHECKING:
-    from per_cli.train.loop.member import Member
+    from per_cli.train.loop.member_data import MemberData
 
 
-def updates_for(members: Sequence[Member], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
+def updates_for(members: Sequence[MemberData], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
     """The members' networks: :class:`CompiledUpdates` under the numba engine, else :class:`TorchUpdates`
     (``stacked``: the stacked torch update serves them, where there are two or more)."""
     if members[0].agent.engine == "numba":
@@ -44,25 +44,25 @@ def updates_for(members: Sequence[Member], stacked: bool = True) -> CompiledUpda
 class CompiledUpdates:
     """The members' numba engines, each call ONE compiled call over them (members by position: ``which``)."""
 
-    def __init__(self, members: Sequence[Member]):
+    def __init__(self, members: Sequence[MemberData]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
 
-    def greedy(self, which: list[int], members: Sequence[Member], obs: np.ndarray) -> list[int | None]:
+    def greedy(self, which: list[int], members: Sequence[MemberData], obs: np.ndarray) -> list[int | None]:
         """The members' greedy actions for their observations in hand (``obs``, row k member k's)."""
         return self.engine.greedy(which, obs).tolist()
 
-    def insertion_td(self, which: list[int], members: Sequence[Member], latest: Gathered) -> np.ndarray:
+    def insertion_td(self, which: list[int], members: Sequence[MemberData], latest: Gathered) -> np.ndarray:
         """δ of each member's newest transition (``latest``: one gather of them), row k member k's, a 1-row
         array."""
         new = latest.arrays
         td = self.engine.td_errors(which, new.obs, new.actions, new.rewards, new.next_obs, new.terminated)
         return td.reshape(len(members), 1)
 
-    def score(self, which: list[int], members: Sequence[Member], arrays: BatchArrays) -> Scores:
+    def score(self, which: list[int], members: Sequence[MemberData], arrays: BatchArrays) -> Scores:
         """The networks' opinion of the members' stacked batches, nothing learnt: one compiled call."""
         return self.engine.score(which, arrays.obs, arrays.actions, arrays.rewards, arrays.next_obs, arrays.terminated)
 
-    def learn(self, which: list[int], members: Sequence[Member], batches: Sequence[Batch]) -> UpdateResults:
+    def learn(self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults:
         """One update call over the draw's stacked arrays (those rows of it, where some members left)."""
         b = stacked_rows(batches)
         results = self.engine.update_stacked(which, b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
@@ -75,35 +75,39 @@ class TorchUpdates:
     """The members' torch agents: acting and insertion TD errors each agent's own (on the rows the loop hands
     it); the update one stacked call (``stacked``) or each member's own, chosen once."""
 
-    def __init__(self, members: Sequence[Member], stacked: bool):
+    def __init__(self, members: Sequence[MemberData], stacked: bool):
         self.engine = StackedEngine([m.agent for m in members]) if stacked else None
         self._wait = members[0].cfg.train.priority_lag == 0  # (lagged: each result read an update later)
         self._learn = self._learn_stacked if stacked else self._learn_own
 
-    def greedy(self, which: list[int], members: Sequence[Member], obs: np.ndarray) -> list[int | None]:
+    def greedy(self, which: list[int], members: Sequence[MemberData], obs: np.ndarray) -> list[int | None]:
         """Each agent's greedy action for its row of ``obs`` (None for a member that failed)."""
         return [guard(m, m.agent.greedy_action, obs[k]) for k, m in enumerate(members)]
 
-    def insertion_td(self, which: list[int], members: Sequence[Member], latest: Gathered) -> list:
+    def insertion_td(self, which: list[int], members: Sequence[MemberData], latest: Gathered) -> list:
         """Each agent's δ of its newest transition (its row of ``latest``, as ``memory.latest()``), a 1-row array
         (None for a member that failed)."""
         return [guard(m, m.agent.td_errors, _row_batch(latest, k)) for k, m in enumerate(members)]
 
-    def score(self, which: list[int], members: Sequence[Member], arrays: BatchArrays) -> Scores:
+    def score(self, which: list[int], members: Sequence[MemberData], arrays: BatchArrays) -> Scores:
         """The networks' opinion of the members' stacked batches, nothing learnt: each agent's own ``score`` of
         its row, stacked."""
         rows = [m.agent.score(Batch(*(a[k] for a in arrays))) for k, m in enumerate(members)]
         return Scores(*(np.concatenate([getattr(r, f) for r in rows]) for f in Scores._fields))
 
-    def learn(self, which: list[int], members: Sequence[Member], batches: Sequence[Batch]) -> UpdateResults | Pending:
+    def learn(
+        self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]
+    ) -> UpdateResults | Pending:
         """The members' results, row k member k's."""
         return self._learn(which, members, batches)
 
-    def _learn_stacked(self, which: list[int], members: Sequence[Member], batches: Sequence[Batch]) -> UpdateResults:
+    def _learn_stacked(
+        self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]
+    ) -> UpdateResults:
         return self.engine.learn(which, batches)
 
     def _learn_own(
-        self, which: list[int], members: Sequence[Member], batches: Sequence[Batch]
+        self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]
     ) -> UpdateResults | Pending:
         """Each agent's own update; under ``train.priority_lag`` each is read when first asked
         (:class:`~per_cli.rl.results.Pending`)."""

@@ -18,6 +18,7 @@ from per_cli.config import ConfigError, load_config
 from per_cli.config.seeds import parse_seeds
 from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
+from per_cli.train.loop import reporting
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.failures import interrupt_behind
 from per_cli.train.loop.steps import Steps
@@ -228,7 +229,7 @@ def test_seed_lists_and_what_a_cohort_refuses():
         Cohort(cfgs)
 
 
-def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path):
+def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_them_leaves_alone(tmp_path, monkeypatch):
     """With EnvPool envs and uniform memories the cohort takes every step's phases as vectors (ε's draws, the
     env step and the stores, the counters, the due checks; per_cli/train/loop/steps.py). A member whose own phase
     raises in the middle of them fails alone; the other is its solo run. (EnvPool is an optional extra: skipped
@@ -239,18 +240,19 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     batch = env_batch([m.env for m in cohort.members], np.zeros(4, np.float32), interrupt_behind)
     assert cohort.steps().sampling.storable and isinstance(batch, PooledBatch)  # (EnvPool's step, the compiled store)
     bad = cohort.members[0]
-    own_log_point, failed_at = bad.log_point, []
+    own_log_point, failed_at = reporting.log_point, []
 
-    def log_point():  # (the loop calls a member's own only at its log points: every log.every updates)
-        if bad.state.step >= 151:
+    def log_point(member):  # (the loop logs a member only at its log points: every log.every updates)
+        if member is bad and bad.state.step >= 151:
             failed_at.append(bad.state.step)
             raise ValueError("a broken update window")
-        own_log_point()
+        own_log_point(member)
 
-    bad.log_point = log_point
+    monkeypatch.setattr(reporting, "log_point", log_point)
     first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
     assert first["status"] == "failed" and "a broken update window" in first["error"]
     assert failed_at and first["total_steps"] == failed_at[0]
+    monkeypatch.undo()
     Trainer(cfgs[1]).run(tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
 

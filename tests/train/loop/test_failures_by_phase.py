@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from per_cli.replay.cohort import CohortSampling
-from per_cli.train.loop import learning
+from per_cli.train.loop import learning, learning_rules, reporting, tasks
 from per_cli.train.loop.cohort import Cohort
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.stopping import RunDiverged
@@ -19,33 +19,41 @@ from .test_cohort import _configs
 FAIL_AT = 150  # (after learning starts at step 100: the learning phases have run)
 
 
-def _failing(member, name: str, at: int, owner=None):
-    """``owner``'s method ``name`` (the member's own by default), raising from the member's step ``at`` on."""
-    own = getattr(member if owner is None else owner, name)
+def _failing(member, own, name: str, at: int, by_member: bool = True):
+    """``own`` (a function of the member's data, or with ``by_member=False`` one of the member's own objects'
+    methods), raising for ``member`` alone from its step ``at`` on."""
 
     def failing(*args):
-        if member.state.step >= at:
+        if (not by_member or args[0] is member) and member.state.step >= at:
             raise ValueError(f"a broken {name}")
         return own(*args)
 
     return failing
 
 
+OWNERS = {"reporting": reporting, "learning_rules": learning_rules, "tasks": tasks}
+
+
 @pytest.mark.parametrize(
-    ("phase", "method"),
+    ("phase", "owner", "name"),
     [
-        ("step_envs", "step"), ("end_collects", "end_episode"), ("due", "learning"),
-        ("update_priorities", None), ("end_steps", "end_step"),
+        ("step_envs", "env", "step"), ("end_collects", "reporting", "end_episode"),
+        ("due", "learning_rules", "learning"), ("update_priorities", None, None), ("end_steps", "tasks", "end_step"),
     ],
 )  # fmt: skip
-def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tmp_path, monkeypatch, phase, method):
+def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(
+    tmp_path, monkeypatch, phase, owner, name
+):
     cfgs = _configs([1, 2], "agent.engine=numba", "replay.kind=prioritized")
     cohort = Cohort(cfgs)
     bad = cohort.members[0]
-    # (learning() is asked until it is first True, at learning_starts: the due phase fails it at its first ask)
-    if method is not None:
-        owner = bad.env if phase == "step_envs" else bad  # (step_envs: the member's env raises in the envs' batch)
-        setattr(owner, method, _failing(bad, method, 0 if phase == "due" else FAIL_AT, owner))
+    # (learning is asked until it is first True, at learning_starts: the due phase fails it at its first ask)
+    at = 0 if phase == "due" else FAIL_AT
+    if owner == "env":  # (step_envs: the member's env raises in the envs' batch)
+        bad.env.step = _failing(bad, bad.env.step, name, at, by_member=False)
+    elif owner is not None:  # (the phase's call of the member's collaborator raises for it alone)
+        module = OWNERS[owner]
+        monkeypatch.setattr(module, name, _failing(bad, getattr(module, name), name, at))
     else:  # seed 1's TD errors reported non-finite at a log point: the priority update refuses them, seed 1 diverged
         update, every = CohortSampling.update_priorities, bad.cfg.log.every
 
@@ -56,16 +64,16 @@ def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(tm
             return finite
 
         monkeypatch.setattr(CohortSampling, "update_priorities", one_not_finite)
-    own_log_point, called_failed = bad.log_point, []
+    own_log_point, called_failed = reporting.log_point, []
 
-    def log_point():  # (no phase may call a member that failed)
-        if bad.error is not None:
+    def log_point(member):  # (no phase may call a member that failed)
+        if member is bad and bad.error is not None:
             called_failed.append(bad.state.step)
-        own_log_point()
+        own_log_point(member)
 
-    bad.log_point = log_point
+    monkeypatch.setattr(reporting, "log_point", log_point)
     first, second = cohort.run([tmp_path / "c1", tmp_path / "c2"])
-    error = f"a broken {method}" if method is not None else f"a TD error became non-finite at step {bad.state.step + 1}"
+    error = f"a broken {name}" if name is not None else f"a TD error became non-finite at step {bad.state.step + 1}"
     assert first["status"] == "failed" and error in first["error"]
     alive = bad.alive.loop
     assert alive.mask.tolist() == [False, True] and alive.failed == 1 and not called_failed  # (once, in its phase)

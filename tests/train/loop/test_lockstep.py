@@ -7,27 +7,31 @@ import signal
 import pytest
 
 from per_cli.config import load_config
-from per_cli.train.loop.failures import Alive, AliveRow, guard
+from per_cli.train.loop import run_record
+from per_cli.train.loop.alive import Alive, AliveRow
+from per_cli.train.loop.failures import guard
 from per_cli.train.loop.stopping import RunInterrupted, SignalStop
 from per_cli.train.loop.trainer import Trainer
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
 
-class Member:
-    """Records what the guard did to it (the two calls the guard makes on a failing member)."""
+@pytest.fixture
+def member():
+    """A member alone in its loop's alive mask (no run directory: its failure is recorded in ``summary``)."""
+    trainer = Trainer(load_config(CONFIGS / "cartpole_uniform.yaml", TINY_CARTPOLE))
+    trainer.alive = AliveRow(Alive(1), 0)
+    yield trainer
+    run_record.close(trainer)
 
-    def __init__(self):
-        self.failures: list[BaseException] = []
-        self.closed = False
-        self.error: BaseException | None = None
-        self.alive = AliveRow(Alive(1), 0)
 
-    def record_failure(self, exc: BaseException) -> None:
-        self.failures.append(exc)
-
-    def close(self) -> None:
-        self.closed = True
+def _failed(member) -> str | None:
+    """What the guard recorded of ``member``'s failure (run_record.record_failure), None if nothing."""
+    if member.error is None:
+        assert not member.summary
+        return None
+    assert member.summary["status"] == "failed"
+    return str(member.error)
 
 
 def _raise(exc: BaseException):
@@ -46,20 +50,18 @@ def _numba_style_interrupt():
             from interrupt  # fmt: skip
 
 
-def test_a_failing_phase_fails_only_its_member():
-    member = Member()
+def test_a_failing_phase_fails_only_its_member(member):
     assert guard(member, _raise(ValueError("bad batch"))) is None
-    assert [str(e) for e in member.failures] == ["bad batch"] and member.closed
+    assert _failed(member) == "bad batch" and "bad batch" in member.summary["error"] and member.closed
     alive, row = member.alive
     assert not alive.mask[row] and alive.failed == 1  # its row of the loop's alive mask, once
 
 
-def test_an_error_caused_by_a_signal_is_the_interrupt_not_a_failure():
-    member = Member()
+def test_an_error_caused_by_a_signal_is_the_interrupt_not_a_failure(member):
     with pytest.raises(RunInterrupted) as caught:
         guard(member, _numba_style_interrupt)
     assert caught.value.signum == signal.SIGTERM
-    assert member.failures == [] and not member.closed  # recorded interrupted by the loop, resumable
+    assert _failed(member) is None and not member.closed  # recorded interrupted by the loop, resumable
 
 
 def _numba_unbox_interrupt():
@@ -75,15 +77,14 @@ def _numba_unbox_interrupt():
         raise TypeError("can't unbox a <class 'numba.typed.typedlist.List'> as a <NULL>")
 
 
-def test_an_unchained_error_after_a_received_signal_is_the_interrupt_not_a_failure():
-    member = Member()
+def test_an_unchained_error_after_a_received_signal_is_the_interrupt_not_a_failure(member):
     with SignalStop().installed(), pytest.raises(RunInterrupted) as caught:
         guard(member, _numba_unbox_interrupt)
     assert caught.value.signum == signal.SIGTERM
-    assert member.failures == [] and not member.closed
+    assert _failed(member) is None and not member.closed
     with SignalStop().installed():  # a new run starts with no signal pending: its errors are its own
         assert guard(member, _raise(TypeError("bad batch"))) is None
-    assert [str(e) for e in member.failures] == ["bad batch"]
+    assert _failed(member) == "bad batch"
 
 
 def test_a_training_runs_stop_defers_the_first_signal_to_its_check_and_takes_a_second_at_once():

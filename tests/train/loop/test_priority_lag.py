@@ -15,6 +15,7 @@ import torch
 
 from per_cli.config import load_config
 from per_cli.config.shipped import shipped_root
+from per_cli.train.loop import tasks
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.trainer import Trainer
@@ -51,7 +52,7 @@ class HeldBack(Recording):
             super().update_priorities(*held)
 
     def end_steps(self, members, learning):
-        if any(m.checkpoints_now() for m in members):
+        if any(tasks.checkpoints_now(m) for m in members):
             self.flush()
         super().end_steps(members, learning)
 
