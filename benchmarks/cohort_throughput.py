@@ -46,7 +46,7 @@ from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
-from per_cli.train.loop import reporting  # noqa: E402
+from per_cli.train.loop import reporting, run_record  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import Trainer  # noqa: E402
@@ -77,8 +77,8 @@ PHASES = [
     ("replay", CohortSampling, "store"),
     ("acting", explore, "explore_kernel"),
     # once per run, not per step: config.yaml, the running and the final summary.json (fsync-ed)
-    ("run start/end", Trainer, "begin"),
-    ("run start/end", Trainer, "finish"),
+    ("run start/end", run_record, "begin"),
+    ("run start/end", run_record, "finish"),
 ]
 
 
