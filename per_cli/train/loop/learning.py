@@ -41,9 +41,14 @@ class LearningPhases:
         # β by the step, on the members' one schedule and position rule (MemberData.beta, learning_rules.beta_step),
         # for all at once; under replay.beta_increment β per batch instead (learning_rules.beta_now): chosen once
         self._beta_rule, self._beta_per_batch = first, first.batch_beta is not None
-        self._burst = first.cfg.train.gradient_steps
+        # the members' one config (they differ at most in the seed): what every phase reads of it, once
+        self.gradient_steps = first.cfg.train.gradient_steps
+        self.lagged = first.cfg.train.priority_lag > 0  # (train.priority_lag: an update's results read a step later)
+        self.inserts_by_td = learning_rules.inserts_by_td(first)
+        self._is_rule = first.cfg.replay.is_weights
+        self._measured_by = first.window  # (the windows' measure settings: every member's alike)
         self._scores = kind_spec(first.cfg.replay.kind).scores  # (the kind scores its batches: score)
-        self._multiple = first.memory.sampler.multiple  # (a draw is multiple · B: LaBER's large batch)
+        self._draw_size = first.cfg.replay.batch_size * first.memory.sampler.multiple  # (LaBER: a large batch)
         self._plans = any(m.memory.sampler.plans_phases() for m in members)  # (a class's answer: one config, one)
         self._train_freq = first.cfg.train.train_freq
         self._log_every = first.cfg.log.every
@@ -84,7 +89,7 @@ class LearningPhases:
                 c.beta[idx] = rule.beta.many(positions)
         if self._plans:
             for member in training:
-                guard(member, member.memory.begin_phase, self._burst)
+                guard(member, member.memory.begin_phase, self.gradient_steps)
         return learning, training  # (those whose learning or begin_phase failed: left out by the loop's mask)
 
     def sample(self, members: Sequence[MemberData]) -> Sequence[Batch | None]:
@@ -92,7 +97,7 @@ class LearningPhases:
         solo run raises it): the kind's one draw over the members, then their storages' gather (the cohort
         sampling's ``DrawnBatches``)."""
         sampling = self.sampling
-        which, size = self._which(members), members[0].cfg.replay.batch_size * self._multiple
+        which, size = self._which(members), self._draw_size
         per_batch = self._beta_per_batch  # (replay.beta_increment: each member's next batch's own)
         if per_batch:
             betas = [learning_rules.beta_now(m) for m in members]
@@ -117,7 +122,7 @@ class LearningPhases:
         it): the one place it is applied, between every draw and every update (:mod:`per_cli.rl.is_weights`); on
         a cohort draw's stacked weights in one call (row by row: the values of each batch's own). ``memory_max``
         keeps the sampler's weights: nothing to do."""
-        rule = members[0].cfg.replay.is_weights
+        rule = self._is_rule
         if rule == "memory_max":
             return
         stacked = stacked_rows(batches)
@@ -163,7 +168,7 @@ class LearningPhases:
         """The members' update measures in one pass over the update's (S, B) arrays and the draw's
         (``measure_table``), with the batches' states where the windows keep them (iid)."""
         results, stacked = results.wait(), stacked_rows(batches)
-        window = members[0].window
+        window = self._measured_by
         held = self.sampling.episodes_held(self._which(members)) if window.iid else None
         table, variances = measure_table(window, results.td, results.losses, stacked.weights, stacked.ages,
                                          stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip

@@ -39,7 +39,6 @@ import torch
 from per_cli.train.loop import run_record
 from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.failures import guard, interrupt_behind
-from per_cli.train.loop.learning_rules import inserts_by_td
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import SignalStop
@@ -129,7 +128,7 @@ def _collect(active: list[MemberData], steps: Steps) -> list:
     stepping, actions = _keep(active, actions)
     steps.step_envs(stepping, actions)
     active = _alive(active)
-    if active and inserts_by_td(active[0]):  # (one config: all members or none)
+    if active and steps.inserts_by_td:  # (replay.initial_priority: td_error)
         steps.insert_priorities(*_keep(active, steps.insertion_td(active)))
         active = _alive(active)
     steps.end_collects(active)
@@ -139,14 +138,14 @@ def _collect(active: list[MemberData], steps: Steps) -> list:
 def _loop(active: list[MemberData], steps: Steps, stop: SignalStop) -> None:
     steps.begin()  # (every member has its observation in hand: the loop holds them)
     active = _settle(active)
-    lag = bool(active) and active[0].cfg.train.priority_lag > 0  # (one config: all members or none)
+    lag = steps.lagged
     pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), not yet read
     while active:
         stop.check()
         active = _collect(active, steps)
         learning, training = steps.due(active)
         learning, training = _alive(learning), _alive(training)
-        for _ in range(training[0].cfg.train.gradient_steps if training else 0):
+        for _ in range(steps.gradient_steps if training else 0):
             training, batches = _keep(training, steps.sample(training))
             if not training:  # (every member failed: a full disk fails them all)
                 break
