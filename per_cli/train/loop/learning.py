@@ -96,14 +96,11 @@ class LearningPhases:
         """Each member's next batch (None for a member whose draw failed: it fails with its draw's error, as its
         solo run raises it): the kind's one draw over the members, then their storages' gather (the cohort
         sampling's ``DrawnBatches``)."""
-        sampling = self.sampling
-        which, size = self._which(members), self._draw_size
-        per_batch = self._beta_per_batch  # (replay.beta_increment: each member's next batch's own)
-        if per_batch:
-            betas = [learning_rules.beta_now(m) for m in members]
-        else:
-            betas = self.counters.beta[self._positions(members).index]
-        drawn = sampling.sample(which, size, betas)
+        sampling, at = self.sampling, self._positions(members)
+        which = at.which
+        # (replay.beta_increment: each member's next batch's own β; else this step's, from the counters)
+        betas = [learning_rules.beta_now(m) for m in members] if self._beta_per_batch else self.counters.beta[at.index]
+        drawn = sampling.sample(which, self._draw_size, betas)
         for k in np.flatnonzero(~drawn.drawn).tolist():  # (the error of the draw's status: Sampler.raise_failed)
             guard(members[k], sampling.raise_failed, which[k])
         return drawn
