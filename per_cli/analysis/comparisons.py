@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from per_cli.analysis.groups import Group
 from per_cli.analysis.stats import DEFAULT_REPS, MIN_INTERVAL_SEEDS, holm, iqm, smallest_p
-from per_cli.analysis.tables import rows_csv, with_ci
+from per_cli.analysis.tables import with_ci
 
 BASELINE = "uniform"
 
@@ -38,7 +38,6 @@ class Comparison:
 
 ALPHA = 0.05  # the level at which an adjusted p is marked
 EXACT_SPLITS = 20_000  # C(n_x + n_y, n_x) up to which the p is the exact permutation p (8 vs 8: 12,870)
-COLUMNS = list(Comparison.__dataclass_fields__)
 
 
 def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray | float:
@@ -112,10 +111,6 @@ def compare_groups(
     for row, adjusted in zip(rows, holm([r.mann_whitney_p for r in rows]), strict=True):
         row.mann_whitney_p_holm = float(adjusted)
     return rows
-
-
-def comparisons_csv(rows: Sequence[Comparison]) -> str:
-    return rows_csv(rows, COLUMNS)
 
 
 def p_text(p: float, exact: bool = False) -> str:

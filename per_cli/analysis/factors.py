@@ -211,7 +211,7 @@ def factors_csv(report: FactorReport) -> str:
         s if seeds.get(s.env, 0) >= MIN_INTERVAL_SEEDS else dataclasses.replace(s, ci_low=math.nan, ci_high=math.nan)
         for s in report.shares
     ]
-    return rows_csv(shares, list(EffectShare.__dataclass_fields__))
+    return rows_csv(shares, EffectShare)
 
 
 def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes", made: str = "") -> str:

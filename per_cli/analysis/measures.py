@@ -10,8 +10,8 @@ import numpy as np
 
 from per_cli.analysis.groups import Group
 from per_cli.analysis.runs import Run
-from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, stratified_bootstrap_ci
-from per_cli.analysis.tables import rows_csv, with_ci
+from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, interval
+from per_cli.analysis.tables import with_ci
 from per_cli.rundir.readers import LENGTH_TAG
 
 MEASURE_TAGS = {
@@ -59,18 +59,10 @@ def measure_rows(groups: Sequence[Group]) -> list[MeasureRow]:
     for g in groups:
         for tag in MEASURE_TAGS:
             values = [v for r in g.completed if (v := run_mean(r, tag)) is not None]
-            if not values:
-                continue
-            if len(values) < MIN_INTERVAL_SEEDS:
-                mean, lo, hi = float(np.mean(values)), np.nan, np.nan
-            else:
-                mean, lo, hi = stratified_bootstrap_ci([np.array(values)], np.mean, reps=CI_REPS)
-            rows.append(MeasureRow(g.env, g.replay, g.settings_label, tag, len(values), mean, lo, hi))
+            if values:
+                mean, lo, hi = interval(values, np.mean, reps=CI_REPS)
+                rows.append(MeasureRow(g.env, g.replay, g.settings_label, tag, len(values), mean, lo, hi))
     return rows
-
-
-def measures_csv(rows: Sequence[MeasureRow]) -> str:
-    return rows_csv(rows, list(MeasureRow.__dataclass_fields__))
 
 
 def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:

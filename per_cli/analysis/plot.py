@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from per_cli.analysis.comparisons import compare_groups, comparisons_csv, comparisons_markdown
+from per_cli.analysis.comparisons import Comparison, compare_groups, comparisons_markdown
 from per_cli.analysis.factor_figures import figure_heatmap, figure_marginals
 from per_cli.analysis.factors import analyse, factors_csv, factors_markdown
 from per_cli.analysis.figures import (
@@ -20,13 +20,14 @@ from per_cli.analysis.figures import (
     figure_hypothesis,
 )
 from per_cli.analysis.groups import Group, group_runs
-from per_cli.analysis.measures import MEASURE_TAGS, measure_rows, measures_csv, measures_markdown
+from per_cli.analysis.measures import MEASURE_TAGS, MeasureRow, measure_rows, measures_markdown
 from per_cli.analysis.provenance import made_by
 from per_cli.analysis.runs import Run, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
 from per_cli.analysis.tables import (
     default_threshold,
     final_return_meaning,
+    rows_csv,
     summarize,
     table_csv,
     table_markdown,
@@ -198,10 +199,10 @@ def make_plots(
     report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir, final_episodes, made)
     tables = [("summary.csv", table_csv(rows)), ("summary.md", report.table_md)]
     if measures := measure_rows(groups):
-        tables += [("measures.csv", measures_csv(measures)), ("measures.md", measures_markdown(measures, made))]
+        tables += [("measures.csv", rows_csv(measures, MeasureRow)), ("measures.md", measures_markdown(measures, made))]
     if comparisons := compare_groups(groups):
         comparisons_md = comparisons_markdown(comparisons, final_return_meaning(final_episodes), made)
-        tables += [("comparisons.csv", comparisons_csv(comparisons)), ("comparisons.md", comparisons_md)]
+        tables += [("comparisons.csv", rows_csv(comparisons, Comparison)), ("comparisons.md", comparisons_md)]
     if factors.designs:
         factors_md = factors_markdown(factors, final_return_meaning(final_episodes), made)
         tables += [("factors.csv", factors_csv(factors)), ("factors.md", factors_md)]

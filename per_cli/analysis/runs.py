@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,8 @@ from per_cli.rundir.logger import RUNNING, STATUSES, UNREADABLE, read_summary
 from per_cli.rundir.readers import RETURN_TAG, Scalars, checked_summary, damage, read_scalars
 
 RUN_MARKERS = ("summary.json", "config.yaml")
-# Config keys added after runs were recorded, with the value that does what those runs did: a config.yaml that
-# lacks one is read with it, so a run recorded before the key existed groups with a new run of the same setting
-# (a missing key against its default would split them into two groups of one setting).
+# Config keys added after runs were recorded, with the value that does what those runs did: an older run's
+# config.yaml lacks them, and must still group with a new run of the same setting.
 ADDED_LATER: dict[str, Any] = {
     "env.backend": "gymnasium",
     "env.done_reward": None,
@@ -60,8 +60,8 @@ class Run:
 
     @property
     def final_return(self) -> float | None:
-        """Mean return of a completed run's last training episodes: the summary's ``final_return_mean`` (the last
-        20), or with ``final_episodes`` N that of its last N logged returns (e.g. a paper's 100)."""
+        """A completed run's summary ``final_return_mean`` (last 20 episodes), or with ``final_episodes`` N the
+        mean of its last N logged returns."""
         if self.status != "completed":
             return None
         if self.final_episodes is None:
@@ -72,8 +72,7 @@ class Run:
 
     @property
     def end_step(self) -> float | None:
-        """The last env step of a completed run (its curves hold their last value until there); None for a run
-        whose files are damaged: its logged values may stop well before, and are never held past their last."""
+        """The last env step of a completed, undamaged run: its curves hold their last value until there."""
         steps = self.summary.get("total_steps") if self.status == "completed" and not self.damaged else None
         return None if steps is None else float(steps)
 
@@ -121,12 +120,6 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: data}
 
 
-def _env_id(name: str) -> str:
-    from per_cli.envs import resolve_env_id
-
-    return resolve_env_id(name)
-
-
 def _status(summary: dict[str, Any] | None) -> str:
     status = (summary or {}).get("status", RUNNING)
     return status if status in STATUSES else RUNNING
@@ -135,6 +128,8 @@ def _status(summary: dict[str, Any] | None) -> str:
 def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozenset[str] | None = None) -> Run | None:
     """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot. ``tags``:
     the scalars needed (None: all); ``envs``: the env ids to keep (another env's run is None, its scalars unread)."""
+    from per_cli.envs import resolve_env_id
+
     summary, problems = checked_summary(read_summary(path) or {})
     config, read_error = read_run_config(path / "config.yaml")
     env = summary.get("env") or config.get("env.id") or "unknown"
@@ -142,7 +137,7 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
         path=path,
         name=str(path.relative_to(root)) if path != root else path.name,
         status=_status(summary),
-        env=_env_id(str(env)),
+        env=resolve_env_id(str(env)),
         replay=str(summary.get("replay") or config.get("replay.kind") or "unknown"),
         seed=summary.get("seed", config.get("seed")),
         config=config,
@@ -183,10 +178,6 @@ def read_run_config(path: Path) -> tuple[dict[str, Any], str | None]:
     )
 
 
-def _load_one(args: tuple[Path, Path, set[str] | None, frozenset[str] | None]) -> Run | None:
-    return load_run(*args)
-
-
 def load_runs(
     root: Path,
     *,
@@ -197,7 +188,9 @@ def load_runs(
 ) -> list[Run]:
     """Every run under ``root`` (``tags``: as for :func:`load_run`), in a process pool when there are many;
     ``envs``: only these envs' runs (empty: all), each a ConfigError where no run under ``root`` has it."""
-    wanted = _wanted_envs(envs)
+    from per_cli.envs import checked_env_id
+
+    wanted = frozenset(checked_env_id(name, f"--env {name}") for name in envs) or None
     dirs = find_run_dirs(root, exclude)
     if not dirs:
         raise ConfigError(
@@ -205,37 +198,23 @@ def load_runs(
             "write some with per train or per grid"
         )
     workers = min(workers or os.cpu_count() or 1, len(dirs))
-    jobs = [(d, root, tags, wanted) for d in dirs]
+    jobs = (dirs, repeat(root), repeat(tags), repeat(wanted))
     if workers <= 1 or len(dirs) < PARALLEL_FROM:
-        loaded = [_load_one(job) for job in jobs]
+        loaded = list(map(load_run, *jobs))
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-            loaded = list(pool.map(_load_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+            loaded = list(pool.map(load_run, *jobs, chunksize=max(1, len(dirs) // (4 * workers))))
     runs = [run for run in loaded if run is not None]
-    if wanted is not None:
-        _check_envs_found(root, wanted, runs)
-    return runs
-
-
-def _wanted_envs(names: Iterable[str]) -> frozenset[str] | None:
-    """``--env`` names as resolved env ids (None: every env)."""
-    from per_cli.envs import checked_env_id
-
-    wanted = frozenset(checked_env_id(name, f"--env {name}") for name in names)
-    return wanted or None
-
-
-def _check_envs_found(root: Path, wanted: frozenset[str], runs: list[Run]) -> None:
-    missing = sorted(wanted - {run.env for run in runs})
-    if missing:
+    if missing := sorted((wanted or set()) - {run.env for run in runs}):
         raise ConfigError(
             f"--env {', '.join(missing)}: no run of this env under {root}; leave --env out to plot every env there"
         )
+    return runs
 
 
 def _pool_context():
-    """Workers forked from a clean server that has imported the readers (not from this process, which may
-    hold threads: torch's, a test runner's); plain spawn where there is no fork."""
+    """Workers forked from a clean server that has imported the readers (this process may hold threads); plain
+    spawn where there is no fork."""
     import multiprocessing
 
     if "forkserver" not in multiprocessing.get_all_start_methods():

@@ -45,6 +45,18 @@ def stratified_bootstrap_ci(
     return point, float(lo), float(hi)
 
 
+def interval(scores: Sequence[float], statistic: Callable[..., np.ndarray] = iqm, *, reps: int = DEFAULT_REPS,
+             seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+    """(point, CI low, CI high) of one group's ``scores``: the CI NaN below :data:`MIN_INTERVAL_SEEDS` scores (a
+    percentile bootstrap of 3 runs is degenerate), everything NaN for none."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(scores) == 0:
+        return np.nan, np.nan, np.nan
+    if len(scores) < MIN_INTERVAL_SEEDS:
+        return float(statistic(scores, axis=-1)), np.nan, np.nan
+    return stratified_bootstrap_ci([scores], statistic, reps=reps, seed=seed)
+
+
 def mean_band(
     curves: np.ndarray, *, reps: int = 2_000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -4,6 +4,7 @@ CIs of the final return and of the whole curve's measures (AUC, peak, drop), mea
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from per_cli.analysis.curves import steps_to_threshold
 from per_cli.analysis.groups import Group
 from per_cli.analysis.run_returns import FROM_LOGS, run_return_measures
 from per_cli.analysis.runs import Run
-from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
+from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, interval
 from per_cli.analysis.text import num
 from per_cli.rundir.readers import RETURN_TAG
 
@@ -74,27 +75,13 @@ class Row:
     curve_from_logs: int  # of them, computed from the logged returns (summary.json predates the keys)
 
 
-TABLE_COLUMNS = list(Row.__dataclass_fields__)
-
-
-def iqm_ci(scores: np.ndarray, *, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """(IQM, CI low, CI high); the CI is NaN for fewer than :data:`MIN_INTERVAL_SEEDS` scores (a percentile
-    bootstrap of 3 runs is degenerate), everything NaN for none."""
-    if len(scores) == 0:
-        return (math.nan,) * 3
-    if len(scores) < MIN_INTERVAL_SEEDS:
-        return float(iqm(scores)), math.nan, math.nan
-    return stratified_bootstrap_ci([scores], iqm, reps=reps, seed=seed)
-
-
 def _iqm_fields(prefix: str, values: Sequence[float], reps: int, seed: int) -> dict[str, float]:
-    """The Row fields ``<prefix>_iqm``, ``<prefix>_ci_low`` and ``<prefix>_ci_high`` of ``values`` (:func:`iqm_ci`)."""
-    point, lo, hi = iqm_ci(np.array(values, dtype=np.float64), reps=reps, seed=seed)
+    """The Row fields ``<prefix>_iqm``, ``<prefix>_ci_low`` and ``<prefix>_ci_high`` of ``values``."""
+    point, lo, hi = interval(values, reps=reps, seed=seed)
     return {f"{prefix}_iqm": point, f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi}
 
 
 def _curve_measures(g: Group, reps: int, seed: int) -> dict[str, float | int]:
-    """The Row fields of the group's curve measures (:mod:`.run_returns`)."""
     measures = [m for r in g.completed if (m := run_return_measures(r)).source is not None]
     out: dict[str, float | int] = {"curve_runs": len(measures),
                                    "curve_from_logs": sum(m.source == FROM_LOGS for m in measures)}  # fmt: skip
@@ -146,18 +133,18 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def rows_csv(rows: Sequence[Any], columns: Sequence[str]) -> str:
-    """Dataclass rows as CSV: a header of ``columns``, then each row's attributes as :func:`cell` writes them."""
+def rows_csv(rows: Sequence[Any], cls: type) -> str:
+    """Rows of the dataclass ``cls`` as CSV: a header of its fields, then each row's values as :func:`cell` writes."""
+    columns = [f.name for f in dataclasses.fields(cls)]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
-    for row in rows:
-        writer.writerow([cell(getattr(row, c)) for c in columns])
+    writer.writerows([cell(getattr(row, c)) for c in columns] for row in rows)
     return out.getvalue()
 
 
 def table_csv(rows: Sequence[Row]) -> str:
-    return rows_csv(rows, TABLE_COLUMNS)
+    return rows_csv(rows, Row)
 
 
 def no_interval(seeds: int) -> str:
@@ -167,7 +154,7 @@ def no_interval(seeds: int) -> str:
 
 def with_ci(point: float, lo: float, hi: float, digits: int = 1, seeds: int | None = None) -> str:
     """``202.9 [190.1, 210.4]``; ``seeds`` (the fewest behind the interval) below :data:`MIN_INTERVAL_SEEDS`: the
-    point and ``no interval (n = 3)``, as a bootstrap of so few runs is degenerate; only the point without either."""
+    point and ``no interval (n = 3)``; only the point without an interval."""
     text = num(point, digits, "–")
     if seeds is not None and seeds < MIN_INTERVAL_SEEDS and not math.isnan(point):
         return f"{text}, {no_interval(seeds)}"
