@@ -63,13 +63,6 @@ def env_title(env: str, groups: Sequence[Group]) -> str:
     return env_as_run(env, [r.config.get("env.max_episode_steps") for g in groups for r in g.runs])
 
 
-def _steps_axis(ax) -> None:
-    from matplotlib.ticker import EngFormatter
-
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.set_xlabel("environment steps")
-
-
 def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
     spans = [
         (steps.min(), max(steps.max(), r.end_step or 0))
@@ -106,7 +99,10 @@ def plot_curves(
         band = np.isfinite(lo)
         if band.any():
             ax.fill_between(grid, lo, hi, where=band, color=style["color"], alpha=0.2, linewidth=0)
-    _steps_axis(ax)
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_xlabel("environment steps")
     ax.set_ylabel(label_of(tag))
     return True
 

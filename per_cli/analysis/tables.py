@@ -15,14 +15,16 @@ from typing import Any
 import numpy as np
 
 from per_cli.analysis.curves import steps_to_threshold
+from per_cli.analysis.envname import registered_spec
 from per_cli.analysis.groups import Group
-from per_cli.analysis.run_returns import FROM_LOGS, run_return_measures
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, interval
 from per_cli.analysis.text import num
 from per_cli.rundir.readers import RETURN_TAG
+from per_cli.rundir.returns import return_measures
 
 NOT_COUNTED = ("running", "interrupted", "failed", "unreadable")  # statuses shown beside the seed count
+CURVE_MEASURES = ("auc", "peak", "drop")  # summary.json's return_auc, return_peak, return_drop
 
 
 def default_threshold(env_id: str, episode_limit: int | None = None) -> float | None:
@@ -31,9 +33,8 @@ def default_threshold(env_id: str, episode_limit: int | None = None) -> float | 
     CartPole-v0's 195), else None."""
     import gymnasium as gym
 
-    try:
-        spec = gym.spec(env_id)
-    except Exception:  # noqa: BLE001 - unregistered or optional envs simply have none
+    spec = registered_spec(env_id)
+    if spec is None:
         return None
     if episode_limit is None or episode_limit == spec.max_episode_steps:
         return spec.reward_threshold
@@ -62,7 +63,7 @@ class Row:
     threshold: float | None
     steps_to_threshold: float | None  # median over the completed seeds; inf: most never reached it
     reached: int  # completed seeds that reached the threshold
-    return_auc_iqm: float  # IQM over seeds of each run's mean return over all its episodes (run_returns)
+    return_auc_iqm: float  # IQM over seeds of each run's mean return over all its episodes
     return_auc_ci_low: float
     return_auc_ci_high: float
     return_peak_iqm: float  # of each run's best mean of 20 consecutive episodes
@@ -82,11 +83,20 @@ def _iqm_fields(prefix: str, values: Sequence[float], reps: int, seed: int) -> d
 
 
 def _curve_measures(g: Group, reps: int, seed: int) -> dict[str, float | int]:
-    measures = [m for r in g.completed if (m := run_return_measures(r)).source is not None]
-    out: dict[str, float | int] = {"curve_runs": len(measures),
-                                   "curve_from_logs": sum(m.source == FROM_LOGS for m in measures)}  # fmt: skip
-    for name in ("auc", "peak", "drop"):
-        out |= _iqm_fields(f"return_{name}", [getattr(m, name) for m in measures], reps, seed)
+    """The Row fields of the group's whole-curve measures: each completed run's summary.json values, else those of
+    its logged returns by the same definition (:func:`~per_cli.rundir.returns.return_measures`)."""
+    measures, from_logs = [], 0
+    for r in g.completed:
+        values = [r.summary.get(f"return_{name}") for name in CURVE_MEASURES]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            returns = r.scalars.get(RETURN_TAG)
+            if returns is None or not len(returns.values):
+                continue
+            values, from_logs = list(return_measures(returns.values).values()), from_logs + 1
+        measures.append([float(v) for v in values])
+    out: dict[str, float | int] = {"curve_runs": len(measures), "curve_from_logs": from_logs}
+    for i, name in enumerate(CURVE_MEASURES):
+        out |= _iqm_fields(f"return_{name}", [m[i] for m in measures], reps, seed)
     return out
 
 
@@ -232,7 +242,7 @@ def table_markdown(
         ci = with_ci(r.final_return_iqm, r.final_return_ci_low, r.final_return_ci_high, seeds=r.seeds)
         curve = [with_ci(getattr(r, f"return_{m}_iqm"), getattr(r, f"return_{m}_ci_low"),
                          getattr(r, f"return_{m}_ci_high"), seeds=r.curve_runs) if r.curve_runs else "—"
-                 for m in ("auc", "peak", "drop")]  # fmt: skip
+                 for m in CURVE_MEASURES]  # fmt: skip
         cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), seeds, ci,
                  num(r.final_return_mean, 1, "–"), *curve,
                  with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high, seeds=r.seeds),
