@@ -1,17 +1,7 @@
-"""A run's or a cohort's training envs as ONE batch over the seed axis: ``step(which, actions)`` and
-``reset(which)`` take and return arrays (row k: env ``which[k]``), whatever the envs are.
-
-:func:`env_batch` picks the batch once, from the envs' class:
-
-* :class:`PooledBatch`, EnvPool envs (``env.backend: envpool``): one EnvPool call per pool
-  (:func:`~per_cli.envs.pool.step_arrays`, :func:`~per_cli.envs.pool.reset_arrays`); should that call raise,
-  each env steps (resets) alone, so that only an env that fails itself fails;
-* :class:`EachEnv`, any Gymnasium env: each env's own ``step`` and ``reset``, one Python call per env (the one
-  place where a Gymnasium env needs its own).
-
-An env that raises fails only its own row (``errors``: its row of the arrays means nothing); the caller decides
-what that env's failure means (the training loop fails its member).
-"""
+"""A run's or a cohort's training envs as ONE batch over the seed axis: ``step(which, actions)`` and ``reset(which)``
+take and return arrays (row k: env ``which[k]``). :func:`env_batch` picks once, by the envs' class, between
+:class:`PooledBatch` (EnvPool: one call per pool) and :class:`EachEnv` (any Gymnasium env: one call per env). An env
+that raises fails only its own row (``errors``); the caller decides what that means (the loop fails its member)."""
 
 from __future__ import annotations
 
@@ -23,19 +13,6 @@ import numpy as np
 from per_cli.envs.pool import PooledEnv, reset_arrays, step_arrays
 
 NO_ERRORS: dict[int, Exception] = {}  # (never written: a step without a failed env shares it)
-
-
-class NoInfo(Sequence):
-    """The infos of envs that report none (EnvPool's): an empty dict for every row."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __getitem__(self, k):  # type: ignore[override]
-        return {}
-
-    def __len__(self) -> int:
-        return self.n
 
 
 class EnvStep(NamedTuple):
@@ -98,7 +75,7 @@ class PooledBatch:
         except Exception as exc:  # noqa: BLE001 - each env's own step reports its own error
             self._raise_interrupt(exc)
             return _step_each(envs, actions, self.dtype, self.shape)
-        return EnvStep(obs, rewards, terminated, truncated, NoInfo(len(envs)), NO_ERRORS)
+        return EnvStep(obs, rewards, terminated, truncated, [{}] * len(envs), NO_ERRORS)  # (EnvPool reports none)
 
     def reset(self, which: Sequence[int]) -> Reset:
         envs = [self.envs[i] for i in which]
