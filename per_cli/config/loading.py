@@ -82,11 +82,10 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected true or false, got {_short(value)}")
         return value
     if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # 1e6 in YAML is a float
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)  # 1e6 in YAML is a float
-            else:
-                raise ConfigError(f"{key}: expected an integer, got {_short(value)}")
+            raise ConfigError(f"{key}: expected an integer, got {_short(value)}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -107,7 +107,7 @@ def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> 
             )
         if size.chars > limit.chars:
             raise ConfigError(
-                f"{path}: its YAML aliases expand to more than {_size(limit.chars)} of text (a long value repeated "
+                f"{path}: its YAML aliases expand to more than {limit.chars / 1_000_000:g} MB of text (a long value repeated "
                 "by aliases?); a config is a few KB, so write the values out"
             )
         duplicate = _find_duplicate_key(node)
@@ -132,10 +132,6 @@ def file_limit(text: str) -> Expansion:
     """The limit for a file that per writes (a grid's grid.yaml grows with its runs): what the text could hold
     without any alias (a value takes at least a character), and at least :data:`CONFIG_LIMIT`."""
     return Expansion(max(MAX_EXPANDED_NODES, len(text)), max(MAX_EXPANDED_CHARS, len(text)))
-
-
-def _size(chars: int) -> str:
-    return f"{chars / 1_000_000:g} MB"
 
 
 def read_text(path: Path) -> str:

@@ -1,12 +1,12 @@
 """A run's TensorBoard event file, written in the calling thread: what torch's ``SummaryWriter`` writes (name, version
-event, purge marker, ``simple_value`` scalars), without its thread, with a compiled CRC32C and buffered writes."""
+event, purge marker, ``simple_value`` scalars), without its thread, framed with a compiled CRC32C (TensorBoard's own
+is pure Python) and buffered."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import socket
-import struct
 import time
 from pathlib import Path
 
@@ -51,22 +51,16 @@ def _put_masked_crc(out, at, data, table):
 
 
 @numba.njit(cache=True, nogil=True)
-def _frame(out, n, table):
-    """Make ``out`` (n + 16 bytes, the record's data at 12 .. 12 + n) a TFRecord: uint64 length, its masked
-    CRC, the data, the data's masked CRC (all little-endian)."""
+def _framed(data, table):
+    """The TFRecord of ``data`` (uint8), in one compiled pass: uint64 length, its masked CRC, the data, the data's
+    masked CRC (all little-endian)."""
+    n = data.shape[0]
+    out = np.empty(n + 16, dtype=np.uint8)
+    out[12 : 12 + n] = data
     for m in range(8):
         out[m] = (n >> (8 * m)) & 0xFF
     _put_masked_crc(out, 8, out[:8], table)
     _put_masked_crc(out, 12 + n, out[12 : 12 + n], table)
-
-
-@numba.njit(cache=True, nogil=True)
-def _framed(data, table):
-    """The TFRecord of ``data`` (uint8), in one compiled pass."""
-    n = data.shape[0]
-    out = np.empty(n + 16, dtype=np.uint8)
-    out[12 : 12 + n] = data
-    _frame(out, n, table)
     return out
 
 
@@ -86,85 +80,14 @@ def _file_counter():
         return itertools.count().__next__
 
 
-def _varint(n: int) -> bytes:
-    """Protobuf's base-128 varint of ``n`` (0 <= n < 2⁶⁴)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-class ScalarEvents:
-    """The serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value), ...]))``, byte for byte
-    as protobuf writes it, and its TFRecord, from a cached template per tag sequence whose 4-byte float holes one
-    compiled call fills before it frames the record (:func:`_scalar_record`). What protobuf would refuse, it
-    refuses: a step outside int64 (ValueError), a tag that is not a str (TypeError) or not UTF-8."""
-
-    def __init__(self) -> None:
-        self._templates: dict[tuple, tuple[np.ndarray, np.ndarray, bytes]] = {}
-
-    def record(self, values: dict[str, float], step: int, wall_time: float) -> bytes:
-        """The event's TFRecord (see the class)."""
-        if not -(2**63) <= step < 2**63:
-            raise ValueError(f"Value out of range: {step} (an event's step is an int64)")
-        tags = tuple(values)
-        template = self._templates.get(tags)
-        if template is None:
-            template = self._templates[tags] = _template(tags)
-        floats = np.fromiter(map(float, values.values()), dtype=np.float64, count=len(tags))
-        summary, holes, length = template
-        wall = struct.pack("<d", wall_time)
-        head = b"" if wall == bytes(8) else b"\x09" + wall
-        if step:
-            head += b"\x10" + _varint(step % 2**64)
-        head = np.frombuffer(head + length, dtype=np.uint8)
-        return _scalar_record(head, summary, holes, floats, _TABLE).tobytes()
-
-
-def _template(tags: tuple) -> tuple[np.ndarray, np.ndarray, bytes]:
-    """(the Summary's bytes with zeros for the float32 values, where each value's 4 bytes start, the field
-    header of the Summary: its tag and length)."""
-    parts, holes, at = [], [], 0
-    for tag in tags:
-        if type(tag) is not str:
-            raise TypeError(f"a tag must be a str, not {type(tag).__name__}")
-        name = tag.encode("utf-8")
-        value = (b"\x0a" + _varint(len(name)) + name if name else b"") + b"\x15"  # + the float32's 4 bytes
-        part = b"\x0a" + _varint(len(value) + 4) + value
-        holes.append(at + len(part))
-        parts.append(part + bytes(4))
-        at += len(parts[-1])
-    summary = b"".join(parts)
-    return np.frombuffer(summary, dtype=np.uint8).copy(), np.asarray(holes, dtype=np.int64), b"\x2a" + _varint(at)
-
-
-@numba.njit(cache=True, nogil=True)
-def _scalar_record(head, summary, holes, values, table):
-    """The TFRecord of the event ``head`` + ``summary`` with ``values`` as little-endian float32 at ``holes``
-    of ``summary`` (LLVM's fptrunc: the C cast, round to nearest, ±inf beyond float32's range, NaN kept, and
-    no floating-point warnings)."""
-    h, n = head.shape[0], head.shape[0] + summary.shape[0]
-    out = np.empty(n + 16, dtype=np.uint8)
-    out[12 : 12 + h] = head
-    out[12 + h : 12 + n] = summary
-    floats = values.astype(np.float32).view(np.uint8)
-    for k in range(holes.shape[0]):
-        for m in range(4):
-            out[12 + h + holes[k] + m] = floats[4 * k + m]
-    _frame(out, n, table)
-    return out
-
-
 class EventFile:
     """A new event file in ``run_dir``; ``purge_step`` (a resumed run): TensorBoard hides this directory's
     older events at steps >= it, as with ``SummaryWriter(purge_step=...)``."""
 
     def __init__(self, run_dir: Path, purge_step: int | None = None):
-        from tensorboard.compat.proto import event_pb2
+        from tensorboard.compat.proto import event_pb2, summary_pb2
 
-        self._encoder = ScalarEvents()
+        self._event, self._summary = event_pb2.Event, summary_pb2.Summary
         name = f"{EVENT_FILE_PREFIX}{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{_file_counter()()}"
         self.path = run_dir / name
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
@@ -179,7 +102,9 @@ class EventFile:
     def scalars(self, values: dict[str, float], step: int) -> None:
         """One event at ``step`` with a float32 ``simple_value`` per tag: what one ``add_scalar`` per tag writes,
         to every reader."""
-        self._file.write(self._encoder.record(values, int(step), time.time()))
+        value = self._summary.Value
+        summary = self._summary(value=[value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
+        self._write(self._event(wall_time=time.time(), step=int(step), summary=summary))
         if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
             self.flush()
 
