@@ -107,8 +107,8 @@ def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> 
             )
         if size.chars > limit.chars:
             raise ConfigError(
-                f"{path}: its YAML aliases expand to more than {limit.chars / 1_000_000:g} MB of text (a long value repeated "
-                "by aliases?); a config is a few KB, so write the values out"
+                f"{path}: its YAML aliases expand to more than {limit.chars / 1_000_000:g} MB of text (a long value "
+                "repeated by aliases?); a config is a few KB, so write the values out"
             )
         duplicate = _find_duplicate_key(node)
         if duplicate:

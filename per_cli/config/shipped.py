@@ -28,11 +28,8 @@ def shipped_configs(root: Path | None = None) -> dict[str, Path]:
     without ``.yaml`` (``cartpole_per``, ``seed001/cartpole_per``), sorted."""
     root = shipped_root() if root is None else root
     found = [p for p in root.rglob("*") if p.suffix in SUFFIXES and p.is_file()]
-    return {_name_of(p.relative_to(root)): p for p in sorted(found, key=lambda p: p.relative_to(root).as_posix())}
-
-
-def _name_of(relative: Path) -> str:
-    return relative.with_suffix("").as_posix()
+    found.sort(key=lambda p: p.relative_to(root).as_posix())
+    return {p.relative_to(root).with_suffix("").as_posix(): p for p in found}
 
 
 def normalize_name(text: str) -> str:
@@ -40,11 +37,9 @@ def normalize_name(text: str) -> str:
     name = text.strip().replace("\\", "/")
     while name.startswith("./"):
         name = name[2:]
-    if name.startswith("configs/"):
-        name = name[len("configs/") :]
+    name = name.removeprefix("configs/")
     for suffix in SUFFIXES:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+        name = name.removesuffix(suffix)
     return name
 
 

@@ -81,13 +81,6 @@ def config_candidates(configs_dir: Path, env_label: str, replay: str) -> list[Pa
     return [configs_dir / f"{env_label}_{name}.yaml" for name in names]
 
 
-def replay_label_of(cfg) -> str:
-    """The label a resolved config runs under (what summary.json records as ``replay``)."""
-    from per_cli.replay import replay_label
-
-    return replay_label(cfg.replay)
-
-
 def default_labels(configs_dir: Path, env_label: str) -> list[str]:
     """Every sampler kind, plus ``<kind>+her`` where the env has a hindsight config: ``<env>_her.yaml`` (under
     the sampler its file names) or ``<env>_<kind>_her.yaml``."""
@@ -189,13 +182,13 @@ def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int,
         apply_override(data, sw.key, value)
         sweep[sw.key] = raw
     apply_override(data, "seed", seed)
-    from per_cli.replay import resolve_config
+    from per_cli.replay import replay_label, resolve_config
 
     try:  # (resolved: the config.yaml its run writes, which a grid resumed later compares)
         cfg = resolve_config(from_dict(data))
     except ConfigError as exc:
         raise ConfigError(f"{display(path)} ({where}): {exc}") from None
-    got = replay_label_of(cfg)
+    got = replay_label(cfg.replay)  # (what summary.json records as ``replay``)
     if got != replay:
         raise ConfigError(
             f"{display(path)} ({where}): the config runs as replay {got!r}, not {replay!r}; "

@@ -96,9 +96,7 @@ def parse_sweep(text: str) -> Sweep:
 
 def split_label(label: str) -> tuple[str, bool]:
     """``"prioritized+her"`` -> ``("prioritized", True)``; ``"uniform"`` -> ``("uniform", False)``."""
-    if label.endswith(HER_SUFFIX):
-        return label[: -len(HER_SUFFIX)], True
-    return label, False
+    return label.removesuffix(HER_SUFFIX), label.endswith(HER_SUFFIX)
 
 
 def check_replay_label(label: str) -> None:
