@@ -58,16 +58,9 @@ def compare_pair(
     percentile bootstrap CIs (NaN below :data:`MIN_INTERVAL_SEEDS` scores), the two-sided Mann–Whitney p (exact up to
     :data:`EXACT_SPLITS` splits; NaN below two scores) and the smallest p reachable at these sizes."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    out = {
-        "p_improvement": probability_of_improvement(x, y),
-        "iqm_difference": float(iqm(x) - iqm(y)),
-        "p_improvement_ci_low": math.nan,
-        "p_improvement_ci_high": math.nan,
-        "iqm_difference_ci_low": math.nan,
-        "iqm_difference_ci_high": math.nan,
-        "mann_whitney_p": math.nan,
-        "mann_whitney_p_min": smallest_p(len(x), len(y)),
-    }
+    out = {"p_improvement": probability_of_improvement(x, y), "iqm_difference": float(iqm(x) - iqm(y)),
+           "mann_whitney_p_min": smallest_p(len(x), len(y)), "mann_whitney_p": math.nan}  # fmt: skip
+    out |= {f"{key}_ci_{end}": math.nan for key in ("p_improvement", "iqm_difference") for end in ("low", "high")}
     if len(x) < 2 or len(y) < 2:
         return out
     exact = math.comb(len(x) + len(y), len(x)) <= EXACT_SPLITS
