@@ -148,10 +148,6 @@ def bootstrap_effects(design: Design, reps: int, seed: int) -> dict[tuple[int, .
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
-def effect_name(design: Design, key: tuple[int, ...]) -> str:
-    return " × ".join(design.factors[i] for i in key)
-
-
 def variance_shares(
     design: Design, *, reps: int = 10_000, seed: int = 0, confidence: float = 0.95
 ) -> list[EffectShare]:
@@ -164,7 +160,8 @@ def variance_shares(
     for key, value in point.items():
         lo, hi = np.nanpercentile(boot[key], [tail, 100 - tail])
         levels = math.prod(len(design.levels[i]) for i in key)
-        shares.append(EffectShare(design.env, effect_name(design, key), float(value), float(lo), float(hi), levels))
+        name = " × ".join(design.factors[i] for i in key)
+        shares.append(EffectShare(design.env, name, float(value), float(lo), float(hi), levels))
     rest = 1.0 - sum(point.values())
     boot_rest = 1.0 - sum(boot.values())
     lo, hi = np.nanpercentile(boot_rest, [tail, 100 - tail])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,13 +108,6 @@ def _sources_note(runs: Sequence[Run]) -> str:
     return "Scalars read from " + " and ".join(f"{text} for {n} runs" for text, n in counts if n) + "."
 
 
-def _by_env(groups: Sequence[Group]) -> dict[str, list[Group]]:
-    out: dict[str, list[Group]] = {}
-    for g in groups:
-        out.setdefault(g.env, []).append(g)
-    return out
-
-
 def _episode_limit(groups: Sequence[Group]) -> int | None:
     """The ``env.max_episode_steps`` that all the env's runs share (None: the id's own, or they differ)."""
     limits = {r.config.get("env.max_episode_steps") for g in groups for r in g.runs}
@@ -168,7 +162,7 @@ def make_plots(
     import matplotlib.pyplot as plt
 
     groups = group_runs(runs)
-    by_env = _by_env(groups)
+    by_env = {env: list(gs) for env, gs in itertools.groupby(groups, key=lambda g: g.env)}  # (sorted by env)
     limits = {env: default_threshold(env, _episode_limit(env_groups)) for env, env_groups in by_env.items()}
     limits.update(thresholds or {})
     report = PlotReport(out=out, runs=runs, groups=groups, notes=_notes(runs, groups, by_env, thresholds or {}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -71,9 +72,8 @@ def mean_band(
     hi = np.full_like(mean, np.nan)
     rng = np.random.default_rng(seed)
     tail = (1.0 - confidence) / 2 * 100
-    # the points that the same seeds cover share one set of resampled seeds; a resample is drawn as how many
-    # times each seed is picked (multinomial counts), so the resampled means are one matrix product and memory
-    # stays (reps × seeds) + (reps × points), not (reps × seeds × points)
+    # points covered by the same seeds share their resamples, each drawn as multinomial counts per seed: the means
+    # are one matrix product, in (reps × seeds) + (reps × points) memory, not (reps × seeds × points)
     patterns, which = np.unique(present.T, axis=0, return_inverse=True)
     for p, pattern in enumerate(patterns):
         seeds = np.flatnonzero(pattern)
@@ -115,8 +115,6 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
 def smallest_p(n1: int, n2: int) -> float:
     """The smallest two-sided p an exact Mann–Whitney test of ``n1`` against ``n2`` scores can reach: every
     score of one group above every score of the other, 2 / C(n1 + n2, n1) (at most 1)."""
-    from math import comb
-
     if n1 < 1 or n2 < 1:
         return np.nan
-    return min(1.0, 2.0 / comb(n1 + n2, n1))
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
