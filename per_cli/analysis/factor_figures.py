@@ -14,12 +14,6 @@ from per_cli.analysis.style import DOUBLE, SINGLE, Output, kind_color
 from per_cli.analysis.text import slug
 
 
-def cell_iqm(design: Design, i: int, j: int) -> np.ndarray:
-    """IQM of the final return in each (level of factor i, level of factor j), over seeds and other factors."""
-    y = np.moveaxis(design.y[..., :], (i, j), (0, 1))
-    return iqm(y.reshape(y.shape[0], y.shape[1], -1), axis=-1)
-
-
 def figure_heatmap(design: Design, out: Output, env: str | None = None) -> bool:
     """The IQM of the final return over the first two factors; False for a one-factor design. ``env``: the env
     as run, for the title (default its id)."""
@@ -27,7 +21,8 @@ def figure_heatmap(design: Design, out: Output, env: str | None = None) -> bool:
         return False
     import matplotlib.pyplot as plt
 
-    values = cell_iqm(design, 0, 1)
+    y = design.y  # the IQM in each (level of factor 0, level of factor 1), over seeds and other factors
+    values = iqm(y.reshape(y.shape[0], y.shape[1], -1), axis=-1)
     rows, cols = design.levels[0], design.levels[1]
     fig, ax = plt.subplots(figsize=(SINGLE, 0.9 + 0.32 * len(rows) + 0.6), layout="constrained")
     image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")

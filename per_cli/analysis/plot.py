@@ -103,11 +103,6 @@ SOURCES = {
 }
 
 
-def _sources_note(runs: Sequence[Run]) -> str:
-    counts = [(text, sum(r.source == source for r in runs)) for source, text in SOURCES.items()]
-    return "Scalars read from " + " and ".join(f"{text} for {n} runs" for text, n in counts if n) + "."
-
-
 def _episode_limit(groups: Sequence[Group]) -> int | None:
     """The ``env.max_episode_steps`` that all the env's runs share (None: the id's own, or they differ)."""
     limits = {r.config.get("env.max_episode_steps") for g in groups for r in g.runs}
@@ -203,6 +198,7 @@ def make_plots(
     for name, text in tables:
         (out / name).write_text(text)
         output.files.append(out / name)
-    output.write_captions(_sources_note(runs))
+    counts = [(text, sum(r.source == source for r in runs)) for source, text in SOURCES.items()]
+    output.write_captions("Scalars read from " + " and ".join(f"{text} for {n} runs" for text, n in counts if n) + ".")
     report.files = output.files
     return report

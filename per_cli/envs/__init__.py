@@ -125,7 +125,10 @@ def make_env(cfg: EnvConfig, seed: int, *, evaluation: bool = False) -> gym.Env:
 
         env = make_atari_env(env_id, cfg, evaluation=evaluation)
     else:
-        kwargs = minatar.minatar_kwargs(cfg) if minatar.is_minatar_id(env_id) else {}
+        kwargs: dict = {}
+        if minatar.is_minatar_id(env_id):  # env.minatar's options (env.kwargs given by hand override them)
+            m = cfg.minatar
+            kwargs = {"sticky_action_prob": m.sticky_actions, "difficulty_ramping": m.difficulty_ramping}
         kwargs.update(cfg.kwargs)
         if cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = cfg.max_episode_steps

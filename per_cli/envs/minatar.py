@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any
 
 import gymnasium as gym
 
-from per_cli.config import EnvConfig
 from per_cli.errors import ConfigError
 
 PREFIX = "MinAtar/"
@@ -51,11 +49,3 @@ def unknown_game(name: str) -> ConfigError:
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.4)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return ConfigError(f"env.id: unknown MinAtar game {name!r}; {hint}the games are {', '.join(ALIASES)}")
-
-
-def minatar_kwargs(cfg: EnvConfig) -> dict[str, Any]:
-    """``gym.make`` keyword arguments from ``env.minatar`` (``env.kwargs`` given by hand override them)."""
-    return {
-        "sticky_action_prob": cfg.minatar.sticky_actions,
-        "difficulty_ramping": cfg.minatar.difficulty_ramping,
-    }

@@ -62,16 +62,10 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """Write summary.json atomically; on a full disk (where a ``failed`` summary must still be recorded), in place
     over the old one, whose blocks the new one reuses."""
-    clean = {k: _jsonable(v) for k, v in summary.items()}
+    clean = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in summary.items()}
     path = run_dir / "summary.json"
     text = json.dumps(clean, indent=2) + "\n"
     try:
