@@ -1,7 +1,7 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
 A member is its data (:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and
-β schedules, counters, evaluator, run directory; a :class:`~per_cli.train.loop.trainer.Trainer` builds it), which
+β schedules, counters, evaluator, run directory; built by :func:`~per_cli.train.loop.trainer.build_member`), which
 the phases hand to the functions of each concern: its run directory :mod:`~per_cli.train.loop.run_record`'s, its
 logged rows :mod:`~per_cli.train.loop.reporting`'s, its periodic tasks :mod:`~per_cli.train.loop.tasks`'. This
 module only orders the phases, the same for every member, step by step, each phase ONE call of

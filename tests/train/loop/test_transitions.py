@@ -12,7 +12,8 @@ import pytest
 from per_cli.config import load_config
 from per_cli.envs import make_env
 from per_cli.train.loop.cohort import Cohort, cohort_configs
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.member_data import MemberData
+from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.loop.transitions import StoreRule
 
 from ...conftest import CONFIGS
@@ -43,7 +44,7 @@ def _notebook_episodes(cfg, actions: np.ndarray) -> tuple[list, list, list]:
     return rewards, dones, scores
 
 
-def _stored(trainer: Trainer) -> tuple[np.ndarray, ...]:
+def _stored(trainer: MemberData) -> tuple[np.ndarray, ...]:
     s = trainer.memory.storage
     assert s.added == s.size  # nothing dropped: slot k is transition k
     n = s.size
@@ -61,8 +62,8 @@ def test_on_short_cartpole_episodes_the_stored_rewards_and_flags_are_the_noteboo
     the env's own, which is the notebook's printed score plus the done step's env reward (1)."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=6", "replay.capacity=400", *SHORT]
     cfg = load_config(ASIS / f"cartpole_{kind}.yaml", extra, device="cpu")
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path / "run")
+    trainer = build_member(cfg)
+    run_member(trainer, tmp_path / "run")
     actions, rewards, terminated, truncated = _stored(trainer)
     want_rewards, want_dones, scores = _notebook_episodes(cfg, actions)
     np.testing.assert_array_equal(rewards, np.array(want_rewards, dtype=np.float32))
@@ -77,8 +78,8 @@ def test_the_rules_are_off_by_default_and_the_env_reward_and_flags_are_stored(tm
     """configs/seed001 (no rule): the same short episodes keep the env's +1 and bootstrap from a time-limit end."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=6", "replay.capacity=400", *SHORT]
     cfg = load_config(CONFIGS / "seed001" / "cartpole_uniform.yaml", extra, device="cpu")
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path / "run")
+    trainer = build_member(cfg)
+    run_member(trainer, tmp_path / "run")
     _, rewards, terminated, truncated = _stored(trainer)
     assert set(rewards.tolist()) == {1.0}
     assert (truncated & (terminated == 0)).any()  # a time-limit end that bootstraps
@@ -96,8 +97,8 @@ def test_the_done_reward_spares_a_done_step_whose_return_before_it_is_the_except
     if except_return == "off":  # no done reward: the exception idles, the env's -1 is stored
         extra[-1:] = ["env.done_reward=null", "env.done_reward_except_return=-3"]
     cfg = load_config(ASIS / "mountaincar_uniform.yaml", extra, device="cpu")
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path / "run")
+    trainer = build_member(cfg)
+    run_member(trainer, tmp_path / "run")
     _, rewards, terminated, _ = _stored(trainer)
     assert rewards.tolist() == [-1.0, -1.0, -1.0, -1.0, last] * 3
     assert terminated.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0] * 3  # truncation_terminates
@@ -138,8 +139,8 @@ def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
         assert cohort.steps().sampling.storable  # the vector store serves this cohort
     cohort.run([tmp_path / f"c{c.seed}" for c in cfgs])
     for cfg, member in zip(cfgs, cohort.members, strict=True):
-        solo = Trainer(cfg)
-        solo.run(tmp_path / f"s{cfg.seed}")
+        solo = build_member(cfg)
+        run_member(solo, tmp_path / f"s{cfg.seed}")
         for a, b in zip(_stored(member), _stored(solo), strict=True):
             np.testing.assert_array_equal(a, b)
         assert (_stored(member)[1] == -10.0).any()
