@@ -33,7 +33,8 @@ def test_the_episode_budget_ends_the_run_and_the_target_is_copied_at_each_episod
     assert len(rows) == 1 + 12 and summary["total_steps"] == int(rows[-1].split(",")[0])  # ends with episode 12
     for online, target in zip(member.agent.q_net.parameters(), member.agent.target_net.parameters(), strict=True):
         np.testing.assert_array_equal(online.detach().numpy(), target.detach().numpy())  # copied after the last
-    assert member.beta(beta_step(member, summary["total_steps"])) == 1.0  # β annealed to 1 by the run's end
+    at_end = beta_step(member.cfg, summary["total_steps"], summary["episodes"])
+    assert member.beta(at_end) == 1.0  # β annealed to 1 by the run's end
 
 
 def test_the_step_budget_still_ends_a_run_first_when_it_is_reached_first(tmp_path):

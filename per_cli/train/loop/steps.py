@@ -51,9 +51,11 @@ from per_cli.envs.batch import EachEnv, EnvStep, PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.rl import explore
 from per_cli.train.loop import reporting, tasks
+from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.failures import fail, guard, interrupt_behind
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
+from per_cli.train.loop.one_config import cohort_config, shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.updates import updates_for
 
@@ -75,24 +77,24 @@ class Steps(LearningPhases):
         memories = [m.memory for m in members]
         self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather and store)
         self.updates = updates_for(members, stacked)
-        first = members[0]
-        self._schedule, self._n_actions = first.epsilon, first.agent.n_actions
-        if any(m.epsilon != first.epsilon or m.agent.n_actions != self._n_actions for m in members):
-            raise ValueError("the loop's members must share ε's schedule and the action count (one config)")
+        self._schedule = shared((m.epsilon for m in members), "ε's schedule")
+        self._n_actions = shared((m.agent.n_actions for m in members), "the action count")
         self._generators = List([m.action_rng for m in members])
-        self._rule = first.store_rule  # (the members share their config)
-        super().__init__(members)
+        self._rule = shared((m.store_rule for m in members), "what is stored of a step (env.done_reward, ...)")
+        super().__init__(members, cohort_config(members))
         self._latest_ids = np.zeros((len(members), 1), dtype=np.int64)  # the ids insertion_td's gather took
+        self.alive: Alive | None = None  # the loop's alive mask over the members (begin)
         self.obs: np.ndarray | None = None  # the members' observations in hand, row k member k's (begin)
         self.envs: EachEnv | PooledBatch | None = None  # the members' envs as one batch (begin)
         self._stepped: tuple[list, EnvStep] | None = None  # the members stepped and what their envs returned
         self.finished: list = []  # the members whose budget end_steps saw end (the loop finishes them)
 
-    def begin(self) -> None:
-        """The loop's start (every member has its observation in hand: ``run_record.begin``): the observations
-        become the rows of one (S, ...) array that the phases read and write whole (each member's ``obs`` its
-        row: ``MemberData.hold_obs``), and the envs one batch (:func:`~per_cli.envs.batch.env_batch`). ValueError
-        where the observations are not arrays of one shape."""
+    def begin(self, alive: Alive) -> None:
+        """The loop's start (every member has its observation in hand: ``run_record.begin``; ``alive``: the loop's
+        mask over them): the observations become the rows of one (S, ...) array that the phases read and write
+        whole (each member's ``obs`` its row: ``MemberData.hold_obs``), and the envs one batch
+        (:func:`~per_cli.envs.batch.env_batch`). ValueError where the observations are not arrays of one shape."""
+        self.alive = alive
         self.obs = np.stack([np.asarray(m.obs) for m in self.members])
         for k, member in enumerate(self.members):
             member.hold_obs(self.obs, k)
@@ -188,7 +190,7 @@ class Steps(LearningPhases):
                 reporting.end_episode(member, info)
             except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                 fail(member, exc)
-        alive = members[0].alive.loop.mask
+        alive = self.alive.mask
         members = [m for m in members if alive[m.alive.row]]
         if not members:
             return

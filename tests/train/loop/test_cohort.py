@@ -19,6 +19,7 @@ from per_cli.config.seeds import parse_seeds
 from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.train.loop import reporting
+from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.failures import interrupt_behind
 from per_cli.train.loop.steps import Steps
@@ -266,7 +267,7 @@ def test_the_loop_holds_the_observations_in_hand_as_one_array_each_members_obs_i
         member.obs = member.env.reset(seed=member.cfg.seed)[0]
     first = [member.obs.copy() for member in cohort.members]
     steps = cohort.steps()
-    steps.begin()
+    steps.begin(Alive.over(cohort.members))
     assert steps.obs.shape == (2, 4) and steps.obs.dtype == np.float32
     for k, member in enumerate(cohort.members):
         np.testing.assert_array_equal(member.obs, first[k])
