@@ -22,7 +22,7 @@ module only orders the phases, the same for every member, step by step, each pha
 4. a member whose budget is spent is finished (``run_record.finish``: final evaluation, summary) and leaves.
 
 A member that raises is recorded ``failed`` in its own summary and leaves; the others go on: its row of the loop's
-alive mask over the seed axis (:class:`~per_cli.train.loop.failures.Alive`) turns False where it fails, and this
+alive mask over the seed axis (:class:`~per_cli.train.loop.alive.Alive`) turns False where it fails, and this
 loop hands each phase only the members alive after the phase before it. Ctrl-C or SIGTERM stop them all (each
 recorded ``interrupted``, resumable from its checkpoint).
 """
@@ -109,13 +109,12 @@ class _Loop:
         """Those of ``members`` still running by the alive mask (``members`` itself where none was dropped)."""
         return self.keep(members)[0]
 
-    def settle(self, active: list[MemberData], first: bool = False) -> list:
+    def settle(self, active: list[MemberData]) -> list:
         """Finish the members whose budget is spent; keep those still training (``active`` itself where none
-        finished or failed). Only a member's ``tasks.end_step`` ends its budget, so after the ``first`` look only
-        those that ``steps`` saw finish there (``steps.finished``) are looked at."""
+        finished or failed). Only a member's ``tasks.end_step`` ends its budget, so only those that ``steps`` saw
+        finish there (``steps.finished``; before the first step every member) are looked at."""
         steps = self.steps
-        finished = active if first else steps.finished
-        steps.finished = []
+        finished, steps.finished = steps.finished, []
         running = self.running(active)
         if not finished and running is active:
             return active
@@ -139,7 +138,8 @@ class _Loop:
 
     def run(self, active: list[MemberData], stop: SignalStop) -> None:
         steps = self.steps
-        active = self.settle(active, first=True)
+        steps.finished = list(active)  # (a member may start with its budget spent)
+        active = self.settle(active)
         lag = steps.lagged
         pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), unread
         while active:

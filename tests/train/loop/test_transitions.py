@@ -105,12 +105,19 @@ def test_the_done_reward_spares_a_done_step_whose_return_before_it_is_the_except
     assert _returns(tmp_path / "run") == [-5.0, -5.0, -5.0]
 
 
+def _one(rule: StoreRule, reward: float, terminated: bool, truncated: bool, return_before: float) -> tuple:
+    """The rule for one step, as its docstring states it: the reference ``many`` is checked against."""
+    if rule.done_reward is not None and (terminated or truncated) and return_before != rule.except_return:
+        reward = rule.done_reward
+    return reward, bool(terminated or (truncated and rule.truncation_terminates))
+
+
 @pytest.mark.parametrize(
     "rule", [StoreRule(-10.0, 499.0, True), StoreRule(-10.0, None, False), StoreRule(None, None, True),
              StoreRule(5.0, -3.0, False)],
 )  # fmt: skip
 def test_many_is_one_row_by_row(rule):
-    """The vector form (an EnvPool cohort's store) gives each row what the scalar form gives it."""
+    """The vector form gives each row what the rule gives one step."""
     rng = np.random.default_rng(0)
     n = 400
     rewards = rng.choice([-1.0, 0.0, 1.0], size=n).astype(np.float32)
@@ -118,7 +125,7 @@ def test_many_is_one_row_by_row(rule):
     returns = rng.choice([-3.0, 0.0, 499.0, 12.0], size=n)
     got_rewards, got_ends = rule.many(rewards, terminated, truncated, returns)
     rows = zip(rewards.tolist(), terminated.tolist(), truncated.tolist(), returns.tolist(), strict=True)
-    want = [rule.one(*row) for row in rows]
+    want = [_one(rule, *row) for row in rows]
     assert got_rewards.tolist() == [w[0] for w in want] and got_ends.tolist() == [w[1] for w in want]
     assert got_rewards.dtype == rewards.dtype and got_ends.dtype == terminated.dtype
 
@@ -126,7 +133,7 @@ def test_many_is_one_row_by_row(rule):
 @pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
 def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
     """The rule in a cohort: every member's memory is its solo run's. The rule is applied to the step's rows at
-    once (steps.Steps.step_envs, StoreRule.many, checked row by row against the scalar form above), whether the
+    once (steps.Steps.step_envs, StoreRule.many, checked row by row against the rule for one step above), whether the
     rings store them in one compiled call (asserted for EnvPool's) or each memory its own. EnvPool is an optional
     extra: that case is skipped without it."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=5", "replay.capacity=400", *SHORT]
