@@ -1,6 +1,6 @@
 """The learning phases of the loop's step (:class:`~per_cli.train.loop.steps.Steps`, whose base this is): ``due``,
 then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_results``, ``update_priorities``,
-``measure`` and ``record_updates``, each one call over the members it is given (see steps.py's map)."""
+``measure`` and ``record_updates``, each one call over the members it is given (lockstep.py orders them)."""
 
 from __future__ import annotations
 

@@ -15,15 +15,10 @@ if TYPE_CHECKING:
 
 
 def learning(d: MemberData) -> bool:
-    """Whether ``d`` learns at this step (hindsight stores transitions when their episode ends, so the memory can
-    lag the step count). Once True it stays True: the step and the memory's length only grow (the loop stops
-    asking)."""
-    return d.state.step + 1 >= d.learn_from and len(d.memory) >= min_fill(d)
-
-
-def min_fill(d: MemberData) -> int:
-    """Transitions the memory must hold before ``learning`` (the batch, or a resumed run's refill)."""
-    return max(d.refill, d.cfg.replay.batch_size)
+    """Whether ``d`` learns at this step: from its ``learn_from`` step, once its memory holds a batch (or a resumed
+    run's refill; hindsight stores transitions when their episode ends, so the memory can lag the step count).
+    Once True it stays True: the step and the memory's length only grow (the loop stops asking)."""
+    return d.state.step + 1 >= d.learn_from and len(d.memory) >= max(d.refill, d.cfg.replay.batch_size)
 
 
 def beta_now(d: MemberData) -> float:
