@@ -5,7 +5,7 @@
                                           [--config pong_per] [--set KEY=VALUE ...]
                                           [--variant NAME:KEY=VALUE,KEY=VALUE ...]
 
-Runs ``per``'s own ``Trainer`` on ``configs/pong_per.yaml`` (``--config``: another shipped config, e.g.
+Runs ``per``'s own training loop on ``configs/pong_per.yaml`` (``--config``: another shipped config, e.g.
 ``pong_fast_per``: one update per agent step; ``--set``: overrides) and the same with ``replay.kind=uniform``:
 the real ALE pipeline, the frame storage, the Nature CNN, double DQN, no evaluation. It prints, per kind, the
 steps/s of the learning phase (after ``learning_starts``, which is what a long run spends its time in), of the
@@ -46,7 +46,7 @@ class Marks:
 def measure(kind: str, variant: tuple[str, list[str]], args, run_dir: Path) -> dict:
     from per_cli.config import load_config
     from per_cli.config.shipped import resolve_config
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member, run_member
 
     overrides = [
         *args.set,
@@ -60,11 +60,11 @@ def measure(kind: str, variant: tuple[str, list[str]], args, run_dir: Path) -> d
     ]
     cfg = load_config(resolve_config(args.config).path, overrides, device=args.device, seed=1)
     marks = Marks()
-    trainer = Trainer(cfg, progress=marks)
+    member = build_member(cfg, progress=marks)
     if args.threads:
         torch.set_num_threads(args.threads)
     marks.marks = [(0, time.perf_counter())]
-    summary = trainer.run(run_dir)
+    summary = run_member(member, run_dir)
     return {
         "kind": kind,
         "variant": variant[0],

@@ -49,7 +49,7 @@ from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
 from per_cli.train.loop import reporting, run_record  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
-from per_cli.train.loop.trainer import Trainer  # noqa: E402
+from per_cli.train.loop.trainer import build_member, run_member  # noqa: E402
 from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates  # noqa: E402
 from per_cli.train.measures.cohort_rows import CohortRows  # noqa: E402
 from per_cli.train.measures.update_window import UpdateWindow  # noqa: E402
@@ -133,16 +133,16 @@ class PhaseClock:
 
 
 def run(size: int, steps: int, clock: PhaseClock | None = None, as_cohort: bool = False) -> dict[str, float]:
-    """Train a cohort of ``size`` seeds (size 1: a solo Trainer.run, or with ``as_cohort`` a cohort of one, on
+    """Train a cohort of ``size`` seeds (size 1: a solo run_member, or with ``as_cohort`` a cohort of one, on
     the cohorts' env backend) for ``steps`` env steps each."""
     cfgs = _configs(range(1, size + 1), steps, as_cohort)
     with tempfile.TemporaryDirectory() as tmp:
         wall, cpu = time.perf_counter(), time.process_time()
         if size == 1 and not as_cohort:
-            trainer = Trainer(cfgs[0])
+            trainer = build_member(cfgs[0])
             if clock:
                 _wrap_env(clock, [trainer])
-            trainer.run(Path(tmp) / "solo")
+            run_member(trainer, Path(tmp) / "solo")
         else:
             cohort = Cohort(cfgs)
             if clock:
@@ -245,7 +245,7 @@ def equivalence(n_seeds: int, episodes: int, against: str = "solo") -> None:
         t_cohort = time.perf_counter() - t
         t = time.perf_counter()
         if against == "solo":
-            rest = [Trainer(c).run(Path(tmp) / f"s{c.seed}") for c in cfgs]
+            rest = [run_member(build_member(c), Path(tmp) / f"s{c.seed}") for c in cfgs]
         else:
             rest = Cohort(other).run([Path(tmp) / f"e{c.seed}" for c in other])
         t_rest = time.perf_counter() - t

@@ -2,7 +2,7 @@
 
 Short real runs of each env with ``replay.kind: none`` (each batch: consecutive transitions, the newest) and
 ``uniform`` (independent draws from the memory), everything else from the env's shipped uniform config. Every
-update's values are collected from the trainer's own update window (the numbers the run logs), and the table
+update's values are collected from the member's own update window (the numbers the run logs), and the table
 prints their means over the run's updates: ``iid/state_diversity``, ``iid/episode_diversity``, the seed
 notebook's correlation count as a share of the B(B−1)/2 pairs, ``replay/sample_age``, and per env the ratio
 uniform / none.
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from per_cli.config import load_config
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.measures.iid import reference_view, state_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +57,9 @@ def run(
         *(PONG if env == "pong" else []),
     ]
     cfg = load_config(configs / f"{env}_uniform.yaml", overrides, device="cpu")
-    trainer = Trainer(cfg)
+    member = build_member(cfg)
     collected: dict[str, list[np.ndarray]] = {}
-    window = trainer.window
+    window = member.window
     pop = window.pop
     saved: dict[str, list[np.ndarray]] = {"batches": [], "refs": [], "ref_vars": [], "window": []}
     save_rng = np.random.default_rng(seed)
@@ -76,9 +76,9 @@ def run(
             saved["ref_vars"].append(window._ref_var)
         return values
 
-    trainer.window.pop = recording_pop
+    member.window.pop = recording_pop
     start = time.perf_counter()
-    trainer.run(out / f"{env}-{kind}")
+    run_member(member, out / f"{env}-{kind}")
     wall = time.perf_counter() - start
     if save is not None:
         np.savez(
@@ -88,7 +88,7 @@ def run(
     means = {key: float(np.concatenate(arrays).mean()) for key, arrays in collected.items()}
     b = cfg.replay.batch_size
     means["count_share"] = means["replay/correlation_count"] / (b * (b - 1) / 2)
-    return means, trainer.agent.updates, wall
+    return means, member.agent.updates, wall
 
 
 def main() -> None:

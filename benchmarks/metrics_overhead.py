@@ -42,7 +42,7 @@ import torch
 
 from per_cli.config import Config, ReplayConfig, load_config
 from per_cli.replay import make_replay
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
 
@@ -67,12 +67,12 @@ def one_run(config: Path, steps: int, build: str, out: Path) -> tuple[float, flo
     if build == "no-iid":
         overrides.append("metrics.iid=false")
     cfg = load_config(config, overrides, device="cpu")
-    trainer = Trainer(cfg)
+    member = build_member(cfg)
     if build == "no-window":
-        trainer.window = NullWindow()
+        member.window = NullWindow()
     cpu, wall = time.process_time(), time.perf_counter()
-    trainer.run(out / f"{build}-{time.monotonic_ns()}")
-    return time.process_time() - cpu, time.perf_counter() - wall, trainer.agent.updates
+    run_member(member, out / f"{build}-{time.monotonic_ns()}")
+    return time.process_time() - cpu, time.perf_counter() - wall, member.agent.updates
 
 
 def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid: bool, repeats: int = 3) -> float:

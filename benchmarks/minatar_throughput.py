@@ -3,10 +3,10 @@
     nice -n 10 python benchmarks/minatar_throughput.py [--config breakout-minatar_uniform] [--steps 6000]
                                                        [--learning-starts 1000] [--threads 1]
 
-Runs ``per``'s own ``Trainer`` on a shipped MinAtar config (default: Breakout, uniform replay, the paper's
+Runs ``per``'s own training loop on a shipped MinAtar config (default: Breakout, uniform replay, the paper's
 settings: one update of batch 32 per step, the MinAtar network, the bit-packed memory), without evaluation or
 checkpoints, for ``--steps`` agent steps of which those after ``--learning-starts`` learn. Each phase of the
-loop is timed by wrapping the trainer's own objects' methods (exclusive times: a phase called inside another
+loop is timed by wrapping the member's own objects' methods (exclusive times: a phase called inside another
 is not counted twice):
 
 * env step: ``env.step`` and ``env.reset`` (MinAtar's game in Python);
@@ -93,7 +93,7 @@ class Marks:
 def build(args):
     from per_cli.config import load_config
     from per_cli.train.loop import reporting
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member
 
     overrides = [
         f"train.total_steps={args.steps}",
@@ -104,25 +104,27 @@ def build(args):
     cfg = load_config(REPO / "configs" / f"{args.config}.yaml", overrides, device="cpu", seed=1)
     timer = PhaseTimer()
     marks = Marks(timer, args.learning_starts)
-    trainer = Trainer(cfg, progress=marks)
+    member = build_member(cfg, progress=marks)
     torch.set_num_threads(args.threads)
     phases = {
-        "env step": [(trainer.env, "step"), (trainer.env, "reset")],
-        "acting": [(trainer.agent, "act")],
-        "replay add": [(trainer.memory, "add")],
-        "replay sample": [(trainer.memory, "sample"), (trainer.memory, "begin_phase")],
-        "priority update": [(trainer.memory, "update_priorities")],
-        "update": [(trainer.agent, "learn"), (trainer.agent, "sync_target")],
-        "measures": [(trainer.window, "add"), (trainer.window, "pop")],
+        "env step": [(member.env, "step"), (member.env, "reset")],
+        "acting": [(member.agent, "act")],
+        "replay add": [(member.memory, "add")],
+        "replay sample": [(member.memory, "sample"), (member.memory, "begin_phase")],
+        "priority update": [(member.memory, "update_priorities")],
+        "update": [(member.agent, "learn"), (member.agent, "sync_target")],
+        "measures": [(member.window, "add"), (member.window, "pop")],
         "logging": [(reporting, "log_updates"), (reporting, "log_episode")],
     }
     for phase, methods in phases.items():
         for obj, name in methods:
             timer.wrap(obj, name, phase)
-    return trainer, timer, marks
+    return member, timer, marks
 
 
 def main() -> None:
+    from per_cli.train.loop.trainer import run_member
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="breakout-minatar_uniform", help="a shipped config's name")
     parser.add_argument("--steps", type=int, default=6000)
@@ -133,15 +135,15 @@ def main() -> None:
 
     shutil.rmtree(args.runs_dir, ignore_errors=True)
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    trainer, timer, marks = build(args)
+    member, timer, marks = build(args)
     marks.marks = []
     marks.mark(0)
-    summary = trainer.run(args.runs_dir / "run")
+    summary = run_member(member, args.runs_dir / "run")
     learn_steps = args.steps - args.learning_starts
     collect_wall, collect_cpu, _ = marks.rates(0, args.learning_starts)
     learn_wall, learn_cpu, learn_cpu_s = marks.rates(args.learning_starts, args.steps)
     print(f"{args.config}, cpu, torch threads {args.threads}, {args.steps} agent steps, learning from step "
-          f"{args.learning_starts} (1 update of batch {trainer.cfg.replay.batch_size} per step); "
+          f"{args.learning_starts} (1 update of batch {member.cfg.replay.batch_size} per step); "
           f"load average before: {load_before}")  # fmt: skip
     print(f"{'':<15} {'steps/wall s':>13} {'steps/CPU s':>12}")
     print(f"{'collect phase':<15} {collect_wall:>13.1f} {collect_cpu:>12.1f}  (env + acting + replay add)")

@@ -334,7 +334,7 @@ def train_throughput(steps: int, repeats: int) -> None:
     import pathlib
 
     from per_cli.config import load_config
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member, run_member
 
     root = pathlib.Path(__file__).resolve().parents[1]
     overrides = [
@@ -351,10 +351,10 @@ def train_throughput(steps: int, repeats: int) -> None:
     for _ in range(repeats):
         for kind in kinds:
             cfg = load_config(root / "configs/cartpole_uniform.yaml", [*overrides, f"replay.kind={kind}"], seed=1)
-            trainer = Trainer(cfg, device="cpu")
+            member = build_member(cfg, device="cpu")
             with tempfile.TemporaryDirectory() as run_dir:
                 start = time.process_time()
-                trainer.run(pathlib.Path(run_dir))
+                run_member(member, pathlib.Path(run_dir))
                 rates[kind].append(steps / (time.process_time() - start))
     uniform = statistics.median(rates["uniform"])
     print(f"# training throughput: CartPole, {steps} steps, one update per step, median of {repeats} (CPU time)")

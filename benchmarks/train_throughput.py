@@ -7,7 +7,7 @@ over the first 10% of the run. `per` runs as `per train` would (its loop, replay
 CSV logging; no evaluation episodes), once with each update engine; SB3 runs `DQN.learn`. All runs share one
 process and one torch thread count, and are timed after a warm-up (numba's kernels loaded or compiled).
 
-Each run is timed from building the trainer / model to the end of training, in wall-clock time and in this
+Each run is timed from building the member / model to the end of training, in wall-clock time and in this
 process's CPU time (the CPU figures hold steadier when other processes load the machine). The table also
 splits the CPU time of a step: "update µs" is one gradient step measured alone (per: ``agent.learn`` on a
 fixed batch; SB3: ``model.train(1, 64)``), "rest µs" is what the loop spends per env step on everything else
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from per_cli.config import load_config  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
-from per_cli.train.loop.trainer import Trainer  # noqa: E402
+from per_cli.train.loop.trainer import build_member, run_member  # noqa: E402
 
 # the settings both libraries share
 HIDDEN = 128
@@ -150,8 +150,8 @@ def run_per(engine: str, steps: int, seed: int) -> tuple[float, float]:
     cfg = load_config(None, per_overrides(engine, steps, seed))
     with tempfile.TemporaryDirectory() as tmp:
         t0, c0 = time.perf_counter(), time.process_time()
-        trainer = Trainer(cfg, device="cpu")
-        trainer.run(Path(tmp) / "run")
+        member = build_member(cfg, device="cpu")
+        run_member(member, Path(tmp) / "run")
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return steps / wall, steps / cpu
 

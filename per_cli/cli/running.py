@@ -176,7 +176,8 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         from per_cli.train.checkpoints.resume import check_resume
         from per_cli.train.loop.progress import train_progress
         from per_cli.train.loop.setup import default_run_name
-        from per_cli.train.loop.trainer import Trainer
+        from per_cli.train.loop.trainer import build_member, run_member
+        from per_cli.train.loop.trainer_state import resume as resume_member
         from per_cli.train.preflight import notes, preflight
 
         loaded = None
@@ -195,9 +196,9 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
             claim = claim_new(runs_dir / name) if name is not None else claim_free_name(runs_dir, default_run_name(cfg))
             run_dir = claim.path
         progress = train_progress(cfg.train.total_steps, run_dir.name, quiet, cfg.train.total_episodes)
-        trainer = Trainer(cfg, progress=progress)
+        member = build_member(cfg, progress=progress)
         if resume is not None:
-            trainer.resume(run_dir, loaded)
+            resume_member(member, run_dir, loaded)
     except BaseException as exc:
         if claim is not None:
             claim.abandon()
@@ -207,15 +208,15 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
             raise fail_input(str(exc)) from None
         raise
     if not quiet:
-        agent = trainer.agent  # (where the fast path declined, said once; also in summary.json)
+        agent = member.agent  # (where the fast path declined, said once; also in summary.json)
         say_notes(*notes(cfg), agent.engine_note and f"agent.engine {agent.engine}: {agent.engine_note}")
     try:
         with progress:
-            summary = trainer.run(run_dir)
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the trainer raises RunInterrupted (exit 128 + signal)
+            summary = run_member(member, run_dir)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: run_member raises RunInterrupted (exit 128 + signal)
         typer.echo(f"{exc or 'interrupted'}; recorded in {shown(run_dir / 'summary.json')}", err=True)
         raise typer.Exit(getattr(exc, "exit_code", 130)) from None
-    except Exception as exc:  # noqa: BLE001 - recorded in summary.json by the trainer
+    except Exception as exc:  # noqa: BLE001 - recorded in summary.json by the run
         from per_cli.train.loop.stopping import describe_failure
 
         line = describe_failure(exc, run_dir)

@@ -74,7 +74,7 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
     ``run_dir`` (its lock is the caller's); returns one result per run name."""
     from per_cli.config import from_dict
     from per_cli.train.loop.cohort import Cohort
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member
 
     payloads = [member for member, _ in todo]
     run_dirs = [Path(member["run_dir"]) for member in payloads]
@@ -84,7 +84,7 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
         for i, ((_, mode), run_dir) in enumerate(zip(todo, run_dirs, strict=True)):
             if mode == "resume":
                 member = cohort.members[i]
-                cohort.members[i], notes[i] = resume_or_restart(member, run_dir, lambda m=member: Trainer(m.cfg))
+                cohort.members[i], notes[i] = resume_or_restart(member, run_dir, lambda m=member: build_member(m.cfg))
             elif run_dir.exists():
                 shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
     except Exception as exc:  # noqa: BLE001 - a cohort that cannot even start: each of its runs failed

@@ -56,7 +56,7 @@ def worker_main(conn, parent_pid: int) -> None:
     """A local worker: trains the runs the driver sends, one at a time, until told to stop (None)."""
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the driver, which decides
-    # SIGTERM is the driver's way to stop a run: in a run, the Trainer records it as interrupted; between runs
+    # SIGTERM is the driver's way to stop a run: in a run, the loop records it as interrupted; between runs
     # it ends the worker. Either way it is raised as RunInterrupted (a KeyboardInterrupt).
     try:
         with SignalStop().installed():

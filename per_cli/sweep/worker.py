@@ -30,7 +30,7 @@ def limit_threads() -> None:
 
 
 def record_failure(payload: dict[str, Any], run_dir: Path, error: str, tb: str = "") -> None:
-    """A failed summary for a run that never reached the Trainer's own bookkeeping (or whose process died)."""
+    """A failed summary for a run that never reached the loop's own bookkeeping (or whose process died)."""
     import yaml
 
     config = payload["config"]
@@ -56,11 +56,13 @@ def summary_result(summary: dict[str, Any], note: str = "") -> dict[str, Any]:
     return {"status": summary.get("status", FAILED), "error": summary.get("error"), "note": note}
 
 
-def resume_or_restart(trainer: Any, run_dir: Path, fresh: Callable[[], Any]) -> tuple[Any, str]:
-    """(trainer, note): ``trainer`` resumed from ``run_dir``'s latest checkpoint; where that is damaged or does not
+def resume_or_restart(member: Any, run_dir: Path, fresh: Callable[[], Any]) -> tuple[Any, str]:
+    """(member, note): ``member`` resumed from ``run_dir``'s latest checkpoint; where that is damaged or does not
     fit, the run's files set aside and ``fresh()`` in its place."""
+    from per_cli.train.loop.trainer_state import resume
+
     try:
-        return trainer, f"resumed from step {trainer.resume(run_dir)}"
+        return member, f"resumed from step {resume(member, run_dir)}"
     except Exception as exc:  # noqa: BLE001 - a damaged checkpoint: its files aside, the run over again
         why = f"{type(exc).__name__}: {exc}"
         return fresh(), f"checkpoint not usable ({why}); its files moved to {set_aside(run_dir)}; started again"
@@ -101,12 +103,12 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
     note = ""
     try:
         from per_cli.config import from_dict
-        from per_cli.train.loop.trainer import Trainer
+        from per_cli.train.loop.trainer import build_member, run_member
 
         cfg = from_dict(payload["config"])
-        trainer = Trainer(cfg, progress=progress)
+        member = build_member(cfg, progress=progress)
         if mode == "resume":
-            trainer, note = resume_or_restart(trainer, run_dir, lambda: Trainer(cfg, progress=progress))
+            member, note = resume_or_restart(member, run_dir, lambda: build_member(cfg, progress=progress))
         elif run_dir.exists():
             shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
     except Exception as exc:  # noqa: BLE001 - a run that cannot even start is a failed run
@@ -116,10 +118,10 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         record_failure(payload, run_dir, error, traceback.format_exc())
         return {"status": FAILED, "error": error, "note": note}
     try:
-        summary = trainer.run(run_dir)
-    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the Trainer recorded it as interrupted; the grid resumes it
+        summary = run_member(member, run_dir)
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the run recorded it as interrupted; the grid resumes it
         return {"status": INTERRUPTED, "note": note}
-    except Exception as exc:  # noqa: BLE001 - the Trainer recorded it as failed; the grid goes on
+    except Exception as exc:  # noqa: BLE001 - the run recorded it as failed; the grid goes on
         return {"status": FAILED, "error": f"{type(exc).__name__}: {exc}", "note": note}
     return summary_result({**summary, "status": COMPLETED}, note)
 

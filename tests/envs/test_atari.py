@@ -17,7 +17,7 @@ from per_cli.envs import check_env_id, is_atari_id, make_env, resolve_env_id
 from per_cli.envs.atari import FireOnReset, LifeLossTerminal
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member
 
 
 def _chain(env: gym.Env) -> list[type]:
@@ -133,10 +133,10 @@ def test_training_logs_whole_game_unclipped_returns_and_eval_sees_raw_rewards():
 
 def test_atari_runs_use_the_frame_storage():
     cfg = _cfg("env.id=pong", "replay.capacity=500", "replay.batch_size=8", "device=cpu")
-    trainer = Trainer(cfg)
-    assert isinstance(trainer.memory.storage, FrameStackStorage)
-    assert trainer.memory.storage.frames.shape[1:] == (84, 84)
-    trainer.env.close()
+    member = build_member(cfg)
+    assert isinstance(member.memory.storage, FrameStackStorage)
+    assert member.memory.storage.frames.shape[1:] == (84, 84)
+    member.env.close()
 
 
 # A few hundred steps of real Pong through the CLI: learning (prioritized replay), evaluation on a

@@ -14,7 +14,7 @@ from per_cli.config import ConfigError, EnvConfig, load_config
 from per_cli.envs import ALIASES, check_env_id, make_env
 from per_cli.envs.minatar import GAMES
 from per_cli.replay.storage.packed import PackedTransitionStorage
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.preflight import preflight
 
 CONFIGS = Path(__file__).resolve().parents[2] / "per_cli" / "configs"
@@ -136,9 +136,9 @@ def test_a_few_thousand_steps_beat_a_random_policy_on_breakout(tmp_path):
         "metrics.correlation=false", "metrics.iid=false", "log.tensorboard=false",
     ]  # fmt: skip
     cfg = load_config(CONFIGS / "breakout-minatar_uniform.yaml", sets, seed=1, device="cpu")
-    trainer = Trainer(cfg)
-    assert type(trainer.memory.storage) is PackedTransitionStorage
-    summary = trainer.run(tmp_path / "run")
+    member = build_member(cfg)
+    assert type(member.memory.storage) is PackedTransitionStorage
+    summary = run_member(member, tmp_path / "run")
     random_return = _random_policy_return(cfg.env, episodes=50)
     assert summary["status"] == "completed"
     assert summary["eval_return_mean"] > random_return + 0.5, (summary["eval_return_mean"], random_return)
@@ -154,7 +154,7 @@ def test_measures_and_the_notebooks_count_work_on_bool_grids(tmp_path):
     ]  # fmt: skip
     cfg = load_config(CONFIGS / "seaquest-minatar_uniform.yaml", sets, seed=2, device="cpu")
     assert cfg.metrics.correlation and cfg.metrics.iid
-    Trainer(cfg).run(tmp_path / "run")
+    run_member(build_member(cfg), tmp_path / "run")
     rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
     for column in ("correlation_count", "state_diversity", "episode_diversity"):
         values = [float(r[column]) for r in rows if r[column] != ""]

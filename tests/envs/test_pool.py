@@ -18,7 +18,7 @@ from per_cli.cli import app
 from per_cli.config import EnvConfig, load_config
 from per_cli.errors import ConfigError
 from per_cli.train.loop.cohort import Cohort, cohort_configs
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..conftest import CONFIGS
 
@@ -110,7 +110,7 @@ def test_a_cohort_on_envpool_is_its_solo_runs(tmp_path):
     cfg = load_config(CONFIGS / "seed001" / "cartpole_uniform.yaml", sets, device="cpu")
     cfgs = cohort_configs(cfg, [1, 2])
     together = Cohort(cfgs).run([tmp_path / f"c{c.seed}" for c in cfgs])
-    alone = [Trainer(c).run(tmp_path / f"s{c.seed}") for c in cfgs]
+    alone = [run_member(build_member(c), tmp_path / f"s{c.seed}") for c in cfgs]
     for c in cfgs:
         rows_c = [r.split(",") for r in (tmp_path / f"c{c.seed}" / "metrics.csv").read_text().splitlines()]
         rows_s = [r.split(",") for r in (tmp_path / f"s{c.seed}" / "metrics.csv").read_text().splitlines()]

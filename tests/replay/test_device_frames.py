@@ -15,7 +15,7 @@ from per_cli.config.shipped import shipped_root
 from per_cli.errors import ConfigError
 from per_cli.replay import make_replay
 from per_cli.replay.storage.frames import FrameStackStorage
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 from tests.replay.test_frames import SIZE, fill
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
@@ -91,7 +91,7 @@ def test_a_memory_without_a_mirror_gathers_nothing_on_a_device():
 def test_device_frames_need_atari_frame_stacks():
     cfg = load_config(None, ["env.id=CartPole-v1", "replay.device_frames=true"], device="cpu")
     with pytest.raises(ConfigError, match=r"replay.device_frames: true needs Atari frame stacks"):
-        Trainer(cfg)
+        build_member(cfg)
 
 
 def test_a_pong_run_learns_the_same_from_device_frames(tmp_path):
@@ -107,10 +107,10 @@ def test_a_pong_run_learns_the_same_from_device_frames(tmp_path):
              "metrics.iid=false", "log.tensorboard=false"],
             device="cpu", seed=2,
         )  # fmt: skip
-        trainer = Trainer(cfg)
-        assert (trainer.memory.storage.mirror is not None) == on
-        summary = trainer.run(tmp_path / str(on))
+        member = build_member(cfg)
+        assert (member.memory.storage.mirror is not None) == on
+        summary = run_member(member, tmp_path / str(on))
         assert summary["updates"] == 31
-        params[on] = {k: v.clone() for k, v in trainer.agent.q_net.state_dict().items()}
+        params[on] = {k: v.clone() for k, v in member.agent.q_net.state_dict().items()}
     for name, value in params[True].items():
         assert torch.equal(value, params[False][name]), name

@@ -205,7 +205,7 @@ def test_config_errors():
 
 
 def test_short_bitflip_run_with_hindsight_learns(tmp_path):
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member, run_member
 
     cfg = load_config(
         REPO_CONFIGS / "bitflip_her.yaml",
@@ -223,7 +223,7 @@ def test_short_bitflip_run_with_hindsight_learns(tmp_path):
         ],
     )
 
-    summary = Trainer(cfg, device="cpu").run(tmp_path / "run")
+    summary = run_member(build_member(cfg, device="cpu"), tmp_path / "run")
     # uniform replay with the same budget: about 0.1 (random goals are rarely hit)
     assert summary["eval_success_rate"] >= 0.8
     assert summary["replay"] == "uniform+her"  # replay_label: the sampler's kind, relabelling on

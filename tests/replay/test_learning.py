@@ -7,7 +7,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from per_cli.config import load_config
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 
@@ -36,7 +36,7 @@ def test_cartpole_learns_with_every_replay_kind(tmp_path, kind):
     best = []
     for seed in SEEDS:
         cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*LEARN, f"replay.kind={kind}"], seed=seed, device="cpu")
-        Trainer(cfg).run(tmp_path / f"s{seed}")
+        run_member(build_member(cfg), tmp_path / f"s{seed}")
         evals = _scalars(tmp_path / f"s{seed}", "eval/return")
         assert evals[0] < 100  # far from solved after the first 1000 steps ...
         best.append(max(evals))
@@ -58,11 +58,11 @@ def test_insertion_time_td_error_priorities(tmp_path, kind):
         seed=3,
         device="cpu",
     )
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path)
-    sampler = trainer.memory.sampler
+    member = build_member(cfg)
+    run_member(member, tmp_path)
+    sampler = member.memory.sampler
     if kind == "prioritized":
-        values = sampler.tree.values()[: len(trainer.memory)]
+        values = sampler.tree.values()[: len(member.memory)]
         assert np.unique(values).size > 100 and values.max() != 1.0
     else:
         assert np.unique(sampler.priorities()).size > 100

@@ -7,7 +7,7 @@ import torch
 from per_cli.config import AgentConfig, load_config
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.losses import td_targets
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 from tests.rl.batches import batch as make_batch
 
 
@@ -52,14 +52,14 @@ def test_loop_stores_truncation_as_not_terminated_with_the_real_last_observation
             "train.learning_starts=100",
         ],
     )
-    trainer = Trainer(cfg, device="cpu")
-    trainer.run(tmp_path / "run")
-    storage = trainer.memory.storage
+    member = build_member(cfg, device="cpu")
+    run_member(member, tmp_path / "run")
+    storage = member.memory.storage
     assert storage.size == 5
     assert storage.truncated[4] and storage.terminated[4] == 0.0
     # the stored next observation of the truncated step is the episode's last one, not the reset one
     np.testing.assert_array_equal(storage.obs[1:5], storage.next_obs[0:4])
-    reset_obs, _ = trainer.env.reset(seed=cfg.seed)
+    reset_obs, _ = member.env.reset(seed=cfg.seed)
     assert not np.array_equal(storage.next_obs[4], reset_obs)
 
 
@@ -74,11 +74,11 @@ def test_terminated_transitions_are_stored_as_terminal(tmp_path):
             "train.learning_starts=1000",
         ],
     )
-    trainer = Trainer(cfg, device="cpu")
-    trainer.run(tmp_path / "run")
-    s = trainer.memory.storage
+    member = build_member(cfg, device="cpu")
+    run_member(member, tmp_path / "run")
+    s = member.memory.storage
     n_term = int(s.terminated[: s.size].sum())
-    assert n_term == trainer.state.episode > 0  # CartPole episodes of random play end by termination
+    assert n_term == member.state.episode > 0  # CartPole episodes of random play end by termination
 
 
 def test_rmsprop_is_the_minatar_papers_and_learns():

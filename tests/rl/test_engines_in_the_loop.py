@@ -1,5 +1,5 @@
 """The numba engine inside a real training run (issue 17's MountainCar gap): along a real MountainCar loop run
-by the torch engine (real batches, target syncs, Adam state over many steps, the trainer's flush-to-zero mode),
+by the torch engine (real batches, target syncs, Adam state over many steps, the member's flush-to-zero mode),
 the numba engine, loaded with the torch engine's exact state before an update, makes the same update and picks
 the same greedy actions.
 
@@ -15,7 +15,7 @@ import torch
 
 from per_cli.config import load_config
 from per_cli.rl.agent import DQNAgent
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 
 def flat(agent: DQNAgent) -> np.ndarray:
@@ -33,8 +33,8 @@ def test_numba_makes_torchs_updates_along_a_real_mountaincar_run(tmp_path):
             "log.tensorboard=false",
         ],
     )
-    trainer = Trainer(cfg, device="cpu")
-    lead = trainer.agent
+    member = build_member(cfg, device="cpu")
+    lead = member.agent
     shadow = DQNAgent(dataclasses.replace(cfg.agent, engine="numba"), (2,), 3, torch.device("cpu"))
     assert shadow.engine == "numba"
     update_gaps, td_gaps, actions = [], [], []
@@ -56,7 +56,7 @@ def test_numba_makes_torchs_updates_along_a_real_mountaincar_run(tmp_path):
         return action
 
     lead.learn, lead.greedy_action = both_learn, both_greedy
-    trainer.run(tmp_path / "run")
+    run_member(member, tmp_path / "run")
     assert lead.updates == len(update_gaps) > 250
     # float32 noise (measured: median 2e-6, max 5e-5, TD 6e-7), not a different update
     assert np.median(update_gaps) < 1e-4 and max(update_gaps) < 1e-2, (np.median(update_gaps), max(update_gaps))

@@ -12,7 +12,7 @@ from per_cli.config import load_config
 from per_cli.replay.samplers import PrioritizedSampler, RankSampler
 from per_cli.rl.is_weights import IS_WEIGHT_RULES, apply_rule
 from per_cli.train.loop.cohort import Cohort, cohort_configs
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 from ..replay.test_samplers import memory_with
@@ -76,7 +76,7 @@ def test_the_loop_applies_the_rule_to_the_loss(tmp_path, rule):
     unweighted one. memory_max: weights below 1; off: ones, so the loss is the unweighted one; batch_mean: mean 1;
     batch_max: below 1 too, and not memory_max's (the values themselves: the brute-force test above)."""
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*PRIORITIZED, f"replay.is_weights={rule}"], device="cpu")
-    Trainer(cfg).run(tmp_path / "run")
+    run_member(build_member(cfg), tmp_path / "run")
     mean = _column(tmp_path / "run", "is_weight_mean")
     loss, unweighted = _column(tmp_path / "run", "loss"), _column(tmp_path / "run", "td_loss_unweighted")
     assert mean.size > 5
@@ -90,7 +90,7 @@ def test_the_loop_applies_the_rule_to_the_loss(tmp_path, rule):
     else:
         assert (mean < 1.0).all() and (mean > 0.0).all()
         cfg = load_config(CONFIGS / "cartpole_uniform.yaml", PRIORITIZED, device="cpu")
-        Trainer(cfg).run(tmp_path / "memory_max")
+        run_member(build_member(cfg), tmp_path / "memory_max")
         assert mean.tolist() != _column(tmp_path / "memory_max", "is_weight_mean").tolist()
 
 
@@ -102,7 +102,7 @@ def test_a_cohort_applies_the_rule_as_each_solo_run_does(tmp_path, kind):
     cfgs = cohort_configs(load_config(CONFIGS / "cartpole_uniform.yaml", extra, device="cpu"), [1, 2])
     Cohort(cfgs).run([tmp_path / f"c{c.seed}" for c in cfgs])
     for cfg in cfgs:
-        Trainer(cfg).run(tmp_path / f"s{cfg.seed}")
+        run_member(build_member(cfg), tmp_path / f"s{cfg.seed}")
         for name in ("is_weight_mean", "loss", "td_loss_unweighted", "q_values"):
             cohort, solo = _column(tmp_path / f"c{cfg.seed}", name), _column(tmp_path / f"s{cfg.seed}", name)
             np.testing.assert_array_equal(cohort, solo)

@@ -254,16 +254,16 @@ def test_lap_under_its_sampling_equals_pal_under_uniform_sampling_in_expectation
 @pytest.mark.parametrize("kind, expected", [("prioritized", "mse"), ("lap", "lap"), ("pal", "pal")])
 @pytest.mark.parametrize("engine", ["torch", "numba"])
 def test_a_trainer_trains_and_measures_with_its_configs_loss(kind, expected, engine):
-    """Where the loss comes from in a run: the trainer builds it from the whole config and gives it to the agent
+    """Where the loss comes from in a run: the member builds it from the whole config and gives it to the agent
     (either engine), whose per-sample losses the update measures read."""
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member
 
     replay = ReplayConfig(kind=kind, capacity=100, batch_size=8)
     cfg = Config(agent=AgentConfig(loss="mse", hidden_sizes=[8], engine=engine), replay=replay)
-    trainer = Trainer(cfg, device="cpu")
-    assert trainer.agent.td_loss == TDLoss(expected, *loss_params(cfg))
+    member = build_member(cfg, device="cpu")
+    assert member.agent.td_loss == TDLoss(expected, *loss_params(cfg))
     if engine == "numba":
-        assert trainer.agent.numba_engine.loss == trainer.agent.td_loss
+        assert member.agent.numba_engine.loss == member.agent.td_loss
 
 
 UNWEIGHTED_BY_HAND = [  # (loss, δ of one batch, the mean of its per-sample losses as the update counts them)

@@ -13,7 +13,7 @@ from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.memory import ReplayMemory
 from per_cli.rl.schedules import BatchBeta, LinearSchedule
 from per_cli.train.loop.cohort import Cohort, cohort_configs
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..conftest import CONFIGS, TINY_CARTPOLE
 from ..train.checkpoints.test_checkpoint import _scalars
@@ -83,6 +83,6 @@ def test_without_the_increment_beta_anneals_by_step(tmp_path, monkeypatch):
     """The default: one β per phase, linear in the step from β0 to 1 at train.total_steps (400)."""
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*PER_BATCH, "replay.beta_increment=null"], device="cpu")
     drawn = _betas_drawn(monkeypatch)
-    Trainer(cfg).run(tmp_path / "run")
+    run_member(build_member(cfg), tmp_path / "run")
     phase_steps = np.arange(99, 400, 4).repeat(3)  # (the steps that train: (step + 1) % 4 == 0 from step 99)
     assert drawn == pytest.approx((0.4 + 0.6 * phase_steps / 400).tolist(), abs=1e-12)

@@ -7,7 +7,7 @@ import yaml
 from per_cli.config import load_config
 from per_cli.sweep.cohorts import default_cohort_size, pack
 from per_cli.sweep.plan import RunSpec
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..train.checkpoints.test_checkpoint import _rows
 from .test_grid import TINY, _grid, _sets, _starts, _summary, configs  # noqa: F401 - configs is a fixture
@@ -26,8 +26,8 @@ def test_grid_trains_seeds_as_cohorts_each_equal_to_its_solo_run(configs, tmp_pa
         run = grid_dir / name
         assert _summary(run)["status"] == "completed" and _summary(run)["total_steps"] == 300
         assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == int(name[-1])
-    solo = Trainer(load_config(grid_dir / names[1] / "config.yaml"))
-    solo.run(tmp_path / "solo2")
+    solo = build_member(load_config(grid_dir / names[1] / "config.yaml"))
+    run_member(solo, tmp_path / "solo2")
     assert _rows(grid_dir / names[1]) == _rows(tmp_path / "solo2")
 
     again = _grid(configs, runs, *args)

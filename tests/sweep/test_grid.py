@@ -211,7 +211,7 @@ def test_dead_worker_fails_only_its_run_and_ctrl_c_stops_cleanly(configs, tmp_pa
 def test_ray_backend_trains_cohorts_and_returns_files_to_the_driver(configs, tmp_path):
     pytest.importorskip("ray")
     from per_cli.config import load_config
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member, run_member
 
     from ..train.checkpoints.test_checkpoint import _rows
 
@@ -229,8 +229,8 @@ def test_ray_backend_trains_cohorts_and_returns_files_to_the_driver(configs, tmp
         assert {"config.yaml", "metrics.csv", "summary.json"} <= names
         assert any(n.startswith("events.out.tfevents") for n in names)
     assert not list(grid_dir.glob(".incoming-*"))
-    solo = Trainer(load_config(grid_dir / "cartpole__uniform__s2" / "config.yaml"))
-    solo.run(tmp_path / "solo2")
+    solo = build_member(load_config(grid_dir / "cartpole__uniform__s2" / "config.yaml"))
+    run_member(solo, tmp_path / "solo2")
     assert _rows(grid_dir / "cartpole__uniform__s2") == _rows(tmp_path / "solo2")  # a member is its solo run
 
 

@@ -64,11 +64,11 @@ def test_a_damaged_checkpoint_is_set_aside_and_its_run_started_again(tmp_path):
     the damaged files are moved aside, never deleted."""
     from per_cli.config import load_config, to_dict
     from per_cli.sweep.worker import decide, execute_run
-    from per_cli.train.loop.trainer import Trainer
+    from per_cli.train.loop.trainer import build_member, run_member
 
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY, "train.checkpoint_every=100"], device="cpu")
     run_dir = tmp_path / "g" / "run"
-    Trainer(cfg).run(run_dir)
+    run_member(build_member(cfg), run_dir)
     (run_dir / "summary.json").write_text(json.dumps({**_summary(run_dir), "status": "interrupted"}))
     trainer_pt = run_dir / "checkpoints" / "step_000000000300" / "trainer.pt"
     trainer_pt.write_bytes(trainer_pt.read_bytes()[:100])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from per_cli.config import load_config
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..conftest import CONFIGS
 
@@ -41,10 +41,10 @@ def test_a_seed001_config_holds_the_protocol_and_runs_a_few_episodes(path, tmp_p
 
     short = load_config(path, ["train.total_episodes=8", "train.total_steps=150", "train.eval_episodes=1"],
                         device="cpu")  # fmt: skip
-    trainer = Trainer(short)
+    member = build_member(short)
     steps = np.arange(2000)
-    assert [trainer.epsilon(int(s)) for s in steps] == pytest.approx(np.maximum(1 - steps / 1000, 0.05))
-    summary = trainer.run(tmp_path / path.stem)
+    assert [member.epsilon(int(s)) for s in steps] == pytest.approx(np.maximum(1 - steps / 1000, 0.05))
+    summary = run_member(member, tmp_path / path.stem)
     assert summary["status"] == "completed"
     assert summary["episodes"] == 8 or summary["total_steps"] == 150  # the first budget reached
     assert summary["updates"] == max(summary["total_steps"] - 63, 0)  # one update per step from the 64th

@@ -10,7 +10,7 @@ import pytest
 
 from per_cli.analysis.runs import flatten
 from per_cli.config import load_config, to_dict
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..conftest import CONFIGS
 from .test_seed001 import FILES as SEED001_FILES
@@ -59,5 +59,5 @@ def test_a_config_holds_the_notebooks_rules_and_runs_a_few_episodes(path, tmp_pa
     else:  # the notebook's list memory: never drops a transition
         assert r.capacity >= cfg.train.total_steps == STEPS[env_name]
     short = load_config(path, ["train.total_episodes=3", "train.eval_episodes=1"], device="cpu")
-    summary = Trainer(short).run(tmp_path / path.stem)
+    summary = run_member(build_member(short), tmp_path / path.stem)
     assert summary["status"] == "completed" and summary["episodes"] == 3

@@ -1,6 +1,6 @@
 """A cohort: S runs of one config that differ only in the seed, trained in lockstep in one process.
 
-Each seed is a :class:`~per_cli.train.loop.trainer.Trainer` built exactly as its solo run would be, and
+Each seed is a member built exactly as its solo run would be (:func:`~per_cli.train.loop.trainer.build_member`), and
 :mod:`per_cli.train.loop.lockstep` runs them through the one loop, whose phases are the calls a solo run makes over
 a list of one. Each member's RNG streams come from its own seed and it runs the solo kernel on its own buffers, so
 a member computes what its solo run computes (tests/train/loop/test_cohort.py checks it bit for bit). Under the
@@ -19,10 +19,11 @@ from per_cli.config import Config, ConfigError, to_dict
 from per_cli.envs import check_backend, resolve_env_id
 from per_cli.envs.pool import make_pooled
 from per_cli.rl.engines.stacked import stacked_refusal
+from per_cli.train.loop import trainer_state
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.setup import ProgressSink
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member
 
 
 def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
@@ -58,7 +59,7 @@ class Cohort:
             check_backend(env)
             envs = make_pooled(resolve_env_id(env.id), [c.seed for c in cfgs], env.max_episode_steps)
         self.members = [
-            Trainer(cfg, device, progress if i == 0 else None, own)
+            build_member(cfg, device, progress if i == 0 else None, own)
             for i, (cfg, own) in enumerate(zip(cfgs, envs, strict=True))
         ]
         self.note: str | None = None
@@ -73,7 +74,7 @@ class Cohort:
     def resume(self, run_dirs: Sequence[Path]) -> None:
         """Load each member's latest checkpoint from its run directory (ConfigError if one cannot continue)."""
         for member, run_dir in zip(self.members, run_dirs, strict=True):
-            member.resume(run_dir)
+            trainer_state.resume(member, run_dir)
 
     def steps(self) -> Steps:
         """The loop's phases over the members (the stacked torch update where no note refused it)."""

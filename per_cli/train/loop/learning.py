@@ -1,6 +1,6 @@
 """The learning phases of the loop's step (:class:`~per_cli.train.loop.steps.Steps`, whose base this is): ``due``,
 then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_results``, ``update_priorities``,
-``measure`` and ``record_updates``, each one call over the members it is given (see steps.py's map)."""
+``measure`` and ``record_updates``, each one call over the members it is given (lockstep.py orders them)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from per_cli.config import Config
 from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.rl.is_weights import apply_rule
@@ -16,6 +17,7 @@ from per_cli.rl.results import Pending, UpdateResults
 from per_cli.train.loop import learning_rules, reporting
 from per_cli.train.loop.failures import guard
 from per_cli.train.loop.loop_state import Counters
+from per_cli.train.loop.one_config import shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.stopping import check_update, diverged
 from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates
@@ -36,22 +38,26 @@ class LearningPhases:
     index: dict[int, int]
     _positions: PositionsOf
 
-    def __init__(self, members: Sequence[MemberData]):
-        first = members[0]
-        # β by the step, on the members' one schedule and position rule (MemberData.beta, learning_rules.beta_step),
-        # for all at once; under replay.beta_increment β per batch instead (learning_rules.beta_now): chosen once
-        self._beta_rule, self._beta_per_batch = first, first.batch_beta is not None
-        # the members' one config (they differ at most in the seed): what every phase reads of it, once
-        self.gradient_steps = first.cfg.train.gradient_steps
-        self.lagged = first.cfg.train.priority_lag > 0  # (train.priority_lag: an update's results read a step later)
-        self.inserts_by_td = learning_rules.inserts_by_td(first)
-        self._is_rule = first.cfg.replay.is_weights
-        self._measured_by = first.window  # (the windows' measure settings: every member's alike)
-        self._scores = kind_spec(first.cfg.replay.kind).scores  # (the kind scores its batches: score)
-        self._draw_size = first.cfg.replay.batch_size * first.memory.sampler.multiple  # (LaBER: a large batch)
+    def __init__(self, members: Sequence[MemberData], cfg: Config):
+        """``cfg``: the members' one config (:func:`~per_cli.train.loop.one_config.cohort_config`)."""
+        self._cfg = cfg
+        # β by the step on the members' one schedule (MemberData.beta at learning_rules.beta_step), for all at
+        # once; under replay.beta_increment β per batch instead (learning_rules.beta_now)
+        self._beta = shared((m.beta for m in members), "β's schedule")
+        self._beta_per_batch = cfg.replay.beta_increment is not None
+        self.gradient_steps = cfg.train.gradient_steps
+        self.lagged = cfg.train.priority_lag > 0  # (train.priority_lag: an update's results read a step later)
+        self.inserts_by_td = cfg.replay.initial_priority == "td_error"  # (a new transition's priority: its δ)
+        self._is_rule = cfg.replay.is_weights
+        # the windows' measure settings (a resumed window keeps those it was saved with)
+        self._measured_by = shared((MeasureSettings(w.threshold, w.iid) for w in (m.window for m in members)),
+                                   "the update measures' settings")  # fmt: skip
+        self._scores = kind_spec(cfg.replay.kind).scores  # (the kind scores its batches: score)
+        multiple = shared((m.memory.sampler.multiple for m in members), "the draw's multiple")  # (LaBER's m)
+        self._draw_size = cfg.replay.batch_size * multiple
         self._plans = any(m.memory.sampler.plans_phases() for m in members)  # (a class's answer: one config, one)
-        self._train_freq = first.cfg.train.train_freq
-        self._log_every = first.cfg.log.every
+        self._train_freq = cfg.train.train_freq
+        self._log_every = cfg.log.every
         # the members' measured updates over the seed axis (their windows measure alike: one config)
         self.rows = CohortRows([m.window for m in members], self._log_every)
         self._learning: set[int] = set()  # the members (ids) whose learning_rules.learning was True: it stays True
@@ -79,14 +85,13 @@ class LearningPhases:
         if self._train_freq > 1:  # (every step trains at a frequency of 1)
             due = (c.step[idx] + 1) % self._train_freq == 0
             training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
-        rule = self._beta_rule
         if not self._beta_per_batch and training:
             idx = self._positions(training).index
-            positions = learning_rules.beta_step(rule, c.step[idx], c.episode[idx])
+            positions = learning_rules.beta_step(self._cfg, c.step[idx], c.episode[idx])
             if len(positions) == 1 or (positions == positions[0]).all():  # (in lockstep: mostly one position)
-                c.beta[idx] = rule.beta(int(positions[0]))
+                c.beta[idx] = self._beta(int(positions[0]))
             else:
-                c.beta[idx] = rule.beta.many(positions)
+                c.beta[idx] = self._beta.many(positions)
         if self._plans:
             for member in training:
                 guard(member, member.memory.begin_phase, self.gradient_steps)
@@ -189,6 +194,13 @@ class LearningPhases:
         for member in members:
             if member.agent.updates % every == 0:
                 guard(member, reporting.log_point, member)
+
+
+class MeasureSettings(NamedTuple):
+    """What ``measure_table`` reads of the members' windows: the correlation threshold (or None) and iid."""
+
+    threshold: float | None
+    iid: bool
 
 
 class Measured(NamedTuple):

@@ -8,48 +8,30 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from per_cli.config import Config
+
 if TYPE_CHECKING:
     from per_cli.train.loop.member_data import MemberData
 
 
 def learning(d: MemberData) -> bool:
-    """Whether ``d`` learns at this step (hindsight stores transitions when their episode ends, so the memory can
-    lag the step count). Once True it stays True: the step and the memory's length only grow (the loop stops
-    asking)."""
-    return d.state.step + 1 >= d.learn_from and len(d.memory) >= min_fill(d)
-
-
-def min_fill(d: MemberData) -> int:
-    """Transitions the memory must hold before ``learning`` (the batch, or a resumed run's refill)."""
-    return max(d.refill, d.cfg.replay.batch_size)
-
-
-def inserts_by_td(d: MemberData) -> bool:
-    """``replay.initial_priority: td_error``: a new transition's priority is its own TD error."""
-    return d.cfg.replay.initial_priority == "td_error"
+    """Whether ``d`` learns at this step: from its ``learn_from`` step, once its memory holds a batch (or a resumed
+    run's refill; hindsight stores transitions when their episode ends, so the memory can lag the step count).
+    Once True it stays True: the step and the memory's length only grow (the loop stops asking)."""
+    return d.state.step + 1 >= d.learn_from and len(d.memory) >= max(d.refill, d.cfg.replay.batch_size)
 
 
 def beta_now(d: MemberData) -> float:
-    """β of ``d``'s next batch (a cohort draws them with it): this step's, which the loop's ``due`` sets; under
-    ``replay.beta_increment`` the next batch's own, from the batches sampled so far (one per update:
-    ``agent.updates``, which a checkpoint carries)."""
-    if d.batch_beta is not None:
-        return d.batch_beta(d.agent.updates + 1)
-    return d.state.beta
+    """β of ``d``'s next batch under ``replay.beta_increment``: the batch's own, from the batches sampled so far
+    (one per update: ``agent.updates``, which a checkpoint carries)."""
+    return d.batch_beta(d.agent.updates + 1)
 
 
-def beta_by_step(d: MemberData) -> bool:
-    """Whether β's position is the step alone (else it may follow the episode count: ``beta_step``)."""
-    return d.cfg.train.total_episodes is None or d.cfg.replay.beta_end_step is not None
-
-
-def beta_step(d: MemberData, step: int | np.ndarray, episode: int | np.ndarray | None = None) -> int | np.ndarray:
-    """The position on β's schedule at ``step`` with ``episode`` episodes finished (``d``'s count by default;
-    both may be int64 arrays: the loop's, for all members at once). It is defined over total_steps; under an
-    episode budget the run may end sooner, so the schedule follows whichever budget is further along and β
-    reaches 1 at the end."""
-    t = d.cfg.train
-    if beta_by_step(d):
+def beta_step(cfg: Config, step: int | np.ndarray, episode: int | np.ndarray) -> int | np.ndarray:
+    """The position on β's schedule at ``step`` with ``episode`` episodes finished (both may be int64 arrays: the
+    loop's, for all members at once). It is defined over total_steps; under an episode budget the run may end
+    sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
+    t = cfg.train
+    if t.total_episodes is None or cfg.replay.beta_end_step is not None:
         return step
-    episode = d.state.episode if episode is None else episode
     return np.maximum(step, episode * t.total_steps // t.total_episodes)

@@ -1,7 +1,7 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
 A member is its data (:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and
-β schedules, counters, evaluator, run directory; a :class:`~per_cli.train.loop.trainer.Trainer` builds it), which
+β schedules, counters, evaluator, run directory; built by :func:`~per_cli.train.loop.trainer.build_member`), which
 the phases hand to the functions of each concern: its run directory :mod:`~per_cli.train.loop.run_record`'s, its
 logged rows :mod:`~per_cli.train.loop.reporting`'s, its periodic tasks :mod:`~per_cli.train.loop.tasks`'. This
 module only orders the phases, the same for every member, step by step, each phase ONE call of
@@ -22,7 +22,7 @@ module only orders the phases, the same for every member, step by step, each pha
 4. a member whose budget is spent is finished (``run_record.finish``: final evaluation, summary) and leaves.
 
 A member that raises is recorded ``failed`` in its own summary and leaves; the others go on: its row of the loop's
-alive mask over the seed axis (:class:`~per_cli.train.loop.failures.Alive`) turns False where it fails, and this
+alive mask over the seed axis (:class:`~per_cli.train.loop.alive.Alive`) turns False where it fails, and this
 loop hands each phase only the members alive after the phase before it. Ctrl-C or SIGTERM stop them all (each
 recorded ``interrupted``, resumable from its checkpoint).
 """
@@ -54,13 +54,14 @@ def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: 
     Denormal floats are flushed to zero on this thread while training: Adam's moments of dead ReLU units decay
     through the denormal range, where x86 arithmetic is far slower. The flag is restored when the loop ends.
     """
-    Alive.over(members)  # (this run's: a member fails through failures.fail)
+    alive = Alive.over(members)  # (this run's: a member fails through failures.fail)
     for member, run_dir in zip(members, run_dirs, strict=True):
         run_record.begin(member, run_dir)
     torch.set_flush_denormal(True)
     with SignalStop(deferred=True).installed() as stop, np.errstate(over="ignore", invalid="ignore"):
         try:
-            _loop(list(members), steps, stop)
+            steps.begin(alive)  # (every member has its observation in hand: the loop holds them)
+            _Loop(steps, alive).run(list(members), stop)
         except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
             interrupt = interrupt_behind(exc)
             unfinished = [member for member in members if not member.summary]
@@ -78,109 +79,110 @@ def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: 
     return [member.summary for member in members]
 
 
-def _keep(members: list[MemberData], *aligned: Any) -> tuple:
-    """(``members``, then each of ``aligned``: lists or sequences row by row with them) without the members whose
-    row of the loop's alive mask is False: all of them as they are (the same objects) where none was dropped."""
-    if not members:
-        return (members, *aligned)
-    alive = members[0].alive.loop  # (the loop's: run_members made it over every member)
-    if alive.failed == 0:
-        return (members, *aligned)
-    kept = [k for k, m in enumerate(members) if alive.mask[m.alive.row]]
-    if len(kept) == len(members):
-        return (members, *aligned)
-    return ([members[k] for k in kept], *([rows[k] for k in kept] for rows in aligned))
+class _Loop:
+    """The steps of one run over ``steps``' members; ``alive``: the run's mask over them (run_members made it),
+    through which every phase's members are filtered before the next."""
 
+    def __init__(self, steps: Steps, alive: Alive):
+        self.steps, self.alive = steps, alive
 
-def _keep_update(training: list[MemberData], batches: Sequence[Any], results: Any) -> tuple:
-    """``_keep`` of an update: the members, their batches, and the rows of their results (``UpdateResults`` or
-    ``Pending``: ``take``)."""
-    kept, rows = _keep(training, range(len(training)))
-    if len(kept) == len(training):
-        return training, batches, results
-    return kept, [batches[k] for k in rows], results.take(rows)
+    def keep(self, members: list[MemberData], *aligned: Any) -> tuple:
+        """(``members``, then each of ``aligned``: lists or sequences row by row with them) without the members
+        whose row of the alive mask is False: all of them as they are (the same objects) where none was dropped."""
+        alive = self.alive
+        if not members or alive.failed == 0:
+            return (members, *aligned)
+        kept = [k for k, m in enumerate(members) if alive.mask[m.alive.row]]
+        if len(kept) == len(members):
+            return (members, *aligned)
+        return ([members[k] for k in kept], *([rows[k] for k in kept] for rows in aligned))
 
+    def keep_update(self, training: list[MemberData], batches: Sequence[Any], results: Any) -> tuple:
+        """``keep`` of an update: the members, their batches, and the rows of their results (``UpdateResults`` or
+        ``Pending``: ``take``)."""
+        kept, rows = self.keep(training, range(len(training)))
+        if len(kept) == len(training):
+            return training, batches, results
+        return kept, [batches[k] for k in rows], results.take(rows)
 
-def _alive(members: list[MemberData]) -> list[MemberData]:
-    """Those of ``members`` still running by the loop's alive mask (``members`` itself where none was dropped)."""
-    return _keep(members)[0]
+    def running(self, members: list[MemberData]) -> list[MemberData]:
+        """Those of ``members`` still running by the alive mask (``members`` itself where none was dropped)."""
+        return self.keep(members)[0]
 
+    def settle(self, active: list[MemberData]) -> list:
+        """Finish the members whose budget is spent; keep those still training (``active`` itself where none
+        finished or failed). Only a member's ``tasks.end_step`` ends its budget, so only those that ``steps`` saw
+        finish there (``steps.finished``; before the first step every member) are looked at."""
+        steps = self.steps
+        finished, steps.finished = steps.finished, []
+        running = self.running(active)
+        if not finished and running is active:
+            return active
+        for member in self.running(finished):
+            if member.done:
+                guard(member, run_record.finish, member)
+        return [m for m in self.running(running) if not m.done]
 
-def _settle(active: list[MemberData], steps: Steps | None = None) -> list:
-    """Finish the members whose budget is spent; keep those still training (``active`` itself where none
-    finished or failed). Only a member's ``tasks.end_step`` ends its budget, so after the first step only those that
-    ``steps`` saw finish there (``steps.finished``) are looked at."""
-    finished = active if steps is None else steps.finished
-    if steps is not None:
-        steps.finished = []
-    running = _alive(active)
-    if not finished and running is active:
-        return active
-    for member in _alive(finished):
-        if member.done:
-            guard(member, run_record.finish, member)
-    return [m for m in _alive(running) if not m.done]
+    def collect(self, active: list[MemberData]) -> list:
+        """One env step of every member (see the module docstring); returns those still running."""
+        steps = self.steps
+        actions = steps.choose_actions(active)
+        stepping, actions = self.keep(active, actions)
+        steps.step_envs(stepping, actions)
+        active = self.running(active)
+        if active and steps.inserts_by_td:  # (replay.initial_priority: td_error)
+            steps.insert_priorities(*self.keep(active, steps.insertion_td(active)))
+            active = self.running(active)
+        steps.end_collects(active)
+        return self.running(active)
 
+    def run(self, active: list[MemberData], stop: SignalStop) -> None:
+        steps = self.steps
+        steps.finished = list(active)  # (a member may start with its budget spent)
+        active = self.settle(active)
+        lag = steps.lagged
+        pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), unread
+        while active:
+            stop.check()
+            active = self.collect(active)
+            learning, training = steps.due(active)
+            learning, training = self.running(learning), self.running(training)
+            for _ in range(steps.gradient_steps if training else 0):
+                training, batches = self.keep(training, steps.sample(training))
+                if not training:  # (every member failed: a full disk fails them all)
+                    break
+                batches = steps.score(training, batches)
+                steps.weigh(training, batches)
+                results = steps.learn(training, batches)
+                if lag:  # this update's results are read after the next one is queued
+                    previous, pending = pending, (training, batches, results)
+                    if previous is not None:
+                        self.after_update(*previous)
+                    training = self.running(training)
+                else:
+                    training = self.after_update(training, batches, results)
+                if not training:
+                    break
+            active = self.running(active)
+            if pending is not None and any(checkpoints_now(m) for m in active):  # (a checkpoint holds every update)
+                self.after_update(*pending)
+                pending = None
+                active = self.running(active)
+            steps.end_steps(active, self.running(learning))
+            if pending is not None and steps.finished:  # (a finished member's summary counts every update)
+                self.after_update(*pending)
+                pending = None
+            active = self.settle(active)
 
-def _collect(active: list[MemberData], steps: Steps) -> list:
-    """One env step of every member (see the module docstring); returns those still running."""
-    actions = steps.choose_actions(active)
-    stepping, actions = _keep(active, actions)
-    steps.step_envs(stepping, actions)
-    active = _alive(active)
-    if active and steps.inserts_by_td:  # (replay.initial_priority: td_error)
-        steps.insert_priorities(*_keep(active, steps.insertion_td(active)))
-        active = _alive(active)
-    steps.end_collects(active)
-    return _alive(active)
-
-
-def _loop(active: list[MemberData], steps: Steps, stop: SignalStop) -> None:
-    steps.begin()  # (every member has its observation in hand: the loop holds them)
-    active = _settle(active)
-    lag = steps.lagged
-    pending: tuple | None = None  # train.priority_lag: the last update's (training, batches, results), not yet read
-    while active:
-        stop.check()
-        active = _collect(active, steps)
-        learning, training = steps.due(active)
-        learning, training = _alive(learning), _alive(training)
-        for _ in range(steps.gradient_steps if training else 0):
-            training, batches = _keep(training, steps.sample(training))
-            if not training:  # (every member failed: a full disk fails them all)
-                break
-            batches = steps.score(training, batches)
-            steps.weigh(training, batches)
-            results = steps.learn(training, batches)
-            if lag:  # this update's results are read after the next one is queued
-                previous, pending = pending, (training, batches, results)
-                if previous is not None:
-                    _after_update(steps, *previous)
-                training = _alive(training)
-            else:
-                training = _after_update(steps, training, batches, results)
-            if not training:
-                break
-        active = _alive(active)
-        if pending is not None and any(checkpoints_now(m) for m in active):  # (a checkpoint holds every update)
-            _after_update(steps, *pending)
-            pending = None
-            active = _alive(active)
-        steps.end_steps(active, _alive(learning))
-        if pending is not None and steps.finished:  # (a finished member's summary counts every update)
-            _after_update(steps, *pending)
-            pending = None
-        active = _settle(active, steps)
-
-
-def _after_update(steps: Steps, training: list[MemberData], batches: Sequence[Any], results: Any) -> list:
-    """What follows an update of ``training``: its results checked, the priorities updated from its TD errors,
-    its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag`` it runs for
-    the previous update after the next one is queued (members that failed since are left out)."""
-    training, batches, results = _keep_update(training, batches, results)
-    steps.check_results(training, results)
-    training, batches, results = _keep_update(training, batches, results)
-    steps.update_priorities(training, batches, results)
-    training, batches, results = _keep_update(training, batches, results)
-    steps.record_updates(training, batches, results)
-    return _alive(training)
+    def after_update(self, training: list[MemberData], batches: Sequence[Any], results: Any) -> list:
+        """What follows an update of ``training``: its results checked, the priorities updated from its TD
+        errors, its measures recorded; returns those of ``training`` still running. Under ``train.priority_lag``
+        it runs for the previous update after the next one is queued (members that failed since are left out)."""
+        steps = self.steps
+        training, batches, results = self.keep_update(training, batches, results)
+        steps.check_results(training, results)
+        training, batches, results = self.keep_update(training, batches, results)
+        steps.update_priorities(training, batches, results)
+        training, batches, results = self.keep_update(training, batches, results)
+        steps.record_updates(training, batches, results)
+        return self.running(training)

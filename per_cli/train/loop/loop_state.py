@@ -57,10 +57,10 @@ class _Column:
     def __init__(self, cast):
         self.cast = cast
 
-    def __set_name__(self, owner, name: str) -> None:
+    def __set_name__(self, _owner, name: str) -> None:
         self.name = name
 
-    def __get__(self, state: LoopState, owner=None):
+    def __get__(self, state: LoopState, _owner=None):
         return self.cast(getattr(state._counters, self.name)[state._row])
 
     def __set__(self, state: LoopState, value) -> None:

@@ -4,7 +4,7 @@ The collaborators are functions over it, each one concern: :mod:`~per_cli.train.
 its run directory), :mod:`~per_cli.train.loop.trainer_state` (its checkpoints), :mod:`~per_cli.train.loop.reporting`
 (its logged rows and evaluations), :mod:`~per_cli.train.loop.tasks` (the periodic tasks at the end of a step),
 :mod:`~per_cli.train.loop.learning_rules` (when it learns, the β it samples with). The loop's phases call them;
-:class:`~per_cli.train.loop.trainer.Trainer` builds it from a config and runs it.
+:mod:`~per_cli.train.loop.trainer` builds it from a config and runs it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Progress reporting for long work: a rich bar on a terminal, a few plain lines otherwise.
 
-The trainer calls ``update(step, info)`` every 1,000 steps and once more when the run ends, after its final
+The loop calls ``update(step, info)`` every 1,000 steps and once more when the run ends, after its final
 evaluation, so the last line and the CLI's ``done:`` line (:func:`done_line`) show the same numbers. The
 bar counts episodes when the run has an episode budget (``train.total_episodes``), steps otherwise.
 """
@@ -151,6 +151,8 @@ class PlainTrainProgress:
 
 
 class SilentProgress:
+    """No progress shown (``--quiet``, a grid's worker, a member of a cohort after the first)."""
+
     def __enter__(self) -> SilentProgress:
         return self
 

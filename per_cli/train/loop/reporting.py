@@ -87,9 +87,8 @@ def evaluate(d: MemberData, log_step: int) -> None:
     d.logger.scalars(d.evaluator.run(d.agent, seed_step=d.state.step), log_step)
 
 
-def progress_of(d: MemberData, epsilon: float | None = None, final: bool = False) -> dict[str, Any]:
-    """:func:`progress_info` of ``d`` now (ε: this step's by default)."""
-    epsilon = d.epsilon(d.state.step) if epsilon is None else epsilon
+def progress_of(d: MemberData, epsilon: float, final: bool = False) -> dict[str, Any]:
+    """:func:`progress_info` of ``d`` now, at ε ``epsilon``."""
     return progress_info(d.state, d.evaluator, epsilon, time.time() - d.start_time, final)
 
 

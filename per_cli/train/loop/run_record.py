@@ -50,9 +50,9 @@ def finish(d: MemberData) -> None:
     """After the last step: the final evaluation, progress line and checkpoint, then the completed summary."""
     if d.cfg.train.eval_episodes > 0:
         evaluate(d, d.state.step)
-    d.progress.update(d.state.step, progress_of(d, final=True))
+    d.progress.update(d.state.step, progress_of(d, d.epsilon(d.state.step), final=True))
     if d.cfg.train.checkpoint_every:
-        trainer_state.save(d, d.logger.run_dir)
+        trainer_state.save(d)
     d.summary = {**d.base, **results_of(d), "status": COMPLETED}
     close(d)
     write_summary(d.logger.run_dir, d.summary)

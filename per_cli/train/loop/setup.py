@@ -21,17 +21,13 @@ from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.periodic import Periodic
+from per_cli.train.loop.progress import SilentProgress
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.update_window import UpdateWindow
 
 
 class ProgressSink(Protocol):
     def update(self, step: int, info: dict[str, Any]) -> None: ...
-
-
-class NoProgress:
-    def update(self, step: int, info: dict[str, Any]) -> None:
-        pass
 
 
 def resolve_device(name: str) -> torch.device:
@@ -82,7 +78,7 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
     return {
         "cfg": cfg,
         "device": device_,
-        "progress": progress or NoProgress(),
+        "progress": progress or SilentProgress(),
         "periodic": Periodic(cfg),
         "env": env,
         "td_loss": td_loss,

@@ -1,42 +1,16 @@
 """The loop's phases over S >= 1 members, each written once: a solo run is a cohort of one through the same calls.
 
-:func:`per_cli.train.loop.lockstep.run_members` orders the phases; :class:`Steps` runs each for all the members it
-is given, as ONE call where the work is compiled, and member by member only where a member's own object does the
-work (its env, its window, its events):
+:func:`per_cli.train.loop.lockstep.run_members` orders the phases; :class:`Steps` runs each as ONE call over the
+members it is given, on data with a leading seed axis: the counters (:class:`~per_cli.train.loop.loop_state.Counters`),
+the observations in hand (one (S, ...) array), the envs as one batch (:func:`~per_cli.envs.batch.env_batch`), the
+memories (:class:`~per_cli.replay.cohort.CohortSampling`), the networks (:mod:`per_cli.train.loop.updates`, whose
+:class:`~per_cli.rl.results.UpdateResults` the phases after an update read whole) and the measures
+(:class:`~per_cli.train.measures.cohort_rows.CohortRows`). A member's own objects are called only at its events:
+an episode's end, a log point, a periodic task (``tasks.end_step``).
 
-* the members' counters (step, the episode in progress's return and length, this step's ε and β) are the
-  columns of one :class:`~per_cli.train.loop.loop_state.Counters` over them (each member's ``state`` reads its
-  row): the phases move them for every member at once;
-* ``choose_actions``: ε and ε-greedy's draw of every member in one compiled call on each member's own generator
-  (:mod:`per_cli.rl.explore`), then the greedy actions of those acting greedily (``updates.greedy``);
-* ``step_envs``: the members' envs step as one batch (:func:`~per_cli.envs.batch.env_batch`, chosen once: EnvPool's
-  one call per pool, or each Gymnasium env's own ``step``) and their transitions are stored in one call
-  (:meth:`~per_cli.replay.cohort.CohortSampling.store`: the rings' compiled store, or each other memory its own
-  rows); what the envs returned (:class:`~per_cli.envs.batch.EnvStep`) is kept for ``end_collects``. The
-  observations in hand are one (S, ...) array that the phases read and write whole (``begin``);
-* ``sample``, ``insert_priorities``, ``update_priorities``: one call over the members' memories, whatever their
-  storage (:class:`~per_cli.replay.cohort.CohortSampling`: the kind's compiled draw and priority update, then the
-  storages' gather, chosen once);
-* ``learn``, ``greedy``, ``insertion_td`` (the δ of the transitions just stored, from one gather of them), ``score``
-  (the networks' opinion of a drawn batch, for the kinds that ask it: ``KindSpec.scores``): the members' networks
-  (:mod:`per_cli.train.loop.updates`: one compiled call under numba; one stacked torch update or each agent's own
-  under torch); every engine's update returns one :class:`~per_cli.rl.results.UpdateResults` over the seed axis,
-  which the phases after it read whole;
-* ``measure``, ``record_updates``: an update's measures in one pass over its (S, B) arrays
-  (:func:`~per_cli.train.measures.update_measures.measure_table`), kept over the seed axis until each member's
-  window takes its rows (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); only members at a log point are
-  called (``reporting.log_point``). Should that pass raise, every member of the call fails with its error;
-* ``end_collects``: the counters and the observations in hand of every member at once; a member whose episode
-  ended logs it (``reporting.end_episode``), then the envs of those reset as one batch;
-* ``due``: which members train at this step and their β, from the counters;
-* ``end_steps``: the counters move on; only a member with a periodic task at this step (``Periodic``) or an
-  episode's end runs its own ``tasks.end_step``;
-* ``check_results``: the update's losses and mean Q values checked as arrays (a non-finite row fails its member).
-
-Members are addressed by their rows on the seed axis (:mod:`~per_cli.train.loop.positions`). Each member's values
-do not depend on who else is in a call: each works on its own buffers and generators (tests/train/loop/test_cohort.py:
-one member's outputs alone, in a cohort of 7 and of 100 are identical). A member whose phase raises is recorded
-``failed``; the loop hands the next phase only the members alive (its mask), so no phase filters them again.
+Each member's values do not depend on who else is in a call: each works on its own buffers and generators
+(tests/train/loop/test_cohort.py). A member whose phase raises is recorded ``failed``; the loop hands the next
+phase only the members alive, so no phase filters them again.
 """
 
 from __future__ import annotations
@@ -51,9 +25,11 @@ from per_cli.envs.batch import EachEnv, EnvStep, PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.rl import explore
 from per_cli.train.loop import reporting, tasks
+from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.failures import fail, guard, interrupt_behind
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
+from per_cli.train.loop.one_config import cohort_config, shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.updates import updates_for
 
@@ -75,24 +51,24 @@ class Steps(LearningPhases):
         memories = [m.memory for m in members]
         self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather and store)
         self.updates = updates_for(members, stacked)
-        first = members[0]
-        self._schedule, self._n_actions = first.epsilon, first.agent.n_actions
-        if any(m.epsilon != first.epsilon or m.agent.n_actions != self._n_actions for m in members):
-            raise ValueError("the loop's members must share ε's schedule and the action count (one config)")
+        self._schedule = shared((m.epsilon for m in members), "ε's schedule")
+        self._n_actions = shared((m.agent.n_actions for m in members), "the action count")
         self._generators = List([m.action_rng for m in members])
-        self._rule = first.store_rule  # (the members share their config)
-        super().__init__(members)
+        self._rule = shared((m.store_rule for m in members), "what is stored of a step (env.done_reward, ...)")
+        super().__init__(members, cohort_config(members))
         self._latest_ids = np.zeros((len(members), 1), dtype=np.int64)  # the ids insertion_td's gather took
+        self.alive: Alive | None = None  # the loop's alive mask over the members (begin)
         self.obs: np.ndarray | None = None  # the members' observations in hand, row k member k's (begin)
         self.envs: EachEnv | PooledBatch | None = None  # the members' envs as one batch (begin)
         self._stepped: tuple[list, EnvStep] | None = None  # the members stepped and what their envs returned
         self.finished: list = []  # the members whose budget end_steps saw end (the loop finishes them)
 
-    def begin(self) -> None:
-        """The loop's start (every member has its observation in hand: ``run_record.begin``): the observations
-        become the rows of one (S, ...) array that the phases read and write whole (each member's ``obs`` its
-        row: ``MemberData.hold_obs``), and the envs one batch (:func:`~per_cli.envs.batch.env_batch`). ValueError
-        where the observations are not arrays of one shape."""
+    def begin(self, alive: Alive) -> None:
+        """The loop's start (every member has its observation in hand: ``run_record.begin``; ``alive``: the loop's
+        mask over them): the observations become the rows of one (S, ...) array that the phases read and write
+        whole (each member's ``obs`` its row: ``MemberData.hold_obs``), and the envs one batch
+        (:func:`~per_cli.envs.batch.env_batch`). ValueError where the observations are not arrays of one shape."""
+        self.alive = alive
         self.obs = np.stack([np.asarray(m.obs) for m in self.members])
         for k, member in enumerate(self.members):
             member.hold_obs(self.obs, k)
@@ -106,12 +82,10 @@ class Steps(LearningPhases):
         failed)."""
         n, s, c = len(members), self._schedule, self.counters
         _, rows, idx = self._positions(members)
-        whole = type(idx) is slice  # (then the kernel writes the members' ε into their column itself)
-        epsilons, draws = c.epsilon if whole else np.empty(n), np.empty(n, dtype=np.int64)
+        epsilons, draws = np.empty(n), np.empty(n, dtype=np.int64)
         explore.explore_kernel(self._generators, rows, c.step[idx], s.start, s.end, s.duration, self._n_actions,
                                epsilons, draws)  # fmt: skip
-        if not whole:
-            c.epsilon[idx] = epsilons
+        c.epsilon[idx] = epsilons
         actions = draws.tolist()
         greedy = np.flatnonzero(draws < 0).tolist()
         if greedy:
@@ -188,7 +162,7 @@ class Steps(LearningPhases):
                 reporting.end_episode(member, info)
             except Exception as exc:  # noqa: BLE001 - recorded in the member's summary, the others go on
                 fail(member, exc)
-        alive = members[0].alive.loop.mask
+        alive = self.alive.mask
         members = [m for m in members if alive[m.alive.row]]
         if not members:
             return

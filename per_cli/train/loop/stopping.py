@@ -58,7 +58,7 @@ class SignalStop:
     def __init__(self, deferred: bool = False) -> None:
         self.deferred = deferred
 
-    def _handle(self, signum: int, frame) -> None:  # noqa: ARG002 - signal handler signature
+    def _handle(self, signum: int, _frame) -> None:  # (a signal handler's signature)
         again = _pending.signum is not None
         _pending.signum = signum
         if again or not self.deferred:

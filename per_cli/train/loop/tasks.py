@@ -35,7 +35,7 @@ def end_step(d: MemberData, learning: bool) -> None:
         d.progress.update(after, progress_of(d, d.epsilon(step)))
     s.step = after  # the step to run next
     if due.checkpoints(after):
-        trainer_state.save(d, d.logger.run_dir)
+        trainer_state.save(d)
 
 
 def checkpoints_now(d: MemberData) -> bool:

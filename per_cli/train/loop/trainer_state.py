@@ -98,10 +98,9 @@ def resume(d: MemberData, run_dir: Path, loaded: checkpoint.Loaded | None = None
     return d.state.step
 
 
-def save(d: MemberData, run_dir: Path) -> None:
-    """A checkpoint of ``d`` at its step into ``run_dir`` (its memory too under ``train.save_replay``), after its
-    logged rows are flushed."""
+def save(d: MemberData) -> None:
+    """A checkpoint of ``d`` at its step into its run directory (its memory too under ``train.save_replay``),
+    after its logged rows are flushed."""
     replay = d.memory.state_dict() if d.cfg.train.save_replay else None
-    if d.logger is not None:
-        d.logger.flush()
-    checkpoint.save_checkpoint(run_dir, d.state.step, state_dict(d), replay)
+    d.logger.flush()
+    checkpoint.save_checkpoint(d.logger.run_dir, d.state.step, state_dict(d), replay)

@@ -42,17 +42,11 @@ class StoreRule:
         """Whether every step is stored as the env gave it (then callers skip the rule: no cost by default)."""
         return self.done_reward is None and not self.truncation_terminates
 
-    def one(self, reward: float, terminated: bool, truncated: bool, return_before: float) -> tuple[float, bool]:
-        """(stored reward, stored terminated) of one step; ``return_before``: the sum of the env's rewards in this
-        episode before the step."""
-        if self.done_reward is not None and (terminated or truncated) and return_before != self.except_return:
-            reward = self.done_reward
-        return reward, bool(terminated or (truncated and self.truncation_terminates))
-
     def many(
         self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, returns_before: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`one` for a step of several members (row k: member k), as new arrays of the inputs' dtypes."""
+        """(stored rewards, stored terminated) of a step of several members (row k: member k; ``returns_before``:
+        each one's return in this episode before the step), as new arrays of the inputs' dtypes."""
         rewards = rewards.copy()
         ended = np.logical_or(terminated, truncated)
         if self.done_reward is not None:

@@ -16,8 +16,9 @@ from per_cli.cli import app
 from per_cli.config import load_config
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint, truncate_metrics
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
+from per_cli.train.loop import trainer_state
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
@@ -57,8 +58,8 @@ def _scalars(run_dir) -> dict:
     }
 
 
-def _params(trainer) -> list[np.ndarray]:
-    return [p.detach().cpu().numpy().copy() for p in trainer.agent.q_net.parameters()]
+def _params(member) -> list[np.ndarray]:
+    return [p.detach().cpu().numpy().copy() for p in member.agent.q_net.parameters()]
 
 
 # the knobs of configs/seed001-asis (a done reward with a reachable exception: the 30-step limit's return 29)
@@ -73,20 +74,20 @@ def test_interrupted_run_resumes_exactly(tmp_path, monkeypatch, kind):
     kind, _, variant = kind.partition(",")
     extra = AS_WRITTEN if variant else []
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*CHECKPOINTED, f"replay.kind={kind}", *extra], device="cpu")
-    whole = Trainer(cfg)
-    whole_summary = whole.run(tmp_path / "whole")
+    whole = build_member(cfg)
+    whole_summary = run_member(whole, tmp_path / "whole")
 
     _crash_at(monkeypatch, 380)
     with pytest.raises(Crash):
-        Trainer(cfg).run(tmp_path / "split")
+        run_member(build_member(cfg), tmp_path / "split")
     monkeypatch.undo()
     run_dir = tmp_path / "split"
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "failed"
     assert latest_checkpoint(run_dir).name == "step_000000000300"
 
-    resumed = Trainer(cfg)
-    assert resumed.resume(run_dir) == 300
-    summary = resumed.run(run_dir)
+    resumed = build_member(cfg)
+    assert trainer_state.resume(resumed, run_dir) == 300
+    summary = run_member(resumed, run_dir)
 
     assert summary["status"] == "completed" and summary["resumed_from_step"] == 300
     for key in ("total_steps", "episodes", "updates", "final_return_mean", "eval_return_mean"):
@@ -130,13 +131,13 @@ def test_resume_without_the_replay_memory_refills_it_first(tmp_path, monkeypatch
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", overrides, device="cpu")
     _crash_at(monkeypatch, 320)
     with pytest.raises(Crash):
-        Trainer(cfg).run(tmp_path / "r")
+        run_member(build_member(cfg), tmp_path / "r")
     monkeypatch.undo()
     assert not (latest_checkpoint(tmp_path / "r") / "replay").exists()
-    trainer = Trainer(cfg)
-    trainer.resume(tmp_path / "r")
-    updates_at_checkpoint = trainer.agent.updates
-    summary = trainer.run(tmp_path / "r")
+    member = build_member(cfg)
+    trainer_state.resume(member, tmp_path / "r")
+    updates_at_checkpoint = member.agent.updates
+    summary = run_member(member, tmp_path / "r")
     assert summary["status"] == "completed"
     # learning_starts=100 transitions collected again (steps 300..399), then one update per 4 steps
     assert summary["updates"] - updates_at_checkpoint == len(range(400, 601, 4))
@@ -210,7 +211,7 @@ def test_truncate_metrics_keeps_rows_up_to_the_step(tmp_path):
 
 def test_checkpoint_holds_rng_and_schedule_state(tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
-    Trainer(cfg).run(tmp_path / "r")
+    run_member(build_member(cfg), tmp_path / "r")
     state = torch.load(latest_checkpoint(tmp_path / "r") / "trainer.pt", weights_only=True)  # (no added globals)
     assert state["loop"]["step"] == 600
     assert {"action", "sampler", "torch"} <= set(state["rng"])

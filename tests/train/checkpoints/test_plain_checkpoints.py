@@ -22,7 +22,7 @@ from per_cli.train.checkpoints.checkpoint import latest_checkpoint, load_checkpo
 from per_cli.train.checkpoints.safe_read import CheckpointRefused, load_plain, save_plain
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.loop_state import LoopState
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.measures.metrics import RunningMeans
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
@@ -71,7 +71,7 @@ def test_a_new_checkpoint_holds_only_plain_data(tmp_path):
     throughout, the large replay arrays in .npy files."""
     solo = load_config(CONFIGS / "cartpole_per.yaml", [*CHECKPOINTED, LARGE_REPLAY, "train.total_steps=300"],
                        device="cpu")  # fmt: skip
-    Trainer(solo).run(tmp_path / "solo")
+    run_member(build_member(solo), tmp_path / "solo")
     cfgs = cohort_configs(load_config(CONFIGS / "cartpole_uniform.yaml", [*CHECKPOINTED, "train.total_steps=300"],
                                       device="cpu"), [1, 2])  # fmt: skip
     Cohort(cfgs).run([tmp_path / f"member{c.seed}" for c in cfgs])
@@ -106,7 +106,7 @@ def test_a_checkpoint_of_an_older_format_is_refused_naming_it(tmp_path, version)
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.total_steps=150",
                                                           "train.checkpoint_every=150", "train.save_replay=true"],
                       device="cpu")  # fmt: skip
-    Trainer(cfg).run(tmp_path / "r")
+    run_member(build_member(cfg), tmp_path / "r")
     path = latest_checkpoint(tmp_path / "r")
     _as_format_3(path)
     if version == 2:  # (format 2 also pickled the metrics windows as bytes)
@@ -120,7 +120,7 @@ def test_a_checkpoint_of_an_older_format_is_refused_naming_it(tmp_path, version)
 def test_a_checkpoint_of_another_format_is_refused(tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.total_steps=150",
                                                           "train.checkpoint_every=150"], device="cpu")  # fmt: skip
-    Trainer(cfg).run(tmp_path / "r")
+    run_member(build_member(cfg), tmp_path / "r")
     path = latest_checkpoint(tmp_path / "r") / "trainer.pt"
     state = load_plain(path)
     current = checkpoint.FORMAT_VERSION
@@ -150,7 +150,7 @@ def test_a_checkpoint_of_format_4_is_refused_in_one_line_naming_the_fix(tmp_path
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.total_steps=150",
                                                           "train.checkpoint_every=150", "train.save_replay=true"],
                       device="cpu")  # fmt: skip
-    Trainer(cfg).run(tmp_path / "r")
+    run_member(build_member(cfg), tmp_path / "r")
     path = latest_checkpoint(tmp_path / "r")
     save_plain({**load_plain(path / "trainer.pt"), "format": 4}, path / "trainer.pt")
     saved = load_plain(path / "replay" / "tree.pt")

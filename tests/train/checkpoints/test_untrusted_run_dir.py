@@ -20,7 +20,7 @@ from per_cli.config import load_config
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint, load_checkpoint
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
 from per_cli.train.checkpoints.safe_read import FORMAT_VERSION, CheckpointRefused, load_plain, save_plain
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
@@ -41,7 +41,7 @@ class RunsAShellCommand:
 @pytest.fixture
 def run_dir(tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
-    Trainer(cfg).run(tmp_path / "run")
+    run_member(build_member(cfg), tmp_path / "run")
     return tmp_path / "run"
 
 
@@ -143,7 +143,7 @@ def test_a_snapshot_is_plain_data_even_of_an_env_holding_a_crafted_object():
 
 def test_latest_naming_a_folder_outside_the_run_is_refused(run_dir, tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
-    Trainer(cfg).run(tmp_path / "elsewhere" / "other")
+    run_member(build_member(cfg), tmp_path / "elsewhere" / "other")
     step = latest_checkpoint(run_dir).name
     (run_dir / "checkpoints" / "latest").write_text(f"../../elsewhere/other/checkpoints/{step}\n")
     _refused(_resume(run_dir), "it was not followed")
@@ -151,7 +151,7 @@ def test_latest_naming_a_folder_outside_the_run_is_refused(run_dir, tmp_path):
 
 def test_a_checkpoint_folder_linked_outside_the_run_is_refused(run_dir, tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", CHECKPOINTED, device="cpu")
-    Trainer(cfg).run(tmp_path / "other")
+    run_member(build_member(cfg), tmp_path / "other")
     folder = latest_checkpoint(run_dir)
     os.rename(folder, tmp_path / "moved")
     folder.symlink_to(latest_checkpoint(tmp_path / "other"))

@@ -19,11 +19,12 @@ from per_cli.config.seeds import parse_seeds
 from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
 from per_cli.train.loop import reporting
+from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.failures import interrupt_behind
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import RunInterrupted
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 from ...test_cli import check_run_contract
@@ -67,8 +68,8 @@ def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kin
     assert engine == "auto" or summaries[0]["engine"] == engine
     assert cohort.note is None
     for cfg, member in zip(cfgs, cohort.members, strict=True):
-        solo = Trainer(cfg)
-        solo_summary = solo.run(tmp_path / f"solo{cfg.seed}")
+        solo = build_member(cfg)
+        solo_summary = run_member(solo, tmp_path / f"solo{cfg.seed}")
         run = tmp_path / f"cohort{cfg.seed}"
         assert _rows(run) == _rows(tmp_path / f"solo{cfg.seed}"), cfg.seed
         assert _scalars(run) == _scalars(tmp_path / f"solo{cfg.seed}"), cfg.seed
@@ -86,8 +87,8 @@ def test_a_members_run_is_the_same_alone_among_7_and_among_100(tmp_path):
     cohort's order."""
     extra = ["agent.engine=numba", "replay.kind=prioritized", "log.every=20"]
     solo_cfg = _configs([5], *extra)[0]
-    solo = Trainer(solo_cfg)
-    solo.run(tmp_path / "solo")
+    solo = build_member(solo_cfg)
+    run_member(solo, tmp_path / "solo")
     for name, seeds in (("s7", [9, 2, 5, 1, 7, 3, 4]), ("s100", list(range(100, 0, -1)))):
         cfgs = _configs(seeds, *extra)
         cohort = Cohort(cfgs)
@@ -131,8 +132,8 @@ def test_a_torch_cohort_updates_stacked_and_each_member_matches_its_solo_run(tmp
     assert cohort.note is None  # the stacked path, not one update per member
     summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
     for cfg, member, summary in zip(cfgs, cohort.members, summaries, strict=True):
-        solo = Trainer(cfg)
-        solo_summary = solo.run(tmp_path / f"solo{cfg.seed}")
+        solo = build_member(cfg)
+        solo_summary = run_member(solo, tmp_path / f"solo{cfg.seed}")
         for key in ("status", "engine", "total_steps", "episodes", "updates", "final_return_mean", "eval_return_mean"):
             assert summary[key] == solo_summary[key], key
         _assert_matches_solo_run(tmp_path / f"cohort{cfg.seed}", tmp_path / f"solo{cfg.seed}", member, solo)
@@ -151,8 +152,8 @@ def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path, engine):
     assert good["status"] == "completed" and good["updates"] > 0
     alive = cohort.members[0].alive.loop  # the loop's mask over the seed axis: seed 1's row off, once
     assert cohort.members[1].alive.loop is alive and alive.mask.tolist() == [False, True] and alive.failed == 1
-    solo = Trainer(cfgs[1])
-    solo.run(tmp_path / "solo2")
+    solo = build_member(cfgs[1])
+    run_member(solo, tmp_path / "solo2")
     if engine == "numba":
         assert _rows(tmp_path / "s2") == _rows(tmp_path / "solo2")  # the other seed went on, unaffected
     else:
@@ -166,7 +167,7 @@ def test_a_seed_whose_insertion_td_error_is_nan_fails_alone(tmp_path):
     good, bad = cohort.run([tmp_path / "s1", tmp_path / "s2"])
     assert bad["status"] == "failed" and "non-finite TD error in a priority update" in bad["error"]
     assert bad["total_steps"] == 0 and not _rows(tmp_path / "s2")
-    Trainer(cfgs[0]).run(tmp_path / "solo1")
+    run_member(build_member(cfgs[0]), tmp_path / "solo1")
     assert good["status"] == "completed" and _rows(tmp_path / "s1") == _rows(tmp_path / "solo1")
 
 
@@ -253,7 +254,7 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     assert first["status"] == "failed" and "a broken update window" in first["error"]
     assert failed_at and first["total_steps"] == failed_at[0]
     monkeypatch.undo()
-    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    run_member(build_member(cfgs[1]), tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
 
 
@@ -266,7 +267,7 @@ def test_the_loop_holds_the_observations_in_hand_as_one_array_each_members_obs_i
         member.obs = member.env.reset(seed=member.cfg.seed)[0]
     first = [member.obs.copy() for member in cohort.members]
     steps = cohort.steps()
-    steps.begin()
+    steps.begin(Alive.over(cohort.members))
     assert steps.obs.shape == (2, 4) and steps.obs.dtype == np.float32
     for k, member in enumerate(cohort.members):
         np.testing.assert_array_equal(member.obs, first[k])

@@ -11,7 +11,7 @@ from per_cli.train.loop import learning, learning_rules, reporting, tasks
 from per_cli.train.loop.cohort import Cohort
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.stopping import RunDiverged
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ..checkpoints.test_checkpoint import _rows
 from .test_cohort import _configs
@@ -78,7 +78,7 @@ def test_a_seed_failing_in_a_phase_leaves_alone_and_the_other_is_its_solo_run(
     alive = bad.alive.loop
     assert alive.mask.tolist() == [False, True] and alive.failed == 1 and not called_failed  # (once, in its phase)
     monkeypatch.undo()
-    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    run_member(build_member(cfgs[1]), tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
 
 
@@ -101,7 +101,7 @@ def test_a_seed_whose_update_goes_non_finite_fails_alone_with_the_diverged_messa
     assert first["status"] == "failed" and f"the loss became nan at step {bad.state.step + 1}: " in first["error"]
     assert bad.state.step >= FAIL_AT and isinstance(bad.error, RunDiverged)
     monkeypatch.undo()
-    Trainer(cfgs[1]).run(tmp_path / "solo2")
+    run_member(build_member(cfgs[1]), tmp_path / "solo2")
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
 
 

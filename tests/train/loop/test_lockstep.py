@@ -11,7 +11,7 @@ from per_cli.train.loop import run_record
 from per_cli.train.loop.alive import Alive, AliveRow
 from per_cli.train.loop.failures import guard
 from per_cli.train.loop.stopping import RunInterrupted, SignalStop
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
@@ -19,7 +19,7 @@ from ...conftest import CONFIGS, TINY_CARTPOLE
 @pytest.fixture
 def member():
     """A member alone in its loop's alive mask (no run directory: its failure is recorded in ``summary``)."""
-    trainer = Trainer(load_config(CONFIGS / "cartpole_uniform.yaml", TINY_CARTPOLE))
+    trainer = build_member(load_config(CONFIGS / "cartpole_uniform.yaml", TINY_CARTPOLE))
     trainer.alive = AliveRow(Alive(1), 0)
     yield trainer
     run_record.close(trainer)
@@ -102,7 +102,7 @@ def test_a_training_runs_stop_defers_the_first_signal_to_its_check_and_takes_a_s
 
 
 def test_an_evaluation_stops_at_its_next_step_on_a_deferred_signal():
-    trainer = Trainer(load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.eval_episodes=3"]))
+    trainer = build_member(load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.eval_episodes=3"]))
     acted = []
     real_act = trainer.agent.act
     trainer.agent.act = lambda *args: acted.append(1) or real_act(*args)

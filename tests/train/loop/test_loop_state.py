@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from per_cli.train.loop.loop_state import Counters, LoopState
@@ -62,6 +62,7 @@ def test_return_measures_by_hand():
     assert return_measures([]) == {"return_auc": None, "return_peak": None, "return_drop": None}
 
 
+@settings(deadline=None)  # (a pure check: a loaded machine's pause must not fail it)
 @given(st.lists(st.floats(-500, 500, allow_nan=False), min_size=1, max_size=60))
 def test_the_loops_running_measures_equal_the_whole_runs(returns):
     from per_cli.rundir.returns import return_measures

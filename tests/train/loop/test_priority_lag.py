@@ -18,7 +18,7 @@ from per_cli.config.shipped import shipped_root
 from per_cli.train.loop import tasks
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member
 
 BASE = [
     "train.total_steps=400", "train.learning_starts=100", "train.eval_episodes=0", "train.checkpoint_every=200",
@@ -64,15 +64,15 @@ class HeldBack(Recording):
 
 def run(tmp_path, name: str, config: str, overrides: list[str], steps_class=Recording):
     cfg = load_config(shipped_root() / config, [*BASE, *overrides], device="cpu", seed=3)
-    trainer = Trainer(cfg)
-    steps = steps_class([trainer])
-    [summary] = run_members([trainer], [tmp_path / name], steps)
+    member = build_member(cfg)
+    steps = steps_class([member])
+    [summary] = run_members([member], [tmp_path / name], steps)
     assert summary["status"] == "completed" and summary["updates"] == 301
-    return trainer, steps
+    return member, steps
 
 
-def params(trainer) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in trainer.agent.q_net.state_dict().items()}
+def params(member) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in member.agent.q_net.state_dict().items()}
 
 
 def assert_same_params(a, b) -> None:

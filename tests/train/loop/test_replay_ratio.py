@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from per_cli.config import load_config
 from per_cli.errors import ConfigError
 from per_cli.rundir.logger import EPISODE_COLUMNS, RunLogger
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
@@ -25,7 +25,7 @@ def test_a_run_logs_its_replay_ratio_and_oldest_age(tmp_path):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", sets, seed=3, device="cpu")
     assert (cfg.train.train_freq, cfg.train.gradient_steps) == (2, 1)
     run_dir = tmp_path / "run"
-    Trainer(cfg).run(run_dir)
+    run_member(build_member(cfg), run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["replay_ratio"] == pytest.approx(summary["updates"] / summary["total_steps"])
     assert summary["replay_ratio"] == pytest.approx(0.5 * (400 - 100) / 400, abs=2 / 400)  # (none before step 100)

@@ -6,7 +6,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from per_cli.config import load_config
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
@@ -21,7 +21,7 @@ def _metrics_without_wall_clock(run_dir):
 def _run(tmp_path, name, overrides, seed):
     cfg = load_config(CONFIGS / "cartpole_uniform.yaml", overrides, seed=seed, device="cpu")
     run_dir = tmp_path / name
-    summary = Trainer(cfg).run(run_dir)
+    summary = run_member(build_member(cfg), run_dir)
     return run_dir, summary
 
 

@@ -12,7 +12,8 @@ import pytest
 from per_cli.config import load_config
 from per_cli.envs import make_env
 from per_cli.train.loop.cohort import Cohort, cohort_configs
-from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.member_data import MemberData
+from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.loop.transitions import StoreRule
 
 from ...conftest import CONFIGS
@@ -43,7 +44,7 @@ def _notebook_episodes(cfg, actions: np.ndarray) -> tuple[list, list, list]:
     return rewards, dones, scores
 
 
-def _stored(trainer: Trainer) -> tuple[np.ndarray, ...]:
+def _stored(trainer: MemberData) -> tuple[np.ndarray, ...]:
     s = trainer.memory.storage
     assert s.added == s.size  # nothing dropped: slot k is transition k
     n = s.size
@@ -61,8 +62,8 @@ def test_on_short_cartpole_episodes_the_stored_rewards_and_flags_are_the_noteboo
     the env's own, which is the notebook's printed score plus the done step's env reward (1)."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=6", "replay.capacity=400", *SHORT]
     cfg = load_config(ASIS / f"cartpole_{kind}.yaml", extra, device="cpu")
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path / "run")
+    trainer = build_member(cfg)
+    run_member(trainer, tmp_path / "run")
     actions, rewards, terminated, truncated = _stored(trainer)
     want_rewards, want_dones, scores = _notebook_episodes(cfg, actions)
     np.testing.assert_array_equal(rewards, np.array(want_rewards, dtype=np.float32))
@@ -77,8 +78,8 @@ def test_the_rules_are_off_by_default_and_the_env_reward_and_flags_are_stored(tm
     """configs/seed001 (no rule): the same short episodes keep the env's +1 and bootstrap from a time-limit end."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=6", "replay.capacity=400", *SHORT]
     cfg = load_config(CONFIGS / "seed001" / "cartpole_uniform.yaml", extra, device="cpu")
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path / "run")
+    trainer = build_member(cfg)
+    run_member(trainer, tmp_path / "run")
     _, rewards, terminated, truncated = _stored(trainer)
     assert set(rewards.tolist()) == {1.0}
     assert (truncated & (terminated == 0)).any()  # a time-limit end that bootstraps
@@ -96,12 +97,19 @@ def test_the_done_reward_spares_a_done_step_whose_return_before_it_is_the_except
     if except_return == "off":  # no done reward: the exception idles, the env's -1 is stored
         extra[-1:] = ["env.done_reward=null", "env.done_reward_except_return=-3"]
     cfg = load_config(ASIS / "mountaincar_uniform.yaml", extra, device="cpu")
-    trainer = Trainer(cfg)
-    trainer.run(tmp_path / "run")
+    trainer = build_member(cfg)
+    run_member(trainer, tmp_path / "run")
     _, rewards, terminated, _ = _stored(trainer)
     assert rewards.tolist() == [-1.0, -1.0, -1.0, -1.0, last] * 3
     assert terminated.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0] * 3  # truncation_terminates
     assert _returns(tmp_path / "run") == [-5.0, -5.0, -5.0]
+
+
+def _one(rule: StoreRule, reward: float, terminated: bool, truncated: bool, return_before: float) -> tuple:
+    """The rule for one step, as its docstring states it: the reference ``many`` is checked against."""
+    if rule.done_reward is not None and (terminated or truncated) and return_before != rule.except_return:
+        reward = rule.done_reward
+    return reward, bool(terminated or (truncated and rule.truncation_terminates))
 
 
 @pytest.mark.parametrize(
@@ -109,7 +117,7 @@ def test_the_done_reward_spares_a_done_step_whose_return_before_it_is_the_except
              StoreRule(5.0, -3.0, False)],
 )  # fmt: skip
 def test_many_is_one_row_by_row(rule):
-    """The vector form (an EnvPool cohort's store) gives each row what the scalar form gives it."""
+    """The vector form gives each row what the rule gives one step."""
     rng = np.random.default_rng(0)
     n = 400
     rewards = rng.choice([-1.0, 0.0, 1.0], size=n).astype(np.float32)
@@ -117,7 +125,7 @@ def test_many_is_one_row_by_row(rule):
     returns = rng.choice([-3.0, 0.0, 499.0, 12.0], size=n)
     got_rewards, got_ends = rule.many(rewards, terminated, truncated, returns)
     rows = zip(rewards.tolist(), terminated.tolist(), truncated.tolist(), returns.tolist(), strict=True)
-    want = [rule.one(*row) for row in rows]
+    want = [_one(rule, *row) for row in rows]
     assert got_rewards.tolist() == [w[0] for w in want] and got_ends.tolist() == [w[1] for w in want]
     assert got_rewards.dtype == rewards.dtype and got_ends.dtype == terminated.dtype
 
@@ -125,7 +133,7 @@ def test_many_is_one_row_by_row(rule):
 @pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
 def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
     """The rule in a cohort: every member's memory is its solo run's. The rule is applied to the step's rows at
-    once (steps.Steps.step_envs, StoreRule.many, checked row by row against the scalar form above), whether the
+    once (steps.Steps.step_envs, StoreRule.many, checked row by row against the rule for one step above), whether the
     rings store them in one compiled call (asserted for EnvPool's) or each memory its own. EnvPool is an optional
     extra: that case is skipped without it."""
     extra = ["env.max_episode_steps=12", "train.total_episodes=5", "replay.capacity=400", *SHORT]
@@ -138,8 +146,8 @@ def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
         assert cohort.steps().sampling.storable  # the vector store serves this cohort
     cohort.run([tmp_path / f"c{c.seed}" for c in cfgs])
     for cfg, member in zip(cfgs, cohort.members, strict=True):
-        solo = Trainer(cfg)
-        solo.run(tmp_path / f"s{cfg.seed}")
+        solo = build_member(cfg)
+        run_member(solo, tmp_path / f"s{cfg.seed}")
         for a, b in zip(_stored(member), _stored(solo), strict=True):
             np.testing.assert_array_equal(a, b)
         assert (_stored(member)[1] == -10.0).any()
