@@ -7,7 +7,6 @@ member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arr
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -52,27 +51,15 @@ class RowBatch(Batch):
         device = self.rows.draw.device
         return None if device is None else device[self.rows.k]
 
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
-
-
-class _RowField:
-    """Field ``name`` of a :class:`RowBatch` (a non-data descriptor: once set in the batch's ``__dict__``, it is
-    not called again)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __get__(self, batch: RowBatch | None, _owner: type) -> np.ndarray:
-        if batch is None:
-            return self  # type: ignore[return-value]
-        row = batch.rows
-        view = batch.__dict__[self.name] = getattr(row.arrays, self.name)[row.k]
+    def __getattr__(self, name: str) -> np.ndarray:  # (only for what the instance lacks: a field not read yet)
+        if name not in BatchArrays._fields:
+            raise AttributeError(name)
+        row = self.__dict__["rows"]
+        view = self.__dict__[name] = getattr(row.arrays, name)[row.k]
         return view
 
-
-for _field in dataclasses.fields(Batch):  # (BatchArrays has Batch's fields, in its order)
-    setattr(RowBatch, _field.name, _RowField(_field.name))
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
 
 
 class DrawnBatches(Sequence):
