@@ -73,10 +73,6 @@ def check_stacks(stacks: np.ndarray) -> None:
     assert np.all((t[:, 1:] == t[:, :-1] + 1)[both]), "a stack skips or repeats a step"
 
 
-def check_stack(stack: np.ndarray) -> None:
-    check_stacks(stack[None])
-
-
 def fill(memory_or_storage, steps: int, stack: int = 4, max_len: int = 12, seed: int = 0, on_step=None):
     """Run the stacked CounterEnv for ``steps`` steps into the storage; returns {id: (obs, next_obs)}."""
     env = gym.wrappers.FrameStackObservation(CounterEnv(max_len, seed), stack, padding_type="zero")
