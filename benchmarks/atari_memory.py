@@ -97,7 +97,7 @@ def main() -> None:
 
     rss, peak = _status_gb("VmRSS"), _status_gb("VmHWM")
     print(f"filled {total:,} transitions in {fill_s:.0f} s ({total / fill_s:,.0f}/s); "
-          f"{storage.num_sampleable:,} of {storage.size:,} sampleable")  # fmt: skip
+          f"{storage.added - storage.oldest_sampleable_id():,} of {storage.size:,} sampleable")  # fmt: skip
     print(f"sample(32) + update_priorities: median {np.median(timings) * 1e6:.0f} µs")
     print(f"resident memory: {rss:.3f} GB (peak {peak:.3f} GB); the memory itself {rss - rss_before:.3f} GB")
     print(f"target <= {TARGET_GB} GB: {'met' if peak <= TARGET_GB else 'MISSED'}")

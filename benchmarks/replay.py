@@ -145,9 +145,9 @@ def build_per(kind: str, n: int) -> ReplayMemory:
     storage.cursor = 0
     rng = np.random.default_rng(1)
     sampler = PrioritizedSampler(storage, rng, ALPHA, EPS) if kind == "prioritized" else RankSampler(storage, rng)
-    for slot in range(n):
-        sampler.add(np.array([slot]), True)
     memory = ReplayMemory(storage, sampler)
+    slots = np.arange(n)  # every slot enters, in order (the kind's add_members over this member alone)
+    type(sampler).add_members(memory.lists, np.zeros(n, dtype=np.int64), slots, np.ones(n, dtype=np.bool_))
     for start in range(0, n, 65536):
         ids = np.arange(start, min(n, start + 65536))
         memory.update_priorities(ids, td[ids])
@@ -283,7 +283,7 @@ def rank_resort_cost(n: int, repeats: int = 5) -> float:
     rng = np.random.default_rng(0)
     sampler.resort_period = 10**12  # no automatic sort while scrambling
     for _ in range(repeats):
-        sampler.update(np.arange(n), rng.random(n))  # a heap as it is between sorts
+        memory.update_priorities(np.arange(n), rng.random(n))  # a heap as it is between sorts (ids = slots)
         start = time.perf_counter()
         sampler.resort()
         times.append(time.perf_counter() - start)

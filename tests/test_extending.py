@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from per_cli.config import load_config
-from per_cli.replay import KINDS, make_replay, register_sampler
+from per_cli.replay import KINDS, KindSpec, make_replay, register_kind
 from per_cli.replay.samplers import UniformSampler
 
 from .conftest import CONFIGS, REPO
@@ -91,13 +91,13 @@ def test_a_plugin_that_cannot_be_imported_is_one_line_and_exit_2(plugin, says, t
 
 
 def test_registering_a_kind_checks_the_class_and_the_name():
-    register_sampler("uniform", UniformSampler)  # the same class again: a no-op (a plugin imported twice)
+    register_kind(KindSpec("uniform", UniformSampler))  # the same class again: a no-op (a plugin imported twice)
     with pytest.raises(ValueError, match="already registered"):
-        register_sampler("uniform", type("Other", (UniformSampler,), {}))
+        register_kind(KindSpec("uniform", type("Other", (UniformSampler,), {})))
     with pytest.raises(TypeError, match="not a Sampler subclass"):
-        register_sampler("mine", np.ndarray)
+        register_kind(KindSpec("mine", np.ndarray))
     with pytest.raises(ValueError, match="letters, digits and underscores"):
-        register_sampler("my kind", UniformSampler)
+        register_kind(KindSpec("my kind", UniformSampler))
     assert "mine" not in KINDS and "my kind" not in KINDS
 
 

@@ -44,10 +44,6 @@ class StratifiedSampler(Sampler):
 
     draw_members = staticmethod(draw_stratified)
 
-    def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
-        super().__init__(storage, rng)
-        self.window = window
-
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Each slot's expected count in the next batch: 1 / (its slice's size)."""
         lo, n = candidate_ids(self.storage.counters, self.window_row())

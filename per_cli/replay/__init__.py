@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from per_cli.plugins import load_plugins
-from per_cli.replay.kinds import KINDS, KindSpec, kind_spec, register_kind, register_sampler, resolve_config
+from per_cli.replay.kinds import KINDS, KindSpec, kind_spec, register_kind, resolve_config
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.combined import COMBINED
 from per_cli.replay.samplers.lap import LAP, PAL
@@ -72,5 +72,5 @@ def make_replay(
 
 __all__ = [
     "KINDS", "Batch", "KindSpec", "ReplayMemory", "kind_spec", "make_replay", "memory_bytes", "register_kind",
-    "register_sampler", "replay_label", "resolve_config",
+    "replay_label", "resolve_config",
 ]  # fmt: skip

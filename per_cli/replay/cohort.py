@@ -1,21 +1,12 @@
-"""A cohort's replay: the members' memories drawn, stored and updated in ONE compiled call each.
-
-Each member keeps its own memory, sampler and generator. :class:`CohortSampling` holds typed lists of their arrays
-(built once: loads write into them) and calls the same functions a solo memory calls over a list of one: the
-kind's ``draw_members`` (replay/samplers/base.py), the storages' gather (replay/gather.py: one per storage class),
-the ring's :func:`~per_cli.replay.storage.ring.store_members`, the kind's ``add_members`` and ``update_members``. So
-a member's batches are its solo run's by construction, whatever the cohort's size and order; nothing here draws.
-Each member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arrays, so that a cohort update
-takes them whole (:func:`stacked_rows`).
-
-It serves every memory the loop builds (of one kind and one storage class: one config): rings, bit-packed MinAtar
-states, Atari frame stacks on the host or the device. ``store`` is one compiled call for the float32 rings of
-vector states (``storable``); any other memory (or a writer that relabels) stores its own rows (``add``).
+"""A cohort's replay: the members' memories (one kind, one storage class: one config) drawn, stored and updated
+in ONE compiled call each, the same functions a solo memory calls over a list of one (the kind's, the storages'
+gather, the ring's store), so a member's batches are its solo run's whatever the cohort; nothing here draws. A
+member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arrays, which an update takes whole
+(:func:`stacked_rows`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -23,7 +14,7 @@ import numpy as np
 
 from per_cli.replay.gather import Gathered, RingGather, gather_for
 from per_cli.replay.memory import Batch, ReplayMemory
-from per_cli.replay.samplers.base import DRAWN, draw_batches
+from per_cli.replay.samplers.base import DRAWN, MemberLists, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import (
     BatchArrays,
     episodes_held_members,
@@ -60,27 +51,15 @@ class RowBatch(Batch):
         device = self.rows.draw.device
         return None if device is None else device[self.rows.k]
 
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
-
-
-class _RowField:
-    """Field ``name`` of a :class:`RowBatch` (a non-data descriptor: once set in the batch's ``__dict__``, it is
-    not called again)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __get__(self, batch: RowBatch | None, owner: type) -> np.ndarray:
-        if batch is None:
-            return self  # type: ignore[return-value]
-        row = batch.rows
-        view = batch.__dict__[self.name] = getattr(row.arrays, self.name)[row.k]
+    def __getattr__(self, name: str) -> np.ndarray:  # (only for what the instance lacks: a field not read yet)
+        if name not in BatchArrays._fields:
+            raise AttributeError(name)
+        row = self.__dict__["rows"]
+        view = self.__dict__[name] = getattr(row.arrays, name)[row.k]
         return view
 
-
-for _field in dataclasses.fields(Batch):  # (BatchArrays has Batch's fields, in its order)
-    setattr(RowBatch, _field.name, _RowField(_field.name))
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a cohort draw's batch is read-only (its fields are rows of the draw: {name})")
 
 
 class DrawnBatches(Sequence):
@@ -138,8 +117,8 @@ class CohortSampling:
             raise ValueError("cohort sampling needs memories of one kind on one storage class")
         (self.kind,) = kinds
         self.memories = list(memories)
-        self._lists = self.kind.lists([m.sampler for m in memories])
-        self._structured = self.kind.keeps_structure()
+        self._lists = MemberLists.of([m.sampler for m in memories])
+        self._structured = defines(self.kind, "add_members")
         self._gather = gather_for(storages, memories[0].n_step, memories[0].gamma)
         self._counters = member_axis([s.counters for s in storages])
         self._episode_ids = member_axis([s.episode_ids for s in storages])
@@ -217,13 +196,13 @@ class CohortSampling:
         return DrawnBatches(kept, np.ones(len(positions), dtype=np.bool_))
 
     def raise_failed(self, i: int) -> None:
-        """Raise member ``i``'s error of the last ``sample``: the error its draw's status means (its sampler's
-        ``raise_failed``, as its solo run's draw raises it)."""
+        """Raise member ``i``'s error of the last ``sample``: the error its draw's status means, as its solo
+        run's draw raises it."""
         batch_size, status = self.failed[i]
         memory = self.memories[i]
         if batch_size > len(memory):
             memory.sample(batch_size)  # (its check of the size raises, before any draw)
-        memory.sampler.raise_failed(status, batch_size)
+        raise draw_error(memory.sampler, status, batch_size)
 
     def update_priorities(
         self, which: Sequence[int], ids: Sequence[np.ndarray] | Callable[[], Sequence[np.ndarray]],
@@ -234,7 +213,7 @@ class CohortSampling:
         nothing changed for it: its run diverged). ``ids`` (int64) and
         ``td_errors`` are rows of one length, as a draw or an insertion makes them (ValueError otherwise); ``ids``
         may be a function returning them (called only where priorities are kept)."""
-        if not self.kind.keeps_priorities():
+        if not defines(self.kind, "update_members"):
             return _finite_rows(td_errors)
         ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
         if ids.dtype != np.int64:

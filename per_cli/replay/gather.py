@@ -1,14 +1,7 @@
-"""The gather: drawn slots into batches, one implementation per storage class, chosen once for a list of memories.
-
-A draw (the kind's ``draw_members``, samplers/base.py) gives each member's slots and IS weights and knows nothing
-of the storage. :func:`gather_for` picks how those slots become a batch's arrays, once, from the storages' class:
-
-* :class:`RingGather`, the plain ring (:class:`~per_cli.replay.storage.ring.TransitionStorage`): every member's
-  rows (and their n-step returns) in ONE compiled call over the seed axis;
-* :class:`StorageGather`, every other storage: each storage's own ``gather`` (it unpacks, or stacks frames, also
-  on the training device where it mirrors them), with the n-step look-ahead every ring shares.
-
-A solo memory is the same gather over a list of one.
+"""The gather: drawn slots into batches over a list of members (a solo memory's list holds one), one
+implementation per storage class, chosen once by :func:`gather_for`: the plain rings' in ONE compiled call
+(:class:`RingGather`), any other storage's own ``gather`` (:class:`StorageGather`: it unpacks, or stacks frames,
+also on the training device where it mirrors them). A draw knows nothing of the storage.
 """
 
 from __future__ import annotations
@@ -96,12 +89,7 @@ _NAMES = ("obs", "actions", "rewards", "next_obs", "terminated", "indices", "age
 
 def _arrays(fields: dict, weights: np.ndarray, axis) -> BatchArrays:
     """The batches' arrays from a gather's ``fields``, each given its member axis by ``axis``."""
-    f = fields
-    return BatchArrays(
-        obs=axis(f["obs"]), actions=axis(f["actions"]), rewards=axis(f["rewards"]), next_obs=axis(f["next_obs"]),
-        terminated=axis(f["terminated"]), indices=axis(f["indices"]), weights=weights, ages=axis(f["ages"]),
-        episodes=axis(f["episodes"]),
-    )  # fmt: skip
+    return BatchArrays(**{name: axis(fields[name]) for name in _NAMES}, weights=weights)
 
 
 def gather_for(storages: Sequence[Any], n_step: int, gamma: float) -> RingGather | StorageGather:

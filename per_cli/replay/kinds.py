@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable
-from typing import Any
 
 from per_cli.config import Config
 from per_cli.errors import ConfigError
@@ -43,16 +41,6 @@ def register_kind(spec: KindSpec) -> None:
             return
         raise ValueError(f"replay kind {kind!r} is already registered (by {_qualified(known.sampler)})")
     KINDS[kind] = spec
-
-
-def register_sampler(kind: str, sampler_class: type[Sampler], factory: Callable | None = None, **spec: Any) -> None:
-    """:func:`register_kind` of ``KindSpec(kind, sampler_class, ...)``: ``factory(replay_cfg, storage, rng)`` as
-    before ``replay.params``; ``takes_chunks`` is the class's attribute of that name unless given; any other
-    :class:`KindSpec` field by keyword."""
-    spec.setdefault("takes_chunks", bool(getattr(sampler_class, "takes_chunks", False)))
-    if factory is not None:
-        spec["factory"] = lambda cfg, storage, rng, params: factory(cfg, storage, rng)
-    register_kind(KindSpec(kind, sampler_class, **spec))
 
 
 def kind_spec(kind: str) -> KindSpec:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from per_cli.replay.gather import RingGather, StorageGather, gather_for
-from per_cli.replay.samplers import Sampler
+from per_cli.replay.samplers.base import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import ONE, TransitionStorage
 from per_cli.replay.writers.base import Writer
 
@@ -32,7 +32,8 @@ class Batch:
 
 class ReplayMemory:
     """``storage`` holds transitions, ``sampler`` picks batches, ``writer`` decides what ``add`` stores (each
-    transition as it comes by default; hindsight relabelling stores episodes with relabelled copies)."""
+    transition as it comes by default; hindsight relabelling stores episodes with relabelled copies). Its calls
+    of the kind are the cohort's over a member axis of one (``lists``)."""
 
     def __init__(
         self, storage: TransitionStorage, sampler: Sampler, writer: Writer | None = None, n_step: int = 1,
@@ -42,8 +43,9 @@ class ReplayMemory:
         self.sampler = sampler
         self.writer = writer if writer is not None else Writer()
         self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
-        self._structured = type(sampler).keeps_structure()  # (else an add is the storage's alone)
+        self._structured = defines(type(sampler), "add_members")  # (else an add is the storage's alone)
         self._gather: RingGather | StorageGather | None = None
+        self._lists: MemberLists | None = None
         self._slot = np.zeros(1, dtype=np.int64)  # (the slot an add wrote, as its sampler's add_members takes it)
 
     def __len__(self) -> int:
@@ -61,11 +63,12 @@ class ReplayMemory:
         dropped = storage.newly_unsampleable  # frame storage: history overwritten
         self._slot[0] = slot
         if storage.filled_slots_sampleable and not dropped.size:  # (the common add: one event, no conversions)
-            type(self.sampler).add_members(self.sampler.own, ONE, self._slot, _ENTERING)
+            type(self.sampler).add_members(self.lists, ONE, self._slot, _ENTERING)
             return
-        entering = np.zeros(1 + dropped.size, dtype=np.bool_)
+        slots = np.concatenate((self._slot, dropped))
+        entering = np.zeros(slots.shape[0], dtype=np.bool_)
         entering[0] = storage.filled_slots_sampleable or bool(storage.sampleable(self._slot)[0])
-        self.sampler.add(np.concatenate((self._slot, dropped)), entering)
+        type(self.sampler).add_members(self.lists, np.zeros(slots.shape[0], dtype=np.int64), slots, entering)
 
     def begin_phase(self, n_batches: int) -> None:
         """The training loop is about to draw ``n_batches`` batches with no add in between (one burst of
@@ -86,22 +89,32 @@ class ReplayMemory:
         return self.storage.observations(ids % self.storage.capacity)
 
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+        """The next batch: :meth:`draw`, then the memory's gather (replay/gather.py) over this member alone."""
         if batch_size > len(self):
             raise ValueError(f"cannot sample {batch_size} transitions from a memory holding {len(self)}")
-        slots, weights = self.sampler.sample(batch_size, beta)
-        return self._batch(slots, weights)
-
-    def latest_ids(self) -> np.ndarray:
-        """The id of the transition added last, as a 1-row array (for its priority)."""
-        return self.storage.ids[self.storage.latest_slot : self.storage.latest_slot + 1]
-
-    def _batch(self, slots: np.ndarray, weights: np.ndarray) -> Batch:
-        """The batch of these drawn slots: the memory's gather (replay/gather.py) over this member alone."""
-        arrays, device = self.gather(ONE, slots.reshape(1, -1), weights.reshape(1, -1))
+        slots, weights = self.draw(batch_size, beta)
+        arrays, device = self.gather(ONE, slots[None], weights[None])
         batch = Batch(*(array[0] for array in arrays))
         if device is not None:
             batch.device_stacks = device[0]
         return batch
+
+    def draw(self, batch_size: int, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """The next batch's (slots, IS weights as float32): the kind's draw over this member alone."""
+        slots = np.empty((1, batch_size), dtype=np.int64)
+        weights = np.empty((1, batch_size), dtype=np.float32)
+        betas = np.array([beta], dtype=np.float64)
+        status = draw_batches(type(self.sampler), self.lists, ONE, betas, slots, weights, self.sampler.chunk).item()
+        if status != DRAWN:
+            raise draw_error(self.sampler, int(status), batch_size)
+        return slots[0], weights[0]
+
+    @property
+    def lists(self) -> MemberLists:
+        """The kind's lists of this member alone (built on first use)."""
+        if self._lists is None:
+            self._lists = MemberLists.of([self.sampler])
+        return self._lists
 
     @property
     def gather(self) -> RingGather | StorageGather:
@@ -111,13 +124,14 @@ class ReplayMemory:
         return self._gather
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_gather": None}  # (views of the storage's arrays: rebuilt on first use)
+        return {**self.__dict__, "_gather": None, "_lists": None}  # (views and typed lists: rebuilt on first use)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped
         (the kind's ``update_members`` over this member alone)."""
-        finite = self.sampler.update_ids(indices, td_errors)
-        if not finite:
+        ids = np.ascontiguousarray(indices, dtype=np.int64).reshape(1, -1)
+        td_errors = np.ascontiguousarray(td_errors).reshape(1, -1)
+        if not type(self.sampler).update_members(self.lists, ONE, ids, td_errors).item():
             raise FloatingPointError(
                 "non-finite TD error in a priority update: the loss diverged "
                 "(lower agent.lr, set agent.max_grad_norm, or use agent.loss=huber)"

@@ -17,6 +17,8 @@ from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
 from per_cli.replay.writers.base import Writer
 
+from .support import leave
+
 
 def _memory(seed: int, n: int, capacity: int = 50, window: int | None = None, sampler=PrioritizedSampler, **kw):
     rng = np.random.default_rng(100 + seed)
@@ -107,19 +109,18 @@ def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_o
 
 def test_the_latest_transitions_are_each_memorys_own():
     """``latest``: one compiled gather of each member's newest transition, as its storage holds it and with its
-    ``latest_ids`` (a ring that wrapped, one that did not)."""
+    newest id (a ring that wrapped, one that did not)."""
     memories = [_memory(seed, n) for seed, n in ((1, 30), (2, 80), (3, 50))]
     got = CohortSampling(memories).latest([2, 0]).arrays
     for k, i in enumerate([2, 0]):
         storage = memories[i].storage
         own = storage.gather(np.array([storage.latest_slot]))
-        assert memories[i].latest_ids()[0] == storage.added - 1  # (the newest id)
         np.testing.assert_array_equal(got.obs[k], own["obs"])
         np.testing.assert_array_equal(got.next_obs[k], own["next_obs"])
         np.testing.assert_array_equal(got.actions[k], own["actions"])
         np.testing.assert_array_equal(got.rewards[k], own["rewards"])
         np.testing.assert_array_equal(got.terminated[k], own["terminated"].astype(np.float32))
-        np.testing.assert_array_equal(got.indices[k], memories[i].latest_ids())
+        np.testing.assert_array_equal(got.indices[k], [storage.added - 1])
 
 
 def test_a_failing_draw_raises_its_own_error_and_the_others_go_on():
@@ -171,7 +172,7 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
         if sampler is PrioritizedSampler:
             memory.sampler.tree.tree[:] = 0.0
         else:
-            memory.sampler.add(np.arange(30, 40), False)  # the window's slots leave the heap
+            leave(memory, np.arange(30, 40))  # the window's slots leave the heap
     sampling = CohortSampling(memories)
     first, second = sampling.sample([0, 1], 8, [0.5, 0.5])
     assert first is None and _fields(second) == _fields(alone[1].sample(8, 0.5))
@@ -293,7 +294,7 @@ def test_uniform_priority_updates_only_check_the_td_errors():
     td = [np.ones(4, np.float32), np.array([1.0, np.inf, 0.0, 2.0], np.float32)]
     ids = [np.arange(4), np.arange(4)]
     assert sampling.update_priorities([0, 1], ids, td).tolist() == [True, False]
-    assert memories[0].sampler.update_ids(ids[0], td[0])
+    memories[0].update_priorities(ids[0], td[0])  # (finite: no error)
     with pytest.raises(FloatingPointError, match="non-finite TD error"):  # the member's own update: its error
         memories[1].update_priorities(ids[1], td[1])
 

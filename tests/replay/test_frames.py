@@ -73,10 +73,6 @@ def check_stacks(stacks: np.ndarray) -> None:
     assert np.all((t[:, 1:] == t[:, :-1] + 1)[both]), "a stack skips or repeats a step"
 
 
-def check_stack(stack: np.ndarray) -> None:
-    check_stacks(stack[None])
-
-
 def fill(memory_or_storage, steps: int, stack: int = 4, max_len: int = 12, seed: int = 0, on_step=None):
     """Run the stacked CounterEnv for ``steps`` steps into the storage; returns {id: (obs, next_obs)}."""
     env = gym.wrappers.FrameStackObservation(CounterEnv(max_len, seed), stack, padding_type="zero")
@@ -117,7 +113,7 @@ def test_every_slot_rebuilds_exactly_at_every_step(stack, capacity, extra):
 
     def after(i, given):
         worst.append(check_all_slots(storage, given))
-        assert storage.num_sampleable == storage.size - worst[-1]
+        assert storage.added - storage.oldest_sampleable_id() == storage.size - worst[-1]
 
     fill(storage, 400, stack=stack, on_step=after)
     assert storage.added == 400 and storage.size == capacity  # wrapped around several times
@@ -202,7 +198,7 @@ def test_every_replay_kind_samples_exact_stacks_across_wraparound(kind):
 
     def after(i, given):
         nonlocal sampled
-        if storage.num_sampleable < 16 or i % 3:
+        if storage.added - storage.oldest_sampleable_id() < 16 or i % 3:
             return
         batch = memory.sample(16, beta=0.5)
         assert storage.sampleable(batch.indices % storage.capacity).all(), "an unsampleable slot was drawn"

@@ -98,7 +98,7 @@ def test_relo_priorities_are_the_reducible_loss_from_the_engines_score(engine):
     scores = agent.score(batch)
     reducible = scores.loss[0] - scores.target_loss[0]
     assert (reducible > 0).any() and (reducible < 0).any()  # (both sides of the clip are exercised)
-    assert ReLoSampler.scored(sampler.own, ONE, batch.indices.reshape(1, -1), scores) is None
+    assert ReLoSampler.scored(memory.lists, ONE, batch.indices.reshape(1, -1), scores) is None
     priority = (np.maximum(reducible.astype(np.float64), 0.0) + sampler.eps) ** sampler.alpha
     want = dict(zip(batch.indices.tolist(), priority.tolist(), strict=True))  # (a repeated id: its last value)
     leaves = sampler.tree.values()

@@ -22,6 +22,7 @@ from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.storage.ring import TransitionStorage
 
 from ..conftest import REPO
+from .support import leave
 
 # at collection, so the registry holds them: the example, and a user's own plugins (PER_TEST_PLUGINS=a.py:b.py)
 load_plugins(
@@ -86,7 +87,7 @@ def test_draws_follow_the_kinds_stated_distribution(kind, window):
 def test_a_batch_holds_only_sampleable_ids_inside_the_window(kind):
     memory = _memory(kind, window=50 if kind != "none" else None, storage=OldestLost)
     memory.storage.first_sampleable_id = 170  # ids 50 .. 169 lost their history
-    memory.sampler.add(np.arange(50, 170) % 150, False)
+    leave(memory, np.arange(50, 170) % 150)
     low = 170 if kind == "none" else max(170, 200 - 50)
     for _ in range(200):
         ids = memory.sample(16, 0.5).indices
@@ -104,7 +105,7 @@ def test_stale_ids_are_ignored_and_non_finite_errors_refused(kind):
     after = memory.state_dict()
     assert _flat(after["sampler"]) == _flat(before["sampler"])  # stale: nothing changed
     with pytest.raises(FloatingPointError, match="non-finite TD error"):
-        memory.update_priorities(memory.latest_ids(), np.array([np.nan], dtype=np.float32))
+        memory.update_priorities(np.array([memory.storage.added - 1]), np.array([np.nan], dtype=np.float32))
 
 
 def _flat(state, prefix: str = "") -> list:

@@ -15,6 +15,8 @@ from per_cli.replay.samplers import (
 )
 from per_cli.replay.storage.ring import TransitionStorage
 
+from .support import leave
+
 SIGNIFICANCE = 1e-3  # a correct sampler fails a fixed-seed test with this probability; the seeds are fixed
 
 
@@ -29,7 +31,7 @@ def memory_with(sampler_cls, n: int, capacity: int | None = None, seed: int = 0,
 def draw_counts(memory: ReplayMemory, draws: int, batch_size: int = 1, beta: float = 0.4) -> np.ndarray:
     counts = np.zeros(memory.storage.capacity, dtype=np.int64)
     for _ in range(draws // batch_size):
-        slots, _ = memory.sampler.sample(batch_size, beta)
+        slots, _ = memory.draw(batch_size, beta)
         np.add.at(counts, slots, 1)
     return counts
 
@@ -63,7 +65,7 @@ def test_stratified_batch_has_one_draw_per_equal_mass_segment():
     values = memory.sampler.tree.values()
     cum = np.concatenate([[0.0], np.cumsum(values)])
     for _ in range(50):
-        slots, _ = memory.sampler.sample(8, 0.4)
+        slots, _ = memory.draw(8, 0.4)
         segment = cum[-1] / 8
         for j, slot in enumerate(slots):  # draw j's leaf overlaps segment j
             assert cum[slot] <= (j + 1) * segment + 1e-9 and cum[slot + 1] >= j * segment - 1e-9
@@ -72,7 +74,7 @@ def test_stratified_batch_has_one_draw_per_equal_mass_segment():
 def test_proportional_is_weights_by_hand():
     memory = memory_with(PrioritizedSampler, 4, alpha=0.5, eps=0.0)
     memory.update_priorities(np.arange(4), np.array([1.0, 4.0, 9.0, 16.0]))  # p^α = 1, 2, 3, 4
-    slots, weights = memory.sampler.sample(64, beta=0.5)
+    slots, weights = memory.draw(64, beta=0.5)
     # P = p^α / 10; w = (N P)^-β / max_j (N P_j)^-β = (p^α / min p^α)^-β = (p^α)^-0.5
     expected = np.array([1.0, 2.0, 3.0, 4.0])[slots] ** -0.5
     np.testing.assert_allclose(weights, expected, rtol=1e-6)
@@ -141,7 +143,7 @@ def test_rank_is_weights_by_hand():
     memory = memory_with(RankSampler, n, alpha=alpha)
     memory.update_priorities(np.arange(n), np.array([5.0, 4.0, 3.0, 2.0, 1.0]))  # slot i has rank i + 1
     memory.sampler.resort()
-    slots, weights = memory.sampler.sample(50, beta)
+    slots, weights = memory.draw(50, beta)
     prob = rank_probabilities(n, alpha)
     w = (n * prob) ** -beta
     np.testing.assert_allclose(weights, w[slots] / w.max(), rtol=1e-5)
@@ -171,17 +173,18 @@ def test_rank_heap_keeps_order_approximately_and_new_transitions_enter_at_rank_o
 
 def test_rank_heap_survives_random_operations():
     storage = TransitionStorage(64, (2,), np.float32)
-    sampler = RankSampler(storage, np.random.default_rng(0))
+    memory = ReplayMemory(storage, RankSampler(storage, np.random.default_rng(0)))
+    sampler = memory.sampler
     rng = np.random.default_rng(5)
     for step in range(2000):
         op = rng.integers(4)
         if op == 0 or storage.size < 8:
-            sampler.add(storage.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False), True)
+            memory.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False)
             assert sampler.ranks()[0] == storage.latest_slot
         elif op == 1:
-            sampler.update(rng.integers(storage.size, size=5), rng.exponential(size=5))
+            memory.update_priorities(storage.ids[rng.integers(storage.size, size=5)], rng.exponential(size=5))
         elif op == 2:
-            sampler.add(rng.integers(storage.size, size=2), False)
+            leave(memory, rng.integers(storage.size, size=2))
         else:
             sampler.resort()
         keys = sampler.keys[: sampler.n]
@@ -217,7 +220,7 @@ def test_none_returns_the_last_b_in_order_across_the_wrap_around():
 def test_uniform_is_uniform_without_replacement():
     memory = memory_with(UniformSampler, 30, capacity=50)
     for _ in range(200):
-        slots, weights = memory.sampler.sample(30, 1.0)
+        slots, weights = memory.draw(30, 1.0)
         assert sorted(slots) == list(range(30))  # all distinct, none of the 20 empty slots
     counts = draw_counts(memory, 30_000, batch_size=10)
     assert chisquare(counts[:30]).pvalue > SIGNIFICANCE
@@ -295,17 +298,17 @@ def test_unsampleable_slots_are_never_drawn(sampler_cls):
     for _ in range(70):  # wraps: slots 0..5 written twice; ids 6 .. 69 held
         memory.add(np.zeros(2), 0, 0.0, np.zeros(2), False, False)
     storage.first_sampleable_id = 30  # ids 6 .. 29 lose their history: the memory says so
-    memory.sampler.add(np.arange(6, 30) % 64, False)
+    leave(memory, np.arange(6, 30) % 64)
     memory.update_priorities(np.arange(6, 70), np.linspace(0.1, 5, 64))  # updates don't revive them
     batch_size = 1 if sampler_cls is RecentSampler else 20
     for _ in range(300):
-        slots, _ = memory.sampler.sample(batch_size, 0.4)
+        slots, _ = memory.draw(batch_size, 0.4)
         assert (storage.ids[slots] >= 30).all()
     if sampler_cls is RecentSampler:  # the newest three: slots 3, 4, 5
-        assert memory.sampler.sample(3, 0.4)[0].tolist() == [3, 4, 5]
+        assert memory.draw(3, 0.4)[0].tolist() == [3, 4, 5]
     if sampler_cls in (UniformSampler, CombinedSampler, RecentSampler):  # without replacement: 40 sampleable
         with pytest.raises(ValueError, match="only 40 sampleable transitions, 41 were asked for"):
-            memory.sampler.sample(41, 0.4)
+            memory.draw(41, 0.4)
 
 
 @pytest.mark.parametrize(("n", "count"), [(5, 2), (6, 6), (200, 1)])

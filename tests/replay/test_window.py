@@ -35,7 +35,7 @@ def test_windowed_uniform_is_uniform_over_the_window_and_nothing_else():
     memory = memory_with(UniformSampler, 250, capacity, window)  # wrapped: the window straddles slot 0
     counts = np.zeros(capacity, dtype=np.int64)
     for _ in range(4_000):
-        slots, _ = memory.sampler.sample(batch, 1.0)
+        slots, _ = memory.draw(batch, 1.0)
         assert len(set(slots.tolist())) == batch  # without replacement
         np.add.at(counts, slots, 1)
     inside = window_slots(memory, window)
@@ -55,7 +55,7 @@ def test_windowed_prioritized_is_proportional_within_the_window_with_its_own_wei
     expected = p[inside] / p[inside].sum()
     counts = np.zeros(capacity, dtype=np.int64)
     for _ in range(2_000):
-        slots, weights = memory.sampler.sample(32, beta)
+        slots, weights = memory.draw(32, beta)
         np.add.at(counts, slots, 1)
         np.testing.assert_allclose(weights, (p[slots] / p[inside].min()) ** -beta, rtol=1e-5)
     assert counts.sum() == counts[inside].sum()
@@ -76,7 +76,7 @@ def test_windowed_rank_follows_the_rank_distribution_within_the_window():
     expected = ranks / ranks.sum()
     counts = np.zeros(capacity, dtype=np.int64)
     for _ in range(3_000):
-        slots, weights = memory.sampler.sample(16, 0.5)
+        slots, weights = memory.draw(16, 0.5)
         np.add.at(counts, slots, 1)
         rank_of = {int(s): r + 1 for r, s in enumerate(order)}
         np.testing.assert_allclose(
@@ -148,14 +148,13 @@ def test_a_built_in_kind_without_run_starts_refuses_chunks_at_preflight(kind):
 
 
 def test_chunk_reaches_the_sampler_and_a_kind_without_run_starts_is_refused_by_name():
-    from per_cli.replay import KINDS, make_replay, register_sampler
+    from per_cli.replay import KINDS, KindSpec, make_replay, register_kind
     from per_cli.replay.samplers import UniformSampler
     from per_cli.train.preflight import check_names
 
     cfg = load_config(None, ["replay.kind=rank", "replay.capacity=500", "replay.chunk=8"])
     assert make_replay(cfg, (2,), np.float32, seed=0).sampler.chunk == 8
-    no_runs = type("NoRuns", (UniformSampler,), {"takes_chunks": False})
-    register_sampler("no_runs_test", no_runs)
+    register_kind(KindSpec("no_runs_test", type("NoRuns", (UniformSampler,), {}), takes_chunks=False))
     try:
         with pytest.raises(ConfigError, match="replay.chunk: kind no_runs_test draws no run starts; use one of"):
             check_names(load_config(None, ["replay.kind=no_runs_test", "replay.chunk=8"]))

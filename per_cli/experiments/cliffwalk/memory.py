@@ -44,7 +44,7 @@ def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
 
 
 def run_sampled(memory, learner, method: str, cap: int, sse_tol: float, settings) -> int:
-    sampler, storage = memory.sampler, memory.storage
+    storage, update_members, lists = memory.storage, type(memory.sampler).update_members, memory.lists
     # slot -> transition, as plain lists (the storage was filled in a shuffled order)
     states = storage.obs.tolist()
     actions = storage.actions.tolist()
@@ -59,19 +59,19 @@ def run_sampled(memory, learner, method: str, cap: int, sse_tol: float, settings
     updates = 0
     if converged(learner, sse_tol):
         return 0
-    slot_buf = np.zeros(1, dtype=np.int64)
-    td_buf = np.zeros(1, dtype=np.float64)
+    one, id_buf = np.zeros(1, dtype=np.int64), np.zeros((1, 1), dtype=np.int64)  # (member 0 of a list of one)
+    td_buf = np.zeros((1, 1), dtype=np.float64)
     while updates < cap:
-        slots, weights = sampler.sample(min(chunk, cap - updates), beta)
+        slots, weights = memory.draw(min(chunk, cap - updates), beta)
         for slot, weight in zip(slots.tolist(), weights.tolist(), strict=True):
             delta = update(
                 states[slot], actions[slot], rewards[slot], next_states[slot], terminated[slot], step * weight
             )
             updates += 1
             if feedback:
-                slot_buf[0] = slot
-                td_buf[0] = abs(delta)
-                sampler.update(slot_buf, td_buf)
+                id_buf[0, 0] = storage.ids[slot]
+                td_buf[0, 0] = abs(delta)
+                update_members(lists, one, id_buf, td_buf)  # (a non-finite δ changes nothing, as before)
             if learner.sse < sse_tol and converged(learner, sse_tol):
                 return updates
     return updates

@@ -6,10 +6,10 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, draw_distinct
-from per_cli.replay.samplers.recent import PhaseLists
+from per_cli.replay.samplers.base import DRAWN, TOO_FEW, draw_distinct
+from per_cli.replay.samplers.recent import RecentSampler
 from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
-from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis
+from per_cli.replay.storage.ring import ADDED, CAPACITY
 
 NEW_FROM, NEW_TO, BATCHES, TAKEN = range(4)  # a member's phase: its new ids [from, to), batches, batches drawn
 
@@ -70,15 +70,12 @@ class CombinedSampler(UniformSampler):
     """
 
     draw_members = staticmethod(draw_combined)
+    member_lists = RecentSampler.__dict__["member_lists"]  # (its phase counters, as the ``none`` kind's)
 
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng, window)
         self.placed = -1  # ids below this were due to an earlier phase; -1: no phase yet
         self.phase = np.zeros(4, dtype=np.int64)  # new ids [from, to), batches, batches drawn
-
-    @classmethod
-    def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
-        return PhaseLists(member_axis([s.phase for s in samplers]))
 
     def begin_phase(self, n_batches: int) -> None:
         added = self.storage.added

@@ -17,8 +17,8 @@ import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.kinds import register_kind
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler, Storage
-from per_cli.replay.samplers.uniform import candidate_ids
+from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Storage
+from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
 from per_cli.replay.storage.ring import CAPACITY
 
 
@@ -67,17 +67,15 @@ def sub_draw(generators, which, td, eps, positions, weights):
             weights[k, b] = mean / (abs(td[k, lo]) + eps)
 
 
-class LaBERSampler(Sampler):
-    """The large batch (``draw_members``: uniform with replacement, within ``replay.window``), then the
-    sub-draw from the networks' scores (``scored``). Keeps no priorities."""
+class LaBERSampler(UniformSampler):
+    """The large batch (``draw_members``: uniform with replacement, within ``replay.window``; ``expected_counts``
+    the uniform kind's), then the sub-draw from the networks' scores (``scored``). Keeps no priorities."""
 
     draw_members = staticmethod(draw_large)
 
     def __init__(self, storage: Storage, rng: np.random.Generator, eps: float, window: int | None, params: LaBERParams):
-        super().__init__(storage, rng)
-        if window is not None and window < 1:
-            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
-        self.window, self.eps, self.multiple = window, float(eps), params.m
+        super().__init__(storage, rng, window)
+        self.eps, self.multiple = float(eps), params.m
 
     @classmethod
     def scored(cls, lists, which, ids, scores):
@@ -87,13 +85,6 @@ class LaBERSampler(Sampler):
         weights = np.empty((which.shape[0], batch), dtype=np.float32)
         sub_draw(lists.generators, which, scores.td, first.eps, positions, weights)
         return positions, weights
-
-    def expected_counts(self, batch_size: int) -> np.ndarray:
-        """The large draw's: B / n for each of the n candidates."""
-        lo, n = candidate_ids(self.storage.counters, self.window_row())
-        counts = np.zeros(self.storage.capacity)
-        counts[(lo + np.arange(n)) % self.storage.capacity] = batch_size / n
-        return counts
 
 
 register_kind(

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms
+from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms, window_of
 from per_cli.replay.storage.ring import CAPACITY, member_axis
 from per_cli.replay.structures.sum_tree import MAX, SumTree, set_leaf, stratified_sample, update_current
 from per_cli.replay.structures.window_tree import window_sample
@@ -19,7 +19,7 @@ def draw_prioritized(generators, counters, windows, trees, offsets, marks, eps, 
                      weights):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
     ``stratified_sample`` on its tree, or ``window_sample`` inside its active window, with β = ``betas[k]``.
-    FAILED where the structure raised (no mass: ``Sampler.raise_failed`` says so)."""
+    FAILED where the structure raised (no mass: ``draw_error`` says so)."""
     batch = slots.shape[1]
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     uniforms = np.empty(batch, dtype=np.float64)
@@ -35,7 +35,7 @@ def draw_prioritized(generators, counters, windows, trees, offsets, marks, eps, 
                 drawn, w = window_sample(trees[i], offsets[i], uniforms, betas[k], lo, width, c[CAPACITY])
             else:
                 drawn, w = stratified_sample(trees[i], offsets[i], uniforms, betas[k])
-        except Exception:  # noqa: BLE001 - the member's error: Sampler.raise_failed
+        except Exception:  # noqa: BLE001 - the member's error: draw_error
             status[k] = FAILED
             continue
         slots[k] = drawn
@@ -44,18 +44,13 @@ def draw_prioritized(generators, counters, windows, trees, offsets, marks, eps, 
 
 
 @numba.njit(cache=True, nogil=True)
-def enter_at_max(tree, offsets, slot, sampleable):
-    """A written slot's leaf: the largest priority held (1 while none is: Algorithm 1), or 0 if unsampleable."""
-    top = tree[MAX, offsets[offsets.shape[0] - 2]]
-    set_leaf(tree, offsets, slot, (top if top > 0.0 else 1.0) if sampleable else 0.0)
-
-
-@numba.njit(cache=True, nogil=True)
 def enter_members(trees, offsets, which, slots, entering):
-    """Event k: slot ``slots[k]`` of member ``which[k]``'s tree enters at the largest priority held
-    (``entering[k]``) or leaves (mass 0), in order."""
+    """Event k, in order: slot ``slots[k]`` of member ``which[k]``'s tree enters at the largest priority held (1
+    while none is: Algorithm 1) where ``entering[k]``, else leaves (mass 0)."""
     for k in range(which.shape[0]):
-        enter_at_max(trees[which[k]], offsets[which[k]], slots[k], entering[k])
+        tree, levels = trees[which[k]], offsets[which[k]]
+        top = tree[MAX, levels[levels.shape[0] - 2]]
+        set_leaf(tree, levels, slots[k], (top if top > 0.0 else 1.0) if entering[k] else 0.0)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -104,12 +99,8 @@ class PrioritizedSampler(Sampler):
     ):
         if alpha < 0 or eps < 0:
             raise ValueError(f"alpha and eps must be >= 0, got alpha={alpha}, eps={eps}")
-        if window is not None and window < 1:
-            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
-        super().__init__(storage, rng)
-        self.alpha = float(alpha)
-        self.eps = float(eps)
-        self.window = window
+        super().__init__(storage, rng, window)
+        self.alpha, self.eps = float(alpha), float(eps)
         self.tree = SumTree(storage.capacity)
 
     @staticmethod
@@ -139,7 +130,7 @@ class PrioritizedSampler(Sampler):
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(i), P ∝ the leaves' p^α over the active window (or the whole tree)."""
         values = self.tree.values().astype(np.float64)
-        lo, width = self.window_bounds()
+        lo, width = window_of(self.storage.counters, self.window_row())
         if width:
             inside = np.zeros_like(values)
             window = (lo + np.arange(width)) % self.storage.capacity

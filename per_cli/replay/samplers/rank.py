@@ -8,20 +8,19 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, FAILED, RESERVE, WINDOW, Sampler, Storage, strata_uniforms
+from per_cli.replay.samplers.base import DRAWN, FAILED, RESERVE, WINDOW, Sampler, Storage, strata_uniforms, window_of
 from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
 from per_cli.replay.structures.rank_heap import (
+    SLOT_MASK,
     heap_add,
     heap_remove,
     heap_update_current,
-    priorities_in_order,
     rank_sample,
-    rank_sample_skipping,
     rank_window_sample,
-    slots_in_order,
     sort_keys,
 )
 
+NO_POSITIONS = np.zeros(0, dtype=np.int64)  # (no heap position skipped)
 ENTRIES = 0  # ``heap``'s one value: the slots in the heap (an array, so that compiled calls move it in place)
 
 
@@ -60,14 +59,13 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
         exponent = alphas[i] * betas[k]
         try:
             if width > 0 and (windows[i][WINDOW] <= 0 or windows[i][WINDOW] >= c[SIZE]):  # only the newest left out
-                drawn, w = rank_sample_skipping(
-                    cums[i], n, keys[i], uniforms, exponent, newest_positions(pos_of[i], c, windows[i][RESERVE], n)
-                )  # fmt: skip
+                newest = newest_positions(pos_of[i], c, windows[i][RESERVE], n)
+                drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent, newest)
             elif width > 0:
                 drawn, w = rank_window_sample(cums[i], n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
             else:
-                drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent)
-        except Exception:  # noqa: BLE001 - the member's error: Sampler.raise_failed
+                drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent, NO_POSITIONS)
+        except Exception:  # noqa: BLE001 - the member's error: draw_error
             status[k] = FAILED
             continue
         slots[k] = drawn
@@ -137,17 +135,14 @@ class RankSampler(Sampler):
     ):
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
-        if window is not None and window < 1:
-            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
         if resort_period is not None and resort_period < 1:
             raise ValueError(f"resort_period must be >= 1 or None, got {resort_period}")
         capacity = storage.capacity
         if capacity >= 2**31:
             raise ValueError(f"RankSampler supports capacities below 2**31, got {capacity}")
-        super().__init__(storage, rng)
+        super().__init__(storage, rng, window)
         self.alpha = float(alpha)
         self.resort_period = resort_period
-        self.window = window
         self.cum = np.cumsum(np.arange(1, capacity + 1, dtype=np.float64) ** -self.alpha)
         self.keys = np.zeros(capacity, dtype=np.uint64)  # the heap: (~float32 bits of abs(δ)) << 32 | slot
         self.pos_of = np.full(capacity, -1, dtype=np.int32)  # slot -> heap position, -1 if absent
@@ -208,16 +203,16 @@ class RankSampler(Sampler):
 
     def ranks(self) -> np.ndarray:
         """The slots in rank order (rank 1 first), as the sampler reads them now."""
-        return slots_in_order(self.keys, self.n)
+        return (self.keys[: self.n] & SLOT_MASK).astype(np.int64)
 
     def priorities(self) -> np.ndarray:
         """abs(δ) (float32) in rank order, as the sampler reads them now."""
-        return priorities_in_order(self.keys, self.n)
+        return (~(self.keys[: self.n] >> np.uint64(32)).astype(np.uint32)).view(np.float32)
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(rank): the heap array's order (of the entries inside the active window) as the ranks."""
         order = self.ranks()
-        lo, width = self.window_bounds()
+        lo, width = window_of(self.storage.counters, self.window_row())
         if width:
             order = order[(order - lo) % self.storage.capacity < width]
         counts = np.zeros(self.storage.capacity)

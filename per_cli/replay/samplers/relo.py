@@ -16,7 +16,7 @@ import numpy as np
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.kinds import register_kind
 from per_cli.replay.samplers.base import Sampler
-from per_cli.replay.samplers.prioritized import PrioritizedSampler, update_members
+from per_cli.replay.samplers.prioritized import PrioritizedSampler
 
 
 class ReLoSampler(PrioritizedSampler):
@@ -28,10 +28,8 @@ class ReLoSampler(PrioritizedSampler):
     def scored(cls, lists, which, ids, scores):
         """Each drawn transition's priority: its reducible loss max(L_online − L_target, 0), then PER's ε and α
         (stale ids skipped, a member with a non-finite loss left unchanged); the batch is trained on as drawn."""
-        own = lists.own
         reducible = np.ascontiguousarray(np.maximum(scores.loss - scores.target_loss, 0.0), dtype=np.float32)
-        update_members(own.trees, own.offsets, own.marks, own.eps, own.alphas, own.floors, lists.stored_ids, which,
-                       np.ascontiguousarray(ids, dtype=np.int64), reducible)  # fmt: skip
+        PrioritizedSampler.update_members(lists, which, np.ascontiguousarray(ids, dtype=np.int64), reducible)
         return None
 
 

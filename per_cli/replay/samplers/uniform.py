@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, RESERVE, TOO_FEW, WINDOW, Sampler, Storage, draw_distinct
+from per_cli.replay.samplers.base import DRAWN, RESERVE, TOO_FEW, WINDOW, Sampler, draw_distinct
 from per_cli.replay.storage.ring import ADDED, CAPACITY, oldest_id
 
 
@@ -48,12 +48,6 @@ class UniformSampler(Sampler):
     no slot is drawn and then refused."""
 
     draw_members = staticmethod(draw_uniform)
-
-    def __init__(self, storage: Storage, rng: np.random.Generator, window: int | None = None):
-        super().__init__(storage, rng)
-        if window is not None and window < 1:
-            raise ValueError(f"replay.window must be >= 1 or None, got {window}")
-        self.window = window
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B / n for each of the n candidates."""

@@ -29,10 +29,6 @@ class DeviceFrames:
         self.device = torch.device(device)
         self.frames = torch.from_numpy(np.ascontiguousarray(host_frames)).to(self.device, copy=True)
 
-    @property
-    def nbytes(self) -> int:
-        return self.frames.numel() * self.frames.element_size()
-
     def write(self, position: int, frame: np.ndarray) -> None:
         """Frame ``position`` of the ring becomes ``frame`` (as the host ring's ``frames[position] = frame``)."""
         self.frames[position].copy_(torch.from_numpy(np.ascontiguousarray(frame)), non_blocking=True)

@@ -31,6 +31,14 @@ _NONE = np.zeros(0, dtype=np.int64)
 _PER_SLOT_BYTES = 8 + 1 + 1 + 4 + 1 + 1 + 8 + 8
 
 
+def ring_frames(capacity: int, stack: int, extra_frames: int | None) -> int:
+    """Frames in the ring: one per transition and ``extra_frames`` (None: ``capacity // EXTRA_DIVISOR + 2 S``), at
+    least S + 1 (a new episode writes S + 1 frames at once: the newest transition must always fit)."""
+    if extra_frames is None:
+        extra_frames = capacity // EXTRA_DIVISOR + 2 * stack
+    return capacity + max(int(extra_frames), stack + 1)
+
+
 class Stacks(NamedTuple):
     """The stacks of some transitions, rebuilt from the frame ring on the host: (B, S, H, W) each."""
 
@@ -59,10 +67,7 @@ class FrameStackStorage(RingBookkeeping):
         self.stack = self.obs_shape[0]
         self.frame_shape = self.obs_shape[1:]
         self.obs_dtype = np.dtype(obs_dtype)
-        if extra_frames is None:
-            extra_frames = self.capacity // EXTRA_DIVISOR + 2 * self.stack
-        # a new episode writes S + 1 frames at once: the newest transition must always fit
-        self.n_frames = self.capacity + max(int(extra_frames), self.stack + 1)
+        self.n_frames = ring_frames(self.capacity, self.stack, extra_frames)
         if check_memory:
             ensure_memory_fits(
                 self.bytes_needed(self.capacity, self.obs_shape, self.obs_dtype, extra_frames=extra_frames),
@@ -95,11 +100,9 @@ class FrameStackStorage(RingBookkeeping):
     def bytes_needed(
         capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype = np.uint8, *, extra_frames: int | None = None
     ) -> int:
-        stack = obs_shape[0]
-        if extra_frames is None:
-            extra_frames = capacity // EXTRA_DIVISOR + 2 * stack
         frame_bytes = int(np.prod(obs_shape[1:])) * np.dtype(obs_dtype).itemsize
-        return (capacity + max(extra_frames, stack + 1)) * frame_bytes + capacity * _PER_SLOT_BYTES + COUNTER_BYTES
+        frames = ring_frames(capacity, obs_shape[0], extra_frames)
+        return frames * frame_bytes + capacity * _PER_SLOT_BYTES + COUNTER_BYTES
 
     # ------------------------------------------------------------------------------------------------------
     # writing
@@ -154,10 +157,6 @@ class FrameStackStorage(RingBookkeeping):
 
     # ------------------------------------------------------------------------------------------------------
     # reading
-
-    @property
-    def num_sampleable(self) -> int:
-        return self.added - self.oldest_sampleable_id()
 
     def observations(self, slots: np.ndarray) -> np.ndarray:
         return self.stacks(slots).obs

@@ -282,7 +282,7 @@ def store_members(
 @numba.njit(cache=True, nogil=True)
 def gather_members(
     which, slots, next_slots, obs, actions, rewards, next_obs, terminated, truncated, ids, episode_ids, counters,
-    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, o_weights, o_ages, o_episodes,
+    o_obs, o_actions, o_rewards, o_next, o_terminated, o_ids, _o_weights, o_ages, o_episodes,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s transitions at ``slots[k]`` into row k of the ``o_*``
     arrays (Batch's fields but the weights, which the sampler writes; ages = transitions added since), the next

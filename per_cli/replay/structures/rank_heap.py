@@ -146,14 +146,6 @@ def sort_keys(keys: np.ndarray, pos_of: np.ndarray, n: int) -> None:
     pos_of[(head & SLOT_MASK).astype(np.int64)] = np.arange(n, dtype=pos_of.dtype)
 
 
-def slots_in_order(keys: np.ndarray, n: int) -> np.ndarray:
-    return (keys[:n] & SLOT_MASK).astype(np.int64)
-
-
-def priorities_in_order(keys: np.ndarray, n: int) -> np.ndarray:
-    return (~(keys[:n] >> np.uint64(32)).astype(np.uint32)).view(np.float32)
-
-
 @numba.njit(cache=True, nogil=True)
 def _draw_ranks(cum, n, uniforms):
     """Stratified inverse-CDF draws of 0-based ranks among ``n``: segment j of k covers probability mass
@@ -191,19 +183,9 @@ def _rank_weights(ranks, n, exponent):
 
 
 @numba.njit(cache=True, nogil=True)
-def rank_sample(cum, n, keys, uniforms, exponent):
-    """Stratified draws of ranks among the ``n`` in the heap (``_draw_ranks``); heap position = rank - 1."""
-    ranks = _draw_ranks(cum, n, uniforms)
-    slots = np.empty(ranks.shape[0], dtype=np.int64)
-    for j in range(ranks.shape[0]):
-        slots[j] = _slot(keys[ranks[j]])
-    return slots, _rank_weights(ranks, n, exponent)
-
-
-@numba.njit(cache=True, nogil=True)
-def rank_sample_skipping(cum, n, keys, uniforms, exponent, skipped):
-    """``rank_sample`` among the heap entries other than those at the (sorted, distinct, < n) heap positions
-    ``skipped``: their ranks are their order in the heap array with the skipped left out (as in
+def rank_sample(cum, n, keys, uniforms, exponent, skipped):
+    """Stratified draws of ranks (``_draw_ranks``) among the ``n`` in the heap other than those at the (sorted,
+    distinct, < n) heap positions ``skipped``: heap position = rank - 1 with the skipped left out (as in
     ``rank_window_sample``), in O(B · len(skipped)) instead of a pass over the heap."""
     m = n - skipped.shape[0]
     if m <= 0:

@@ -5,7 +5,7 @@ summarises nodes ``j*K .. j*K+K-1`` of level ``l-1``. All levels live in one ``(
 then minima and maxima of the *positive* leaves below (a zero leaf -- empty, padding or unsampleable -- is never the
 minimum nor the maximum). K = 16: sixteen float64 siblings are two cache lines, so a search or update touches few
 levels. Every node is recomputed from its children in a fixed order (never adjusted by a delta), so rounding
-cannot accumulate; ``find`` only ever returns a leaf of positive mass.
+cannot accumulate; ``find_leaves`` only ever returns a leaf of positive mass.
 """
 
 from __future__ import annotations
@@ -101,7 +101,9 @@ def _clear_marks(offsets, nodes, m, mark):
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-def _set_leaves(tree, offsets, mark, leaves, values):
+def set_leaves(tree, offsets, mark, leaves, values):
+    """Leaves ``leaves`` take ``values`` (>= 0, finite), a later duplicate winning; their ancestors recomputed
+    once each (``_propagate``, the batched update's path)."""
     sums = tree[SUM]
     nodes = np.empty(leaves.shape[0], dtype=np.int64)
     m = 0
@@ -113,8 +115,9 @@ def _set_leaves(tree, offsets, mark, leaves, values):
 
 
 @numba.njit(cache=True, nogil=True)
-def _find(tree, offsets, prefixes):
-    """Leaf of each prefix, all prefixes descending together one level at a time: their loads are
+def find_leaves(tree, offsets, prefixes):
+    """Leaf of each prefix (in ``[0, total]``: clamped at the ends), the leaf ``i`` with ``sum(v[:i]) <= prefix <
+    sum(v[:i+1])``, never a zero one; all prefixes descending together one level at a time: their loads are
     independent, so the cache misses of the lower levels overlap instead of queueing.
 
     At a node, the chosen child is the number of children whose running sum is <= the prefix (branch free), so it
@@ -170,15 +173,22 @@ def stratified_sample(tree, offsets, uniforms, beta):
     prefixes = np.empty(k, dtype=np.float64)
     for j in range(k):
         prefixes[j] = (j + uniforms[j]) * segment
-    leaves = _find(tree, offsets, prefixes)
-    inv_min = np.float32(1.0 / tree[MIN, root])
-    neg_beta = np.float32(-beta)
-    weights = np.empty(k, dtype=np.float32)
+    leaves = find_leaves(tree, offsets, prefixes)
     for j in range(k):
         if leaves[j] < 0:
             raise FloatingPointError("sum tree: no positive-mass leaf found (zero total or corrupted tree)")
+    return leaves, is_weights(tree, leaves, tree[MIN, root], beta)
+
+
+@numba.njit(cache=True, nogil=True)
+def is_weights(tree, leaves, p_min, beta):
+    """The IS weights (p / p_min) ** -beta of ``leaves`` (float32)."""
+    inv_min = np.float32(1.0 / p_min)
+    neg_beta = np.float32(-beta)
+    weights = np.empty(leaves.shape[0], dtype=np.float32)
+    for j in range(leaves.shape[0]):
         weights[j] = (np.float32(tree[SUM, leaves[j]]) * inv_min) ** neg_beta
-    return leaves, weights
+    return weights
 
 
 @numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away
@@ -213,23 +223,18 @@ def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha, 
     return True
 
 
-def _level_offsets(capacity: int, fanout: int = K) -> np.ndarray:
+def _level_offsets(capacity: int) -> np.ndarray:
     """Start of each level in the node array, then the total node count (one entry past the root)."""
-    sizes = [-(-capacity // fanout) * fanout]
+    sizes = [-(-capacity // K) * K]
     while sizes[-1] > 1:
-        parents = sizes[-1] // fanout
-        sizes.append(parents if parents == 1 else -(-parents // fanout) * fanout)
+        parents = sizes[-1] // K
+        sizes.append(parents if parents == 1 else -(-parents // K) * K)
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
 class SumTree:
-    """Sum, min and max of ``capacity`` non-negative leaf values; batched updates and prefix search.
-
-    >>> t = SumTree(4); t.update(np.array([0, 2]), np.array([1.0, 3.0])); t.total, t.min, t.max
-    (4.0, 1.0, 3.0)
-    """
-
-    fanout = K
+    """Sum, min and max of ``capacity`` non-negative leaf values: the arrays the compiled functions above take
+    (``tree``, ``offsets``, ``mark``)."""
 
     @staticmethod
     def bytes_needed(capacity: int) -> int:
@@ -246,9 +251,6 @@ class SumTree:
         self.tree[MIN] = np.inf
         self.mark = np.zeros(self.tree.shape[1], dtype=np.uint8)  # scratch of the batched updates
 
-    # ------------------------------------------------------------------------------------------------------
-    # queries
-
     @property
     def total(self) -> float:
         return float(self.tree[SUM, self.root])
@@ -263,42 +265,9 @@ class SumTree:
         """The largest leaf (0 when none is positive)."""
         return float(self.tree[MAX, self.root])
 
-    @property
-    def depth(self) -> int:
-        """Levels above the leaves."""
-        return len(self.offsets) - 2
-
-    def values(self, leaves: np.ndarray | None = None) -> np.ndarray:
-        """Leaf values (all ``capacity`` of them by default)."""
-        row = self.tree[SUM, : self.capacity]
-        return row.copy() if leaves is None else row[leaves]
-
-    def level(self, level: int, row: int = SUM) -> np.ndarray:
-        """The nodes of one level (0 = the leaves, ``depth`` = the root), padding included."""
-        return self.tree[row, self.offsets[level] : self.offsets[level + 1]]
-
-    def find(self, prefixes: np.ndarray) -> np.ndarray:
-        """For each prefix in ``[0, total]``, the leaf ``i`` with ``sum(v[:i]) <= prefix < sum(v[:i+1])``,
-        never a zero leaf (prefixes are clamped at the ends). Requires ``total > 0``."""
-        if not self.total > 0.0:
-            raise ValueError("SumTree.find on a tree with zero total mass")
-        prefixes = np.ascontiguousarray(prefixes, dtype=np.float64)
-        return _find(self.tree, self.offsets, prefixes)
-
-    # ------------------------------------------------------------------------------------------------------
-    # updates
-
-    def update(self, leaves: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves to values (>= 0, finite); a later duplicate in ``leaves`` wins."""
-        leaves = np.ascontiguousarray(leaves, dtype=np.int64)
-        values = np.ascontiguousarray(values, dtype=np.float64)
-        if leaves.shape != values.shape or leaves.ndim != 1:
-            raise ValueError(f"leaves {leaves.shape} and values {values.shape} must be 1-D of one shape")
-        if leaves.size and (leaves.min() < 0 or leaves.max() >= self.capacity):
-            raise IndexError(f"leaf index out of range [0, {self.capacity})")
-        if not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ValueError("SumTree values must be finite and >= 0")
-        _set_leaves(self.tree, self.offsets, self.mark, leaves, values)
+    def values(self) -> np.ndarray:
+        """A copy of the ``capacity`` leaf values."""
+        return self.tree[SUM, : self.capacity].copy()
 
     def state_dict(self) -> dict:
         return {"capacity": self.capacity, "tree": self.tree}

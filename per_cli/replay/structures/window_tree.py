@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.replay.structures.sum_tree import MIN, SUM, K
+from per_cli.replay.structures.sum_tree import MIN, SUM, K, is_weights
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -125,9 +125,4 @@ def window_sample(tree, offsets, uniforms, beta, lo, width, capacity):
         if not (tree[SUM, node] > 0.0 and _inside(node, lo, width, capacity)):
             raise FloatingPointError("window sum tree: no positive-mass leaf found inside the window")
         leaves[j] = node
-    inv_min = np.float32(1.0 / low)
-    neg_beta = np.float32(-beta)
-    weights = np.empty(k, dtype=np.float32)
-    for j in range(k):
-        weights[j] = (np.float32(tree[SUM, leaves[j]]) * inv_min) ** neg_beta
-    return leaves, weights
+    return leaves, is_weights(tree, leaves, low, beta)

@@ -26,8 +26,3 @@ class Writer(Stateless):
 
     def add(self, store: Store, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
         store(obs, action, reward, next_obs, terminated, truncated)
-
-    @property
-    def pending(self) -> int:
-        """Transitions received but not stored yet."""
-        return 0

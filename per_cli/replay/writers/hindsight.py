@@ -93,6 +93,7 @@ class HindsightWriter(Writer):
 
     @property
     def pending(self) -> int:
+        """Transitions of the running episode: received, not stored yet."""
         return len(self._episode)
 
     def add(self, store: Store, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from per_cli.config import Config
 from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import CohortSampling, stacked_rows
+from per_cli.replay.samplers.base import defines
 from per_cli.rl.is_weights import apply_rule
 from per_cli.rl.results import Pending, UpdateResults
 from per_cli.train.loop import learning_rules, reporting
@@ -55,7 +56,7 @@ class LearningPhases:
         self._scores = kind_spec(cfg.replay.kind).scores  # (the kind scores its batches: score)
         multiple = shared((m.memory.sampler.multiple for m in members), "the draw's multiple")  # (LaBER's m)
         self._draw_size = cfg.replay.batch_size * multiple
-        self._plans = any(m.memory.sampler.plans_phases() for m in members)  # (a class's answer: one config, one)
+        self._plans = any(defines(type(m.memory.sampler), "begin_phase") for m in members)  # (plans its bursts)
         self._train_freq = cfg.train.train_freq
         self._log_every = cfg.log.every
         # the members' measured updates over the seed axis (their windows measure alike: one config)
@@ -106,7 +107,7 @@ class LearningPhases:
         # (replay.beta_increment: each member's next batch's own β; else this step's, from the counters)
         betas = [learning_rules.beta_now(m) for m in members] if self._beta_per_batch else self.counters.beta[at.index]
         drawn = sampling.sample(which, self._draw_size, betas)
-        for k in np.flatnonzero(~drawn.drawn).tolist():  # (the error of the draw's status: Sampler.raise_failed)
+        for k in np.flatnonzero(~drawn.drawn).tolist():  # (the error of the draw's status: draw_error)
             guard(members[k], sampling.raise_failed, which[k])
         return drawn
 
