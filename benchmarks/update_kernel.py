@@ -53,14 +53,14 @@ def child(size: int) -> dict[str, float]:
 
     import per_cli
     from per_cli.config import load_config
-    from per_cli.rl.agent import DQNAgent
+    from per_cli.rl.engines import make_agent
     from per_cli.rl.engines.cohort import CohortEngine
     from per_cli.train.loop.cohort import cohort_configs
 
     print(f"# {per_cli.__file__}", file=sys.stderr)
     cfg = load_config(CONFIG, ["agent.engine=numba"], device="cpu")
     cfgs = cohort_configs(cfg, range(1, size + 1))
-    agents = [DQNAgent(c.agent, (DIMS[0],), DIMS[-1], torch.device("cpu")) for c in cfgs]
+    agents = [make_agent(c.agent, (DIMS[0],), DIMS[-1], torch.device("cpu")) for c in cfgs]
     solo, cohort = agents[0].numba_engine, CohortEngine([a.numba_engine for a in agents])
     rng = np.random.default_rng(0)
 

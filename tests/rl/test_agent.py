@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from per_cli.config import AgentConfig, load_config
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.losses import td_targets
 from per_cli.train.loop.trainer import Trainer
 from tests.rl.batches import batch as make_batch
@@ -23,7 +23,7 @@ def test_td_target_formula():
 @pytest.mark.parametrize("double_dqn", [False, True])
 def test_terminated_does_not_bootstrap_and_truncated_does(double_dqn):
     torch.manual_seed(0)
-    agent = DQNAgent(AgentConfig(hidden_sizes=[8], gamma=0.9, double_dqn=double_dqn), (3,), 2, torch.device("cpu"))
+    agent = make_agent(AgentConfig(hidden_sizes=[8], gamma=0.9, double_dqn=double_dqn), (3,), 2, torch.device("cpu"))
     with torch.no_grad():  # make the target net differ from the online net, so double DQN matters
         for p in agent.target_net.parameters():
             p.add_(0.3)
@@ -85,7 +85,7 @@ def test_rmsprop_is_the_minatar_papers_and_learns():
     """agent.optimizer=rmsprop: torch's centered RMSprop with the MinAtar paper's alpha 0.95 and eps 0.01."""
     torch.manual_seed(0)
     cfg = AgentConfig(optimizer="rmsprop", lr=2.5e-4, hidden_sizes=[16], engine="auto")
-    agent = DQNAgent(cfg, (3,), 2, torch.device("cpu"))
+    agent = make_agent(cfg, (3,), 2, torch.device("cpu"))
     assert agent.engine == "torch" and "agent.optimizer=rmsprop" in agent.engine_note
     assert isinstance(agent.optimizer, torch.optim.RMSprop)
     group = agent.optimizer.param_groups[0]

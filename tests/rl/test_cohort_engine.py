@@ -9,6 +9,7 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.cohort import CohortEngine, stack
 from per_cli.rl.losses import TDLoss
 
@@ -18,7 +19,7 @@ def _agents(n: int, td_loss: TDLoss | None = None, **kw) -> list[DQNAgent]:
     for seed in range(n):
         torch.manual_seed(seed)
         cfg = AgentConfig(hidden_sizes=[32, 16], engine="numba", **kw)
-        agents.append(DQNAgent(cfg, (5,), 3, torch.device("cpu"), td_loss))
+        agents.append(make_agent(cfg, (5,), 3, torch.device("cpu"), td_loss))
     rng = np.random.default_rng(1)
     for agent in agents:  # distinct online and target weights
         engine = agent.numba_engine

@@ -14,8 +14,12 @@ import dataclasses
 
 import torch
 
+from per_cli.config import AgentConfig
 from per_cli.errors import ConfigError
-from per_cli.rl.networks import resolve_network
+from per_cli.rl.agent import DQNAgent, TorchAgent, run_loss
+from per_cli.rl.engines.numba_agent import NumbaAgent
+from per_cli.rl.losses import TDLoss
+from per_cli.rl.networks import check_network, resolve_network
 
 ANY = None  # a setting the kernel takes as a number, whatever its (validated) value
 
@@ -71,3 +75,21 @@ def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | 
             raise ConfigError(f"agent.engine: numba cannot run this config: {reason}; use agent.engine=auto or torch")
         return "numba", None
     return ("torch", reason) if reason is not None else ("numba", None)
+
+
+AGENTS: dict[str, type[DQNAgent]] = {"torch": TorchAgent, "numba": NumbaAgent}
+
+
+def make_agent(
+    cfg: AgentConfig,
+    obs_shape: tuple[int, ...],
+    n_actions: int,
+    device: torch.device,
+    td_loss: TDLoss | None = None,
+) -> DQNAgent:
+    """The agent of the engine that runs ``cfg`` (chosen here, once: :func:`choose_engine`). ``td_loss``: the loss
+    the run trains with (``TDLoss.from_config`` of the whole config); None: ``agent.loss``."""
+    td_loss = run_loss(cfg, td_loss)
+    check_network(cfg, obs_shape)
+    engine, note = choose_engine(cfg, obs_shape, device)
+    return AGENTS[engine](cfg, obs_shape, n_actions, device, td_loss, note)
