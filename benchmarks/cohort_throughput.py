@@ -196,11 +196,11 @@ def update_flops(size: int, repeats: int = 200) -> tuple[float, float]:
     engine = CohortEngine([a.numba_engine for a in agents])
     rng = np.random.default_rng(0)
     b = 64
-    obs = [rng.normal(size=(b, 4)).astype(np.float32) for _ in agents]
-    acts = [rng.integers(0, 2, size=b) for _ in agents]
-    rew = [np.ones(b, np.float32) for _ in agents]
-    term = [np.zeros(b, np.float32) for _ in agents]
-    weights = [np.ones(b, np.float32) for _ in agents]
+    obs = rng.normal(size=(size, b, 4)).astype(np.float32)
+    acts = rng.integers(0, 2, size=(size, b))
+    rew = np.ones((size, b), np.float32)
+    term = np.zeros((size, b), np.float32)
+    weights = np.ones((size, b), np.float32)
     which = list(range(size))
     torch.set_flush_denormal(True)  # as the training loop runs it (repeated batches drive Adam's moments denormal)
     try:

@@ -8,7 +8,7 @@ The network and settings are the seed notebook's (configs/seed001/cartpole_unifo
 MSE, Adam, no clipping). Each child measures, after a warm-up call:
 
 * ``update solo``: one ``MLPEngine.update`` (agent.numba_engine, S = 1), µs per call;
-* ``update S``: one ``CohortEngine.update_stacked`` over S members, µs per member update;
+* ``update S``: one ``CohortEngine.update`` over S members, µs per member update;
 * ``greedy solo`` / ``greedy S``: a greedy action (``MLPEngine.greedy_action``; ``CohortEngine.greedy`` per member);
 * ``td solo`` / ``td S``: the TD error of one new transition (``MLPEngine.td_errors``; ``CohortEngine.td_errors``
   per member), which ``replay.initial_priority: td_error`` computes at every insertion.
@@ -81,7 +81,7 @@ def child(size: int) -> dict[str, float]:
     obs1 = [o[0] for o in rows[0]]
     out = {
         "update solo": _per_call(lambda: solo.update(*next(solo_batches)), 200, 5),
-        f"update S={size}": _per_call(lambda: cohort.update_stacked(which, *next(cohort_batches)), 5, 5) / size,
+        f"update S={size}": _per_call(lambda: cohort.update(which, *next(cohort_batches)), 5, 5) / size,
         "greedy solo": _per_call(lambda: solo.greedy_action(first[0][0]), 2000, 5),
         f"greedy S={size}": _per_call(lambda: cohort.greedy(which, obs1), 50, 5) / size,
         "td solo": _per_call(lambda: solo.td_errors(*(a[:1] for a in first[:5])), 2000, 5),

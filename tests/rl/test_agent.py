@@ -1,11 +1,14 @@
-"""The TD target by hand, for a terminated and a truncated transition, and the loop's storage of both."""
+"""The agent: its engine chosen once by ``make_agent``, the TD target by hand for a terminated and a truncated
+transition, and the loop's storage of both."""
 
 import numpy as np
 import pytest
 import torch
 
 from per_cli.config import AgentConfig, load_config
+from per_cli.rl.agent import DQNAgent, TorchAgent
 from per_cli.rl.engines import make_agent
+from per_cli.rl.engines.numba_agent import NumbaAgent
 from per_cli.rl.losses import td_targets
 from per_cli.train.loop.trainer import Trainer
 from tests.rl.batches import batch as make_batch
@@ -13,6 +16,18 @@ from tests.rl.batches import batch as make_batch
 
 def _batch(obs, actions, rewards, next_obs, terminated):
     return make_batch(np.asarray(obs, np.float32), actions, rewards, np.asarray(next_obs, np.float32), terminated)
+
+
+def test_make_agent_builds_the_chosen_engines_agent_and_the_interface_is_not_an_agent():
+    """The engine is chosen once, by the factory: each engine is its own class (no method asks which it is)."""
+    cpu = torch.device("cpu")
+    numba = make_agent(AgentConfig(hidden_sizes=[8]), (3,), 2, cpu)
+    assert type(numba) is NumbaAgent and (numba.engine, numba.engine_note) == ("numba", None)
+    fallback = make_agent(AgentConfig(hidden_sizes=[8], activation="tanh"), (3,), 2, cpu)
+    assert type(fallback) is TorchAgent and fallback.engine == "torch" and "activation=tanh" in fallback.engine_note
+    assert type(make_agent(AgentConfig(hidden_sizes=[8], engine="torch"), (3,), 2, cpu)) is TorchAgent
+    with pytest.raises(TypeError, match="abstract"):
+        DQNAgent(AgentConfig(), 2, cpu, numba.td_loss, None)
 
 
 def test_td_target_formula():

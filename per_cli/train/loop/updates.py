@@ -70,7 +70,7 @@ class CompiledUpdates:
     def learn(self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults:
         """One update call over the draw's stacked arrays (those rows of it, where some members left)."""
         b = stacked_rows(batches)
-        results = self.engine.update_stacked(which, b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
+        results = self.engine.update(which, b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
         for member in members:
             member.agent.updates += 1
         return results
