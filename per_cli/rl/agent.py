@@ -9,7 +9,7 @@ and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -179,6 +179,17 @@ def make_optimizer(
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None, capturable=capturable)
 
 
+class UpdateInputs(NamedTuple):
+    """A batch's arrays in ``TorchAgent._update``'s argument order (host arrays or device tensors)."""
+
+    obs: np.ndarray | torch.Tensor
+    actions: np.ndarray | torch.Tensor
+    rewards: np.ndarray | torch.Tensor
+    next_obs: np.ndarray | torch.Tensor
+    terminated: np.ndarray | torch.Tensor
+    weights: np.ndarray | torch.Tensor
+
+
 class TorchAgent(DQNAgent):
     """The torch engine: autograd, torch's optimizer and ``clip_grad_norm_``; any network, any device. On CUDA with
     ``agent.cuda_graph`` the update is replayed as one captured CUDA graph (:mod:`per_cli.rl.cuda_graph`)."""
@@ -210,45 +221,43 @@ class TorchAgent(DQNAgent):
         q = self.q_net(torch.as_tensor(obs, device=self.device).unsqueeze(0))
         return int(q.argmax(dim=1).item())
 
-    def _to_device(self, array: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(array, device=self.device)
-
     @torch.no_grad()
     def _targets(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
         online = self.q_net(next_obs) if self.cfg.double_dqn else None
         return td_targets(rewards, terminated, next_values(self.target_net(next_obs), online), self.cfg.gamma)
 
-    def _batch_arrays(self, batch: Batch) -> list[np.ndarray | torch.Tensor]:
-        """The batch's arrays in ``_update``'s argument order (the IS weights last); its stacks gathered on the
-        device already where the memory keeps its frames there (``batch.device_stacks``)."""
+    def _inputs(self, batch: Batch) -> UpdateInputs:
+        """The batch's arrays for ``_update``; its stacks gathered on the device already where the memory keeps its
+        frames there (``batch.device_stacks``)."""
+        obs, next_obs = batch.obs, batch.next_obs
         stacks = batch.device_stacks
         if stacks is not None and stacks.obs.device.type == self.device.type:
-            return [stacks.obs, batch.actions, batch.rewards, stacks.next_obs, batch.terminated, batch.weights]
-        return [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.weights]
+            obs, next_obs = stacks.obs, stacks.next_obs
+        return UpdateInputs(obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.weights)
 
+    def _on_device(self, batch: Batch) -> UpdateInputs:
+        return UpdateInputs(*(torch.as_tensor(a, device=self.device) for a in self._inputs(batch)))
+
+    @torch.no_grad()
     def td_errors(self, batch: Batch) -> np.ndarray:
-        obs, actions, rewards, next_obs, terminated = (self._to_device(a) for a in self._batch_arrays(batch)[:5])
-        with torch.no_grad():
-            q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
-            return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
+        x = self._on_device(batch)
+        q = self.q_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        return (self._targets(x.rewards, x.next_obs, x.terminated) - q).cpu().numpy()
 
+    @torch.no_grad()
     def score(self, batch: Batch) -> Scores:
-        obs, actions, rewards, next_obs, terminated = (self._to_device(a) for a in self._batch_arrays(batch)[:5])
-        with torch.no_grad():
-            target = self._targets(rewards, next_obs, terminated)
-            q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
-            q_target = self.target_net(obs).gather(1, actions[:, None]).squeeze(1)
-            loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
-            td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
+        x = self._on_device(batch)
+        target = self._targets(x.rewards, x.next_obs, x.terminated)
+        q = self.q_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        q_target = self.target_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
+        td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
         return Scores(td, loss, target_loss)
 
     def learn(self, batch: Batch, wait: bool = True) -> UpdateResults | DeferredResult:
         """Each sample's loss is weighted before the mean (and the mean divided by PAL's λ)."""
-        arrays = self._batch_arrays(batch)
-        if self._graph is not None:
-            outputs = self._graph(arrays)
-        else:
-            outputs = self._update(*(self._to_device(a) for a in arrays))
+        graphed = self._graph is not None
+        outputs = self._graph(self._inputs(batch)) if graphed else self._update(*self._on_device(batch))
         self.updates += 1
         deferred = DeferredResult(*outputs)
         return deferred if not wait else deferred.wait()

@@ -1,11 +1,12 @@
-"""Update engines: which one runs a config, and why.
+"""Update engines: which one runs a config, and why; :func:`make_agent` builds its agent, choosing once.
 
-* ``torch``: autograd + ``torch.optim.Adam`` + ``clip_grad_norm_``; any network, any device. The reference.
-* ``numba`` (:class:`~per_cli.rl.engines.mlp.MLPEngine`): the whole update of a ReLU MLP in one compiled call on
-  the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
+* ``torch`` (:class:`~per_cli.rl.agent.TorchAgent`): autograd and torch's optimizers; any network, any device. The
+  reference.
+* ``numba`` (:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`): a ReLU MLP's whole update in one compiled call
+  on the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
   (:data:`KERNEL_VALUES`) and names the first one it does not, and a setting it does not know is refused too.
-* ``auto``: numba where :func:`supports` accepts the config (faster at every MLP size: docs/engines.md), else torch;
-  :func:`choose_engine` returns the reason for the fallback, which the trainer records as ``engine_note``.
+* ``auto``: numba where :func:`supports` accepts the config (it is the faster one: docs/engines.md), else torch;
+  :func:`choose_engine` returns the reason for the fallback, which the run records as ``engine_note``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The numba update engine for an online/target pair of MLP Q-networks built from one :class:`MLPSpec`.
 
-On a CPU torch spends far more time dispatching the small ops of a DQN update than computing them, so this engine
-does the same update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
-backward, ``clip_grad_norm_``, ``torch.optim.Adam``) by hand in one compiled call
-(:func:`~per_cli.rl.engines.kernels.update_kernel`); δ, the loss and the mean Q use the weights from before the
-update, as the torch engine's do. :func:`per_cli.rl.engines.supports` says which configs it runs, and it refuses a
-network that is not exactly the spec's Linear/ReLU stack.
-
-Each network's parameters live in one flat float32 buffer (layout in :mod:`.dense`) and the torch module's
-``weight``/``bias`` are views of it, so acting, evaluation and ``state_dict`` see every update in place; Adam's
-moments are flat buffers of the same layout (:class:`~per_cli.rl.engines.optim.FlatAdam`, saved in
-``torch.optim.Adam``'s ``state_dict`` format). One workspace per engine (grown for a larger batch); an engine is
-for one thread at a time.
+The torch engine's update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
+backward, ``clip_grad_norm_``, Adam) in one compiled call (:func:`~per_cli.rl.engines.kernels.update_kernel`): on a
+CPU torch spends more time dispatching a small update's ops than computing them. δ, the loss and the mean Q use the
+weights from before the update, as the torch engine's do. It refuses a network that is not the spec's Linear/ReLU
+stack. Each network's parameters live in one flat float32 buffer (layout: :mod:`.dense`) that the module's
+``weight``/``bias`` view, so acting, evaluation and ``state_dict`` see every update in place; Adam's moments are
+flat buffers of that layout (:class:`~per_cli.rl.engines.optim.FlatAdam`). One workspace: one thread at a time.
 """
 
 from __future__ import annotations
