@@ -15,7 +15,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from per_cli.rl.engines.dense import JIT, offsets
+from per_cli.rl.engines.dense import JIT, c_array, offsets
 from per_cli.rl.engines.kernels import Workspace, carve, greedy_member, score_member, td_member, update_member
 from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.results import Scores, UpdateResults
@@ -99,12 +99,7 @@ def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
 
 def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
     """The per-member arrays stacked (an array with a member axis already: as it is) as a C array."""
-    return _c(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
-
-
-def _c(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """``array`` as a C array of ``dtype`` and ``shape`` (itself where it is one already)."""
-    return np.ascontiguousarray(array.reshape(shape), dtype=dtype)
+    return c_array(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
 
 
 class CohortEngine:
@@ -143,10 +138,11 @@ class CohortEngine:
             steps[k] = opt.step
         td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
         loss, q_mean = np.empty((2, n), dtype=np.float64)
+        matrices, vectors = (n, batch, -1), (n, batch)
         cohort_update_kernel(
             self._params, self._tparams, self._m, self._v, np.asarray(which, dtype=np.int64), self.dims,
-            _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
-            _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), _c(weights, _F32, (n, batch)),
+            c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
+            c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), c_array(weights, _F32, vectors),
             self.hyper, steps, self._ws.for_batch(batch), td, losses, loss, q_mean,
         )  # fmt: skip
         return UpdateResults(td, losses, loss, q_mean)
@@ -157,10 +153,11 @@ class CohortEngine:
         :meth:`MLPEngine.score`."""
         n, batch = len(which), actions.shape[1]
         td, loss, target_loss = np.empty((3, n, batch), dtype=np.float32)
+        matrices, vectors = (n, batch, -1), (n, batch)
         cohort_score_kernel(
             self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
-            _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
-            _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), self.hyper,
+            c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
+            c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), self.hyper,
             self._ws.for_batch(batch), td, loss, target_loss,
         )  # fmt: skip
         return Scores(td, loss, target_loss)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from per_cli.rl.engines.dense import aligned_empty
+from per_cli.rl.engines.dense import aligned_empty, c_array
 from per_cli.rl.engines.kernels import (
     UpdateSettings,
     Workspace,
@@ -30,7 +30,7 @@ from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPSpec
 from per_cli.rl.results import Scores, UpdateResults
 
-_F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
+_F32, _I64 = np.float32, np.int64
 
 
 def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
@@ -72,30 +72,14 @@ def shares_memory(net: nn.Module, flat: np.ndarray) -> bool:
     return all(np.shares_memory(p.detach().numpy(), flat) for p in net.parameters())
 
 
-# The kernels take float32 / int64 C-contiguous arrays. What the replay memory hands over already is, and passes
-# through untouched.
-
-
-def _matrix(array, batch: int) -> np.ndarray:
-    if type(array) is np.ndarray and array.dtype is _F32 and array.ndim == 2 and array.flags.c_contiguous:
-        return array
-    return np.ascontiguousarray(np.asarray(array).reshape(batch, -1), dtype=np.float32)
-
-
-def _vector(array, dtype: np.dtype) -> np.ndarray:
-    if type(array) is np.ndarray and array.dtype is dtype and array.ndim == 1 and array.flags.c_contiguous:
-        return array
-    return np.ascontiguousarray(np.asarray(array).reshape(-1), dtype=dtype)
-
-
 def _transitions(obs, actions, rewards, next_obs, terminated, batch: int) -> tuple[np.ndarray, ...]:
     """A batch's transition arrays in the kernels' argument order, dtypes and layouts."""
     return (
-        _matrix(obs, batch),
-        _vector(actions, _I64),
-        _vector(rewards, _F32),
-        _matrix(next_obs, batch),
-        _vector(terminated, _F32),
+        c_array(obs, _F32, (batch, -1)),
+        c_array(actions, _I64, (-1,)),
+        c_array(rewards, _F32, (-1,)),
+        c_array(next_obs, _F32, (batch, -1)),
+        c_array(terminated, _F32, (-1,)),
     )
 
 
@@ -166,7 +150,7 @@ class MLPEngine:
             opt.v,
             self.dims,
             *_transitions(obs, actions, rewards, next_obs, terminated, batch),
-            _vector(weights, _F32),
+            c_array(weights, _F32, (-1,)),
             td.reshape(batch),
             losses.reshape(batch),
             self.settings(),
@@ -199,7 +183,7 @@ class MLPEngine:
         return Scores(td, loss, target_loss)
 
     def greedy_action(self, obs) -> int:
-        return greedy_kernel(self.params, self.dims, _vector(obs, _F32), self._ws.for_batch(1))
+        return greedy_kernel(self.params, self.dims, c_array(obs, _F32, (-1,)), self._ws.for_batch(1))
 
     def sync_target(self, tau: float) -> None:
         if tau >= 1.0:
