@@ -1,6 +1,8 @@
 """The agent: its engine chosen once by ``make_agent``, the TD target by hand for a terminated and a truncated
 transition, and the loop's storage of both."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,7 @@ from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.numba_agent import NumbaAgent
 from per_cli.rl.losses import td_targets
 from per_cli.train.loop.trainer import Trainer
+from per_cli.train.loop.updates import CompiledUpdates, updates_for
 from tests.rl.batches import batch as make_batch
 
 
@@ -28,6 +31,18 @@ def test_make_agent_builds_the_chosen_engines_agent_and_the_interface_is_not_an_
     assert type(make_agent(AgentConfig(hidden_sizes=[8], engine="torch"), (3,), 2, cpu)) is TorchAgent
     with pytest.raises(TypeError, match="abstract"):
         DQNAgent(AgentConfig(), 2, cpu, numba.td_loss, None)
+
+
+def test_a_cohorts_updates_are_chosen_once_from_the_engine_its_members_share():
+    """updates_for reads the members' one engine (no member stands for the others) and refuses a mixture."""
+    cpu = torch.device("cpu")
+    members = [
+        SimpleNamespace(agent=make_agent(AgentConfig(hidden_sizes=[8], engine=engine), (3,), 2, cpu))
+        for engine in ("numba", "torch")
+    ]
+    with pytest.raises(ValueError, match=r"one engine, not \['numba', 'torch'\]"):
+        updates_for(members)
+    assert isinstance(updates_for(members[:1]), CompiledUpdates)
 
 
 def test_td_target_formula():
