@@ -49,7 +49,6 @@ class MLPQNetwork(nn.Module):
 
     def __init__(self, spec: MLPSpec):
         super().__init__()
-        self.spec = spec
         layers: list[nn.Module] = []
         width = spec.input_dim
         for h in spec.hidden:

@@ -107,7 +107,6 @@ class MLPEngine:
         loss = TDLoss.of(loss)  # (a name: that loss, with the default κ and α)
         if loss.name not in LOSS_CODES:
             raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss.name!r}")
-        self.spec = spec
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
         self.params = share_flat_parameters(q_net)

@@ -53,12 +53,10 @@ class NumbaAgent(DQNAgent):
         return self.numba_engine.greedy_action(obs)
 
     def td_errors(self, batch: Batch) -> np.ndarray:
-        b = batch
-        return self.numba_engine.td_errors(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
+        return self.numba_engine.td_errors(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated)
 
     def score(self, batch: Batch) -> Scores:
-        b = batch
-        return self.numba_engine.score(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
+        return self.numba_engine.score(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated)
 
     def learn(self, batch: Batch, wait: bool = True) -> UpdateResults:
         """The results are on the host at once (``wait`` has nothing to defer)."""
