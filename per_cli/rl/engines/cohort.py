@@ -113,7 +113,7 @@ class CohortEngine:
     def __init__(self, engines: Sequence[MLPEngine]):
         if not engines:
             raise ValueError("a cohort engine needs at least one member")
-        shapes, settings = {tuple(e.dims) for e in engines}, {e.settings() for e in engines}
+        shapes, settings = {tuple(e.dims) for e in engines}, {e.hyper for e in engines}
         if len(shapes) != 1 or len(settings) != 1:
             raise ValueError("the cohort's networks or update settings differ: one engine runs one config")
         self.engines = list(engines)

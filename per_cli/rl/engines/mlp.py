@@ -116,24 +116,19 @@ class MLPEngine:
         self.loss = loss
         self.loss_code = LOSS_CODES[loss.name]
         self.max_grad_norm = max_grad_norm
-        self._hyper_key: tuple | None = None
-        self._settings: UpdateSettings | None = None
+        self.hyper = self._settings()
         self._ws = Workspace(self.dims)
 
-    def settings(self) -> UpdateSettings:
-        """The update kernel's settings, rebuilt only when the optimizer's change (a load)."""
+    def _settings(self) -> UpdateSettings:
+        """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
         opt = self.optimizer
-        key = (opt.lr, opt.betas, opt.eps)
-        if key != self._hyper_key or self._settings is None:
-            self._hyper_key = key
-            clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
-            beta1, beta2 = opt.betas
-            self._settings = UpdateSettings(
-                gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
-                max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
-                kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
-            )  # fmt: skip
-        return self._settings
+        clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
+        beta1, beta2 = opt.betas
+        return UpdateSettings(
+            gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
+            max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
+            kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
+        )  # fmt: skip
 
     def update(self, obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """One gradient step; returns its results (S = 1: δ and the weighted loss per sample, the loss, the mean
@@ -152,7 +147,7 @@ class MLPEngine:
             c_array(weights, _F32, (-1,)),
             td.reshape(batch),
             losses.reshape(batch),
-            self.settings(),
+            self.hyper,
             opt.step,
             self._ws.for_batch(batch),
         )
@@ -176,7 +171,7 @@ class MLPEngine:
         td, loss, target_loss = np.empty((3, 1, batch), dtype=np.float32)
         score_kernel(
             self.params, self.target_params, self.dims,
-            *_transitions(obs, actions, rewards, next_obs, terminated, batch), self.settings(),
+            *_transitions(obs, actions, rewards, next_obs, terminated, batch), self.hyper,
             self._ws.for_batch(batch), td.reshape(batch), loss.reshape(batch), target_loss.reshape(batch),
         )  # fmt: skip
         return Scores(td, loss, target_loss)
@@ -190,8 +185,10 @@ class MLPEngine:
         else:
             lerp_kernel(self.target_params, self.params, tau)
 
-    def check_shared(self) -> None:
-        """Raise if a network's parameters no longer live in the engine's buffers."""
+    def loaded(self) -> None:
+        """After a checkpoint was loaded into the networks and the optimizer: take the optimizer's settings, and
+        raise if a network's parameters no longer live in the engine's buffers."""
+        self.hyper = self._settings()
         for name, net, flat in (
             ("q_net", self.q_net, self.params),
             ("target_net", self.target_net, self.target_params),

@@ -69,4 +69,4 @@ class NumbaAgent(DQNAgent):
         self.numba_engine.sync_target(self.cfg.tau)
 
     def _loaded(self) -> None:
-        self.numba_engine.check_shared()
+        self.numba_engine.loaded()
