@@ -316,6 +316,19 @@ def test_state_dict_round_trip_across_engines(source, dest):
     assert_same_params(original, restored)
 
 
+def test_a_numba_agent_learns_with_the_loaded_optimizers_settings():
+    """The loaded Adam's lr, betas and eps are the ones its next updates use (MLPEngine.loaded)."""
+    rng = np.random.default_rng(4)
+    batches = [make_batch(rng) for _ in range(4)]
+    original = make_agent("numba", lr=3e-2)
+    original.learn(batches[0])
+    restored = make_agent("numba", lr=1e-5, adam_eps=1e-3)  # the same initial weights, other settings
+    restored.load_state_dict(original.state_dict())
+    for batch in batches[1:]:
+        assert restored.learn(batch).td.tobytes() == original.learn(batch).td.tobytes()
+    assert restored.numba_engine.params.tobytes() == original.numba_engine.params.tobytes()
+
+
 def test_fresh_optimizer_state_dict_loads_into_torch_adam():
     fast = make_agent("numba")
     ref = make_agent("torch")
