@@ -45,6 +45,7 @@ from per_cli.replay.cohort import CohortSampling  # noqa: E402
 from per_cli.replay.memory import ReplayMemory  # noqa: E402
 from per_cli.rl import explore  # noqa: E402
 from per_cli.rl.agent import DQNAgent  # noqa: E402
+from per_cli.rl.engines import make_agent  # noqa: E402
 from per_cli.rl.engines.cohort import CohortEngine  # noqa: E402
 from per_cli.train.loop import reporting, run_record  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
@@ -191,15 +192,15 @@ def phases(size: int, steps: int) -> dict[str, float]:
 def update_flops(size: int, repeats: int = 200) -> tuple[float, float]:
     """(µs per member update, GFLOP/s) of the batched update alone, on fixed random batches."""
     cfgs = _configs(range(1, size + 1), 100)
-    agents = [DQNAgent(c.agent, (4,), 2, torch.device("cpu")) for c in cfgs]
+    agents = [make_agent(c.agent, (4,), 2, torch.device("cpu")) for c in cfgs]
     engine = CohortEngine([a.numba_engine for a in agents])
     rng = np.random.default_rng(0)
     b = 64
-    obs = [rng.normal(size=(b, 4)).astype(np.float32) for _ in agents]
-    acts = [rng.integers(0, 2, size=b) for _ in agents]
-    rew = [np.ones(b, np.float32) for _ in agents]
-    term = [np.zeros(b, np.float32) for _ in agents]
-    weights = [np.ones(b, np.float32) for _ in agents]
+    obs = rng.normal(size=(size, b, 4)).astype(np.float32)
+    acts = rng.integers(0, 2, size=(size, b))
+    rew = np.ones((size, b), np.float32)
+    term = np.zeros((size, b), np.float32)
+    weights = np.ones((size, b), np.float32)
     which = list(range(size))
     torch.set_flush_denormal(True)  # as the training loop runs it (repeated batches drive Adam's moments denormal)
     try:

@@ -50,11 +50,11 @@ def batches(n: int, size: int, rng: np.random.Generator) -> list[Batch]:
 
 
 def ms_per_update(variant: str, data: list[Batch], updates: int, optimizer: str, device: torch.device) -> float:
-    from per_cli.rl.agent import DQNAgent
+    from per_cli.rl.engines import make_agent
 
     graphed = variant != "eager"
     cfg = AgentConfig(network="cnn", double_dqn=True, lr=1e-4, adam_eps=1.5e-4, optimizer=optimizer, cuda_graph=graphed)
-    agent = DQNAgent(cfg, (4, 84, 84), 6, device)
+    agent = make_agent(cfg, (4, 84, 84), 6, device)
     feed = device_feed(data, device) if variant.startswith("device") else (lambda i: data[i % len(data)])
     wait = variant != "device+lag"
     for i in range(6):  # warm-up (and the capture, after the graph's 3 eager calls)

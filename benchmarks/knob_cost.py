@@ -107,12 +107,12 @@ def main() -> None:
 
 def agent_update(loss: str, batch: int):
     """One update of the seed001 CartPole agent with ``loss`` on a fixed batch, as a cycle."""
-    from per_cli.rl.agent import DQNAgent
+    from per_cli.rl.engines import make_agent
 
     base = "huber" if loss == "lap" else "mse" if loss == "pal" else loss  # (agent.loss; lap/pal are their kinds')
     seed001 = Path(__file__).resolve().parents[1] / "configs" / "seed001" / "cartpole_uniform.yaml"
     cfg = load_config(seed001, [f"agent.loss={base}"])
-    agent = DQNAgent(cfg.agent, (4,), 2, torch.device("cpu"), td_loss=TDLoss(loss))
+    agent = make_agent(cfg.agent, (4,), 2, torch.device("cpu"), td_loss=TDLoss(loss))
     memory = build("uniform", [], 1000, batch)
     batches = [memory.sample(batch, 0.5) for _ in range(16)]
     return lambda i: agent.learn(batches[i % len(batches)])

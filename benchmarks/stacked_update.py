@@ -24,7 +24,7 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.stacked import StackedEngine
 
 CASES = {
@@ -73,7 +73,7 @@ def measure(name: str, size: int, updates: int) -> None:
     agents = []
     for seed in range(size):
         torch.manual_seed(seed)
-        agents.append(DQNAgent(cfg, obs_shape, n_actions, torch.device("cpu")))
+        agents.append(make_agent(cfg, obs_shape, n_actions, torch.device("cpu")))
     solo = [copy.deepcopy(a) for a in agents]
     batches = [make_batch(rng, obs_shape, n_actions, batch_size) for _ in range(size)]
     engine = StackedEngine(agents)

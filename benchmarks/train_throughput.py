@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from per_cli.config import load_config  # noqa: E402
-from per_cli.rl.agent import DQNAgent  # noqa: E402
+from per_cli.rl.engines import make_agent  # noqa: E402
 from per_cli.train.loop.trainer import build_member, run_member  # noqa: E402
 
 # the settings both libraries share
@@ -112,7 +112,7 @@ def time_call(fn, n: int) -> float:
 def per_update_us(engine: str, obs_dim: int = 4, n_actions: int = 2, hidden=(HIDDEN,), batch: int = BATCH) -> float:
     torch.manual_seed(0)
     cfg = load_config(None, per_overrides(engine, 1000, 0) + [f"agent.hidden_sizes=[{','.join(map(str, hidden))}]"])
-    agent = DQNAgent(cfg.agent, (obs_dim,), n_actions, torch.device("cpu"))
+    agent = make_agent(cfg.agent, (obs_dim,), n_actions, torch.device("cpu"))
     assert agent.engine == engine, (agent.engine, agent.engine_note)
     fixed = fixed_batch(obs_dim, n_actions, size=batch)
     dims = (obs_dim, *hidden, n_actions)
@@ -200,7 +200,7 @@ def warm_up_numba() -> float:
     t0 = time.perf_counter()
     torch.manual_seed(0)
     cfg = load_config(None, per_overrides("numba", 1000, 0))
-    agent = DQNAgent(cfg.agent, (4,), 2, torch.device("cpu"))
+    agent = make_agent(cfg.agent, (4,), 2, torch.device("cpu"))
     batch = fixed_batch()
     agent.learn(batch)
     agent.td_errors(batch)

@@ -8,7 +8,7 @@ The network and settings are the seed notebook's (configs/seed001/cartpole_unifo
 MSE, Adam, no clipping). Each child measures, after a warm-up call:
 
 * ``update solo``: one ``MLPEngine.update`` (agent.numba_engine, S = 1), µs per call;
-* ``update S``: one ``CohortEngine.update_stacked`` over S members, µs per member update;
+* ``update S``: one ``CohortEngine.update`` over S members, µs per member update;
 * ``greedy solo`` / ``greedy S``: a greedy action (``MLPEngine.greedy_action``; ``CohortEngine.greedy`` per member);
 * ``td solo`` / ``td S``: the TD error of one new transition (``MLPEngine.td_errors``; ``CohortEngine.td_errors``
   per member), which ``replay.initial_priority: td_error`` computes at every insertion.
@@ -53,14 +53,14 @@ def child(size: int) -> dict[str, float]:
 
     import per_cli
     from per_cli.config import load_config
-    from per_cli.rl.agent import DQNAgent
+    from per_cli.rl.engines import make_agent
     from per_cli.rl.engines.cohort import CohortEngine
     from per_cli.train.loop.cohort import cohort_configs
 
     print(f"# {per_cli.__file__}", file=sys.stderr)
     cfg = load_config(CONFIG, ["agent.engine=numba"], device="cpu")
     cfgs = cohort_configs(cfg, range(1, size + 1))
-    agents = [DQNAgent(c.agent, (DIMS[0],), DIMS[-1], torch.device("cpu")) for c in cfgs]
+    agents = [make_agent(c.agent, (DIMS[0],), DIMS[-1], torch.device("cpu")) for c in cfgs]
     solo, cohort = agents[0].numba_engine, CohortEngine([a.numba_engine for a in agents])
     rng = np.random.default_rng(0)
 
@@ -81,7 +81,7 @@ def child(size: int) -> dict[str, float]:
     obs1 = [o[0] for o in rows[0]]
     out = {
         "update solo": _per_call(lambda: solo.update(*next(solo_batches)), 200, 5),
-        f"update S={size}": _per_call(lambda: cohort.update_stacked(which, *next(cohort_batches)), 5, 5) / size,
+        f"update S={size}": _per_call(lambda: cohort.update(which, *next(cohort_batches)), 5, 5) / size,
         "greedy solo": _per_call(lambda: solo.greedy_action(first[0][0]), 2000, 5),
         f"greedy S={size}": _per_call(lambda: cohort.greedy(which, obs1), 50, 5) / size,
         "td solo": _per_call(lambda: solo.td_errors(*(a[:1] for a in first[:5])), 2000, 5),

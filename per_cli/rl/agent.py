@@ -1,12 +1,15 @@
-"""DQN: ε-greedy acting, TD errors, the per-sample weighted loss, and target-network sync.
+"""DQN agents: the interface the loop acts and learns through (:class:`DQNAgent`) and its torch engine
+(:class:`TorchAgent`, any network on any device: the reference).
 
-The loss is the run's :class:`~per_cli.rl.losses.TDLoss`, given by whoever builds the agent from the whole config
-(the trainer; ``agent.loss`` otherwise). Two engines give the same results to float32 rounding: ``torch`` (any
-network, any device) and ``numba`` (:mod:`per_cli.rl.engines`: a ReLU MLP's whole update in one compiled call);
-``agent.engine`` and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which runs.
+The numba engine (:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`) implements the same interface for ReLU MLPs
+on the CPU, to float32 rounding. :func:`per_cli.rl.engines.make_agent` picks one per run, once; ``agent.engine``
+and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which runs.
 """
 
 from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -15,16 +18,122 @@ from torch import nn
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
 from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
-from per_cli.rl.engines import choose_engine
-from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.explore import OneMember
 from per_cli.rl.losses import KAPPA_LOSSES, TDLoss, batch_losses, next_values, per_sample_loss, td_targets
-from per_cli.rl.networks import MLPQNetwork, MLPSpec, check_network, make_q_network
+from per_cli.rl.networks import make_q_network
 from per_cli.rl.results import Scores, UpdateResults
 
 # The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
 # momentum 0.95, "min squared gradient" 0.01 added to the denominator, centered.
 RMSPROP_ALPHA, RMSPROP_EPS = 0.95, 0.01
+
+
+def run_loss(cfg: AgentConfig, td_loss: TDLoss | None) -> TDLoss:
+    """The loss an agent trains with: ``td_loss`` (``TDLoss.from_config`` of the whole config: a replay kind may
+    bring its own), or ``agent.loss``. A huber or mse ``td_loss`` must be ``agent.loss`` (one source of truth)."""
+    if td_loss is None:
+        return TDLoss(cfg.loss)
+    if td_loss.name not in KAPPA_LOSSES and td_loss.name != cfg.loss:
+        raise ValueError(f"the loss {td_loss.name!r} is not agent.loss ({cfg.loss!r}) nor a replay kind's own")
+    return td_loss
+
+
+def _copied(obj):
+    """``obj`` with every tensor in it cloned (dicts and lists walked; a module state dict keeps its metadata)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, dict):
+        out = type(obj)((key, _copied(value)) for key, value in obj.items())
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if isinstance(obj, list):
+        return [_copied(value) for value in obj]
+    return obj
+
+
+class DQNAgent(ABC):
+    """An online/target pair of Q-networks and their optimizer, updated by one engine (``engine``); one member
+    (S = 1). Built by :func:`per_cli.rl.engines.make_agent`. What is shared lives here: ε-greedy's draw and the
+    checkpoint format (the same keys under both engines, so a checkpoint loads into either)."""
+
+    engine: ClassVar[str]  # "torch" or "numba"
+    q_net: nn.Module
+    target_net: nn.Module
+    optimizer: Any  # a torch optimizer, or one with torch.optim.Adam's state_dict format
+
+    def __init__(
+        self, cfg: AgentConfig, n_actions: int, device: torch.device, td_loss: TDLoss, engine_note: str | None
+    ):
+        self.cfg = cfg
+        self.td_loss = td_loss
+        self.device = device
+        self.n_actions = n_actions
+        self.engine_note = engine_note
+        self.updates = 0
+        # explore's compiled draw on the generator it was last called with (an evaluation's, for its whole run)
+        self._draw: OneMember | None = None
+
+    def _init_target(self) -> None:
+        self.target_net.load_state_dict(self.q_net.state_dict())
+        self.target_net.requires_grad_(False)
+
+    def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
+        action = self.explore(epsilon, rng)
+        return self.greedy_action(obs) if action is None else action
+
+    def explore(self, epsilon: float, rng: np.random.Generator) -> int | None:
+        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily). The draw is
+        :func:`per_cli.rl.explore.explore_kernel`'s, the kernel a cohort draws all its members with, so a solo run
+        and a cohort member draw alike (kept per generator: built once)."""
+        draw = self._draw
+        if draw is None or draw.rng is not rng:
+            draw = self._draw = OneMember(rng)
+        action = draw(epsilon, self.n_actions)
+        return None if action < 0 else action
+
+    @abstractmethod
+    def greedy_action(self, obs: np.ndarray) -> int: ...
+
+    @abstractmethod
+    def td_errors(self, batch: Batch) -> np.ndarray:
+        """δ for a batch without learning (insertion-time priorities)."""
+
+    @abstractmethod
+    def score(self, batch: Batch) -> Scores:
+        """The batch's :class:`~per_cli.rl.results.Scores` (S = 1) under the current networks, nothing learnt."""
+
+    @abstractmethod
+    def learn(self, batch: Batch, wait: bool = True) -> UpdateResults | DeferredResult:
+        """One gradient step on the importance-weighted loss (:func:`~per_cli.rl.losses.batch_losses`); returns its
+        results (S = 1). ``wait=False``: the engine may return them still on their way from the device
+        (:class:`DeferredResult`: ``train.priority_lag``)."""
+
+    @abstractmethod
+    def sync_target(self) -> None:
+        """Hard copy when tau == 1, else Polyak averaging θ' ← τθ + (1 − τ)θ'."""
+
+    @abstractmethod
+    def _loaded(self) -> None:
+        """Called after :meth:`load_state_dict` replaced the networks' and optimizer's tensors."""
+
+    def state_dict(self) -> dict:
+        """The agent's state, its tensors copied: a cohort's stacked engine makes them views of storage shared by
+        all members (:mod:`per_cli.rl.engines.stacked`), which torch.save would write whole."""
+        state = {
+            "q_net": self.q_net.state_dict(),
+            "target_net": self.target_net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+        return _copied(state)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.q_net.load_state_dict(state["q_net"])
+        self.target_net.load_state_dict(state["target_net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = state["updates"]
+        self._loaded()
 
 
 class DeferredResult:
@@ -70,171 +179,93 @@ def make_optimizer(
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None, capturable=capturable)
 
 
-def _copied(obj):
-    """``obj`` with every tensor in it cloned (dicts and lists walked; a module state dict keeps its metadata)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.clone()
-    if isinstance(obj, dict):
-        out = type(obj)((key, _copied(value)) for key, value in obj.items())
-        if hasattr(obj, "_metadata"):
-            out._metadata = obj._metadata
-        return out
-    if isinstance(obj, list):
-        return [_copied(value) for value in obj]
-    return obj
+class UpdateInputs(NamedTuple):
+    """A batch's arrays in ``TorchAgent._update``'s argument order (host arrays or device tensors)."""
+
+    obs: np.ndarray | torch.Tensor
+    actions: np.ndarray | torch.Tensor
+    rewards: np.ndarray | torch.Tensor
+    next_obs: np.ndarray | torch.Tensor
+    terminated: np.ndarray | torch.Tensor
+    weights: np.ndarray | torch.Tensor
 
 
-class DQNAgent:
+class TorchAgent(DQNAgent):
+    """The torch engine: autograd, torch's optimizer and ``clip_grad_norm_``; any network, any device. On CUDA with
+    ``agent.cuda_graph`` the update is replayed as one captured CUDA graph (:mod:`per_cli.rl.cuda_graph`)."""
+
+    engine = "torch"
+
     def __init__(
         self,
         cfg: AgentConfig,
         obs_shape: tuple[int, ...],
         n_actions: int,
         device: torch.device,
-        td_loss: TDLoss | None = None,
+        td_loss: TDLoss,
+        engine_note: str | None = None,
     ):
-        """``td_loss``: the loss the run trains with (``TDLoss.from_config(cfg)`` of the whole config); None:
-        ``agent.loss``. A huber or mse ``td_loss`` must be ``agent.loss`` (one source of truth)."""
-        if td_loss is None:
-            td_loss = TDLoss(cfg.loss)
-        elif td_loss.name not in KAPPA_LOSSES and td_loss.name != cfg.loss:
-            raise ValueError(f"the loss {td_loss.name!r} is not agent.loss ({cfg.loss!r}) nor a replay kind's own")
-        self.cfg = cfg
-        self.td_loss = td_loss
-        self.device = device
-        self.n_actions = n_actions
-        check_network(cfg, obs_shape)
-        self.engine, self.engine_note = choose_engine(cfg, obs_shape, device)
-        self._fast: MLPEngine | None = None
-        self._graph: GraphedUpdate | None = None  # the torch update as one CUDA graph (agent.cuda_graph, on CUDA)
-        if self.engine == "numba":
-            # both networks and the kernel come from one spec; the networks' parameters become views of flat
-            # buffers that the compiled update writes in place
-            spec = MLPSpec.from_config(cfg, obs_shape, n_actions)
-            self.q_net, self.target_net = MLPQNetwork(spec), MLPQNetwork(spec)
-            self._init_target()
-            self._fast = MLPEngine(
-                spec,
-                self.q_net,
-                self.target_net,
-                gamma=cfg.gamma,
-                loss=td_loss,
-                double_dqn=cfg.double_dqn,
-                max_grad_norm=cfg.max_grad_norm,
-                lr=cfg.lr,
-                adam_eps=cfg.adam_eps,
-            )
-            self.optimizer = self._fast.optimizer  # FlatAdam: torch.optim.Adam's state_dict format
-        else:
-            build = (cfg.network, obs_shape, n_actions, cfg.hidden_sizes, cfg.activation)
-            self.q_net = make_q_network(*build).to(device)
-            self.target_net = make_q_network(*build).to(device)
-            self._init_target()
-            graphed = device.type == "cuda" and cfg.cuda_graph
-            self.optimizer = make_optimizer(cfg, self.q_net.parameters(), device, capturable=graphed)
-            self._graph = GraphedUpdate(self._update, device) if graphed else None
-            if device.type == "cuda":
-                torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
-        self.updates = 0
-        # explore's compiled draw on the generator it was last called with (an evaluation's, for its whole run)
-        self._draw: OneMember | None = None
-
-    @property
-    def numba_engine(self) -> MLPEngine | None:
-        """The numba engine doing this agent's updates (None under the torch engine); a cohort batches these."""
-        return self._fast
-
-    def _init_target(self) -> None:
-        self.target_net.load_state_dict(self.q_net.state_dict())
-        self.target_net.requires_grad_(False)
-
-    def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
-        action = self.explore(epsilon, rng)
-        return self.greedy_action(obs) if action is None else action
-
-    def explore(self, epsilon: float, rng: np.random.Generator) -> int | None:
-        """ε-greedy's draw on ``rng``: a random action with probability ε, else None (act greedily); ``act`` is this
-        then ``greedy_action``. The draw is :func:`per_cli.rl.explore.explore_kernel`'s, the kernel a cohort draws
-        all its members with, so a solo run and a cohort member draw alike (kept per generator: built once)."""
-        draw = self._draw
-        if draw is None or draw.rng is not rng:
-            draw = self._draw = OneMember(rng)
-        action = draw(epsilon, self.n_actions)
-        return None if action < 0 else action
-
-    def greedy_action(self, obs: np.ndarray) -> int:
-        if self._fast is not None:  # the compiled forward, far cheaper than torch's
-            return self._fast.greedy_action(obs)
-        return self._torch_greedy_action(obs)
+        super().__init__(cfg, n_actions, device, td_loss, engine_note)
+        build = (cfg.network, obs_shape, n_actions, cfg.hidden_sizes, cfg.activation)
+        self.q_net = make_q_network(*build).to(device)
+        self.target_net = make_q_network(*build).to(device)
+        self._init_target()
+        graphed = device.type == "cuda" and cfg.cuda_graph
+        self.optimizer = make_optimizer(cfg, self.q_net.parameters(), device, capturable=graphed)
+        self._graph = GraphedUpdate(self._update, device) if graphed else None
+        if device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
 
     @torch.inference_mode()
-    def _torch_greedy_action(self, obs: np.ndarray) -> int:
+    def greedy_action(self, obs: np.ndarray) -> int:
         q = self.q_net(torch.as_tensor(obs, device=self.device).unsqueeze(0))
         return int(q.argmax(dim=1).item())
-
-    def _to_device(self, array: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(array, device=self.device)
 
     @torch.no_grad()
     def _targets(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
         online = self.q_net(next_obs) if self.cfg.double_dqn else None
         return td_targets(rewards, terminated, next_values(self.target_net(next_obs), online), self.cfg.gamma)
 
-    def _batch_arrays(self, batch: Batch) -> list[np.ndarray | torch.Tensor]:
-        """The batch's arrays in ``_update``'s argument order (the IS weights last); its stacks gathered on the
-        device already where the memory keeps its frames there (``batch.device_stacks``)."""
+    def _inputs(self, batch: Batch) -> UpdateInputs:
+        """The batch's arrays for ``_update``; its stacks gathered on the device already where the memory keeps its
+        frames there (``batch.device_stacks``)."""
+        obs, next_obs = batch.obs, batch.next_obs
         stacks = batch.device_stacks
         if stacks is not None and stacks.obs.device.type == self.device.type:
-            return [stacks.obs, batch.actions, batch.rewards, stacks.next_obs, batch.terminated, batch.weights]
-        return [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.weights]
+            obs, next_obs = stacks.obs, stacks.next_obs
+        return UpdateInputs(obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.weights)
 
+    def _on_device(self, batch: Batch) -> UpdateInputs:
+        return UpdateInputs(*(torch.as_tensor(a, device=self.device) for a in self._inputs(batch)))
+
+    @torch.no_grad()
     def td_errors(self, batch: Batch) -> np.ndarray:
-        """δ for a batch without learning (used for insertion-time priorities)."""
-        if self._fast is not None:
-            b = batch
-            return self._fast.td_errors(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
-        obs, actions, rewards, next_obs, terminated = (self._to_device(a) for a in self._batch_arrays(batch)[:5])
-        with torch.no_grad():
-            q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
-            return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
+        x = self._on_device(batch)
+        q = self.q_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        return (self._targets(x.rewards, x.next_obs, x.terminated) - q).cpu().numpy()
 
+    @torch.no_grad()
     def score(self, batch: Batch) -> Scores:
-        """The batch's :class:`~per_cli.rl.results.Scores` (S = 1) under the current networks, nothing learnt."""
-        if self._fast is not None:
-            b = batch
-            return self._fast.score(b.obs, b.actions, b.rewards, b.next_obs, b.terminated)
-        obs, actions, rewards, next_obs, terminated = (self._to_device(a) for a in self._batch_arrays(batch)[:5])
-        with torch.no_grad():
-            target = self._targets(rewards, next_obs, terminated)
-            q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
-            q_target = self.target_net(obs).gather(1, actions[:, None]).squeeze(1)
-            loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
-            td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
+        x = self._on_device(batch)
+        target = self._targets(x.rewards, x.next_obs, x.terminated)
+        q = self.q_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        q_target = self.target_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
+        td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
         return Scores(td, loss, target_loss)
 
     def learn(self, batch: Batch, wait: bool = True) -> UpdateResults | DeferredResult:
-        """One gradient step on the importance-weighted loss; each sample's loss is weighted before the mean (and
-        the mean divided by PAL's λ: :func:`~per_cli.rl.losses.batch_losses`). Returns its results (S = 1).
-        ``wait=False`` (the torch engine): return at once, the values on their way to the host
-        (:class:`DeferredResult`: ``train.priority_lag``)."""
-        if self._fast is not None:
-            b = batch
-            result = self._fast.update(b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
-            self.updates += 1
-            return result
-        arrays = self._batch_arrays(batch)
-        if self._graph is not None:
-            outputs = self._graph(arrays)
-        else:
-            outputs = self._update(*(self._to_device(a) for a in arrays))
+        """Each sample's loss is weighted before the mean (and the mean divided by PAL's λ)."""
+        graphed = self._graph is not None
+        outputs = self._graph(self._inputs(batch)) if graphed else self._update(*self._on_device(batch))
         self.updates += 1
         deferred = DeferredResult(*outputs)
         return deferred if not wait else deferred.wait()
 
     def _update(self, obs, actions, rewards, next_obs, terminated, weights) -> tuple[torch.Tensor, ...]:
         """The torch update on device tensors: (δ, each sample's loss without its IS weight as the loss counts it:
-        ``batch_losses``' samples, loss, mean Q), all on the device (no
-        host synchronisation, so a CUDA graph can capture it)."""
+        ``batch_losses``' samples, loss, mean Q), all on the device (no host synchronisation, so a CUDA graph can
+        capture it)."""
         q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
         target = self._targets(rewards, next_obs, terminated)
         losses = batch_losses(q, target, weights, self.td_loss)
@@ -247,10 +278,6 @@ class DQNAgent:
         return target - q, losses.samples.detach(), losses.value.detach(), q.mean()
 
     def sync_target(self) -> None:
-        """Hard copy when tau == 1, else Polyak averaging θ' ← τθ + (1 − τ)θ'."""
-        if self._fast is not None:
-            self._fast.sync_target(self.cfg.tau)
-            return
         if self.cfg.tau >= 1.0:
             self.target_net.load_state_dict(self.q_net.state_dict())
             return
@@ -258,25 +285,7 @@ class DQNAgent:
             for target, online in zip(self.target_net.parameters(), self.q_net.parameters(), strict=True):
                 target.lerp_(online, self.cfg.tau)
 
-    def state_dict(self) -> dict:
-        """The agent's state, its tensors copied: a cohort's stacked engine makes them views of storage shared by
-        all members (:mod:`per_cli.rl.engines.stacked`), which torch.save would write whole."""
-        state = {
-            "q_net": self.q_net.state_dict(),
-            "target_net": self.target_net.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "updates": self.updates,
-        }
-        return _copied(state)
-
-    def load_state_dict(self, state: dict) -> None:
-        self.q_net.load_state_dict(state["q_net"])
-        self.target_net.load_state_dict(state["target_net"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.updates = state["updates"]
-        if self._fast is not None:
-            self._fast.check_shared()
-            return
+    def _loaded(self) -> None:
         match_capturable(self.optimizer, self._graph is not None)
         if self._graph is not None:
             self._graph.reset()  # the optimizer's state tensors are new

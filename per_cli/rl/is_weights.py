@@ -39,8 +39,7 @@ def apply_rule(weights: np.ndarray, rule: str) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def _scale_rows(rows, mean):
-    """Each row divided by its max, or by its mean (summed in float64 in order, rounded to float32 once), in one
-    compiled pass (numpy's would cost more than a prioritized draw: docs/engines.md)."""
+    """Each row divided by its max, or by its mean (summed in float64 in order, rounded to float32 once)."""
     for r in range(rows.shape[0]):
         row = rows[r]
         if mean:

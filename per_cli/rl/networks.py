@@ -49,7 +49,6 @@ class MLPQNetwork(nn.Module):
 
     def __init__(self, spec: MLPSpec):
         super().__init__()
-        self.spec = spec
         layers: list[nn.Module] = []
         width = spec.input_dim
         for h in spec.hidden:
@@ -139,7 +138,11 @@ def network_misfit(kind: str, obs_shape: tuple[int, ...]) -> str | None:
 def check_network(agent_cfg, obs_shape: tuple[int, ...]) -> None:
     """Raise ConfigError (one line naming ``agent.network`` and the fix) when ``agent_cfg.network`` cannot take
     observations of ``obs_shape``. Needs no env and no training: preflight calls it for every run of a sweep."""
-    why = network_misfit(agent_cfg.network, obs_shape)
+    _refuse_misfit(agent_cfg.network, obs_shape)
+
+
+def _refuse_misfit(kind: str, obs_shape: tuple[int, ...]) -> None:
+    why = network_misfit(kind, obs_shape)
     if why is not None:
         fitting = resolve_network("auto", obs_shape)
         raise ConfigError(f"agent.network: {why}; use agent.network=auto (which picks {fitting} here)")
@@ -150,9 +153,7 @@ def make_q_network(
 ) -> nn.Module:
     """The Q-network ``kind`` (auto: see :func:`resolve_network`) for ``obs_shape``; ``hidden_sizes`` and
     ``activation`` shape the MLP only (the CNN and the MinAtar network are the papers' fixed architectures)."""
-    why = network_misfit(kind, obs_shape)
-    if why is not None:
-        raise ConfigError(f"agent.network: {why}; use agent.network=auto")
+    _refuse_misfit(kind, obs_shape)
     kind = resolve_network(kind, obs_shape)
     if kind == "cnn":
         return NatureCNN(obs_shape[0], n_actions, obs_shape[1])

@@ -1,18 +1,48 @@
-"""The TD target by hand, for a terminated and a truncated transition, and the loop's storage of both."""
+"""The agent: its engine chosen once by ``make_agent``, the TD target by hand for a terminated and a truncated
+transition, and the loop's storage of both."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from per_cli.config import AgentConfig, load_config
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.agent import DQNAgent, TorchAgent
+from per_cli.rl.engines import make_agent
+from per_cli.rl.engines.numba_agent import NumbaAgent
 from per_cli.rl.losses import td_targets
 from per_cli.train.loop.trainer import build_member, run_member
+from per_cli.train.loop.updates import CompiledUpdates, updates_for
 from tests.rl.batches import batch as make_batch
 
 
 def _batch(obs, actions, rewards, next_obs, terminated):
     return make_batch(np.asarray(obs, np.float32), actions, rewards, np.asarray(next_obs, np.float32), terminated)
+
+
+def test_make_agent_builds_the_chosen_engines_agent_and_the_interface_is_not_an_agent():
+    """The engine is chosen once, by the factory: each engine is its own class (no method asks which it is)."""
+    cpu = torch.device("cpu")
+    numba = make_agent(AgentConfig(hidden_sizes=[8]), (3,), 2, cpu)
+    assert type(numba) is NumbaAgent and (numba.engine, numba.engine_note) == ("numba", None)
+    fallback = make_agent(AgentConfig(hidden_sizes=[8], activation="tanh"), (3,), 2, cpu)
+    assert type(fallback) is TorchAgent and fallback.engine == "torch" and "activation=tanh" in fallback.engine_note
+    assert type(make_agent(AgentConfig(hidden_sizes=[8], engine="torch"), (3,), 2, cpu)) is TorchAgent
+    with pytest.raises(TypeError, match="abstract"):
+        DQNAgent(AgentConfig(), 2, cpu, numba.td_loss, None)
+
+
+def test_a_cohorts_updates_are_chosen_once_from_the_engine_its_members_share():
+    """updates_for reads the members' one engine (no member stands for the others) and refuses a mixture."""
+    cpu = torch.device("cpu")
+    members = [
+        SimpleNamespace(agent=make_agent(AgentConfig(hidden_sizes=[8], engine=engine), (3,), 2, cpu))
+        for engine in ("numba", "torch")
+    ]
+    with pytest.raises(ValueError, match=r"one engine, not \['numba', 'torch'\]"):
+        updates_for(members)
+    assert isinstance(updates_for(members[:1]), CompiledUpdates)
 
 
 def test_td_target_formula():
@@ -23,7 +53,7 @@ def test_td_target_formula():
 @pytest.mark.parametrize("double_dqn", [False, True])
 def test_terminated_does_not_bootstrap_and_truncated_does(double_dqn):
     torch.manual_seed(0)
-    agent = DQNAgent(AgentConfig(hidden_sizes=[8], gamma=0.9, double_dqn=double_dqn), (3,), 2, torch.device("cpu"))
+    agent = make_agent(AgentConfig(hidden_sizes=[8], gamma=0.9, double_dqn=double_dqn), (3,), 2, torch.device("cpu"))
     with torch.no_grad():  # make the target net differ from the online net, so double DQN matters
         for p in agent.target_net.parameters():
             p.add_(0.3)
@@ -85,7 +115,7 @@ def test_rmsprop_is_the_minatar_papers_and_learns():
     """agent.optimizer=rmsprop: torch's centered RMSprop with the MinAtar paper's alpha 0.95 and eps 0.01."""
     torch.manual_seed(0)
     cfg = AgentConfig(optimizer="rmsprop", lr=2.5e-4, hidden_sizes=[16], engine="auto")
-    agent = DQNAgent(cfg, (3,), 2, torch.device("cpu"))
+    agent = make_agent(cfg, (3,), 2, torch.device("cpu"))
     assert agent.engine == "torch" and "agent.optimizer=rmsprop" in agent.engine_note
     assert isinstance(agent.optimizer, torch.optim.RMSprop)
     group = agent.optimizer.param_groups[0]

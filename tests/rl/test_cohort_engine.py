@@ -9,6 +9,7 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.cohort import CohortEngine, stack
 from per_cli.rl.losses import TDLoss
 
@@ -18,7 +19,7 @@ def _agents(n: int, td_loss: TDLoss | None = None, **kw) -> list[DQNAgent]:
     for seed in range(n):
         torch.manual_seed(seed)
         cfg = AgentConfig(hidden_sizes=[32, 16], engine="numba", **kw)
-        agents.append(DQNAgent(cfg, (5,), 3, torch.device("cpu"), td_loss))
+        agents.append(make_agent(cfg, (5,), 3, torch.device("cpu"), td_loss))
     rng = np.random.default_rng(1)
     for agent in agents:  # distinct online and target weights
         engine = agent.numba_engine
@@ -56,24 +57,6 @@ def test_nan_weights_give_a_nan_td_error_only_to_their_member():
     assert np.isnan(td[0]) and np.isfinite(td[1])
 
 
-def test_an_update_from_stacked_batches_equals_the_update_from_each_members_arrays():
-    agents, twins = _agents(3), _agents(3)
-    engine, twin = CohortEngine([a.numba_engine for a in agents]), CohortEngine([a.numba_engine for a in twins])
-    rng = np.random.default_rng(2)
-    which, b = [2, 0], 6
-    for _ in range(3):
-        arrays = (
-            rng.normal(size=(2, b, 5)).astype(np.float32), rng.integers(0, 3, size=(2, b)),
-            rng.normal(size=(2, b)).astype(np.float32), rng.normal(size=(2, b, 5)).astype(np.float32),
-            rng.integers(0, 2, size=(2, b)).astype(np.float32), rng.uniform(0.5, 1, size=(2, b)).astype(np.float32),
-        )  # fmt: skip
-        got = engine.update_stacked(which, *arrays)
-        want = twin.update(which, *([a[k] for k in range(2)] for a in arrays))
-        assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want, strict=True))
-    for agent, other in zip(agents, twins, strict=True):
-        assert agent.numba_engine.params.tobytes() == other.numba_engine.params.tobytes()
-
-
 @pytest.mark.parametrize("td_loss", [TDLoss("lap", 0.5, 0.6), TDLoss("pal", 0.5, 0.6)], ids=str)
 def test_a_cohort_update_with_lap_or_pal_is_each_members_solo_update(td_loss):
     """κ and α travel in the cohort's ``UpdateSettings`` as in a solo engine's: a member's cohort update is its
@@ -89,7 +72,7 @@ def test_a_cohort_update_with_lap_or_pal_is_each_members_solo_update(td_loss):
             rng.normal(size=(3, b, 5)).astype(np.float32), rng.integers(0, 2, size=(3, b)).astype(np.float32),
             rng.uniform(0.5, 1, size=(3, b)).astype(np.float32),
         )  # fmt: skip
-        results = engine.update_stacked(which, *arrays)
+        results = engine.update(which, *arrays)
         for k, i in enumerate(which):
             got, own = results.member(k), solos[i].numba_engine.update(*(a[k] for a in arrays)).member(0)
             assert got.td_errors.tobytes() == own.td_errors.tobytes() and got.losses.tobytes() == own.losses.tobytes()

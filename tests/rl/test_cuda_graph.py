@@ -13,6 +13,7 @@ from per_cli.config import AgentConfig
 from per_cli.replay.storage.device_frames import DeviceStacks
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.cuda_graph import match_capturable
+from per_cli.rl.engines import make_agent
 from tests.rl.batches import batch as make_batch
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -32,7 +33,7 @@ def _no_tf32():
 def _agent(graphed: bool, device: str, obs_shape=ATARI, **cfg) -> DQNAgent:
     torch.manual_seed(0)
     config = AgentConfig(**{"network": "cnn", "double_dqn": True, "lr": 1e-4, "cuda_graph": graphed, **cfg})
-    return DQNAgent(config, obs_shape, 6, torch.device(device))
+    return make_agent(config, obs_shape, 6, torch.device(device))
 
 
 def _batches(n: int, size: int = 32, obs_shape=ATARI):

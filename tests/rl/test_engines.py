@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from per_cli.config import AgentConfig, ConfigError
+from per_cli.rl import engines
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines import ANY, KERNEL_VALUES, choose_engine, supports
 from per_cli.rl.engines.mlp import MLPEngine, shares_memory
@@ -74,7 +75,7 @@ def make_agent(engine: str, seed: int = 0, td_loss: TDLoss | None = None, **kw) 
     if td_loss is not None and td_loss.name in KERNEL_VALUES["loss"]:
         kw, td_loss = {**kw, "loss": td_loss.name}, None
     cfg = AgentConfig(**{**BASE, **kw, "engine": engine})
-    agent = DQNAgent(cfg, (OBS_DIM,), N_ACTIONS, torch.device("cpu"), td_loss)
+    agent = engines.make_agent(cfg, (OBS_DIM,), N_ACTIONS, torch.device("cpu"), td_loss)
     with torch.no_grad():  # a target net that differs from the online net, so double DQN and sync matter
         for i, p in enumerate(agent.target_net.parameters()):
             p.add_(0.05 * (i + 1))
@@ -170,8 +171,8 @@ def test_each_unsupported_setting_is_refused_with_a_reason(name, value):
     reason = supports(cfg, (OBS_DIM,), "cpu")
     assert reason is not None and f"agent.{name}={value}" in reason
     with pytest.raises(ConfigError, match=rf"^agent\.engine: numba cannot run this config: .*agent\.{name}"):
-        DQNAgent(dataclasses.replace(cfg, engine="numba"), (OBS_DIM,), N_ACTIONS, torch.device("cpu"))
-    agent = DQNAgent(dataclasses.replace(cfg, engine="auto"), (OBS_DIM,), N_ACTIONS, torch.device("cpu"))
+        engines.make_agent(dataclasses.replace(cfg, engine="numba"), (OBS_DIM,), N_ACTIONS, torch.device("cpu"))
+    agent = engines.make_agent(dataclasses.replace(cfg, engine="auto"), (OBS_DIM,), N_ACTIONS, torch.device("cpu"))
     assert (agent.engine, agent.engine_note) == ("torch", reason)
 
 
@@ -231,15 +232,15 @@ def test_workspace_is_allocated_once_and_reused_across_batch_sizes():
     batches = [make_batch(rng, size) for size in (32, 32, 8, 33, 1, 32)]
     reused = make_agent("numba", double_dqn=True, hidden_sizes=[20, 12])
     reused.learn(batches[0])
-    ws = reused._fast._ws.buffer
+    ws = reused.numba_engine._ws.buffer
     reused.learn(batches[1])
-    assert reused._fast._ws.buffer is ws
+    assert reused.numba_engine._ws.buffer is ws
     for b in batches[2:]:
         reused.learn(b)
-    assert reused._fast._ws.batch == 33
+    assert reused.numba_engine._ws.batch == 33
     fresh = make_agent("numba", double_dqn=True, hidden_sizes=[20, 12])
     for b in batches:
-        fresh._fast._ws.batch = 0  # a new workspace for every call
+        fresh.numba_engine._ws.batch = 0  # a new workspace for every call
         fresh.learn(b)
     for a, b in zip(reused.q_net.parameters(), fresh.q_net.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -288,8 +289,8 @@ def test_terminated_stops_the_bootstrap():
 
 def test_parameters_are_views_of_the_flat_buffers():
     fast = make_agent("numba")
-    assert shares_memory(fast.q_net, fast._fast.params)
-    assert shares_memory(fast.target_net, fast._fast.target_params)
+    assert shares_memory(fast.q_net, fast.numba_engine.params)
+    assert shares_memory(fast.target_net, fast.numba_engine.target_params)
     before = fast.q_net.net[0].weight.detach().clone()
     fast.learn(make_batch(np.random.default_rng(0)))
     assert not torch.equal(before, fast.q_net.net[0].weight)  # updated in place, seen through torch
@@ -313,6 +314,19 @@ def test_state_dict_round_trip_across_engines(source, dest):
     for batch in batches[3:]:
         np.testing.assert_allclose(restored.learn(batch).td, original.learn(batch).td, **TOL)
     assert_same_params(original, restored)
+
+
+def test_a_numba_agent_learns_with_the_loaded_optimizers_settings():
+    """The loaded Adam's lr, betas and eps are the ones its next updates use (MLPEngine.loaded)."""
+    rng = np.random.default_rng(4)
+    batches = [make_batch(rng) for _ in range(4)]
+    original = make_agent("numba", lr=3e-2)
+    original.learn(batches[0])
+    restored = make_agent("numba", lr=1e-5, adam_eps=1e-3)  # the same initial weights, other settings
+    restored.load_state_dict(original.state_dict())
+    for batch in batches[1:]:
+        assert restored.learn(batch).td.tobytes() == original.learn(batch).td.tobytes()
+    assert restored.numba_engine.params.tobytes() == original.numba_engine.params.tobytes()
 
 
 def test_fresh_optimizer_state_dict_loads_into_torch_adam():

@@ -15,6 +15,7 @@ import torch
 
 from per_cli.config import load_config
 from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.train.loop.trainer import build_member, run_member
 
 
@@ -35,7 +36,7 @@ def test_numba_makes_torchs_updates_along_a_real_mountaincar_run(tmp_path):
     )
     member = build_member(cfg, device="cpu")
     lead = member.agent
-    shadow = DQNAgent(dataclasses.replace(cfg.agent, engine="numba"), (2,), 3, torch.device("cpu"))
+    shadow = make_agent(dataclasses.replace(cfg.agent, engine="numba"), (2,), 3, torch.device("cpu"))
     assert shadow.engine == "numba"
     update_gaps, td_gaps, actions = [], [], []
     learn, greedy = lead.learn, lead.greedy_action

@@ -12,11 +12,12 @@ from numba.typed import List
 from per_cli.config import AgentConfig
 from per_cli.rl import explore
 from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.schedules import LinearSchedule
 
 
 def _agent(n_actions: int) -> DQNAgent:
-    return DQNAgent(AgentConfig(hidden_sizes=[8]), (3,), n_actions, torch.device("cpu"))
+    return make_agent(AgentConfig(hidden_sizes=[8]), (3,), n_actions, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("n_actions", [2, 3, 18])

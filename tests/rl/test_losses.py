@@ -155,15 +155,15 @@ def test_the_replay_kind_decides_lap_and_pal_else_agent_loss():
 
 
 def test_an_agent_refuses_a_plain_loss_other_than_agent_loss():
-    from per_cli.rl.agent import DQNAgent
+    from per_cli.rl.engines import make_agent
 
     cfg = AgentConfig(hidden_sizes=[8], loss="huber")
     with pytest.raises(ValueError, match="not agent.loss"):
-        DQNAgent(cfg, (3,), 2, torch.device("cpu"), TDLoss("mse"))
+        make_agent(cfg, (3,), 2, torch.device("cpu"), TDLoss("mse"))
     for engine in ("torch", "numba"):
-        agent = DQNAgent(AgentConfig(hidden_sizes=[8], engine=engine), (3,), 2, torch.device("cpu"), TDLoss("pal"))
+        agent = make_agent(AgentConfig(hidden_sizes=[8], engine=engine), (3,), 2, torch.device("cpu"), TDLoss("pal"))
         assert agent.td_loss == TDLoss("pal")
-    assert DQNAgent(cfg, (3,), 2, torch.device("cpu")).td_loss == TDLoss("huber")
+    assert make_agent(cfg, (3,), 2, torch.device("cpu")).td_loss == TDLoss("huber")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from torch import nn
 
 from per_cli.config import AgentConfig
 from per_cli.errors import ConfigError
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.networks import MinAtarQNetwork, MLPQNetwork, NatureCNN, check_network, make_q_network
 from tests.rl.batches import batch
 
@@ -59,7 +59,7 @@ def test_minatar_network_takes_channels_last_bool_and_uint8(game):
 def test_dqn_agent_learns_on_minatar_observations():
     obs, n_actions = minatar_observations("Breakout", 33)
     torch.manual_seed(0)
-    agent = DQNAgent(AgentConfig(network="minatar", engine="auto"), obs.shape[1:], n_actions, torch.device("cpu"))
+    agent = make_agent(AgentConfig(network="minatar", engine="auto"), obs.shape[1:], n_actions, torch.device("cpu"))
     assert agent.engine == "torch"
     b = batch(obs[:-1].astype(np.uint8), np.arange(32) % n_actions, np.ones(32), obs[1:].astype(np.uint8), np.zeros(32))
     before = agent.td_errors(b)
@@ -88,7 +88,7 @@ def test_a_network_that_does_not_fit_is_a_config_error(network, shape):
         check_network(AgentConfig(network=network), shape)
     assert "\n" not in str(err.value) and str(shape) in str(err.value)
     with pytest.raises(ConfigError, match=r"^agent\.network"):  # the agent refuses it the same way
-        DQNAgent(AgentConfig(network=network), shape, 2, torch.device("cpu"))
+        make_agent(AgentConfig(network=network), shape, 2, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("network, shape", [("mlp", (4,)), ("mlp", (10, 10, 4)), ("cnn", (4, 84, 84))])

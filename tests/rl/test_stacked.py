@@ -20,6 +20,7 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.stacked import StackedEngine, stacked_misfit, stacked_refusal
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.results import UpdateResults
@@ -42,7 +43,7 @@ def make_agents(cfg: AgentConfig, obs_shape, n_actions: int, size: int = 3, td_l
     agents = []
     for seed in range(size):
         torch.manual_seed(seed)
-        agent = DQNAgent(cfg, obs_shape, n_actions, torch.device("cpu"), td_loss)
+        agent = make_agent(cfg, obs_shape, n_actions, torch.device("cpu"), td_loss)
         with torch.no_grad():  # targets apart from the online nets, so the target and double DQN matter
             for p in agent.target_net.parameters():
                 p.add_(0.02 * torch.randn_like(p))

@@ -1,11 +1,12 @@
-"""Update engines: which one runs a config, and why.
+"""Update engines: which one runs a config, and why; :func:`make_agent` builds its agent, choosing once.
 
-* ``torch``: autograd + ``torch.optim.Adam`` + ``clip_grad_norm_``; any network, any device. The reference.
-* ``numba`` (:class:`~per_cli.rl.engines.mlp.MLPEngine`): the whole update of a ReLU MLP in one compiled call on
-  the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
+* ``torch`` (:class:`~per_cli.rl.agent.TorchAgent`): autograd and torch's optimizers; any network, any device. The
+  reference.
+* ``numba`` (:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`): a ReLU MLP's whole update in one compiled call
+  on the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
   (:data:`KERNEL_VALUES`) and names the first one it does not, and a setting it does not know is refused too.
-* ``auto``: numba where :func:`supports` accepts the config (faster at every MLP size: docs/engines.md), else torch;
-  :func:`choose_engine` returns the reason for the fallback, which the trainer records as ``engine_note``.
+* ``auto``: numba where :func:`supports` accepts the config (it is the faster one: docs/engines.md), else torch;
+  :func:`choose_engine` returns the reason for the fallback, which the run records as ``engine_note``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import dataclasses
 
 import torch
 
+from per_cli.config import AgentConfig
 from per_cli.errors import ConfigError
-from per_cli.rl.networks import resolve_network
+from per_cli.rl.agent import DQNAgent, TorchAgent, run_loss
+from per_cli.rl.engines.numba_agent import NumbaAgent
+from per_cli.rl.losses import TDLoss
+from per_cli.rl.networks import check_network, resolve_network
 
 ANY = None  # a setting the kernel takes as a number, whatever its (validated) value
 
@@ -71,3 +76,21 @@ def choose_engine(agent_cfg, obs_shape: tuple[int, ...], device: torch.device | 
             raise ConfigError(f"agent.engine: numba cannot run this config: {reason}; use agent.engine=auto or torch")
         return "numba", None
     return ("torch", reason) if reason is not None else ("numba", None)
+
+
+AGENTS: dict[str, type[DQNAgent]] = {"torch": TorchAgent, "numba": NumbaAgent}
+
+
+def make_agent(
+    cfg: AgentConfig,
+    obs_shape: tuple[int, ...],
+    n_actions: int,
+    device: torch.device,
+    td_loss: TDLoss | None = None,
+) -> DQNAgent:
+    """The agent of the engine that runs ``cfg`` (chosen here, once: :func:`choose_engine`). ``td_loss``: the loss
+    the run trains with (``TDLoss.from_config`` of the whole config); None: ``agent.loss``."""
+    td_loss = run_loss(cfg, td_loss)
+    check_network(cfg, obs_shape)
+    engine, note = choose_engine(cfg, obs_shape, device)
+    return AGENTS[engine](cfg, obs_shape, n_actions, device, td_loss, note)

@@ -15,7 +15,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from per_cli.rl.engines.dense import JIT, offsets
+from per_cli.rl.engines.dense import JIT, c_array, offsets
 from per_cli.rl.engines.kernels import Workspace, carve, greedy_member, score_member, td_member, update_member
 from per_cli.rl.engines.mlp import MLPEngine
 from per_cli.rl.results import Scores, UpdateResults
@@ -99,12 +99,7 @@ def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
 
 def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
     """The per-member arrays stacked (an array with a member axis already: as it is) as a C array."""
-    return _c(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
-
-
-def _c(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """``array`` as a C array of ``dtype`` and ``shape`` (itself where it is one already)."""
-    return np.ascontiguousarray(array.reshape(shape), dtype=dtype)
+    return c_array(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
 
 
 class CohortEngine:
@@ -118,13 +113,12 @@ class CohortEngine:
     def __init__(self, engines: Sequence[MLPEngine]):
         if not engines:
             raise ValueError("a cohort engine needs at least one member")
-        first = engines[0]
-        for i, engine in enumerate(engines):
-            if not np.array_equal(engine.dims, first.dims) or engine.settings() != first.settings():
-                raise ValueError(f"cohort member {i}'s network or update settings differ from member 0's")
+        shapes, settings = {tuple(e.dims) for e in engines}, {e.hyper for e in engines}
+        if len(shapes) != 1 or len(settings) != 1:
+            raise ValueError("the cohort's networks or update settings differ: one engine runs one config")
         self.engines = list(engines)
-        self.dims = first.dims
-        self.hyper = first.settings()
+        (shape,), (self.hyper,) = shapes, settings
+        self.dims = np.array(shape, dtype=np.int64)
         self._params = List([e.params for e in engines])
         self._tparams = List([e.target_params for e in engines])
         self._m = List([e.optimizer.m for e in engines])
@@ -132,22 +126,10 @@ class CohortEngine:
         self._ws = Workspace(self.dims)
 
     def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
-        """Members ``which`` (indices into the engines) learn from their batches (sequences of per-member
-        arrays, in the order of ``which``). Returns their results (row k: member ``which[k]``'s), each from that
-        member's weights before its update, exactly as its own :meth:`MLPEngine.update` would."""
-        n, batch = len(which), len(actions[0])
-        return self.update_stacked(
-            which, stack(obs).reshape(n, batch, -1), stack(actions).reshape(n, batch),
-            stack(rewards).reshape(n, batch), stack(next_obs).reshape(n, batch, -1),
-            stack(terminated).reshape(n, batch), stack(weights).reshape(n, batch),
-        )  # fmt: skip
-
-    def update_stacked(
-        self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights
-    ) -> UpdateResults:
-        """:meth:`update` with the batches already stacked along a first, member axis: ``obs`` (k, batch, d),
-        ``actions`` (k, batch), ... (a cohort draw's arrays, passed as they are where they are C arrays of the
-        engine's dtypes; converted otherwise)."""
+        """Members ``which`` (indices into the engines) learn from their batches, stacked along a first, member
+        axis: ``obs`` (k, batch, d), ``actions`` (k, batch), ... (a cohort draw's arrays, passed as they are where
+        they are C arrays of the engine's dtypes). Returns their results (row k: member ``which[k]``'s), each from
+        that member's weights before its update, exactly as its own :meth:`MLPEngine.update` would."""
         n, batch = len(which), actions.shape[1]
         steps = np.empty(n, dtype=np.int64)
         for k, i in enumerate(which):
@@ -156,24 +138,26 @@ class CohortEngine:
             steps[k] = opt.step
         td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
         loss, q_mean = np.empty((2, n), dtype=np.float64)
+        matrices, vectors = (n, batch, -1), (n, batch)
         cohort_update_kernel(
             self._params, self._tparams, self._m, self._v, np.asarray(which, dtype=np.int64), self.dims,
-            _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
-            _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), _c(weights, _F32, (n, batch)),
+            c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
+            c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), c_array(weights, _F32, vectors),
             self.hyper, steps, self._ws.for_batch(batch), td, losses, loss, q_mean,
         )  # fmt: skip
         return UpdateResults(td, losses, loss, q_mean)
 
     def score(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> Scores:
         """Members ``which``'s :class:`~per_cli.rl.results.Scores` of their batches (stacked along a first, member
-        axis, as :meth:`update_stacked` takes them), nothing learnt; row k as member ``which[k]``'s own
+        axis, as :meth:`update` takes them), nothing learnt; row k as member ``which[k]``'s own
         :meth:`MLPEngine.score`."""
         n, batch = len(which), actions.shape[1]
         td, loss, target_loss = np.empty((3, n, batch), dtype=np.float32)
+        matrices, vectors = (n, batch, -1), (n, batch)
         cohort_score_kernel(
             self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
-            _c(obs, _F32, (n, batch, -1)), _c(actions, _I64, (n, batch)), _c(rewards, _F32, (n, batch)),
-            _c(next_obs, _F32, (n, batch, -1)), _c(terminated, _F32, (n, batch)), self.hyper,
+            c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
+            c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), self.hyper,
             self._ws.for_batch(batch), td, loss, target_loss,
         )  # fmt: skip
         return Scores(td, loss, target_loss)
@@ -193,11 +177,10 @@ class CohortEngine:
         :meth:`MLPEngine.td_errors` would compute it for that one-transition batch."""
         n = len(which)
         out = np.empty(n, dtype=np.float32)
-        first = self.engines[0]
         cohort_td_kernel(
             self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
             _stacked(obs, _F32, (n, 1, -1)), _stacked(actions, _I64, (n, 1)), _stacked(rewards, _F32, (n, 1)),
-            _stacked(next_obs, _F32, (n, 1, -1)), _stacked(terminated, _F32, (n, 1)), first.gamma,
-            first.double_dqn, self._ws.for_batch(1), out,
+            _stacked(next_obs, _F32, (n, 1, -1)), _stacked(terminated, _F32, (n, 1)), self.hyper.gamma,
+            self.hyper.double_dqn, self._ws.for_batch(1), out,
         )  # fmt: skip
         return out

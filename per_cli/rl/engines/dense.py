@@ -35,6 +35,12 @@ def aligned_empty(n: int) -> np.ndarray:
     return raw[start : start + n]
 
 
+def c_array(array, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """``array`` in the kernels' argument layout: a C array of ``dtype`` and ``shape`` (a view of ``array``, no
+    copy, where it is one already)."""
+    return np.ascontiguousarray(np.asarray(array).reshape(shape), dtype=dtype)
+
+
 @numba.njit(**JIT)
 def aligned(n):
     """``n`` rounded up to a multiple of ALIGN floats."""

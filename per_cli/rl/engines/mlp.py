@@ -1,17 +1,12 @@
 """The numba update engine for an online/target pair of MLP Q-networks built from one :class:`MLPSpec`.
 
-On a CPU torch spends far more time dispatching the small ops of a DQN update than computing them, so this engine
-does the same update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
-backward, ``clip_grad_norm_``, ``torch.optim.Adam``) by hand in one compiled call
-(:func:`~per_cli.rl.engines.kernels.update_kernel`); δ, the loss and the mean Q use the weights from before the
-update, as the torch engine's do. :func:`per_cli.rl.engines.supports` says which configs it runs, and it refuses a
-network that is not exactly the spec's Linear/ReLU stack.
-
-Each network's parameters live in one flat float32 buffer (layout in :mod:`.dense`) and the torch module's
-``weight``/``bias`` are views of it, so acting, evaluation and ``state_dict`` see every update in place; Adam's
-moments are flat buffers of the same layout (:class:`~per_cli.rl.engines.optim.FlatAdam`, saved in
-``torch.optim.Adam``'s ``state_dict`` format). One workspace per engine (grown for a larger batch); an engine is
-for one thread at a time.
+The torch engine's update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
+backward, ``clip_grad_norm_``, Adam) in one compiled call (:func:`~per_cli.rl.engines.kernels.update_kernel`): on a
+CPU torch spends more time dispatching a small update's ops than computing them. δ, the loss and the mean Q use the
+weights from before the update, as the torch engine's do. It refuses a network that is not the spec's Linear/ReLU
+stack. Each network's parameters live in one flat float32 buffer (layout: :mod:`.dense`) that the module's
+``weight``/``bias`` view, so acting, evaluation and ``state_dict`` see every update in place; Adam's moments are
+flat buffers of that layout (:class:`~per_cli.rl.engines.optim.FlatAdam`). One workspace: one thread at a time.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from per_cli.rl.engines.dense import aligned_empty
+from per_cli.rl.engines.dense import aligned_empty, c_array
 from per_cli.rl.engines.kernels import (
     UpdateSettings,
     Workspace,
@@ -35,7 +30,7 @@ from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPSpec
 from per_cli.rl.results import Scores, UpdateResults
 
-_F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
+_F32, _I64 = np.float32, np.int64
 
 
 def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
@@ -77,30 +72,14 @@ def shares_memory(net: nn.Module, flat: np.ndarray) -> bool:
     return all(np.shares_memory(p.detach().numpy(), flat) for p in net.parameters())
 
 
-# The kernels take float32 / int64 C-contiguous arrays. What the replay memory hands over already is, and passes
-# through untouched.
-
-
-def _matrix(array, batch: int) -> np.ndarray:
-    if type(array) is np.ndarray and array.dtype is _F32 and array.ndim == 2 and array.flags.c_contiguous:
-        return array
-    return np.ascontiguousarray(np.asarray(array).reshape(batch, -1), dtype=np.float32)
-
-
-def _vector(array, dtype: np.dtype) -> np.ndarray:
-    if type(array) is np.ndarray and array.dtype is dtype and array.ndim == 1 and array.flags.c_contiguous:
-        return array
-    return np.ascontiguousarray(np.asarray(array).reshape(-1), dtype=dtype)
-
-
 def _transitions(obs, actions, rewards, next_obs, terminated, batch: int) -> tuple[np.ndarray, ...]:
     """A batch's transition arrays in the kernels' argument order, dtypes and layouts."""
     return (
-        _matrix(obs, batch),
-        _vector(actions, _I64),
-        _vector(rewards, _F32),
-        _matrix(next_obs, batch),
-        _vector(terminated, _F32),
+        c_array(obs, _F32, (batch, -1)),
+        c_array(actions, _I64, (-1,)),
+        c_array(rewards, _F32, (-1,)),
+        c_array(next_obs, _F32, (batch, -1)),
+        c_array(terminated, _F32, (-1,)),
     )
 
 
@@ -128,7 +107,6 @@ class MLPEngine:
         loss = TDLoss.of(loss)  # (a name: that loss, with the default κ and α)
         if loss.name not in LOSS_CODES:
             raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss.name!r}")
-        self.spec = spec
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
         self.params = share_flat_parameters(q_net)
@@ -138,24 +116,19 @@ class MLPEngine:
         self.loss = loss
         self.loss_code = LOSS_CODES[loss.name]
         self.max_grad_norm = max_grad_norm
-        self._hyper_key: tuple | None = None
-        self._settings: UpdateSettings | None = None
+        self.hyper = self._settings()
         self._ws = Workspace(self.dims)
 
-    def settings(self) -> UpdateSettings:
-        """The update kernel's settings, rebuilt only when the optimizer's change (a load)."""
+    def _settings(self) -> UpdateSettings:
+        """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
         opt = self.optimizer
-        key = (opt.lr, opt.betas, opt.eps)
-        if key != self._hyper_key or self._settings is None:
-            self._hyper_key = key
-            clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
-            beta1, beta2 = opt.betas
-            self._settings = UpdateSettings(
-                gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
-                max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
-                kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
-            )  # fmt: skip
-        return self._settings
+        clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
+        beta1, beta2 = opt.betas
+        return UpdateSettings(
+            gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
+            max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
+            kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
+        )  # fmt: skip
 
     def update(self, obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """One gradient step; returns its results (S = 1: δ and the weighted loss per sample, the loss, the mean
@@ -171,10 +144,10 @@ class MLPEngine:
             opt.v,
             self.dims,
             *_transitions(obs, actions, rewards, next_obs, terminated, batch),
-            _vector(weights, _F32),
+            c_array(weights, _F32, (-1,)),
             td.reshape(batch),
             losses.reshape(batch),
-            self.settings(),
+            self.hyper,
             opt.step,
             self._ws.for_batch(batch),
         )
@@ -198,13 +171,13 @@ class MLPEngine:
         td, loss, target_loss = np.empty((3, 1, batch), dtype=np.float32)
         score_kernel(
             self.params, self.target_params, self.dims,
-            *_transitions(obs, actions, rewards, next_obs, terminated, batch), self.settings(),
+            *_transitions(obs, actions, rewards, next_obs, terminated, batch), self.hyper,
             self._ws.for_batch(batch), td.reshape(batch), loss.reshape(batch), target_loss.reshape(batch),
         )  # fmt: skip
         return Scores(td, loss, target_loss)
 
     def greedy_action(self, obs) -> int:
-        return greedy_kernel(self.params, self.dims, _vector(obs, _F32), self._ws.for_batch(1))
+        return greedy_kernel(self.params, self.dims, c_array(obs, _F32, (-1,)), self._ws.for_batch(1))
 
     def sync_target(self, tau: float) -> None:
         if tau >= 1.0:
@@ -212,8 +185,10 @@ class MLPEngine:
         else:
             lerp_kernel(self.target_params, self.params, tau)
 
-    def check_shared(self) -> None:
-        """Raise if a network's parameters no longer live in the engine's buffers."""
+    def loaded(self) -> None:
+        """After a checkpoint was loaded into the networks and the optimizer: take the optimizer's settings, and
+        raise if a network's parameters no longer live in the engine's buffers."""
+        self.hyper = self._settings()
         for name, net, flat in (
             ("q_net", self.q_net, self.params),
             ("target_net", self.target_net, self.target_params),

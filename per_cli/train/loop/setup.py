@@ -15,7 +15,7 @@ from per_cli.envs import env_label, frame_stack_of, make_env
 from per_cli.errors import ConfigError
 from per_cli.replay import make_replay, replay_label, resolve_config
 from per_cli.replay.storage.frames import mirror_frames
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
@@ -70,7 +70,7 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
         # small networks (MLPs, MinAtar's): thread hand-offs cost more than they save
         torch.set_num_threads(1)
     td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds
-    agent = DQNAgent(cfg.agent, obs_space.shape, int(env.action_space.n), device_, td_loss)
+    agent = make_agent(cfg.agent, obs_space.shape, int(env.action_space.n), device_, td_loss)
     memory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=env, frame_stack=frame_stack_of(cfg.env))
     if cfg.replay.device_frames:  # the frames on the training device too: batches gathered there
         mirror_frames(memory.storage, device_)

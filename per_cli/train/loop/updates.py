@@ -35,8 +35,13 @@ if TYPE_CHECKING:
 
 def updates_for(members: Sequence[MemberData], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
     """The members' networks: :class:`CompiledUpdates` under the numba engine, else :class:`TorchUpdates`
-    (``stacked``: the stacked torch update serves them, where there are two or more)."""
-    if members[0].agent.engine == "numba":
+    (``stacked``: the stacked torch update serves them, where there are two or more). The members' agents share
+    one engine (one config); the choice is made here, once."""
+    engines = {m.agent.engine for m in members}
+    if len(engines) != 1:
+        raise ValueError(f"a cohort's members run one engine, not {sorted(engines)}")
+    (engine,) = engines
+    if engine == "numba":
         return CompiledUpdates(members)
     return TorchUpdates(members, stacked and len(members) > 1)
 
@@ -65,7 +70,7 @@ class CompiledUpdates:
     def learn(self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults:
         """One update call over the draw's stacked arrays (those rows of it, where some members left)."""
         b = stacked_rows(batches)
-        results = self.engine.update_stacked(which, b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
+        results = self.engine.update(which, b.obs, b.actions, b.rewards, b.next_obs, b.terminated, b.weights)
         for member in members:
             member.agent.updates += 1
         return results
@@ -77,7 +82,7 @@ class TorchUpdates:
 
     def __init__(self, members: Sequence[MemberData], stacked: bool):
         self.engine = StackedEngine([m.agent for m in members]) if stacked else None
-        self._wait = members[0].cfg.train.priority_lag == 0  # (lagged: each result read an update later)
+        self._wait = all(m.cfg.train.priority_lag == 0 for m in members)  # (lagged: each read an update later)
         self._learn = self._learn_stacked if stacked else self._learn_own
 
     def greedy(self, which: list[int], members: Sequence[MemberData], obs: np.ndarray) -> list[int | None]:

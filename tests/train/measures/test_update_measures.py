@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from per_cli.config import AgentConfig
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.stacked import StackedEngine
 from per_cli.train.measures import update_measures
 from per_cli.train.measures.iid import feature_variances
@@ -177,7 +177,8 @@ def test_every_row_is_numpys_reductions_bit_for_bit(batch):
 def test_a_torch_engine_cohorts_measures_are_numpys_reductions(batch):
     """The torch engine's results (a stacked update of 3 members, as a torch cohort's step hands them over) are
     measured as numpy's reductions measure them, bit for bit (160: past one pairwise block)."""
-    agents = [DQNAgent(AgentConfig(hidden_sizes=[16], engine="torch"), (4,), 2, torch.device("cpu")) for _ in range(3)]
+    cfg = AgentConfig(hidden_sizes=[16], engine="torch")
+    agents = [make_agent(cfg, (4,), 2, torch.device("cpu")) for _ in range(3)]
     memory = _memory((4,), episode_length=7, n=600)
     batches = [memory.sample(batch) for _ in range(3)]
     results = StackedEngine(agents).learn([0, 1, 2], batches)

@@ -16,7 +16,7 @@ import torch
 
 from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
-from per_cli.rl.agent import DQNAgent
+from per_cli.rl.engines import make_agent
 from per_cli.rl.losses import TDLoss
 from per_cli.train.checkpoints.safe_read import load_plain, save_plain
 from per_cli.train.measures import update_window
@@ -206,7 +206,7 @@ def test_unweighted_loss_is_the_agents_loss_without_weights(loss, engine):
     values = {}
     for name, weights in (("ones", np.ones(16, np.float32)), ("weighted", np.linspace(0.01, 1, 16, dtype=np.float32))):
         torch.manual_seed(0)
-        agent = DQNAgent(agent_cfg, (4,), 2, torch.device("cpu"), td_loss)
+        agent = make_agent(agent_cfg, (4,), 2, torch.device("cpu"), td_loss)
         result = agent.learn(dataclasses.replace(batch, weights=weights)).member(0)
         window = UpdateWindow(correlation_threshold=None, iid=False)
         add(window, dataclasses.replace(batch, weights=weights), result)
