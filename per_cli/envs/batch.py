@@ -123,7 +123,8 @@ def _reset_each(envs: Sequence[Any], dtype: np.dtype, shape: tuple) -> Reset:
     errors: dict[int, Exception] = {}
     for k, env in enumerate(envs):
         try:
-            _put(obs, k, env.reset()[0])
+            first_obs, _info = env.reset()
+            _put(obs, k, first_obs)
         except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
             errors[k] = exc
     return Reset(obs, errors)

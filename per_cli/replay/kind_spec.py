@@ -8,7 +8,7 @@ import dataclasses
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -21,8 +21,17 @@ if TYPE_CHECKING:
 
 # factory(replay_cfg, storage, rng, params): the kind's sampler; params is its params dataclass's instance, or None
 SamplerFactory = Callable[[ReplayConfig, "Storage", np.random.Generator, Any], "Sampler"]
-# (α, β0) of a kind that states none (its IS weights are ones, or it ignores them): the prioritized kind's
-NO_PRIORITY_DEFAULTS = (0.6, 0.4)
+
+
+class PriorityDefaults(NamedTuple):
+    """A kind's (α, β0) where the config leaves ``replay.alpha`` / ``replay.beta0`` out."""
+
+    alpha: float
+    beta0: float
+
+
+# the defaults of a kind that states none (its IS weights are ones, or it ignores them): the prioritized kind's
+NO_PRIORITY_DEFAULTS = PriorityDefaults(0.6, 0.4)
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,12 @@ class KindSpec:
     loss: str | None = None
     takes_chunks: bool = False
     colour: str | None = None
-    priority_defaults: tuple[float, float] | None = None
+    priority_defaults: PriorityDefaults | None = None  # (a plain (α, β0) pair is taken as one)
     scores: bool = False
+
+    def __post_init__(self) -> None:
+        if self.priority_defaults is not None:
+            object.__setattr__(self, "priority_defaults", PriorityDefaults(*self.priority_defaults))
 
     def parse_params(self, given: dict) -> Any:
         """``replay.params`` as the kind's params dataclass (its defaults for keys left out), or None for a kind
@@ -67,12 +80,12 @@ class KindSpec:
 
     def _resolved(self, replay: ReplayConfig) -> tuple[ReplayConfig, Any]:
         """:meth:`resolve`'s config and the parsed ``replay.params`` it holds (None for a kind without any)."""
-        alpha, beta0 = self.priority_defaults or NO_PRIORITY_DEFAULTS
+        defaults = self.priority_defaults or NO_PRIORITY_DEFAULTS
         params = self.parse_params(replay.params)
         resolved = dataclasses.replace(
             replay,
-            alpha=alpha if replay.alpha is None else replay.alpha,
-            beta0=beta0 if replay.beta0 is None else replay.beta0,
+            alpha=defaults.alpha if replay.alpha is None else replay.alpha,
+            beta0=defaults.beta0 if replay.beta0 is None else replay.beta0,
             params=dataclasses.asdict(params) if params is not None else {},
         )
         return resolved, params

@@ -51,7 +51,7 @@ def loss_params(cfg: Any) -> tuple[float, float]:
     out is the kind's default, as its sampler's)."""
     alpha, spec = cfg.replay.alpha, KINDS.get(cfg.replay.kind)
     if alpha is None:
-        alpha = spec.priority_defaults[0] if spec is not None and spec.priority_defaults else DEFAULT_ALPHA
+        alpha = spec.priority_defaults.alpha if spec is not None and spec.priority_defaults else DEFAULT_ALPHA
     return float(cfg.replay.min_priority), float(alpha)
 
 

@@ -22,6 +22,8 @@ def test_the_built_in_kinds_in_their_order_with_what_each_brings():
     assert {k: s.loss for k, s in KINDS.items() if s.loss} == {"lap": "lap", "pal": "pal"}
     assert [k for k in list(KINDS)[:7] if KINDS[k].takes_chunks] == ["uniform", "prioritized", "rank", "lap", "pal"]
     assert (KINDS["prioritized"].priority_defaults, KINDS["rank"].priority_defaults) == ((0.6, 0.4), (0.7, 0.5))
+    rank = KINDS["rank"].priority_defaults
+    assert (rank.alpha, rank.beta0) == (0.7, 0.5)  # (named: a spec's plain pair is taken as PriorityDefaults)
     colours = (kind_color("prioritized+her"), kind_color("rank"), kind_color("oracle"))
     assert colours == ("#d62728", "#ff7f0e", "#9467bd")  # (the oracle is no kind: the Blind Cliffwalk's)
 

@@ -41,8 +41,7 @@ class CliffwalkSettings:
         spec = KINDS.get(method)
         if spec is None or spec.priority_defaults is None:
             return 0.0
-        alpha, _beta0 = spec.priority_defaults
-        return alpha
+        return spec.priority_defaults.alpha
 
 
 @dataclass

@@ -42,7 +42,7 @@ def begin(d: MemberData, run_dir: Path) -> None:
     purge = d.resumed_from + 1 if resumed else None
     d.logger = RunLogger(run_dir, tensorboard=d.cfg.log.tensorboard, append=resumed, purge_step=purge)
     if d.obs is None:
-        d.obs = d.env.reset(seed=d.cfg.seed)[0]
+        d.obs, _info = d.env.reset(seed=d.cfg.seed)
     d.done = d.state.step >= d.cfg.train.total_steps
 
 
