@@ -153,6 +153,8 @@ class CohortEngine:
         self._m = _members([opt.m for opt in self._optimizers])
         self._v = _members([opt.v for opt in self._optimizers])
         self.workspace = Workspace(self.dims)
+        self._each = [np.array([i], dtype=np.int64) for i in range(len(engines))]  # (greedy_action's which)
+        self._action = np.empty(1, dtype=np.int64)
 
     def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """Members ``which`` (indices into the engines) learn from their batches, stacked along a first, member
@@ -190,14 +192,21 @@ class CohortEngine:
         )  # fmt: skip
         return Scores(td, loss, target_loss)
 
-    def greedy(self, which: Sequence[int], obs: Sequence[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+    def greedy(self, which: Sequence[int], obs: Sequence[np.ndarray]) -> np.ndarray:
         """Greedy actions (k,) of members ``which`` for their observations (one per member; argmax_a Q(obs, a),
-        the first maximum on ties, like torch.argmax), into ``out`` (an int64 array of k) where given."""
+        the first maximum on ties, like torch.argmax)."""
         n = len(which)
-        out = np.empty(n, dtype=np.int64) if out is None else out
+        out = np.empty(n, dtype=np.int64)
         cohort_greedy_kernel(self._params, np.asarray(which, dtype=np.int64), self.dims, _stacked(obs, _F32, (n, -1)),
                              self.workspace.for_batch(1), out)  # fmt: skip
         return out
+
+    def greedy_action(self, i: int, obs: np.ndarray) -> int:
+        """Member ``i``'s greedy action for one observation, as :meth:`greedy` gives it, its ``which`` and output
+        prebuilt: a solo engine's call at every step of acting and evaluation."""
+        cohort_greedy_kernel(self._params, self._each[i], self.dims, c_array(obs, _F32, (1, -1)),
+                             self.workspace.for_batch(1), self._action)  # fmt: skip
+        return self._action.item()
 
     def td_errors(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> np.ndarray:
         """δ = target − Q(s, a) (k, batch) of member ``which[k]``'s batch k, nothing learnt (sequences of

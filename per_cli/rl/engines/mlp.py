@@ -26,7 +26,7 @@ from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPSpec
 from per_cli.rl.results import Scores, UpdateResults
 
-_ALONE = np.zeros(1, dtype=np.int64)  # ``which`` of the engine's own cohort of one (built once: acting is per step)
+_ALONE = np.zeros(1, dtype=np.int64)  # ``which`` of the engine's own cohort of one (built once)
 
 
 def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
@@ -103,7 +103,6 @@ class MLPEngine:
         self.max_grad_norm = max_grad_norm
         self.hyper = self._settings()
         self.alone = CohortEngine([self])  # this engine as a cohort of one: its calls
-        self._action = np.empty(1, dtype=np.int64)  # (greedy_action's output, reused: it acts once per step)
 
     def _settings(self) -> UpdateSettings:
         """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
@@ -130,7 +129,7 @@ class MLPEngine:
         return self.alone.score(_ALONE, obs, actions, rewards, next_obs, terminated)
 
     def greedy_action(self, obs) -> int:
-        return self.alone.greedy(_ALONE, obs, self._action).item()
+        return self.alone.greedy_action(0, obs)
 
     def sync_target(self, tau: float) -> None:
         if tau >= 1.0:
