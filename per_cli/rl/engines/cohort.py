@@ -2,10 +2,10 @@
 over a member axis, for a cohort of S networks and for a single engine alike (S = 1,
 :class:`~per_cli.rl.engines.mlp.MLPEngine`).
 
-Each member keeps its own flat buffers (its ``MLPEngine``'s); :class:`CohortEngine` holds typed lists of them and
-each kernel runs the per-member function (:func:`~per_cli.rl.engines.kernels.update_member` ...) for every member
-named in ``which`` inside one call, so a member's values do not depend on the cohort it is in and the dispatch
-cost is paid once per step.
+Each member keeps its own flat buffers (its ``MLPEngine``'s); :class:`CohortEngine` holds them (typed lists; one
+member's as a (1, n) view) and each kernel runs the per-member function
+(:func:`~per_cli.rl.engines.kernels.update_member` ...) for every member named in ``which`` inside one call, so a
+member's values do not depend on the cohort it is in and the dispatch cost is paid once per step.
 """
 
 from __future__ import annotations
