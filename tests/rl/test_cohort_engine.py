@@ -37,6 +37,7 @@ def test_batched_greedy_actions_and_td_errors_equal_each_members_own(double_dqn)
         obs = [rng.normal(size=5).astype(np.float32) for _ in which]
         expected = [agents[i].numba_engine.greedy_action(o) for i, o in zip(which, obs, strict=True)]
         assert engine.greedy(which, obs).tolist() == expected
+        assert [engine.greedy_action(i, o) for i, o in zip(which, obs, strict=True)] == expected
         rows = [
             (rng.normal(size=(1, 5)), rng.integers(0, 3, size=1), rng.normal(size=1), rng.normal(size=(1, 5)),
              rng.integers(0, 2, size=1).astype(np.float32))
@@ -45,7 +46,7 @@ def test_batched_greedy_actions_and_td_errors_equal_each_members_own(double_dqn)
         td = engine.td_errors(which, *zip(*rows, strict=True))
         for k, (i, row) in enumerate(zip(which, rows, strict=True)):
             own = agents[i].numba_engine.td_errors(*row)
-            assert td[k : k + 1].tobytes() == own.tobytes()
+            assert td[k].tobytes() == own.tobytes()
 
 
 def test_nan_weights_give_a_nan_td_error_only_to_their_member():

@@ -232,15 +232,15 @@ def test_workspace_is_allocated_once_and_reused_across_batch_sizes():
     batches = [make_batch(rng, size) for size in (32, 32, 8, 33, 1, 32)]
     reused = make_agent("numba", double_dqn=True, hidden_sizes=[20, 12])
     reused.learn(batches[0])
-    ws = reused.numba_engine._ws.buffer
+    ws = reused.numba_engine.alone.workspace.buffer
     reused.learn(batches[1])
-    assert reused.numba_engine._ws.buffer is ws
+    assert reused.numba_engine.alone.workspace.buffer is ws
     for b in batches[2:]:
         reused.learn(b)
-    assert reused.numba_engine._ws.batch == 33
+    assert reused.numba_engine.alone.workspace.batch == 33
     fresh = make_agent("numba", double_dqn=True, hidden_sizes=[20, 12])
     for b in batches:
-        fresh.numba_engine._ws.batch = 0  # a new workspace for every call
+        fresh.numba_engine.alone.workspace.batch = 0  # a new workspace for every call
         fresh.learn(b)
     for a, b in zip(reused.q_net.parameters(), fresh.q_net.parameters(), strict=True):
         assert torch.equal(a, b)

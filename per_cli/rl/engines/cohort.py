@@ -1,23 +1,33 @@
-"""The numba engine with a seed dimension: the DQN updates of S networks in one compiled call.
+"""The numba engine's entry points: each operation (update, score, TD errors, greedy action) is ONE compiled call
+over a member axis, for a cohort of S networks and for a single engine alike (S = 1,
+:class:`~per_cli.rl.engines.mlp.MLPEngine`).
 
-Each member keeps its own :class:`~per_cli.rl.engines.mlp.MLPEngine` (flat buffers its torch modules view);
-:class:`CohortEngine` holds typed lists of those buffers and :func:`cohort_update_kernel` calls the solo update
-(:func:`~per_cli.rl.engines.kernels.update_member`) for each member inside one compiled call, so a member's update
-is exactly the solo run's and the dispatch cost is paid once per step. Acting (:func:`cohort_greedy_kernel`) and
-new transitions' TD errors (:func:`cohort_td_kernel`) are batched the same way.
+Each member keeps its own flat buffers (its ``MLPEngine``'s); :class:`CohortEngine` holds them (typed lists; one
+member's as a (1, n) view) and each kernel runs the per-member function
+(:func:`~per_cli.rl.engines.kernels.update_member` ...) for every member named in ``which`` inside one call, so a
+member's values do not depend on the cohort it is in and the dispatch cost is paid once per step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numba
 import numpy as np
 from numba.typed import List
 
 from per_cli.rl.engines.dense import JIT, c_array, offsets
-from per_cli.rl.engines.kernels import Workspace, carve, greedy_member, score_member, td_member, update_member
-from per_cli.rl.engines.mlp import MLPEngine
+from per_cli.rl.engines.kernels import (
+    UpdateSettings,
+    Workspace,
+    carve,
+    greedy_member,
+    score_member,
+    td_member,
+    update_member,
+)
+from per_cli.rl.engines.optim import FlatAdam
 from per_cli.rl.results import Scores, UpdateResults
 
 _F32, _I64 = np.float32, np.int64
@@ -45,7 +55,7 @@ def cohort_update_kernel(
 
 @numba.njit(**JIT)
 def cohort_greedy_kernel(params, which, dims, obs, ws, out):
-    """``out[k]``: member ``which[k]``'s greedy action for observation ``obs[k]`` (the solo ``greedy_kernel``)."""
+    """``out[k]``: member ``which[k]``'s greedy action for observation ``obs[k]``."""
     bufs = carve(ws, dims, 1, np.empty(dims.shape[0], dtype=np.int64))
     offs = offsets(dims)
     for k in range(which.shape[0]):
@@ -56,15 +66,15 @@ def cohort_greedy_kernel(params, which, dims, obs, ws, out):
 def cohort_td_kernel(
     params, tparams, which, dims, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, ws, out
 ):  # fmt: skip
-    """``out[k]``: member ``which[k]``'s δ for its one-transition batch k (``obs[k]`` (1, d), ``actions[k]`` (1,)
-    ...), by the solo ``td_errors_kernel``'s computation on the same array layouts."""
-    bufs = carve(ws, dims, 1, np.empty(dims.shape[0], dtype=np.int64))
+    """``out[k]``: member ``which[k]``'s δ for its batch k (``obs[k]`` (batch, d), ``actions[k]`` (batch,) ...),
+    nothing learnt."""
+    bufs = carve(ws, dims, obs.shape[1], np.empty(dims.shape[0], dtype=np.int64))
     offs = offsets(dims)
     for k in range(which.shape[0]):
         i = which[k]
         td_member(
             params[i], tparams[i], dims, offs, bufs, obs[k], actions[k], rewards[k], next_obs[k], terminated[k],
-            gamma, double_dqn, out[k : k + 1],
+            gamma, double_dqn, out[k],
         )  # fmt: skip
 
 
@@ -72,8 +82,8 @@ def cohort_td_kernel(
 def cohort_score_kernel(
     params, tparams, which, dims, obs, actions, rewards, next_obs, terminated, hyper, ws, td, loss, target_loss
 ):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]``'s scores of batch k (the solo ``score_kernel``), into row k
-    of ``td``, ``loss`` and ``target_loss``."""
+    """For k in range(len(which)): member ``which[k]``'s scores of batch k (:func:`~.kernels.score_member`), into
+    row k of ``td``, ``loss`` and ``target_loss``."""
     bufs = carve(ws, dims, obs.shape[1], np.empty(dims.shape[0], dtype=np.int64))
     offs = offsets(dims)
     for k in range(which.shape[0]):
@@ -102,38 +112,59 @@ def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype, shape: tuple[int,
     return c_array(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
 
 
+def _members(buffers: list[np.ndarray]):
+    """The members' flat buffers as the kernels take them (``params[i]``: member i's buffer, written in place): a
+    typed list, or for one member a (1, n) view of its buffer, which a call unboxes faster than a typed list (a
+    solo engine acts once per environment step). Both give the per-member functions the same array type."""
+    if len(buffers) == 1 and buffers[0].flags.c_contiguous:
+        return buffers[0][np.newaxis]
+    return List(buffers)
+
+
+class MemberEngine(Protocol):
+    """What a cohort reads of each member's engine (an :class:`~per_cli.rl.engines.mlp.MLPEngine`)."""
+
+    dims: np.ndarray
+    hyper: UpdateSettings
+    params: np.ndarray
+    target_params: np.ndarray
+    optimizer: FlatAdam
+
+
 class CohortEngine:
-    """One compiled update call over the members of a cohort, each with its own :class:`MLPEngine`.
+    """One compiled call per operation over the members of a cohort, each with its own engine's buffers.
 
     The engines must share the network shape and the update's settings (the kernels' ``UpdateSettings``): they
-    differ only in their parameters, moments and step counts.
-    Build it after any checkpoint was loaded (it keeps the settings it sees then).
+    differ only in their parameters, moments and step counts. It holds the engines' buffers and optimizers, not
+    the engines. Build it after any checkpoint was loaded (it keeps the settings it sees then).
     """
 
-    def __init__(self, engines: Sequence[MLPEngine]):
+    def __init__(self, engines: Sequence[MemberEngine]):
         if not engines:
             raise ValueError("a cohort engine needs at least one member")
         shapes, settings = {tuple(e.dims) for e in engines}, {e.hyper for e in engines}
         if len(shapes) != 1 or len(settings) != 1:
             raise ValueError("the cohort's networks or update settings differ: one engine runs one config")
-        self.engines = list(engines)
         (shape,), (self.hyper,) = shapes, settings
         self.dims = np.array(shape, dtype=np.int64)
-        self._params = List([e.params for e in engines])
-        self._tparams = List([e.target_params for e in engines])
-        self._m = List([e.optimizer.m for e in engines])
-        self._v = List([e.optimizer.v for e in engines])
-        self._ws = Workspace(self.dims)
+        self._optimizers = [e.optimizer for e in engines]
+        self._params = _members([e.params for e in engines])
+        self._tparams = _members([e.target_params for e in engines])
+        self._m = _members([opt.m for opt in self._optimizers])
+        self._v = _members([opt.v for opt in self._optimizers])
+        self.workspace = Workspace(self.dims)
+        self._each = [np.array([i], dtype=np.int64) for i in range(len(engines))]  # (greedy_action's which)
+        self._action = np.empty(1, dtype=np.int64)
 
     def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """Members ``which`` (indices into the engines) learn from their batches, stacked along a first, member
         axis: ``obs`` (k, batch, d), ``actions`` (k, batch), ... (a cohort draw's arrays, passed as they are where
-        they are C arrays of the engine's dtypes). Returns their results (row k: member ``which[k]``'s), each from
-        that member's weights before its update, exactly as its own :meth:`MLPEngine.update` would."""
-        n, batch = len(which), actions.shape[1]
+        they are C arrays of the engine's dtypes; for k = 1 the member axis may be left out). Returns their results
+        (row k: member ``which[k]``'s), each from that member's weights before its update."""
+        n, batch = len(which), np.shape(actions)[-1]
         steps = np.empty(n, dtype=np.int64)
         for k, i in enumerate(which):
-            opt = self.engines[i].optimizer
+            opt = self._optimizers[i]
             opt.step += 1
             steps[k] = opt.step
         td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
@@ -143,44 +174,53 @@ class CohortEngine:
             self._params, self._tparams, self._m, self._v, np.asarray(which, dtype=np.int64), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), c_array(weights, _F32, vectors),
-            self.hyper, steps, self._ws.for_batch(batch), td, losses, loss, q_mean,
+            self.hyper, steps, self.workspace.for_batch(batch), td, losses, loss, q_mean,
         )  # fmt: skip
         return UpdateResults(td, losses, loss, q_mean)
 
     def score(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> Scores:
-        """Members ``which``'s :class:`~per_cli.rl.results.Scores` of their batches (stacked along a first, member
-        axis, as :meth:`update` takes them), nothing learnt; row k as member ``which[k]``'s own
-        :meth:`MLPEngine.score`."""
-        n, batch = len(which), actions.shape[1]
+        """Members ``which``'s :class:`~per_cli.rl.results.Scores` of their batches (laid out as :meth:`update`
+        takes them), nothing learnt; row k member ``which[k]``'s."""
+        n, batch = len(which), np.shape(actions)[-1]
         td, loss, target_loss = np.empty((3, n, batch), dtype=np.float32)
         matrices, vectors = (n, batch, -1), (n, batch)
         cohort_score_kernel(
             self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), self.hyper,
-            self._ws.for_batch(batch), td, loss, target_loss,
+            self.workspace.for_batch(batch), td, loss, target_loss,
         )  # fmt: skip
         return Scores(td, loss, target_loss)
 
     def greedy(self, which: Sequence[int], obs: Sequence[np.ndarray]) -> np.ndarray:
-        """Greedy actions (k,) of members ``which`` for their observations, as each :meth:`MLPEngine.greedy_action`."""
+        """Greedy actions (k,) of members ``which`` for their observations (one per member; argmax_a Q(obs, a),
+        the first maximum on ties, like torch.argmax)."""
         n = len(which)
         out = np.empty(n, dtype=np.int64)
-        observations = _stacked(obs, _F32, (n, -1))
-        cohort_greedy_kernel(self._params, np.asarray(which, dtype=np.int64), self.dims, observations,
-                             self._ws.for_batch(1), out)  # fmt: skip
+        cohort_greedy_kernel(self._params, np.asarray(which, dtype=np.int64), self.dims, _stacked(obs, _F32, (n, -1)),
+                             self.workspace.for_batch(1), out)  # fmt: skip
         return out
 
+    def greedy_action(self, i: int, obs: np.ndarray) -> int:
+        """Member ``i``'s greedy action for one observation, as :meth:`greedy` gives it, its ``which`` and output
+        prebuilt: a solo engine's call at every step of acting and evaluation."""
+        cohort_greedy_kernel(self._params, self._each[i], self.dims, c_array(obs, _F32, (1, -1)),
+                             self.workspace.for_batch(1), self._action)  # fmt: skip
+        return self._action.item()
+
     def td_errors(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated) -> np.ndarray:
-        """δ (k,) of one transition per member ``which[k]`` (sequences of per-member 1-row arrays, or arrays
-        stacked along a first, member axis), as each
-        :meth:`MLPEngine.td_errors` would compute it for that one-transition batch."""
+        """δ = target − Q(s, a) (k, batch) of member ``which[k]``'s batch k, nothing learnt (sequences of
+        per-member arrays, or arrays stacked along a first, member axis; for k = 1 the member axis may be left
+        out)."""
         n = len(which)
-        out = np.empty(n, dtype=np.float32)
+        acts = _stacked(actions, _I64, (n, -1))
+        batch = acts.shape[1]
+        out = np.empty((n, batch), dtype=np.float32)
+        matrices, vectors = (n, batch, -1), (n, batch)
         cohort_td_kernel(
-            self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
-            _stacked(obs, _F32, (n, 1, -1)), _stacked(actions, _I64, (n, 1)), _stacked(rewards, _F32, (n, 1)),
-            _stacked(next_obs, _F32, (n, 1, -1)), _stacked(terminated, _F32, (n, 1)), self.hyper.gamma,
-            self.hyper.double_dqn, self._ws.for_batch(1), out,
+            self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims, _stacked(obs, _F32, matrices),
+            acts, _stacked(rewards, _F32, vectors), _stacked(next_obs, _F32, matrices),
+            _stacked(terminated, _F32, vectors), self.hyper.gamma, self.hyper.double_dqn,
+            self.workspace.for_batch(batch), out,
         )  # fmt: skip
         return out

@@ -1,7 +1,9 @@
-"""The numba engine's three entry points: one whole DQN update, TD errors without learning, a greedy action.
+"""One member's computations of the numba engine: a whole DQN update, TD errors and scores without learning, a
+greedy action. The compiled entry points (:mod:`.cohort`) call them for each member they are given.
 
 Each works in a workspace, one flat float32 buffer that the engine allocates once (:func:`workspace_size`)
-and that :func:`carve` cuts into the scratch buffers of a call, so a call allocates nothing but its outputs.
+and that :func:`carve` cuts into the scratch buffers of a call (once per call, not once per member), so a call
+allocates nothing but its outputs.
 """
 
 from __future__ import annotations
@@ -121,34 +123,18 @@ def carve(ws, dims, batch, act_off):
 
 
 @numba.njit(**JIT)
-def update_kernel(
-    params, tparams, m, v, dims, obs, actions, rewards, next_obs, terminated, weights, td_out, loss_out, hyper, step,
-    ws,
+def update_member(
+    params, tparams, m, v, dims, offs, act_off, bufs, obs, actions, rewards, next_obs, terminated, weights, td_out,
+    loss_out, hyper, step,
 ):  # fmt: skip
     """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out`` and each sample's loss as
     the update's value counts it into ``loss_out``: no IS weight, for PAL divided by λ
     (:func:`~per_cli.rl.engines.td.loss_and_dq`; the torch engine's ``losses.batch_losses``).
 
     ``hyper`` is the run's :class:`UpdateSettings`; ``step`` is Adam's step count after this update (1 on the
-    first); ``ws`` a workspace of at least ``workspace_size(dims, batch)`` floats.
+    first); ``bufs``, ``act_off``: :func:`carve` for this batch size; ``offs``: :func:`offsets`.
     Returns (loss, mean Q(s, a)), from the weights before the update.
     """
-    batch = obs.shape[0]
-    act_off = np.empty(dims.shape[0], dtype=np.int64)
-    bufs = carve(ws, dims, batch, act_off)
-    return update_member(
-        params, tparams, m, v, dims, offsets(dims), act_off, bufs, obs, actions, rewards, next_obs, terminated,
-        weights, td_out, loss_out, hyper, step,
-    )  # fmt: skip
-
-
-@numba.njit(**JIT)
-def update_member(
-    params, tparams, m, v, dims, offs, act_off, bufs, obs, actions, rewards, next_obs, terminated, weights, td_out,
-    loss_out, hyper, step,
-):  # fmt: skip
-    """:func:`update_kernel` on buffers already carved (``bufs``, ``act_off``: :func:`carve` for this batch size;
-    ``offs``: :func:`offsets`), so that a cohort carves once per call, not once per member."""
     batch = obs.shape[0]
     n_actions = dims[dims.shape[0] - 1]
     b = bufs
@@ -172,34 +158,14 @@ def update_member(
 
 
 @numba.njit(**JIT)
-def td_errors_kernel(params, tparams, dims, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, ws):
-    """δ = target − Q(s, a) without learning."""
-    td = np.empty(obs.shape[0], dtype=np.float32)
-    act_off = np.empty(dims.shape[0], dtype=np.int64)
-    bufs = carve(ws, dims, obs.shape[0], act_off)
-    td_member(params, tparams, dims, offsets(dims), bufs, obs, actions, rewards, next_obs, terminated, gamma,
-              double_dqn, td)  # fmt: skip
-    return td
-
-
-@numba.njit(**JIT)
 def td_member(params, tparams, dims, offs, bufs, obs, actions, rewards, next_obs, terminated, gamma, double_dqn, td):
-    """:func:`td_errors_kernel` into ``td`` on buffers already carved (see :func:`update_member`)."""
+    """δ = target − Q(s, a) into ``td`` without learning, on buffers already carved (see :func:`update_member`)."""
     b = bufs
     next_values(params, tparams, dims, offs, next_obs, double_dqn, b.buf_a, b.buf_b, b.q_copy, b.scratch, b.next_q)
     targets(rewards, terminated, b.next_q, gamma, b.target)
     q = forward_out(params, dims, offs, obs, b.buf_a, b.buf_b, b.scratch)
     for j in range(obs.shape[0]):
         td[j] = b.target[j] - q[j, actions[j]]
-
-
-@numba.njit(**JIT)
-def score_kernel(params, tparams, dims, obs, actions, rewards, next_obs, terminated, hyper, ws, td, loss, target_loss):
-    """:func:`score_member` for one batch, carving its own buffers."""
-    act_off = np.empty(dims.shape[0], dtype=np.int64)
-    bufs = carve(ws, dims, obs.shape[0], act_off)
-    score_member(params, tparams, dims, offsets(dims), bufs, obs, actions, rewards, next_obs, terminated, hyper, td,
-                 loss, target_loss)  # fmt: skip
 
 
 @numba.njit(**JIT)
@@ -228,15 +194,9 @@ def score_member(params, tparams, dims, offs, bufs, obs, actions, rewards, next_
 
 
 @numba.njit(**JIT)
-def greedy_kernel(params, dims, obs, ws):
-    """argmax_a Q(obs, a) for one flat observation (the first maximum on ties, like torch.argmax)."""
-    act_off = np.empty(dims.shape[0], dtype=np.int64)
-    return greedy_member(params, dims, offsets(dims), carve(ws, dims, 1, act_off), obs)
-
-
-@numba.njit(**JIT)
 def greedy_member(params, dims, offs, bufs, obs):
-    """:func:`greedy_kernel` on buffers already carved for one sample (see :func:`update_member`)."""
+    """argmax_a Q(obs, a) for one flat observation (the first maximum on ties, like torch.argmax), on buffers
+    already carved for one sample (see :func:`update_member`)."""
     q = forward_out(params, dims, offs, obs.reshape(1, obs.shape[0]), bufs.buf_a, bufs.buf_b, bufs.scratch)
     best = 0
     for a in range(1, q.shape[1]):

@@ -1,9 +1,11 @@
 """The numba update engine for an online/target pair of MLP Q-networks built from one :class:`MLPSpec`.
 
 The torch engine's update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
-backward, ``clip_grad_norm_``, Adam) in one compiled call (:func:`~per_cli.rl.engines.kernels.update_kernel`): on a
-CPU torch spends more time dispatching a small update's ops than computing them. δ, the loss and the mean Q use the
-weights from before the update, as the torch engine's do. It refuses a network that is not the spec's Linear/ReLU
+backward, ``clip_grad_norm_``, Adam) in one compiled call: on a CPU torch spends more time dispatching a small
+update's ops than computing them. Its calls are the cohort's at S = 1 (:class:`~.cohort.CohortEngine` over this
+engine alone, :attr:`MLPEngine.alone`): each operation has one compiled entry, and an engine computes alone what it
+computes as a cohort's member. δ, the loss and the mean Q use the weights from before the update, as the torch
+engine's do. It refuses a network that is not the spec's Linear/ReLU
 stack. Each network's parameters live in one flat float32 buffer (layout: :mod:`.dense`) that the module's
 ``weight``/``bias`` view, so acting, evaluation and ``state_dict`` see every update in place; Adam's moments are
 flat buffers of that layout (:class:`~per_cli.rl.engines.optim.FlatAdam`). One workspace: one thread at a time.
@@ -15,22 +17,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from per_cli.rl.engines.dense import aligned_empty, c_array
-from per_cli.rl.engines.kernels import (
-    UpdateSettings,
-    Workspace,
-    greedy_kernel,
-    score_kernel,
-    td_errors_kernel,
-    update_kernel,
-)
+from per_cli.rl.engines.cohort import CohortEngine
+from per_cli.rl.engines.dense import aligned_empty
+from per_cli.rl.engines.kernels import UpdateSettings
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPSpec
 from per_cli.rl.results import Scores, UpdateResults
 
-_F32, _I64 = np.float32, np.int64
+_ALONE = np.zeros(1, dtype=np.int64)  # ``which`` of the engine's own cohort of one (built once)
 
 
 def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
@@ -72,17 +68,6 @@ def shares_memory(net: nn.Module, flat: np.ndarray) -> bool:
     return all(np.shares_memory(p.detach().numpy(), flat) for p in net.parameters())
 
 
-def _transitions(obs, actions, rewards, next_obs, terminated, batch: int) -> tuple[np.ndarray, ...]:
-    """A batch's transition arrays in the kernels' argument order, dtypes and layouts."""
-    return (
-        c_array(obs, _F32, (batch, -1)),
-        c_array(actions, _I64, (-1,)),
-        c_array(rewards, _F32, (-1,)),
-        c_array(next_obs, _F32, (batch, -1)),
-        c_array(terminated, _F32, (-1,)),
-    )
-
-
 class MLPEngine:
     """The numba DQN update for an online/target pair of networks built from ``spec`` (see the module docstring)."""
 
@@ -117,7 +102,7 @@ class MLPEngine:
         self.loss_code = LOSS_CODES[loss.name]
         self.max_grad_norm = max_grad_norm
         self.hyper = self._settings()
-        self._ws = Workspace(self.dims)
+        self.alone = CohortEngine([self])  # this engine as a cohort of one: its calls
 
     def _settings(self) -> UpdateSettings:
         """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
@@ -133,51 +118,18 @@ class MLPEngine:
     def update(self, obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """One gradient step; returns its results (S = 1: δ and the weighted loss per sample, the loss, the mean
         Q(s, a)), all from the pre-update weights."""
-        batch = len(actions)
-        td, losses = np.empty((2, 1, batch), dtype=np.float32)
-        opt = self.optimizer
-        opt.step += 1
-        loss, q_mean = update_kernel(
-            self.params,
-            self.target_params,
-            opt.m,
-            opt.v,
-            self.dims,
-            *_transitions(obs, actions, rewards, next_obs, terminated, batch),
-            c_array(weights, _F32, (-1,)),
-            td.reshape(batch),
-            losses.reshape(batch),
-            self.hyper,
-            opt.step,
-            self._ws.for_batch(batch),
-        )
-        return UpdateResults(td, losses, np.array([loss]), np.array([q_mean]))
+        return self.alone.update(_ALONE, obs, actions, rewards, next_obs, terminated, weights)
 
     def td_errors(self, obs, actions, rewards, next_obs, terminated) -> np.ndarray:
-        batch = len(actions)
-        return td_errors_kernel(
-            self.params,
-            self.target_params,
-            self.dims,
-            *_transitions(obs, actions, rewards, next_obs, terminated, batch),
-            self.gamma,
-            self.double_dqn,
-            self._ws.for_batch(batch),
-        )
+        """δ (batch,) under the current networks, nothing learnt."""
+        return self.alone.td_errors(_ALONE, obs, actions, rewards, next_obs, terminated)[0]
 
     def score(self, obs, actions, rewards, next_obs, terminated) -> Scores:
         """The batch's :class:`~per_cli.rl.results.Scores` (S = 1) under the current networks, nothing learnt."""
-        batch = len(actions)
-        td, loss, target_loss = np.empty((3, 1, batch), dtype=np.float32)
-        score_kernel(
-            self.params, self.target_params, self.dims,
-            *_transitions(obs, actions, rewards, next_obs, terminated, batch), self.hyper,
-            self._ws.for_batch(batch), td.reshape(batch), loss.reshape(batch), target_loss.reshape(batch),
-        )  # fmt: skip
-        return Scores(td, loss, target_loss)
+        return self.alone.score(_ALONE, obs, actions, rewards, next_obs, terminated)
 
     def greedy_action(self, obs) -> int:
-        return greedy_kernel(self.params, self.dims, c_array(obs, _F32, (-1,)), self._ws.for_batch(1))
+        return self.alone.greedy_action(0, obs)
 
     def sync_target(self, tau: float) -> None:
         if tau >= 1.0:
@@ -189,6 +141,7 @@ class MLPEngine:
         """After a checkpoint was loaded into the networks and the optimizer: take the optimizer's settings, and
         raise if a network's parameters no longer live in the engine's buffers."""
         self.hyper = self._settings()
+        self.alone = CohortEngine([self])
         for name, net, flat in (
             ("q_net", self.q_net, self.params),
             ("target_net", self.target_net, self.target_params),

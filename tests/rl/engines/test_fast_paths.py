@@ -11,8 +11,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
+from numba.typed import List
 
-from per_cli.rl.engines import action_layer, dense, kernels, passes, products
+from per_cli.rl.engines import action_layer, cohort, dense, kernels, passes, products
 from per_cli.rl.engines.optim import adam_step
 from per_cli.rl.engines.td import LOSS_CODES
 
@@ -171,8 +172,13 @@ def test_an_update_never_reads_workspace_it_did_not_write(dims, batch, loss):
         m, v, td = np.zeros(n, np.float32), np.zeros(n, np.float32), np.empty(batch, np.float32)
         losses = np.empty(batch, np.float32)
         ws = np.full(kernels.workspace_size(dims, batch), fill, np.float32)
-        loss, q = kernels.update_kernel(params, target, m, v, dims, *arrays, td, losses, hyper, 1, ws)
-        greedy = kernels.greedy_kernel(params, dims, arrays[0][0], ws)
-        results.append((params.tobytes(), m.tobytes(), td.tobytes(), losses.tobytes(), loss, q, greedy))
+        loss, q, greedy = np.empty(1), np.empty(1), np.empty(1, np.int64)
+        one = np.zeros(1, np.int64)  # the kernels' member axis: this network alone
+        cohort.cohort_update_kernel(
+            List([params]), List([target]), List([m]), List([v]), one, dims, *(a[None] for a in arrays), hyper,
+            np.ones(1, np.int64), ws, td[None], losses[None], loss, q,
+        )  # fmt: skip
+        cohort.cohort_greedy_kernel(List([params]), one, dims, arrays[0][:1], ws, greedy)
+        results.append((params.tobytes(), m.tobytes(), td.tobytes(), losses.tobytes(), loss[0], q[0], greedy[0]))
     assert np.isfinite(results[1][4])
     assert results[0] == results[1]
