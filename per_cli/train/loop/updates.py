@@ -6,7 +6,7 @@ through one of these, chosen by the members' engine (``agent.engine``), each ove
 observations in hand, one gather of the newest transitions):
 
 * :class:`CompiledUpdates` (numba): ONE compiled call over the members
-  (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the solo kernels on each member's own buffers, so
+  (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the per-member kernels on each member's own buffers, so
   every value is the one the member's own engine computes;
 * :class:`TorchUpdates` (torch: CNNs, CUDA, ``engine: torch``): one stacked torch update over two members or more
   (:class:`~per_cli.rl.engines.stacked.StackedEngine`, equal to their own updates to float32 rounding) where that
