@@ -63,7 +63,13 @@ class DQNAgent(ABC):
     optimizer: Any  # a torch optimizer, or one with torch.optim.Adam's state_dict format
 
     def __init__(
-        self, cfg: AgentConfig, n_actions: int, device: torch.device, td_loss: TDLoss, engine_note: str | None
+        self,
+        cfg: AgentConfig,
+        obs_shape: tuple[int, ...],
+        n_actions: int,
+        device: torch.device,
+        td_loss: TDLoss,
+        engine_note: str | None = None,
     ):
         self.cfg = cfg
         self.td_loss = td_loss
@@ -73,6 +79,11 @@ class DQNAgent(ABC):
         self.updates = 0
         # explore's compiled draw on the generator it was last called with (an evaluation's, for its whole run)
         self._draw: OneMember | None = None
+        self._build(obs_shape)
+
+    @abstractmethod
+    def _build(self, obs_shape: tuple[int, ...]) -> None:
+        """The engine's networks (the target a copy of the online one), optimizer and whatever it updates with."""
 
     def _init_target(self) -> None:
         self.target_net.load_state_dict(self.q_net.state_dict())
@@ -196,17 +207,9 @@ class TorchAgent(DQNAgent):
 
     engine = "torch"
 
-    def __init__(
-        self,
-        cfg: AgentConfig,
-        obs_shape: tuple[int, ...],
-        n_actions: int,
-        device: torch.device,
-        td_loss: TDLoss,
-        engine_note: str | None = None,
-    ):
-        super().__init__(cfg, n_actions, device, td_loss, engine_note)
-        build = (cfg.network, obs_shape, n_actions, cfg.hidden_sizes, cfg.activation)
+    def _build(self, obs_shape: tuple[int, ...]) -> None:
+        cfg, device = self.cfg, self.device
+        build = (cfg.network, obs_shape, self.n_actions, cfg.hidden_sizes, cfg.activation)
         self.q_net = make_q_network(*build).to(device)
         self.target_net = make_q_network(*build).to(device)
         self._init_target()

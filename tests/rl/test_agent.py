@@ -30,7 +30,7 @@ def test_make_agent_builds_the_chosen_engines_agent_and_the_interface_is_not_an_
     assert type(fallback) is TorchAgent and fallback.engine == "torch" and "activation=tanh" in fallback.engine_note
     assert type(make_agent(AgentConfig(hidden_sizes=[8], engine="torch"), (3,), 2, cpu)) is TorchAgent
     with pytest.raises(TypeError, match="abstract"):
-        DQNAgent(AgentConfig(), 2, cpu, numba.td_loss, None)
+        DQNAgent(AgentConfig(), (3,), 2, cpu, numba.td_loss)
 
 
 def test_a_cohorts_updates_are_chosen_once_from_the_engine_its_members_share():

@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from per_cli.config import AgentConfig
 from per_cli.replay import Batch
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines.mlp import MLPEngine
-from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import MLPQNetwork, MLPSpec
 from per_cli.rl.results import Scores, UpdateResults
 
@@ -23,17 +20,9 @@ class NumbaAgent(DQNAgent):
 
     engine = "numba"
 
-    def __init__(
-        self,
-        cfg: AgentConfig,
-        obs_shape: tuple[int, ...],
-        n_actions: int,
-        device: torch.device,
-        td_loss: TDLoss,
-        engine_note: str | None = None,
-    ):
-        super().__init__(cfg, n_actions, device, td_loss, engine_note)
-        spec = MLPSpec.from_config(cfg, obs_shape, n_actions)
+    def _build(self, obs_shape: tuple[int, ...]) -> None:
+        cfg, td_loss = self.cfg, self.td_loss
+        spec = MLPSpec.from_config(cfg, obs_shape, self.n_actions)
         self.q_net, self.target_net = MLPQNetwork(spec), MLPQNetwork(spec)
         self._init_target()
         self.numba_engine = MLPEngine(
