@@ -113,16 +113,17 @@ class CohortSampling:
     def __init__(self, memories: Sequence[ReplayMemory]):
         kinds = {type(m.sampler) for m in memories}
         storages = [m.storage for m in memories]
-        if len(kinds) != 1 or len({type(s) for s in storages}) != 1:
-            raise ValueError("cohort sampling needs memories of one kind on one storage class")
+        settings = {(m.n_step, m.gamma, m.sampler.chunk) for m in memories}  # (one config: one of each)
+        if len(kinds) != 1 or len({type(s) for s in storages}) != 1 or len(settings) != 1:
+            raise ValueError("cohort sampling needs memories of one kind on one storage class, one n-step, γ and chunk")
         (self.kind,) = kinds
+        ((n_step, gamma, self._chunk),) = settings
         self.memories = list(memories)
         self._lists = MemberLists.of([m.sampler for m in memories])
         self._structured = defines(self.kind, "add_members")
-        self._gather = gather_for(storages, memories[0].n_step, memories[0].gamma)
+        self._gather = gather_for(storages, n_step, gamma)
         self._counters = member_axis([s.counters for s in storages])
         self._episode_ids = member_axis([s.episode_ids for s in storages])
-        self._chunk = memories[0].sampler.chunk  # (a cohort's members share their config)
         # the rings of float32 vector states behind plain writers: ``store`` writes them in one compiled call; every
         # other memory (frame stacks, packed states, a hindsight writer) stores its own rows (``memory.add``)
         self.storable = (

@@ -37,7 +37,7 @@ class RingGather:
     def __init__(self, storages: Sequence[TransitionStorage], n_step: int, gamma: float):
         columns = zip(*(s.columns() for s in storages), strict=True)
         self.columns = RingColumns(*(member_axis(list(column)) for column in columns))
-        self.dtype, self.row_shape = storages[0].obs.dtype, storages[0].row_shape
+        ((self.dtype, self.row_shape),) = {(s.obs.dtype, s.row_shape) for s in storages}  # (one config: one row)
         self.n_step, self.gamma = n_step, gamma
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:

@@ -216,6 +216,10 @@ def test_what_it_does_not_draw_is_said():
     packed = PackedTransitionStorage(20, (2, 2))
     with pytest.raises(ValueError, match="one storage class"):
         CohortSampling([_memory(1, 20), ReplayMemory(packed, PrioritizedSampler(packed, np.random.default_rng(1)))])
+    ring = TransitionStorage(50, (3,), np.float32)
+    three_step = ReplayMemory(ring, PrioritizedSampler(ring, np.random.default_rng(2)), n_step=3)
+    with pytest.raises(ValueError, match="one n-step"):  # (a member's n-step is the cohort's, not the first's)
+        CohortSampling([_memory(1, 20), three_step])
 
 
 def test_batched_priority_updates_equal_each_members_own():
