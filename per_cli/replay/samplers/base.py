@@ -220,7 +220,7 @@ def defines(kind: type[Sampler], name: str) -> bool:
 
 def draw_error(sampler: Sampler, status: int, batch_size: int) -> ValueError:
     """The error of a draw that returned ``status`` (not DRAWN) for this member."""
-    lo, width = window_of(sampler.storage.counters, sampler.window_row())
+    _, width = window_of(sampler.storage.counters, sampler.window_row())
     if status == FAILED and width < 0:
         return ValueError(f"no run of replay.chunk {sampler.chunk} fits inside the sampleable transitions")
     if status == FAILED:
