@@ -65,10 +65,10 @@ def ms_per_update(variant: str, data: list[Batch], updates: int, optimizer: str,
     for i in range(updates):
         result = agent.learn(feed(i), wait)
         if held is not None:
-            held.td_errors  # noqa: B018 - the previous update's results, read now (what the lagged loop does)
+            held.wait()  # the previous update's results, read now (what the lagged loop does)
         held = None if wait else result
     if held is not None:
-        held.td_errors  # noqa: B018
+        held.wait()
     sync(device)
     return (time.perf_counter() - start) / updates * 1e3
 

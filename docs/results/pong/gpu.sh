@@ -15,7 +15,9 @@
 #   RESUME=1 DEADLINE_S=... bash docs/results/pong/gpu.sh   # a second call: the runs continue from their latest
 #     checkpoints (on a machine still warm, runs/gpu is still there; else RESUME_FROM=DIR names a folder of the
 #     repository, carried (runs/carry: ignored), holding a previous call's runs.tgz and ckpt.tar.part-*), no tests
-#     or benchmarks.
+#     or benchmarks unless TESTS=1 / BENCH_STEPS / UPDATES ask for them; EXTRA_SETS passes resumable keys
+#     (train, log, metrics) on, e.g. EXTRA_SETS=metrics.iid=false.
+#   CONFIGS="pong_fast_per" ...   # the configs run side by side (default: pong_fast_uniform pong_fast_per)
 # Rehearsal without a GPU (DEVICE=cpu: the CUDA tests skip, the graph is off, tiny budgets):
 #   DEVICE=cpu STEPS=100000 LEARN_FROM=200 CKPT_EVERY=200 EXTRA_SETS=log.every=50 DEADLINE_S=420 MARGIN_S=30 \
 #       BENCH_STEPS=0 UPDATES=2 ROUNDS=1 OUT=/tmp/gpu-out bash docs/results/pong/gpu.sh
@@ -31,11 +33,13 @@ MARGIN_S=${MARGIN_S:-120}
 STEPS=${STEPS:-1000000}         # train.total_steps of the runs (the configs' budget)
 LEARN_FROM=${LEARN_FROM:-}      # train.learning_starts (empty: the configs' 10^4)
 CKPT_EVERY=${CKPT_EVERY:-10000}
-BENCH_STEPS=${BENCH_STEPS:-3000}  # atari_throughput's steps (0: skip it); it learns from step 1000
-UPDATES=${UPDATES:-300}         # cuda_update's updates per round (0: skip it)
-ROUNDS=${ROUNDS:-3}             # cuda_update's rounds
-TESTS=${TESTS:-1}               # 0: no tests (the runs keep the configs' settings)
 RESUME=${RESUME:-0}
+FIRST=$([ "$RESUME" = 0 ] && echo 1 || echo 0)  # a first call tests and benchmarks by default, a resume does not
+BENCH_STEPS=${BENCH_STEPS:-$((3000 * FIRST))}  # atari_throughput's steps (0: skip it); it learns from step 1000
+UPDATES=${UPDATES:-$((300 * FIRST))}  # cuda_update's updates per round (0: skip it)
+ROUNDS=${ROUNDS:-3}             # cuda_update's rounds
+TESTS=${TESTS:-$FIRST}          # 0: no tests (the runs keep the configs' settings)
+read -r -a CONFIGS <<<"${CONFIGS:-pong_fast_uniform pong_fast_per}"
 OUT=${OUT:-/tmp/out}
 RUNS=runs/gpu
 SEED=1
@@ -64,7 +68,9 @@ for extra in ${EXTRA_SETS:-}; do SETS+=(--set "$extra"); done  # e.g. log.every=
 # a phase before the runs starts only where it leaves the runs RUN_MIN_S (120) before the margin
 RUN_MIN_S=${RUN_MIN_S:-120}
 time_for() { [ $(( $(left) - MARGIN_S - RUN_MIN_S )) -ge "$1" ]; }
-if [ "$RESUME" = 0 ] && [ "$TESTS" != 0 ] && time_for 120; then
+RESUME_SETS=(--set "train.total_steps=$STEPS")  # a resume may change train, log and metrics keys, nothing else
+for extra in ${EXTRA_SETS:-}; do RESUME_SETS+=(--set "$extra"); done
+if [ "$TESTS" != 0 ] && time_for 120; then
     log "tests: the CUDA graph; the device frame ring and the lagged graph (tests.txt)"
     timeout 100 python3 -m pytest -q -p no:cacheprovider tests/rl/test_cuda_graph.py -k "not device_stacks" \
         >"$RUNS/tests.txt" 2>&1
@@ -76,9 +82,9 @@ if [ "$RESUME" = 0 ] && [ "$TESTS" != 0 ] && time_for 120; then
     [ $GRAPH_RC = 0 ] || SETS+=(--set agent.cuda_graph=false)
     [ $FAST_RC = 0 ] || SETS+=(--set replay.device_frames=false --set train.priority_lag=0)
     log "graph tests rc $GRAPH_RC, device-frame and lag tests rc $FAST_RC; the runs take: ${SETS[*]}"
+    [ "$RESUME" = 1 ] && [ $((GRAPH_RC + FAST_RC)) != 0 ] && log "(a resume keeps its checkpoint's graph and frames)"
 fi
-if [ "$RESUME" = 0 ]; then
-    if [ "$BENCH_STEPS" != 0 ] && time_for 120; then
+if [ "$BENCH_STEPS" != 0 ] && time_for 120; then
         log "benchmark: pong_fast_per learning at one update per step, before and after (bench_loop.txt)"
         timeout 150 python3 benchmarks/atari_throughput.py --device "$DEVICE" --config pong_fast_per \
             --capacity 10000 --steps "$BENCH_STEPS" --learning-starts 1000 --repeats 1 --kinds prioritized \
@@ -86,28 +92,30 @@ if [ "$RESUME" = 0 ]; then
             --variant frames:replay.device_frames=true --variant fast:replay.device_frames=true,train.priority_lag=1 \
             --variant fast-noiid:replay.device_frames=true,train.priority_lag=1,metrics.iid=false \
             --runs-dir /tmp/per-atari-throughput 2>&1 | tee "$RUNS/bench_loop.txt" | tail -11
-    fi
-    if [ "$UPDATES" != 0 ] && time_for 60; then
-        log "benchmark: one Pong update: eager, graphed, from device frames, read an update late (bench_update.txt)"
-        timeout 90 python3 benchmarks/cuda_update.py --device "$DEVICE" --updates "$UPDATES" --rounds "$ROUNDS" \
-            2>&1 | tee "$RUNS/bench_update.txt" | tail -7
-    fi
-elif [ -n "${RESUME_FROM:-}" ] && [ ! -d "$RUNS/pong_fast_per__s$SEED" ]; then
+fi
+if [ "$UPDATES" != 0 ] && time_for 60; then
+    log "benchmark: one Pong update: eager, graphed, from device frames, read an update late (bench_update.txt)"
+    timeout 90 python3 benchmarks/cuda_update.py --device "$DEVICE" --updates "$UPDATES" --rounds "$ROUNDS" \
+        2>&1 | tee "$RUNS/bench_update.txt" | tail -7
+fi
+if [ "$RESUME" = 1 ] && [ -n "${RESUME_FROM:-}" ] && [ ! -d "$RUNS/${CONFIGS[0]}__s$SEED" ]; then
     log "restoring the runs from $RESUME_FROM"
     tar xzf "$RESUME_FROM/runs.tgz" && cat "$RESUME_FROM"/ckpt.tar.part-* | tar x || exit 1
 fi
-if [ "$RESUME" = 1 ] && [ ! -f "$RUNS/pong_fast_per__s$SEED/config.yaml" ]; then
-    # (a machine left idle past its warm time is given back: a later call lands on a bare one)
-    log "RESUME=1 but $RUNS holds no runs (a bare machine): carry a previous call's files and name RESUME_FROM"
-    exit 1
-fi
+for cfg in "${CONFIGS[@]}"; do
+    if [ "$RESUME" = 1 ] && [ ! -f "$RUNS/${cfg}__s$SEED/checkpoints/latest" ]; then
+        # (a machine left idle past its warm time is given back: a later call lands on a bare one)
+        log "RESUME=1 but $RUNS holds no checkpoint of $cfg (a bare machine?): carry one and name RESUME_FROM"
+        exit 1
+    fi
+done
 
-log "Pong: pong_fast_uniform and pong_fast_per until +$((DEADLINE_S - MARGIN_S))s"
+log "Pong: ${CONFIGS[*]} until +$((DEADLINE_S - MARGIN_S))s"
 PIDS=()
-for cfg in pong_fast_uniform pong_fast_per; do
+for cfg in "${CONFIGS[@]}"; do
     name=${cfg}__s$SEED
     if [ "$RESUME" = 1 ]; then
-        what=(--resume "$RUNS/$name" --set "train.total_steps=$STEPS")
+        what=(--resume "$RUNS/$name" "${RESUME_SETS[@]}")
     else
         rm -rf "${RUNS:?}/$name"
         what=(--config "$cfg" --seed $SEED --runs-dir $RUNS --name "$name" "${SETS[@]}")
@@ -118,7 +126,7 @@ for cfg in pong_fast_uniform pong_fast_per; do
 done
 running() { for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && return 0; done; return 1; }
 progress() {
-    for f in "$RUNS"/*__s$SEED.log; do echo "$(basename "$f" .log): $(tr '\r' '\n' <"$f" | grep -v '^\s*$' | tail -1)"; done
+    for cfg in "${CONFIGS[@]}"; do f=$RUNS/${cfg}__s$SEED.log; echo "$cfg: $(tr '\r' '\n' <"$f" | grep -v '^\s*$' | tail -1)"; done
 }
 while running && [ "$(left)" -gt "$MARGIN_S" ]; do
     wait_s=$(( $(left) - MARGIN_S )); [ $wait_s -gt 60 ] && wait_s=60
