@@ -152,7 +152,9 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
         problems.append("config.yaml is missing, so its settings are unknown (grouped by its summary only)")
     problems += damage(path)
     try:
-        run.scalars, run.source = read_scalars(path, tags)
+        read = read_scalars(path, tags)
+        run.scalars, run.source = read.scalars, read.source
+        problems += read.problems
     except Exception as exc:  # noqa: BLE001 - a damaged file costs its run's curves, not the whole plot
         problems.append(f"could not read scalars: {type(exc).__name__}: {exc}")
     if problems:
@@ -220,5 +222,5 @@ def _pool_context():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["per_cli.analysis.runs", "tensorboard.backend.event_processing.event_accumulator"])
+    ctx.set_forkserver_preload(["per_cli.analysis.runs", "tensorboard.compat.proto.event_pb2"])
     return ctx

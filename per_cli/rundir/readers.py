@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
-import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from per_cli.errors import cut
-from per_cli.rundir.events import EVENT_FILE_PREFIX
+from per_cli.rundir.events import BAD_CHECKSUM, EVENT_FILE_PREFIX, FILE_VERSION, records
 from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS, csv_header
 
 RETURN_TAG = "charts/episodic_return"
@@ -38,50 +37,42 @@ class Series(NamedTuple):
 Scalars = dict[str, Series]
 
 
-def read_tensorboard(run_dir: Path) -> Scalars:
-    """Every scalar of the run's event files, without downsampling (TensorBoard's ``EventAccumulator``)."""
-    import logging
-
-    from tensorboard.backend.event_processing import event_accumulator as ea
-
-    # a resumed run's events restart at its checkpoint (purge_step): the accumulator drops the stale ones,
-    # as it should, but says so on stderr
-    logging.getLogger("tensorboard").setLevel(logging.ERROR)
-    guidance = {ea.SCALARS: 0, ea.TENSORS: 1, ea.HISTOGRAMS: 1, ea.IMAGES: 1, ea.AUDIO: 1, ea.COMPRESSED_HISTOGRAMS: 1}
-    acc = ea.EventAccumulator(str(run_dir), size_guidance=guidance)
-    acc.Reload()
-    out: Scalars = {}
-    for tag in acc.Tags()["scalars"]:
-        events = acc.Scalars(tag)
-        out[tag] = Series(
-            np.fromiter((e.step for e in events), dtype=np.int64, count=len(events)),
-            np.fromiter((e.value for e in events), dtype=np.float64, count=len(events)),
-        )
-    return out
-
-
 def event_files(run_dir: Path) -> list[Path]:
     """The run's TensorBoard event files in the order TensorBoard reads them (by name)."""
     return sorted(p for p in run_dir.iterdir() if p.name.startswith(EVENT_FILE_PREFIX))
 
 
-def read_event_files(run_dir: Path) -> Scalars | None:
-    """The same scalars as :func:`read_tensorboard`, with TensorBoard's purge rule for version-2 files (a
-    ``SessionLog.START`` at step s drops the values logged before it at steps >= s); a truncated last record is left
-    out. None for files of an older version (other purge rules): read those with :func:`read_tensorboard`."""
+class EventsRead(NamedTuple):
+    """The scalars of a run's event files, and a line for each file, or part of one, left out (which file, why,
+    what to do)."""
+
+    scalars: Scalars
+    problems: list[str]
+
+
+def read_event_files(run_dir: Path) -> EventsRead:
+    """Every scalar of the run's event files (version 2, what per and ``SummaryWriter`` write), without
+    downsampling, with TensorBoard's purge rule (a ``SessionLog.START`` at step s drops the values logged before it
+    at steps >= s); a last record cut short (still being written) is left out. A file that cannot be read is left
+    out from where it cannot, with its line in ``problems``: an older version (other purge rules), a record whose
+    checksum does not match, or one that is not an event."""
+    from google.protobuf.message import DecodeError
     from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
     data: dict[str, tuple[list[int], list[float]]] = {}
+    problems: list[str] = []
     for path in event_files(run_dir):
         buf = path.read_bytes()
-        pos, end = 0, len(buf)
-        while pos + 12 <= end:  # record: uint64 length, uint32 its CRC, data, uint32 data CRC
-            (length,) = struct.unpack_from("<Q", buf, pos)
-            start = pos + 12
-            pos = start + length + 4
-            if pos > end:
+        framing = records(buf)
+        if framing.end == BAD_CHECKSUM:
+            problems.append(_left_out(path, f"byte {framing.at} does not match its checksum (damaged, or not an "
+                                            "event file)", framing.starts.size))  # fmt: skip
+        for k, (start, length) in enumerate(zip(framing.starts.tolist(), framing.lengths.tolist(), strict=True)):
+            try:
+                event = Event.FromString(buf[start : start + length])
+            except DecodeError:
+                problems.append(_left_out(path, f"record {k + 1} is not a TensorBoard event", k))
                 break
-            event = Event.FromString(buf[start : start + length])
             kind = event.WhichOneof("what")
             if kind == "summary":
                 for value in event.summary.value:
@@ -89,18 +80,37 @@ def read_event_files(run_dir: Path) -> Scalars | None:
                         steps, values = data.setdefault(value.tag, ([], []))
                         steps.append(event.step)
                         values.append(value.simple_value)
-            elif kind == "file_version":
-                if float(event.file_version.rpartition(":")[2] or 0) < 2:
-                    return None
+            elif kind == "file_version" and not _readable_version(event.file_version):
+                problems.append(_left_out(path, f"it is of version {event.file_version!r}, older than the "
+                                                f"{FILE_VERSION!r} that per reads (and writes)", k))  # fmt: skip
+                break
             elif kind == "session_log" and event.session_log.status == SessionLog.START:
                 for tag, (steps, values) in data.items():
                     keep = [i for i, step in enumerate(steps) if step < event.step]
                     data[tag] = ([steps[i] for i in keep], [values[i] for i in keep])
-    return {
+    scalars = {
         tag: Series(np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
         for tag, (steps, values) in data.items()
         if steps
     }
+    return EventsRead(scalars, problems)
+
+
+def _readable_version(version: str) -> bool:
+    """Whether a ``file_version`` event's version (``brain.Event:2``) is one whose purge rule this reader keeps."""
+    try:
+        return float(version.rpartition(":")[2]) >= 2
+    except ValueError:
+        return False
+
+
+def _left_out(path: Path, why: str, records_read: int) -> str:
+    """The line of an event file left out from a record on: which, why, what was kept and what to do."""
+    kept = f"its first {records_read} records are read, the rest left out" if records_read else "it is left out"
+    return (
+        f"{path.name}: {why}; {kept} (per reads only the event files it writes: move this one out of the run "
+        "directory, or view it with TensorBoard)"
+    )
 
 
 def damage(run_dir: Path) -> list[str]:
@@ -164,24 +174,30 @@ def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
     return out
 
 
-def read_scalars(run_dir: Path, tags: set[str] | None = None) -> tuple[Scalars, str]:
-    """(scalars, source). ``tags`` given: ``metrics.csv`` when it has a column for each of them (only those are
-    read), else the event files; None: the event files (every value of every tag), else ``metrics.csv``."""
+class ScalarsRead(NamedTuple):
+    """A run's scalars, where they come from (``tensorboard``, ``metrics.csv`` or ``none``), and a line for each
+    event file, or part of one, left out (:class:`EventsRead`)."""
+
+    scalars: Scalars
+    source: str
+    problems: list[str]
+
+
+def read_scalars(run_dir: Path, tags: set[str] | None = None) -> ScalarsRead:
+    """``tags`` given: ``metrics.csv`` when it has a column for each of them (only those are read), else the event
+    files; None: the event files (every value of every tag); ``metrics.csv`` where the event files hold none."""
     csv_path = run_dir / "metrics.csv"
     has_csv = csv_path.is_file()
     if tags is not None and has_csv:
         columns = {CSV_TAGS[c] for c in csv_header(csv_path) if c in CSV_TAGS}
         if tags <= columns:
-            return read_metrics_csv(csv_path, tags), "metrics.csv"
-    if event_files(run_dir):
-        scalars = read_event_files(run_dir)
-        if scalars is None:
-            scalars = read_tensorboard(run_dir)
-        if scalars:
-            return scalars, "tensorboard"
+            return ScalarsRead(read_metrics_csv(csv_path, tags), "metrics.csv", [])
+    events = read_event_files(run_dir)
+    if events.scalars:
+        return ScalarsRead(events.scalars, "tensorboard", events.problems)
     if has_csv:
-        return read_metrics_csv(csv_path, tags), "metrics.csv"
-    return {}, "none"
+        return ScalarsRead(read_metrics_csv(csv_path, tags), "metrics.csv", events.problems)
+    return ScalarsRead({}, "none", events.problems)
 
 
 # summary.json keys that are read, with the types they must have: any other value is left out and said

@@ -11,7 +11,7 @@ from per_cli.cli import app
 from per_cli.config import load_config
 from per_cli.errors import ConfigError
 from per_cli.train.loop import trainer_state
-from per_cli.train.loop.learning_rules import beta_step
+from per_cli.train.loop.learning_rules import beta_position
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.trainer import build_member, run_member
 
@@ -33,7 +33,7 @@ def test_the_episode_budget_ends_the_run_and_the_target_is_copied_at_each_episod
     assert len(rows) == 1 + 12 and summary["total_steps"] == int(rows[-1].split(",")[0])  # ends with episode 12
     for online, target in zip(member.agent.q_net.parameters(), member.agent.target_net.parameters(), strict=True):
         np.testing.assert_array_equal(online.detach().numpy(), target.detach().numpy())  # copied after the last
-    at_end = beta_step(member.cfg, summary["total_steps"], summary["episodes"])
+    at_end = beta_position(member.cfg)(summary["total_steps"], summary["episodes"])
     assert member.beta(at_end) == 1.0  # β annealed to 1 by the run's end
 
 

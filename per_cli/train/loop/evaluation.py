@@ -11,7 +11,7 @@ import numpy as np
 from per_cli.config import Config
 from per_cli.envs import make_env
 from per_cli.train.checkpoints.env_state import restore_env, snapshot_env
-from per_cli.train.loop.stopping import check_pending
+from per_cli.train.loop.stopping import SignalStop
 
 EVAL_SEED_OFFSET = 1_000_003
 
@@ -26,9 +26,10 @@ class Evaluator:
         self.return_std: float | None = None
         self.success_rate: float | None = None
 
-    def run(self, agent, seed_step: int) -> dict[str, float]:
+    def run(self, agent, seed_step: int, stop: SignalStop) -> dict[str, float]:
         """Evaluate ``agent``; returns the ``eval/*`` scalars. Acting draws from an RNG seeded by the run's
-        seed and ``seed_step``, so an evaluation repeats exactly after a resume."""
+        seed and ``seed_step``, so an evaluation repeats exactly after a resume. ``stop``: the run's, checked
+        before every action (a signal the run deferred stops an Atari evaluation of minutes at once)."""
         cfg = self.cfg
         if self.env is None:
             self.env = make_env(cfg.env, cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
@@ -38,7 +39,7 @@ class Evaluator:
             obs, _ = self.env.reset()
             total, done, info = 0.0, False, {}
             while not done:
-                check_pending()  # a signal the run deferred (an Atari evaluation can take minutes)
+                stop.check()
                 action = agent.act(obs, cfg.train.eval_eps, rng)
                 obs, reward, terminated, truncated, info = self.env.step(action)
                 total += float(reward)

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from per_cli.train.loop import run_record
-from per_cli.train.loop.stopping import as_interrupt, pending_interrupt
 
 if TYPE_CHECKING:
     from per_cli.train.loop.member_data import MemberData
@@ -33,8 +32,8 @@ def guard(member: MemberData, phase: Callable, *args: Any) -> Any:
 def fail(member: MemberData, exc: Exception) -> None:
     """``member``'s phase raised ``exc`` (called in the ``except`` that caught it): the member fails and
     leaves (its row of the alive mask False), unless ``exc`` stems from an interrupt, which is re-raised (see
-    :func:`guard`)."""
-    interrupt = interrupt_behind(exc)
+    :func:`guard` and :meth:`~per_cli.train.loop.stopping.SignalStop.interrupt_behind`)."""
+    interrupt = member.stop.interrupt_behind(exc)  # (its loop's SignalStop: lockstep hands it to every member)
     if interrupt is not None:
         raise interrupt from None
     alive, row = member.alive
@@ -42,17 +41,3 @@ def fail(member: MemberData, exc: Exception) -> None:
     run_record.record_failure(member, exc)
     with contextlib.suppress(OSError):  # (a full disk fails the flush of its files too: its failure is recorded)
         run_record.close(member)
-
-
-def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
-    signal received and not yet raised through (an error then may stand in for it with no chain: see
-    :class:`~per_cli.train.loop.stopping.SignalStop`), if any."""
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        if isinstance(link, KeyboardInterrupt):
-            return as_interrupt(link)
-        seen.add(id(link))
-        link = link.__cause__ or link.__context__
-    return pending_interrupt()

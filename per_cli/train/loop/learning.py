@@ -42,9 +42,10 @@ class LearningPhases:
     def __init__(self, members: Sequence[MemberData], cfg: Config):
         """``cfg``: the members' one config (:func:`~per_cli.train.loop.one_config.cohort_config`)."""
         self._cfg = cfg
-        # β by the step on the members' one schedule (MemberData.beta at learning_rules.beta_step), for all at
+        # β by the step on the members' one schedule (MemberData.beta at learning_rules.beta_position), for all at
         # once; under replay.beta_increment β per batch instead (learning_rules.beta_now)
         self._beta = shared((m.beta for m in members), "β's schedule")
+        self._beta_position = learning_rules.beta_position(cfg)
         self._beta_per_batch = cfg.replay.beta_increment is not None
         self.gradient_steps = cfg.train.gradient_steps
         self.lagged = cfg.train.priority_lag > 0  # (train.priority_lag: an update's results read a step later)
@@ -70,7 +71,7 @@ class LearningPhases:
         """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
         A member's ``learning_rules.learning`` is asked until it is True; then it stays True (its step and its
         memory only grow), so it is not asked again. Those training get this step's β in ``counters.beta``
-        (``MemberData.beta`` at ``learning_rules.beta_step``, for all at once; under ``replay.beta_increment`` each
+        (``MemberData.beta`` at ``learning_rules.beta_position``, for all at once; under ``replay.beta_increment`` each
         batch has its own: ``learning_rules.beta_now``), and samplers that plan a burst of batches are told of it
         (``begin_phase``)."""
         latched = self._learning
@@ -88,7 +89,7 @@ class LearningPhases:
             training = learning if due.all() else [learning[k] for k in np.flatnonzero(due).tolist()]
         if not self._beta_per_batch and training:
             idx = self._positions(training).index
-            positions = learning_rules.beta_step(self._cfg, c.step[idx], c.episode[idx])
+            positions = self._beta_position(c.step[idx], c.episode[idx])
             if len(positions) == 1 or (positions == positions[0]).all():  # (in lockstep: mostly one position)
                 c.beta[idx] = self._beta(int(positions[0]))
             else:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,11 +29,20 @@ def beta_now(d: MemberData) -> float:
     return d.batch_beta(d.agent.updates + 1)
 
 
-def beta_step(cfg: Config, step: int | np.ndarray, episode: int | np.ndarray) -> int | np.ndarray:
-    """The position on β's schedule at ``step`` with ``episode`` episodes finished (both may be int64 arrays: the
-    loop's, for all members at once). It is defined over total_steps; under an episode budget the run may end
-    sooner, so the schedule follows whichever budget is further along and β reaches 1 at the end."""
+def beta_position(cfg: Config) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The position on β's schedule as a function of (step, episodes finished) (int64 arrays: the loop's, for all
+    members at once), chosen once per run. β's schedule is defined over total_steps; under an episode budget
+    (without ``replay.beta_end_step``) the run may end sooner, so the position follows whichever budget is further
+    along and β reaches 1 at the end; else it is the step."""
     t = cfg.train
     if t.total_episodes is None or cfg.replay.beta_end_step is not None:
-        return step
-    return np.maximum(step, episode * t.total_steps // t.total_episodes)
+        return _the_step
+    return partial(_further_along, t.total_steps, t.total_episodes)
+
+
+def _the_step(step: np.ndarray, _episode: np.ndarray) -> np.ndarray:
+    return step
+
+
+def _further_along(total_steps: int, total_episodes: int, step: np.ndarray, episode: np.ndarray) -> np.ndarray:
+    return np.maximum(step, episode * total_steps // total_episodes)

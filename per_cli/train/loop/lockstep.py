@@ -38,7 +38,7 @@ import torch
 
 from per_cli.train.loop import run_record
 from per_cli.train.loop.alive import Alive
-from per_cli.train.loop.failures import guard, interrupt_behind
+from per_cli.train.loop.failures import guard
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.steps import Steps
 from per_cli.train.loop.stopping import SignalStop
@@ -48,22 +48,25 @@ from per_cli.train.loop.tasks import checkpoints_now
 def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
     """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
     member's says ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop
-    between steps (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted after every unfinished member
-    recorded one; numpy's overflow warnings stay quiet (divergence is checked).
+    between steps (:class:`SignalStop`, deferred: this run's, each member's ``stop``) and are re-raised as
+    RunInterrupted after every unfinished member recorded one; numpy's overflow warnings stay quiet (divergence
+    is checked).
 
     Denormal floats are flushed to zero on this thread while training: Adam's moments of dead ReLU units decay
     through the denormal range, where x86 arithmetic is far slower. The flag is restored when the loop ends.
     """
     alive = Alive.over(members)  # (this run's: a member fails through failures.fail)
+    stop = SignalStop(deferred=True)  # (this run's: what its members' evaluations and failures look at)
     for member, run_dir in zip(members, run_dirs, strict=True):
+        member.stop = stop
         run_record.begin(member, run_dir)
     torch.set_flush_denormal(True)
-    with SignalStop(deferred=True).installed() as stop, np.errstate(over="ignore", invalid="ignore"):
+    with stop.installed(), np.errstate(over="ignore", invalid="ignore"):
         try:
-            steps.begin(alive)  # (every member has its observation in hand: the loop holds them)
+            steps.begin(alive, stop)  # (every member has its observation in hand: the loop holds them)
             _Loop(steps, alive).run(list(members), stop)
         except BaseException as exc:  # noqa: BLE001 - every failure must be recorded, then re-raised
-            interrupt = interrupt_behind(exc)
+            interrupt = stop.interrupt_behind(exc)
             unfinished = [member for member in members if not member.summary]
             if interrupt is None:
                 for member in unfinished:

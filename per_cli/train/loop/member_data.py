@@ -28,6 +28,7 @@ from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
 from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans
 from per_cli.train.measures.update_window import UpdateWindow
@@ -70,6 +71,7 @@ class MemberData:
     episode_means: RunningMeans = field(default_factory=RunningMeans)  # and since the last episode's end
     state: LoopState = field(default_factory=LoopState)  # the counters: its row of the loop's
     alive: AliveRow = field(default_factory=_alone)  # (the loop's alive mask, its row: lockstep sets it)
+    stop: SignalStop = field(default_factory=SignalStop)  # (the loop's: the signal its evaluation and failures see)
     run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
     logger: RunLogger | None = None
     start_time: float = field(default_factory=time.time)

@@ -4,6 +4,8 @@ cohort)."""
 
 from __future__ import annotations
 
+import math
+
 PROGRESS_EVERY = 1000  # env steps between progress-bar updates
 
 
@@ -13,15 +15,17 @@ class Periodic:
     def __init__(self, cfg):
         self._sync_period = cfg.agent.target_update_period
         self._total_steps = cfg.train.total_steps
+        self._total_episodes = math.inf if cfg.train.total_episodes is None else cfg.train.total_episodes
         self._eval_every = cfg.train.eval_every if cfg.train.eval_episodes > 0 else 0
         self._checkpoint_every = cfg.train.checkpoint_every or 0
 
     def syncs(self, after: int) -> bool:
         return after % self._sync_period == 0
 
-    def ends(self, after: int) -> bool:
-        """The step budget is spent (an episode budget is the trainer's own check)."""
-        return after == self._total_steps
+    def ends(self, after: int, episodes: int) -> bool:
+        """The budget is spent: ``after`` steps, or ``episodes`` finished under an episode budget
+        (``train.total_episodes``)."""
+        return after == self._total_steps or episodes >= self._total_episodes
 
     def evaluates(self, after: int) -> bool:
         return bool(self._eval_every) and after % self._eval_every == 0

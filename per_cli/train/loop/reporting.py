@@ -84,7 +84,7 @@ def log_point(d: MemberData) -> None:
 
 def evaluate(d: MemberData, log_step: int) -> None:
     """An evaluation of ``d``'s agent, its scalars logged at ``log_step``."""
-    d.logger.scalars(d.evaluator.run(d.agent, seed_step=d.state.step), log_step)
+    d.logger.scalars(d.evaluator.run(d.agent, d.state.step, d.stop), log_step)
 
 
 def progress_of(d: MemberData, epsilon: float, final: bool = False) -> dict[str, Any]:

@@ -26,11 +26,12 @@ from per_cli.replay.cohort import CohortSampling
 from per_cli.rl import explore
 from per_cli.train.loop import reporting, tasks
 from per_cli.train.loop.alive import Alive
-from per_cli.train.loop.failures import fail, guard, interrupt_behind
+from per_cli.train.loop.failures import fail, guard
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.one_config import cohort_config, shared
 from per_cli.train.loop.positions import PositionsOf
+from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.updates import updates_for
 
 if TYPE_CHECKING:
@@ -63,16 +64,17 @@ class Steps(LearningPhases):
         self._stepped: tuple[list, EnvStep] | None = None  # the members stepped and what their envs returned
         self.finished: list = []  # the members whose budget end_steps saw end (the loop finishes them)
 
-    def begin(self, alive: Alive) -> None:
+    def begin(self, alive: Alive, stop: SignalStop) -> None:
         """The loop's start (every member has its observation in hand: ``run_record.begin``; ``alive``: the loop's
-        mask over them): the observations become the rows of one (S, ...) array that the phases read and write
-        whole (each member's ``obs`` its row: ``MemberData.hold_obs``), and the envs one batch
-        (:func:`~per_cli.envs.batch.env_batch`). ValueError where the observations are not arrays of one shape."""
+        mask over them; ``stop``: its signal stop): the observations become the rows of one (S, ...) array that the
+        phases read and write whole (each member's ``obs`` its row: ``MemberData.hold_obs``), and the envs one batch
+        (:func:`~per_cli.envs.batch.env_batch`, which asks ``stop`` whether a signal is behind an error). ValueError
+        where the observations are not arrays of one shape."""
         self.alive = alive
         self.obs = np.stack([np.asarray(m.obs) for m in self.members])
         for k, member in enumerate(self.members):
             member.hold_obs(self.obs, k)
-        self.envs = env_batch([m.env for m in self.members], self.obs[0], interrupt_behind)
+        self.envs = env_batch([m.env for m in self.members], self.obs[0], stop.interrupt_behind)
 
     # collecting: choose_actions, step_envs, [insertion_td, insert_priorities], end_collects
 

@@ -50,62 +50,63 @@ class SignalStop:
 
     A training run defers: an exception raised inside compiled code's callbacks (numba compiling, unboxing a typed
     list) crashes or is mangled, so the loop raises it between steps (:meth:`check` once per step, the evaluation
-    per step of its episodes: :func:`check_pending`), where nothing is half done. An error that comes while a
-    signal is pending counts as the interrupt (:func:`pending_interrupt`). A grid's driver and workers between runs
-    do not defer: the exception must break their waits on pipes and processes.
+    per step of its episodes), where nothing is half done. An error that comes while a signal is pending counts as
+    the interrupt (:meth:`interrupt_behind`). A grid's driver and workers between runs do not defer: the exception
+    must break their waits on pipes and processes.
+
+    The signal received is this object's own record (``received``), cleared when it is installed: the loop that
+    installs it hands it to what must look (a member's evaluation and failures: ``MemberData.stop``), so one run's
+    signal never reaches another's.
     """
 
     def __init__(self, deferred: bool = False) -> None:
         self.deferred = deferred
+        self.received: int | None = None  # the signal received since installed() (None: none)
 
     def _handle(self, signum: int, _frame) -> None:  # (a signal handler's signature)
-        again = _pending.signum is not None
-        _pending.signum = signum
+        again = self.received is not None
+        self.received = signum
         if again or not self.deferred:
             raise RunInterrupted(signum)
 
+    def pending(self) -> RunInterrupted | None:
+        """The interrupt of a signal received since ``installed()``, or None."""
+        return None if self.received is None else RunInterrupted(self.received)
+
     def check(self) -> None:
-        """Raise the interrupt of a signal received since ``installed()`` (:func:`check_pending`)."""
-        check_pending()
+        """Raise the interrupt of a signal received since ``installed()`` (deferred: here)."""
+        interrupt = self.pending()
+        if interrupt is not None:
+            raise interrupt
+
+    def interrupt_behind(self, exc: BaseException) -> KeyboardInterrupt | None:
+        """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
+        signal received and not yet raised through (an error then may stand in for it with no chain: numba
+        unboxing a typed list while the handler's exception is set), if any."""
+        seen: set[int] = set()
+        link: BaseException | None = exc
+        while link is not None and id(link) not in seen:
+            if isinstance(link, KeyboardInterrupt):
+                return as_interrupt(link)
+            seen.add(id(link))
+            link = link.__cause__ or link.__context__
+        return self.pending()
 
     @contextmanager
     def installed(self) -> Iterator[SignalStop]:
+        self.received = None
         if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
             yield self
             return
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        _pending.signum = None
         signal.signal(signal.SIGTERM, self._handle)
         if previous[signal.SIGINT] is signal.default_int_handler:  # SIG_IGN (a grid worker): leave it
             signal.signal(signal.SIGINT, self._handle)
         try:
             yield self
         finally:
-            _pending.signum = None
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-
-class _Pending:
-    """The signal an installed SignalStop received (None: none), until it is uninstalled: the one record of it (one
-    per process: only the main thread gets signals)."""
-
-    signum: int | None = None
-
-
-_pending = _Pending()
-
-
-def pending_interrupt() -> RunInterrupted | None:
-    """The interrupt of a signal received while a :class:`SignalStop` is installed, or None."""
-    return None if _pending.signum is None else RunInterrupted(_pending.signum)
-
-
-def check_pending() -> None:
-    """Raise the interrupt of a signal received while a :class:`SignalStop` is installed (deferred: here)."""
-    interrupt = pending_interrupt()
-    if interrupt is not None:
-        raise interrupt
 
 
 def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:

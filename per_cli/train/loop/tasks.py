@@ -20,13 +20,13 @@ def end_step(d: MemberData, learning: bool) -> None:
     s = d.state
     step = s.step
     after = step + 1
-    cfg, t, due = d.cfg, d.cfg.train, d.periodic
+    cfg, due = d.cfg, d.periodic
     s.quiet_until = due.next_due(after + 1)  # (the steps before it carry no task: the loop moves them on)
     if learning and due.syncs(after):
         sync_target(d)
     if s.ended and cfg.agent.target_update_on_episode_end:
         sync_target(d)
-    if due.ends(after) or (t.total_episodes is not None and s.episode >= t.total_episodes):
+    if due.ends(after, s.episode):
         s.step, d.done = after, True  # the final evaluation, progress line and checkpoint: run_record.finish
         return
     if due.evaluates(after):

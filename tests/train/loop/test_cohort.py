@@ -21,9 +21,8 @@ from per_cli.replay.cohort import CohortSampling
 from per_cli.train.loop import reporting
 from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.cohort import Cohort, cohort_configs
-from per_cli.train.loop.failures import interrupt_behind
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.stopping import RunInterrupted
+from per_cli.train.loop.stopping import RunInterrupted, SignalStop
 from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
@@ -238,7 +237,7 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     pytest.importorskip("envpool")
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
-    batch = env_batch([m.env for m in cohort.members], np.zeros(4, np.float32), interrupt_behind)
+    batch = env_batch([m.env for m in cohort.members], np.zeros(4, np.float32), SignalStop().interrupt_behind)
     assert cohort.steps().sampling.storable and isinstance(batch, PooledBatch)  # (EnvPool's step, the compiled store)
     bad = cohort.members[0]
     own_log_point, failed_at = reporting.log_point, []
@@ -267,7 +266,7 @@ def test_the_loop_holds_the_observations_in_hand_as_one_array_each_members_obs_i
         member.obs = member.env.reset(seed=member.cfg.seed)[0]
     first = [member.obs.copy() for member in cohort.members]
     steps = cohort.steps()
-    steps.begin(Alive.over(cohort.members))
+    steps.begin(Alive.over(cohort.members), SignalStop())
     assert steps.obs.shape == (2, 4) and steps.obs.dtype == np.float32
     for k, member in enumerate(cohort.members):
         np.testing.assert_array_equal(member.obs, first[k])

@@ -7,11 +7,12 @@ import signal
 import pytest
 
 from per_cli.config import load_config
-from per_cli.train.loop import run_record
+from per_cli.rundir.logger import COMPLETED, INTERRUPTED, read_summary
+from per_cli.train.loop import run_record, trainer_state
 from per_cli.train.loop.alive import Alive, AliveRow
 from per_cli.train.loop.failures import guard
 from per_cli.train.loop.stopping import RunInterrupted, SignalStop
-from per_cli.train.loop.trainer import build_member
+from per_cli.train.loop.trainer import build_member, run_member
 
 from ...conftest import CONFIGS, TINY_CARTPOLE
 
@@ -78,11 +79,13 @@ def _numba_unbox_interrupt():
 
 
 def test_an_unchained_error_after_a_received_signal_is_the_interrupt_not_a_failure(member):
-    with SignalStop().installed(), pytest.raises(RunInterrupted) as caught:
+    member.stop = SignalStop()  # (the loop's: run_members hands it to each member)
+    with member.stop.installed(), pytest.raises(RunInterrupted) as caught:
         guard(member, _numba_unbox_interrupt)
     assert caught.value.signum == signal.SIGTERM
     assert _failed(member) is None and not member.closed
-    with SignalStop().installed():  # a new run starts with no signal pending: its errors are its own
+    member.stop = SignalStop()
+    with member.stop.installed():  # a new run starts with no signal pending: its errors are its own
         assert guard(member, _raise(TypeError("bad batch"))) is None
     assert _failed(member) == "bad batch"
 
@@ -106,11 +109,40 @@ def test_an_evaluation_stops_at_its_next_step_on_a_deferred_signal():
     acted = []
     real_act = trainer.agent.act
     trainer.agent.act = lambda *args: acted.append(1) or real_act(*args)
-    with SignalStop(deferred=True).installed():
+    with SignalStop(deferred=True).installed() as stop:
         signal.raise_signal(signal.SIGTERM)
         with pytest.raises(RunInterrupted):
-            trainer.evaluator.run(trainer.agent, seed_step=0)
+            trainer.evaluator.run(trainer.agent, 0, stop)
     assert acted == []  # not a single action
-    assert trainer.evaluator.run(trainer.agent, seed_step=0)["eval/return"] > 0  # (no signal: it evaluates)
+    assert trainer.evaluator.run(trainer.agent, 0, SignalStop())["eval/return"] > 0  # (no signal: it evaluates)
     trainer.env.close()
     trainer.evaluator.close()
+
+
+def test_a_signal_in_one_runs_evaluation_is_that_runs_interrupt_and_the_next_run_starts_clean(tmp_path):
+    """Runs one after another in one process (a grid worker's): SIGTERM during the first's evaluation records it
+    interrupted and resumable; the second never sees that signal (each run's SignalStop keeps its own record);
+    the first then resumes to its end."""
+    cfg = load_config(CONFIGS / "cartpole_uniform.yaml", [*TINY_CARTPOLE, "train.checkpoint_every=100"])
+    first = build_member(cfg)
+    real_act = first.agent.act  # (acting greedily for an evaluation: the loop's own acting is batched)
+
+    def act_then_sigterm(*args):
+        first.agent.act = real_act
+        signal.raise_signal(signal.SIGTERM)  # deferred by the run: its evaluation's next step raises it
+        return real_act(*args)
+
+    first.agent.act = act_then_sigterm
+    with pytest.raises(RunInterrupted):
+        run_member(first, tmp_path / "first")
+    interrupted = read_summary(tmp_path / "first")
+    assert interrupted["status"] == INTERRUPTED and "interrupted by SIGTERM" in interrupted["error"]
+    assert interrupted["total_steps"] == 199  # in the evaluation that follows step 200 (train.eval_every=200)
+
+    assert run_member(build_member(cfg), tmp_path / "second")["status"] == COMPLETED
+    assert read_summary(tmp_path / "second")["total_steps"] == 400
+
+    resumed = build_member(cfg)
+    assert trainer_state.resume(resumed, tmp_path / "first") == 100
+    assert run_member(resumed, tmp_path / "first")["status"] == COMPLETED
+    assert read_summary(tmp_path / "first")["resumed_from_step"] == 100

@@ -26,8 +26,15 @@ def test_each_task_falls_on_its_own_period():
     assert [s for s in steps if due.syncs(s)] == [7, 14, 21, 28, 35, 42, 49]
     assert [s for s in steps if due.evaluates(s)] == [20, 40]
     assert [s for s in steps if due.checkpoints(s)] == [25, 50]
-    assert [s for s in steps if due.ends(s)] == [50]
+    assert [s for s in steps if due.ends(s, 0)] == [50]
     assert [s for s in range(1, 3 * PROGRESS_EVERY + 1) if due.reports(s)] == [1000, 2000, 3000]
+
+
+def test_an_episode_budget_ends_the_run_at_its_last_episode_or_the_step_budget_first():
+    cfg = _config(sync=7, total=50, eval_every=20, eval_episodes=3, checkpoint_every=25)
+    due = Periodic(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, total_episodes=4)))
+    assert [e for e in range(8) if due.ends(10, e)] == [4, 5, 6, 7]
+    assert due.ends(50, 0) and not Periodic(cfg).ends(49, 10**9)  # (no episode budget: the steps alone)
 
 
 def test_no_evaluation_without_episodes_and_no_checkpoint_at_zero():
@@ -46,7 +53,7 @@ def test_next_due_is_the_first_step_carrying_any_task(sync, total, eval_every, e
     first = due.next_due(after)
 
     def carries(s: int) -> bool:
-        return due.syncs(s) or due.ends(s) or due.evaluates(s) or due.reports(s) or due.checkpoints(s)
+        return due.syncs(s) or due.ends(s, 0) or due.evaluates(s) or due.reports(s) or due.checkpoints(s)
 
     assert not any(carries(s) for s in range(after, min(first, after + 5000)))
     if after <= total:
