@@ -2,12 +2,12 @@
 
 Why a class: ε-greedy at a small ε calls this at nearly every agent step, and on a GPU each call blocks the host
 until the update queued before it is done (the action must see the network after the last update). What the
-host does before that wait should not wait itself: an observation copied from pageable memory
-(``torch.as_tensor(obs, device=cuda)``) makes the driver synchronise with the stream before the copy, so the
-forward's kernels could only be launched after the update ran. Here the observation goes through a pinned host
-buffer into a device buffer that live as long as the agent (``non_blocking``: queued behind the update, no
-wait), the forward's kernels are queued behind it, and the one wait is the read of the action (one int). On a CPU
-the observation is used where it lies (no copy).
+host does before that wait should not wait itself: for a copy from pageable memory
+(``torch.as_tensor(obs, device=cuda)``) the driver may synchronise with the stream first (CUDA's API
+synchronisation notes), and then the forward's kernels are launched only after the update ran. Here the
+observation goes through a pinned host buffer into a device buffer that live as long as the agent
+(``non_blocking``: queued behind the update, no wait), the forward's kernels are queued behind it, and the one
+wait is the read of the action (one int). On a CPU the observation is used where it lies (no copy).
 
 Contract: ``GreedyAction(device)(q_net, obs)`` (``q_net`` on ``device``) equals
 ``int(q_net(torch.as_tensor(obs)[None]).argmax(dim=1))`` (the first of tied maxima), bit for bit: the same
