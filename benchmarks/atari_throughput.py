@@ -3,7 +3,7 @@
     python benchmarks/atari_throughput.py [--steps 3000] [--learning-starts 1000] [--device cpu]
                                           [--kinds prioritized,uniform] [--threads N] [--repeats 3]
                                           [--config pong_per] [--set KEY=VALUE ...]
-                                          [--variant NAME:KEY=VALUE,KEY=VALUE ...]
+                                          [--variant NAME:KEY=VALUE,KEY=VALUE ...] [--eps E]
 
 Runs ``per``'s own training loop on ``configs/pong_per.yaml`` (``--config``: another shipped config, e.g.
 ``pong_fast_per``: one update per agent step; ``--set``: overrides) and the same with ``replay.kind=uniform``:
@@ -14,6 +14,11 @@ the kinds interleaved so that a change of the machine's load hits both alike); t
 uniform. One agent step = 4 ALE frames. Each ``--variant`` (e.g. ``fast:replay.device_frames=true,
 train.priority_lag=1``) runs too, interleaved with the config as given (``base``): a change against its baseline
 in one invocation.
+
+``--eps E``: ε fixed at E for the whole run (``train.eps_start`` = ``train.eps_end`` = E). By default ε follows
+the config's schedule, which is still near 1 in a short run: nearly every action is random and the greedy action
+(a forward pass, and on a GPU the host waiting for the update queued before it) is hardly measured; a long run
+spends most of its steps near ``eps_end``, which ``--eps 0.01`` measures.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ def measure(kind: str, variant: tuple[str, list[str]], args, run_dir: Path) -> d
         "train.eval_episodes=0",
         "train.checkpoint_every=0",
         f"replay.capacity={args.capacity}",
+        *([] if args.eps is None else [f"train.eps_start={args.eps}", f"train.eps_end={args.eps}"]),
     ]
     cfg = load_config(resolve_config(args.config).path, overrides, device=args.device, seed=1)
     marks = Marks()
@@ -89,7 +95,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override of every run")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                         help="also runs with these overrides, interleaved with the config as given")  # fmt: skip
+    parser.add_argument("--eps", type=float, default=None, help="ε fixed at this value (default: the config's)")
     args = parser.parse_args()
+    if args.eps is not None and not 0.0 <= args.eps <= 1.0:
+        parser.error(f"--eps {args.eps}: ε is a probability, between 0 and 1")
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in args.variant]
 
     import os
@@ -114,7 +123,8 @@ def main() -> None:
             )
     print(f"Pong ({args.config}{' ' + ' '.join(args.set) if args.set else ''}), {args.device}, torch threads "
           f"{args.threads or torch.get_num_threads()}, {args.steps} agent steps, learning from step "
-          f"{args.learning_starts}, median of {args.repeats}; load average before: {load_before}")  # fmt: skip
+          f"{args.learning_starts}, ε {'schedule' if args.eps is None else args.eps}, median of {args.repeats}; "
+          f"load average before: {load_before}")  # fmt: skip
     for name, overrides in variants[1:]:
         print(f"variant {name}: {' '.join(overrides)}")
     print(f"{'variant':<10} {'replay':<12} {'collect steps/s':>16} {'learn steps/s':>14} {'overall':>9} {'updates':>8}")

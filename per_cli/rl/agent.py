@@ -17,6 +17,7 @@ from torch import nn
 
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
+from per_cli.rl.acting import GreedyAction
 from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
 from per_cli.rl.explore import OneMember
 from per_cli.rl.losses import KAPPA_LOSSES, TDLoss, batch_losses, next_values, per_sample_loss, td_targets
@@ -149,30 +150,35 @@ class DQNAgent(ABC):
 
 class DeferredResult:
     """An update's :class:`~per_cli.rl.results.UpdateResults` (S = 1) still on its way from the device
-    (``learn(batch, wait=False)``): the TD errors, per-sample losses, loss and mean Q are copied to the host without
-    blocking (into pinned memory, behind the update on its stream) and waited for when first read. On a CPU they are
-    there at once. A graphed update's outputs are its static tensors, which the next replay overwrites: the copy is
-    queued before that replay, so it holds this update's values."""
+    (``learn(batch, wait=False)``): the TD errors, per-sample losses, loss and mean Q are copied to the host as one
+    buffer without blocking (into pinned memory, behind the update on its stream) and waited for when first read.
+    On a CPU they are there at once (numpy views of the update's own outputs, no copy). A graphed update's outputs
+    are its static tensors, which the next replay overwrites: the copy is queued before that replay, so it holds
+    this update's values."""
 
     def __init__(self, td: torch.Tensor, losses: torch.Tensor, loss: torch.Tensor, q_mean: torch.Tensor):
         self._event: torch.cuda.Event | None = None
-        per_sample, scalars = torch.stack([td, losses]).detach(), torch.stack([loss, q_mean]).detach()
-        if td.device.type == "cuda":
-            per_sample, scalars = per_sample.to("cpu", non_blocking=True), scalars.to("cpu", non_blocking=True)
-            self._event = torch.cuda.Event()
-            self._event.record()
-        self._host = (per_sample, scalars)
+        self._host: torch.Tensor | None = None
         self._result: UpdateResults | None = None
+        if td.device.type != "cuda":
+            scalars = np.array([float(loss), float(q_mean)])  # (float32 to float64: exact)
+            self._result = UpdateResults(td.detach().numpy()[None], losses.detach().numpy()[None], *scalars[:, None])
+            return
+        values = torch.cat([td.detach(), losses.detach(), loss.detach()[None], q_mean.detach()[None]])
+        self._host = values.to("cpu", non_blocking=True)
+        self._event = torch.cuda.Event()
+        # on the stream the copy was queued on, named by the device's index: Event.record() with no stream asks
+        # torch.cuda.current_stream(), which looks the device up through torch.cuda.is_available() every time
+        self._event.record(torch.cuda.current_stream(values.device.index))
 
     def wait(self) -> UpdateResults:
         """The update's values on the host (blocks until the copy is done, once)."""
         if self._result is None:
-            if self._event is not None:
-                self._event.synchronize()
-            per_sample, scalars = self._host
-            td, losses = per_sample.numpy()[:, None]
-            loss, q_mean = scalars.double().numpy()[:, None]
-            self._result = UpdateResults(td, losses, loss, q_mean)
+            self._event.synchronize()
+            host = self._host.numpy()
+            size = (len(host) - 2) // 2
+            scalars = host[2 * size :].astype(np.float64)
+            self._result = UpdateResults(host[None, :size], host[None, size : 2 * size], *scalars[:, None])
         return self._result
 
 
@@ -216,13 +222,13 @@ class TorchAgent(DQNAgent):
         graphed = device.type == "cuda" and cfg.cuda_graph
         self.optimizer = make_optimizer(cfg, self.q_net.parameters(), device, capturable=graphed)
         self._graph = GraphedUpdate(self._update, device) if graphed else None
+        self._greedy = GreedyAction(device)
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
 
-    @torch.inference_mode()
     def greedy_action(self, obs: np.ndarray) -> int:
-        q = self.q_net(torch.as_tensor(obs, device=self.device).unsqueeze(0))
-        return int(q.argmax(dim=1).item())
+        """argmax_a Q(s, a) under the online network as it is now (:class:`~per_cli.rl.acting.GreedyAction`)."""
+        return self._greedy(self.q_net, obs)
 
     @torch.no_grad()
     def _targets(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:

@@ -90,8 +90,9 @@ class Steps(LearningPhases):
         c.epsilon[idx] = epsilons
         actions = draws.tolist()
         greedy = np.flatnonzero(draws < 0).tolist()
-        if greedy:
-            for k, action in zip(greedy, self.greedy([members[k] for k in greedy]), strict=True):
+        if greedy:  # (all of them: the list itself, whose positions are known)
+            acting = members if len(greedy) == n else [members[k] for k in greedy]
+            for k, action in zip(greedy, self.greedy(acting), strict=True):
                 actions[k] = action
         return actions
 
