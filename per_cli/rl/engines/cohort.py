@@ -37,18 +37,19 @@ def cohort_update_kernel(
     td_out, losses_out, loss_out, q_out,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s update on batch k (``obs[k]``, ...), in place on its
-    buffers ``params[which[k]]`` ...; δ and the per-sample losses into ``td_out[k]``, ``losses_out[k]``, loss and
-    mean Q into ``loss_out[k]``, ``q_out[k]``.
-    ``steps[k]`` is that member's Adam step count after this update. The workspace is carved once per call."""
+    buffers ``params[which[k]]`` ... and its Adam step count ``steps[which[k]]`` (one more); δ and the per-sample
+    losses into ``td_out[k]``, ``losses_out[k]``, loss and mean Q into ``loss_out[k]``, ``q_out[k]``. The workspace
+    is carved once per call."""
     act_off = np.empty(dims.shape[0], dtype=np.int64)
     bufs = carve(ws, dims, obs.shape[1], act_off)
     offs = offsets(dims)
     n = offs[offs.shape[0] - 1]  # (a row's floats past n are its padding)
     for k in range(which.shape[0]):
         i = which[k]
+        steps[i] += 1
         loss_out[k], q_out[k] = update_member(
             params[i][:n], tparams[i][:n], ms[i][:n], vs[i][:n], dims, offs, act_off, bufs, obs[k], actions[k],
-            rewards[k], next_obs[k], terminated[k], weights[k], td_out[k], losses_out[k], hyper, steps[k],
+            rewards[k], next_obs[k], terminated[k], weights[k], td_out[k], losses_out[k], hyper, steps[i],
         )  # fmt: skip
 
 
@@ -184,18 +185,15 @@ class CohortEngine:
         they are C arrays of the engine's dtypes; for k = 1 the member axis may be left out). Returns their results
         (row k: member ``which[k]``'s), each from that member's weights before its update."""
         n, batch = len(which), np.shape(actions)[-1]
-        which = np.asarray(which, dtype=np.int64)
         blocks = self.blocks
-        steps = blocks.steps[which] + 1
-        blocks.steps[which] = steps
         td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
         loss, q_mean = np.empty((2, n), dtype=np.float64)
         matrices, vectors = (n, batch, -1), (n, batch)
         cohort_update_kernel(
-            blocks.params, blocks.target_params, blocks.m, blocks.v, which, self.dims,
+            blocks.params, blocks.target_params, blocks.m, blocks.v, np.asarray(which, dtype=np.int64), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), c_array(weights, _F32, vectors),
-            self.hyper, steps, self.workspace.for_batch(batch), td, losses, loss, q_mean,
+            self.hyper, blocks.steps, self.workspace.for_batch(batch), td, losses, loss, q_mean,
         )  # fmt: skip
         return UpdateResults(td, losses, loss, q_mean)
 

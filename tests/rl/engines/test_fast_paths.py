@@ -175,7 +175,7 @@ def test_an_update_never_reads_workspace_it_did_not_write(dims, batch, loss):
         one = np.zeros(1, np.int64)  # the kernels' member axis: this network alone
         cohort.cohort_update_kernel(
             params[None], target[None], m[None], v[None], one, dims, *(a[None] for a in arrays), hyper,
-            np.ones(1, np.int64), ws, td[None], losses[None], loss, q,
+            np.zeros(1, np.int64), ws, td[None], losses[None], loss, q,
         )  # fmt: skip
         cohort.cohort_greedy_kernel(params[None], one, dims, arrays[0][:1], ws, greedy)
         results.append((params.tobytes(), m.tobytes(), td.tobytes(), losses.tobytes(), loss[0], q[0], greedy[0]))
