@@ -128,13 +128,10 @@ class Blocks(NamedTuple):
     def allocate(cls, members: int, n: int) -> Blocks:
         """Zeroed blocks for ``members`` buffers of ``n`` floats."""
         stride = -(-n // ALIGN) * ALIGN
-
-        def block() -> np.ndarray:
-            array = aligned_empty(members * stride).reshape(members, stride)
-            array[...] = 0.0
-            return array
-
-        return cls(block(), block(), block(), block(), np.zeros(members, dtype=np.int64))
+        blocks = [aligned_empty(members * stride).reshape(members, stride) for _ in range(4)]
+        for block in blocks:
+            block[...] = 0.0
+        return cls(*blocks, np.zeros(members, dtype=np.int64))
 
     def rows(self, s: int) -> Blocks:
         """Member ``s``'s rows, as blocks of one (views)."""
