@@ -110,7 +110,8 @@ class CohortSampling:
     over the seed axis, then the storages' gather (:func:`~per_cli.replay.gather.gather_for`, chosen once). The
     state the compiled calls take (the rings' columns, counters and ids, the kinds' structures) moves into blocks
     with a seed axis, each memory keeping views of its rows (:func:`~per_cli.replay.storage.ring.member_axis`), so
-    a checkpoint load writes into them whether it comes before or after."""
+    a checkpoint load writes into them whether it comes before or after; the cohort built last over a memory is the
+    one that sees its state (one per run)."""
 
     def __init__(self, memories: Sequence[ReplayMemory]):
         kinds = {type(m.sampler) for m in memories}
