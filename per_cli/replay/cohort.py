@@ -106,24 +106,31 @@ def stacked_rows(batches: Sequence[Batch]) -> BatchArrays:
 
 
 class CohortSampling:
-    """The members' memories (of one sampler class, one storage class: one config; built after any checkpoint
-    load): the kind's draw over the seed axis, then the storages' gather (:func:`~per_cli.replay.gather.gather_for`,
-    chosen once)."""
+    """The members' memories (of one sampler class, one storage class and capacity: one config): the kind's draw
+    over the seed axis, then the storages' gather (:func:`~per_cli.replay.gather.gather_for`, chosen once). The
+    state the compiled calls take (the rings' columns, counters and ids, the kinds' structures) moves into blocks
+    with a seed axis, each memory keeping views of its rows (:func:`~per_cli.replay.storage.ring.member_axis`), so
+    a checkpoint load writes into them whether it comes before or after; the cohort built last over a memory is the
+    one that sees its state (one per run)."""
 
     def __init__(self, memories: Sequence[ReplayMemory]):
         kinds = {type(m.sampler) for m in memories}
         storages = [m.storage for m in memories]
-        settings = {(m.n_step, m.gamma, m.sampler.chunk) for m in memories}  # (one config: one of each)
+        settings = {(m.n_step, m.gamma, m.sampler.chunk, s.capacity) for m, s in zip(memories, storages, strict=True)}
         if len(kinds) != 1 or len({type(s) for s in storages}) != 1 or len(settings) != 1:
-            raise ValueError("cohort sampling needs memories of one kind on one storage class, one n-step, γ and chunk")
+            raise ValueError(
+                "cohort sampling needs memories of one kind on one storage class, one capacity, one n-step, γ and chunk"
+            )
         (self.kind,) = kinds
-        ((n_step, gamma, self._chunk),) = settings
+        ((n_step, gamma, self._chunk, _),) = settings
         self.memories = list(memories)
         self._lists = MemberLists.of([m.sampler for m in memories])
         self._structured = defines(self.kind, "add_members")
         self._gather = gather_for(storages, n_step, gamma)
-        self._counters = member_axis([s.counters for s in storages])
-        self._episode_ids = member_axis([s.episode_ids for s in storages])
+        self._counters = member_axis(storages, "counters")
+        self._episode_ids = member_axis(storages, "episode_ids")
+        for memory in self.memories:
+            memory.adopted()
         # the rings of float32 vector states behind plain writers: ``store`` writes them in one compiled call; every
         # other memory (frame stacks, packed states, a hindsight writer) stores its own rows (``memory.add``)
         self.storable = (

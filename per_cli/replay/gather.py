@@ -32,12 +32,14 @@ class Gathered(NamedTuple):
 
 class RingGather:
     """Plain rings: rows gathered by :func:`~per_cli.replay.storage.ring.gather_members` (n-step returns by
-    :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call."""
+    :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the rings' columns as
+    blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`: several storages move into them)."""
 
     def __init__(self, storages: Sequence[TransitionStorage], n_step: int, gamma: float):
-        columns = zip(*(s.columns() for s in storages), strict=True)
-        self.columns = RingColumns(*(member_axis(list(column)) for column in columns))
         ((self.dtype, self.row_shape),) = {(s.obs.dtype, s.row_shape) for s in storages}  # (one config: one row)
+        blocks = RingColumns(*(member_axis(storages, name) for name in RingColumns._fields))
+        rows = (len(storages), storages[0].capacity, -1)  # (the states as flat rows)
+        self.columns = blocks._replace(obs=blocks.obs.reshape(rows), next_obs=blocks.next_obs.reshape(rows))
         self.n_step, self.gamma = n_step, gamma
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:

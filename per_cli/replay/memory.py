@@ -123,6 +123,12 @@ class ReplayMemory:
             self._gather = gather_for([self.storage], self.n_step, self.gamma)
         return self._gather
 
+    def adopted(self) -> None:
+        """Its storage's or its sampler's arrays moved into a cohort's blocks
+        (:func:`~per_cli.replay.storage.ring.member_axis`): its views of the old ones are rebuilt."""
+        self._gather = self._lists = None
+        self.storage.adopted()
+
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_gather": None, "_lists": None}  # (views and typed lists: rebuilt on first use)
 

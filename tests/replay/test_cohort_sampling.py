@@ -60,15 +60,44 @@ def test_each_member_gets_its_solo_batch_and_generator_state(sampler, window):
 
 
 @pytest.mark.parametrize("sampler", KINDS)
+def test_a_members_state_is_its_row_of_the_cohorts_blocks_whoever_writes_it(sampler):
+    """Building a cohort moves the rings' columns, counters and ids and the kinds' structures into blocks with a
+    seed axis, each memory keeping views of its rows: a member's own add, priority update and checkpoint load
+    after that are what the cohort's draw reads, and the cohort's store is what the member's own draw reads (a
+    view left on an old array would split them)."""
+    memories = [_memory(seed, 30 + 20 * seed, sampler=sampler) for seed in (1, 2, 3)]
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    counters = sampling._lists.counters
+    assert type(counters) is np.ndarray and counters.shape == (3, 6)
+    assert all(np.shares_memory(m.storage.counters, counters[i]) for i, m in enumerate(memories))
+    saved = _memory(9, 70, sampler=sampler).state_dict()
+    rng = np.random.default_rng(5)
+    memories[0].load_state_dict(copy.deepcopy(saved))
+    alone[0].load_state_dict(copy.deepcopy(saved))
+    for memory in (memories[1], alone[1]):
+        memory.add(np.ones(3), 1, 2.0, np.ones(3), False, False)
+        memory.update_priorities(np.array([60, 61]), np.array([3.0, 0.5]))
+    for _ in range(3):
+        for i, batch in enumerate(sampling.sample([0, 1, 2], 16, [0.5] * 3)):
+            assert _fields(batch) == _fields(alone[i].sample(16, 0.5))
+    rows = (rng.normal(size=(3, 3)), np.array([0, 1, 1]), rng.normal(size=3), rng.normal(size=(3, 3)))
+    sampling.store(np.arange(3), *rows, np.zeros(3, dtype=bool), np.zeros(3, dtype=bool))
+    for i, (memory, own) in enumerate(zip(memories, alone, strict=True)):
+        own.add(*(row[i] for row in rows), False, False)
+        assert _fields(memory.sample(16, 0.5)) == _fields(own.sample(16, 0.5))
+
+
+@pytest.mark.parametrize("sampler", KINDS)
 def test_a_members_batches_do_not_depend_on_the_cohort_it_is_drawn_in(sampler):
-    """The same member drawn alone, first of two, and last of seven (the others' memories differ): the same
-    batches, a large memory (12,000 held, batches of 400) included."""
+    """The same member drawn alone, first of two, and last of seven (the others' memories differ, in how much
+    they hold too): the same batches, a large memory (12,000 held, batches of 400) included."""
 
     def member():
         return _memory(1, 12_000, capacity=12_000, sampler=sampler)
 
-    alone, pair = member(), [member(), _memory(2, 80, sampler=sampler)]
-    seven = [_memory(seed, 60 + seed, sampler=sampler) for seed in range(2, 8)] + [member()]
+    alone, pair = member(), [member(), _memory(2, 800, capacity=12_000, sampler=sampler)]
+    seven = [_memory(seed, 600 + seed, capacity=12_000, sampler=sampler) for seed in range(2, 8)] + [member()]
     cohorts = (CohortSampling([alone]), CohortSampling(pair), CohortSampling(seven))
     for _ in range(3):
         drawn = [c.sample([k], 400, [0.5])[0] for c, k in zip(cohorts, (0, 0, 6), strict=True)]
@@ -92,16 +121,17 @@ def test_the_episodes_each_memory_holds_are_its_own_count(sampler):
 
 
 def test_rank_members_read_one_cdf_where_theirs_are_equal_and_still_draw_their_own_batches():
-    """The rank CDF depends only on (capacity, α): members whose CDFs are equal share one array in the draw
-    (one copy in cache, not one per member); a member with another α keeps its own, and every batch is still
-    the member's solo batch."""
+    """The rank CDF depends only on (capacity, α): members whose CDFs are equal share one row in the draw (one
+    copy in cache, not one per member); a member with another α reads its own, and every batch is still the
+    member's solo batch."""
     memories = [_memory(seed, 60, sampler=RankSampler) for seed in (1, 2)]
     memories.append(_memory(3, 60, sampler=RankSampler, alpha=0.5))
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
-    address = [sampling._lists.own.cums[i].ctypes.data for i in range(3)]
-    assert address[0] == address[1] != address[2]
-    assert address[2] == memories[2].sampler.cum.ctypes.data
+    own = sampling._lists.own
+    assert own.cums.shape == (2, 50) and own.cum_of.tolist() == [0, 0, 1]
+    for i in range(3):
+        assert own.cums[own.cum_of[i]].tobytes() == memories[i].sampler.cum.tobytes()
     for _ in range(3):
         for i, batch in enumerate(sampling.sample([0, 1, 2], 16, [0.5, 0.5, 0.5])):
             assert _fields(batch) == _fields(alone[i].sample(16, 0.5))
@@ -220,6 +250,8 @@ def test_what_it_does_not_draw_is_said():
     three_step = ReplayMemory(ring, PrioritizedSampler(ring, np.random.default_rng(2)), n_step=3)
     with pytest.raises(ValueError, match="one n-step"):  # (a member's n-step is the cohort's, not the first's)
         CohortSampling([_memory(1, 20), three_step])
+    with pytest.raises(ValueError, match="one capacity"):  # (one config: the members' state has one shape)
+        CohortSampling([_memory(1, 20), _memory(2, 20, capacity=60)])
 
 
 def test_batched_priority_updates_equal_each_members_own():

@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from per_cli.config import AgentConfig
+from per_cli.config import AgentConfig, Config, load_config
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.cohort import CohortEngine, stack
 from per_cli.rl.losses import TDLoss
+from per_cli.train.loop.cohort import Cohort, cohort_configs
+
+from ..conftest import CONFIGS
+from ..train.checkpoints.test_checkpoint import CHECKPOINTED
 
 
 def _agents(n: int, td_loss: TDLoss | None = None, **kw) -> list[DQNAgent]:
@@ -25,6 +29,10 @@ def _agents(n: int, td_loss: TDLoss | None = None, **kw) -> list[DQNAgent]:
         engine = agent.numba_engine
         engine.target_params[:] = engine.params + rng.normal(scale=0.1, size=engine.params.shape).astype(np.float32)
     return agents
+
+
+def _cohort_configs(*overrides: str) -> list[Config]:
+    return cohort_configs(load_config(CONFIGS / "cartpole_uniform.yaml", list(overrides), device="cpu"), [1, 2])
 
 
 @pytest.mark.parametrize("double_dqn", [False, True])
@@ -99,3 +107,32 @@ def test_stack_is_np_stack():
     for bad in ([np.zeros(3), np.zeros(4)], [np.zeros((2, 3)), np.zeros((2, 4))], [np.zeros(2), [0.0, 1.0, 2.0]]):
         with pytest.raises(ValueError):
             stack(bad)
+
+
+@pytest.mark.parametrize("built", ["before the load", "after the load"])
+def test_a_resumed_members_buffers_are_its_row_of_the_cohorts_blocks(tmp_path, built):
+    """A member's parameters, target parameters, Adam moments and step count are views of its row of the cohort
+    engine's blocks, and a checkpoint load (``trainer_state.resume``) writes into them in place: a cohort engine
+    built before the load holds what was loaded, as one built after does (a load that rebound a buffer would
+    leave the cohort training a stale copy while the member's networks and checkpoints read another)."""
+    cfgs = _cohort_configs(*CHECKPOINTED, "agent.engine=numba")
+    dirs = [tmp_path / f"s{c.seed}" for c in cfgs]
+    whole = Cohort(cfgs)
+    whole.run(dirs)
+    resumed = Cohort(_cohort_configs(*CHECKPOINTED, "agent.engine=numba", "train.total_steps=1200"))
+    engines = [m.agent.numba_engine for m in resumed.members]
+    cohort = CohortEngine(engines) if built == "before the load" else None
+    resumed.resume(dirs)
+    cohort = cohort or CohortEngine(engines)
+    blocks = cohort.blocks
+    for s, (engine, done) in enumerate(zip(engines, (m.agent.numba_engine for m in whole.members), strict=True)):
+        n = done.params.size
+        for block, own, want in (
+            (blocks.params, engine.params, done.params), (blocks.target_params, engine.target_params,
+            done.target_params), (blocks.m, engine.optimizer.m, done.optimizer.m),
+            (blocks.v, engine.optimizer.v, done.optimizer.v),
+        ):  # fmt: skip
+            assert block[s, :n].tobytes() == own.tobytes() == want.tobytes() and np.shares_memory(block[s], own)
+        assert blocks.steps[s] == engine.optimizer.step == done.optimizer.step > 0
+        for p in engine.q_net.parameters():
+            assert np.shares_memory(p.detach().numpy(), blocks.params[s])

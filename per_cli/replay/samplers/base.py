@@ -74,24 +74,27 @@ def expand_runs(counters, which, starts, start_weights, chunk, slots, weights):
 
 
 class MemberLists(NamedTuple):
-    """What a kind's compiled calls take for a list of members, built once (the arrays are the members' own,
-    written in place, loads included): the common ones, then ``own`` (the kind's ``member_lists``)."""
+    """What a kind's compiled calls take for a list of members, built once: the common ones, then ``own`` (the
+    kind's ``member_lists``). Each array has a seed axis, the members' own arrays being its rows
+    (:func:`~per_cli.replay.storage.ring.member_axis`), written in place, loads included; the generators stay
+    the members' own (a typed list)."""
 
     generators: List
-    counters: object  # the storages' counters over the seed axis (storage/ring.py: member_axis)
+    counters: np.ndarray  # int64 (S, 6): the storages' counters (storage/ring.py: member_axis)
     windows: np.ndarray  # int64 (S, 2): Sampler.window_row per member
-    stored_ids: object  # the storages' ``ids`` columns over the seed axis (the stale-id rule)
+    stored_ids: np.ndarray  # int64 (S, capacity): the storages' ``ids`` columns (the stale-id rule)
     own: tuple  # the kind's member_lists
     samplers: list  # the members' samplers (for the kinds whose updates keep Python-side counts)
 
     @classmethod
     def of(cls, samplers: list[Sampler]) -> MemberLists:
-        """The lists of these members (of one kind)."""
+        """The lists of these members (of one kind, on storages of one capacity)."""
+        storages = [s.storage for s in samplers]
         return cls(
             List([s.rng for s in samplers]),
-            member_axis([s.storage.counters for s in samplers]),
+            member_axis(storages, "counters"),
             np.stack([s.window_row() for s in samplers]),
-            member_axis([s.storage.ids for s in samplers]),
+            member_axis(storages, "ids"),
             type(samplers[0]).member_lists(samplers),
             list(samplers),
         )
@@ -172,7 +175,7 @@ class Sampler(Stateless):
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> tuple:
         """The kind's own arguments of its compiled calls for these members (a NamedTuple of the samplers' own
-        arrays with a member axis: :func:`~per_cli.replay.storage.ring.member_axis`)."""
+        arrays with a seed axis: :func:`~per_cli.replay.storage.ring.member_axis`)."""
         return ()
 
     @classmethod

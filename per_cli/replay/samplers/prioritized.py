@@ -70,9 +70,9 @@ class TreeLists(NamedTuple):
     """A sum-tree kind's state over the seed axis: the trees, their level offsets and scratch marks, and each
     member's ε, α and floor (priority (max(|δ|, floor) + ε) ** α)."""
 
-    trees: object
-    offsets: object
-    marks: object
+    trees: np.ndarray  # (S, 3, nodes) float64
+    offsets: np.ndarray  # (S, levels + 1) int64
+    marks: np.ndarray  # (S, nodes) uint8
     eps: np.ndarray
     alphas: np.ndarray
     floors: np.ndarray
@@ -111,10 +111,9 @@ class PrioritizedSampler(Sampler):
     def member_lists(cls, samplers: list[Sampler]) -> TreeLists:
         trees = [s.tree for s in samplers]
         return TreeLists(
-            member_axis([t.tree for t in trees]), member_axis([t.offsets for t in trees]),
-            member_axis([t.mark for t in trees]), *(np.array([getattr(s, name) for s in samplers], dtype=np.float64)
-                                                    for name in ("eps", "alpha", "floor")),
-        )  # fmt: skip
+            *(member_axis(trees, name) for name in ("tree", "offsets", "mark")),
+            *(np.array([getattr(s, name) for s in samplers], dtype=np.float64) for name in ("eps", "alpha", "floor")),
+        )
 
     @classmethod
     def add_members(cls, lists, which, slots, entering) -> None:

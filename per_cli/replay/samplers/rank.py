@@ -38,10 +38,12 @@ def newest_positions(pos_of, counters, count, n):
 
 
 @numba.njit(cache=True, nogil=True)
-def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, which, betas, slots, weights):
+def draw_rank(generators, counters, windows, cums, cum_of, keys, pos_of, heaps, alphas, which, betas, slots,
+              weights):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
     ``rank_sample`` over the entries of its heap (``heaps[i][ENTRIES]``; ``rank_window_sample`` inside its active
-    window), IS exponent α·β. FAILED where the heap (or the window) holds no entry; an empty heap draws no uniform."""
+    window) with its CDF ``cums[cum_of[i]]``, IS exponent α·β. FAILED where the heap (or the window) holds no
+    entry; an empty heap draws no uniform."""
     batch = slots.shape[1]
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     uniforms = np.empty(batch, dtype=np.float64)
@@ -56,15 +58,15 @@ def draw_rank(generators, counters, windows, cums, keys, pos_of, heaps, alphas, 
         if width < 0:
             status[k] = FAILED
             continue
-        exponent = alphas[i] * betas[k]
+        exponent, cum = alphas[i] * betas[k], cums[cum_of[i]]
         try:
             if width > 0 and (windows[i][WINDOW] <= 0 or windows[i][WINDOW] >= c[SIZE]):  # only the newest left out
                 newest = newest_positions(pos_of[i], c, windows[i][RESERVE], n)
-                drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent, newest)
+                drawn, w = rank_sample(cum, n, keys[i], uniforms, exponent, newest)
             elif width > 0:
-                drawn, w = rank_window_sample(cums[i], n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
+                drawn, w = rank_window_sample(cum, n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
             else:
-                drawn, w = rank_sample(cums[i], n, keys[i], uniforms, exponent, NO_POSITIONS)
+                drawn, w = rank_sample(cum, n, keys[i], uniforms, exponent, NO_POSITIONS)
         except Exception:  # noqa: BLE001 - the member's error: draw_error
             status[k] = FAILED
             continue
@@ -98,13 +100,14 @@ def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors):
 
 
 class HeapLists(NamedTuple):
-    """The rank kind's state over the seed axis: the CDFs of the ranks' mass, the heaps (keys, each slot's
-    position, [entries]) and each member's α."""
+    """The rank kind's state over the seed axis: the distinct CDFs of the ranks' mass and each member's row in
+    them, the heaps (keys, each slot's position, [entries]) and each member's α."""
 
-    cums: object
-    keys: object
-    pos_of: object
-    heaps: object
+    cums: np.ndarray  # (distinct CDFs, capacity) float64
+    cum_of: np.ndarray  # (S,) int64
+    keys: np.ndarray  # (S, capacity) uint64
+    pos_of: np.ndarray  # (S, capacity) int32
+    heaps: np.ndarray  # (S, 1) int64
     alphas: np.ndarray
 
 
@@ -166,10 +169,8 @@ class RankSampler(Sampler):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> HeapLists:
-        cums = member_axis(_shared([s.cum for s in samplers]))
-        keys, pos_of = member_axis([s.keys for s in samplers]), member_axis([s.pos_of for s in samplers])
-        return HeapLists(cums, keys, pos_of, member_axis([s.heap for s in samplers]),
-                         np.array([s.alpha for s in samplers]))  # fmt: skip
+        heaps = (member_axis(samplers, name) for name in ("keys", "pos_of", "heap"))
+        return HeapLists(*_distinct([s.cum for s in samplers]), *heaps, np.array([s.alpha for s in samplers]))
 
     @classmethod
     def add_members(cls, lists, which, slots, entering) -> None:
@@ -233,18 +234,16 @@ class RankSampler(Sampler):
         self.updated_since_sort = int(state["updated_since_sort"])
 
 
-def _shared(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """``arrays`` with each one equal to an earlier one replaced by that one: the CDFs (never written once made)
-    depend only on (capacity, α), so a cohort's members read one copy that stays in cache."""
+def _distinct(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct arrays of ``arrays`` (one shape) stacked, and each one's row in them: the CDFs (never written
+    once made) depend only on (capacity, α), so a cohort's members read one copy that stays in cache."""
     kept: list[np.ndarray] = []
-    out = []
+    rows = []
     for array in arrays:
-        same = next((k for k in kept if k.shape == array.shape and k.dtype == array.dtype
-                     and np.array_equal(k, array)), None)  # fmt: skip
-        if same is None:
-            kept.append(array)
-        out.append(array if same is None else same)
-    return out
+        row = next((r for r, k in enumerate(kept) if np.array_equal(k, array)), len(kept))
+        kept += [array] if row == len(kept) else []
+        rows.append(row)
+    return np.stack(kept), np.array(rows, dtype=np.int64)
 
 
 # (α, β0): the paper's Atari values (Schaul et al. 2016, Table 3)

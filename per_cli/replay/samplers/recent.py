@@ -40,7 +40,7 @@ def draw_recent(generators, counters, windows, phases, which, betas, slots, weig
 class PhaseLists(NamedTuple):
     """A phase-planning kind's state over the seed axis: each member's phase counters."""
 
-    phases: object
+    phases: np.ndarray  # (S, 2) int64
 
 
 class RecentSampler(Sampler):
@@ -62,7 +62,7 @@ class RecentSampler(Sampler):
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
-        return PhaseLists(member_axis([s.phase for s in samplers]))
+        return PhaseLists(member_axis(samplers, "phase"))
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Outside a phase: the newest B once each."""

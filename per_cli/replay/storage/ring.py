@@ -4,16 +4,17 @@ Every transition gets an id (the number added before it) and an episode id (the 
 not slots, leave the memory in a batch, so a priority update for an overwritten slot is recognised and ignored. The
 counters live in one int64 array per storage (``counters``), so the compiled calls (:func:`store_members`,
 :func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place and a solo run is the
-same call over a list of one. The sampleable ids are always ``oldest .. added - 1``.
+same call over a member axis of one. A cohort's columns are blocks with a seed axis (:func:`member_axis`), each
+storage's its row. The sampleable ids are always ``oldest .. added - 1``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 
@@ -31,13 +32,25 @@ def oldest_id(counters):
     return max(counters[FIRST], counters[ADDED] - counters[SIZE])
 
 
-def member_axis(arrays: list[np.ndarray]):
-    """Members' arrays as one argument of a member function (``obs[i]`` is member i's): for a single member a view
-    with a member axis of one (cheaper to pass than a typed list), else a typed list of them (built once)."""
+def member_axis(owners: Sequence[object], name: str) -> np.ndarray:
+    """The owners' arrays ``name`` (of one shape and dtype) as ONE C array with a seed axis, row s owner s's, as the
+    member functions take them (``obs[i]`` is member i's): for one owner a view of its array with an axis of one;
+    for several the block whose rows they are already, or else a new block, the values moved into it and each
+    owner's ``name`` re-pointed at its row, so that its own calls, its checkpoint loads and the cohort's calls all
+    write the same memory. Views an owner cached of the old array must then be rebuilt (``ReplayMemory.adopted``)."""
+    arrays = [getattr(owner, name) for owner in owners]
+    first = arrays[0]
     if len(arrays) == 1:
-        (array,) = arrays
-        return array[None]
-    return List(arrays)
+        return first[None]
+    block = first.base
+    rows = isinstance(block, np.ndarray) and block.shape == (len(arrays), *first.shape) and block.flags.c_contiguous
+    if rows and all(a.base is block and a.ctypes.data == row.ctypes.data for a, row in zip(arrays, block, strict=True)):
+        return block
+    block = np.empty((len(arrays), *first.shape), dtype=first.dtype)
+    for owner, array, row in zip(owners, arrays, block, strict=True):
+        row[...] = array
+        setattr(owner, name, row)
+    return block
 
 
 def _counter(position: int, doc: str) -> property:
@@ -65,6 +78,9 @@ class RingBookkeeping:
     added = _counter(ADDED, "transitions ever added; also the id of the next one")
     episodes_ended = _counter(ENDED, "episodes ended so far; also the episode id of the next transition")
     first_sampleable_id = _counter(FIRST, "held transitions with a smaller id are unsampleable (frame storage)")
+
+    def adopted(self) -> None:
+        """Its arrays moved into a cohort's blocks (:func:`member_axis`): rebuild what viewed the old ones."""
 
     def _init_ring(self, capacity: int) -> None:
         self.capacity = int(capacity)
@@ -141,14 +157,19 @@ class TransitionStorage(RingBookkeeping):
         self._init_ring(capacity)
         # a stored transition is whole, unless a subclass says otherwise with its own ``sampleable``
         self.filled_slots_sampleable = type(self).sampleable is TransitionStorage.sampleable
-        self.own = RingColumns(*(member_axis([column]) for column in self.columns()))
+        self.adopted()
+
+    def adopted(self) -> None:
+        """(Re)build ``own``, this storage's columns with a member axis of one (its columns moved into a cohort's
+        blocks: :func:`member_axis`)."""
+        self.own = RingColumns(*(column[None] for column in self.columns()))
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "own"}  # (typed lists do not pickle)
+        return {k: v for k, v in self.__dict__.items() if k != "own"}  # (views: rebuilt on the copy's own columns)
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.own = RingColumns(*(member_axis([column]) for column in self.columns()))
+        self.adopted()
 
     def columns(self) -> RingColumns:
         """The arrays the member calls take, in their order: states and next states as (capacity, row) views,

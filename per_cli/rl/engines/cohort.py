@@ -2,8 +2,8 @@
 over a member axis, for a cohort of S networks and for a single engine alike (S = 1,
 :class:`~per_cli.rl.engines.mlp.MLPEngine`).
 
-Each member keeps its own flat buffers (its ``MLPEngine``'s); :class:`CohortEngine` holds them (typed lists; one
-member's as a (1, n) view) and each kernel runs the per-member function
+The members' flat buffers are :class:`Blocks`, one C array per buffer with a seed axis (row s: member s's), each
+member's engine holding views of its row; each kernel runs the per-member function
 (:func:`~per_cli.rl.engines.kernels.update_member` ...) for every member named in ``which`` inside one call, so a
 member's values do not depend on the cohort it is in and the dispatch cost is paid once per step.
 """
@@ -11,13 +11,12 @@ member's values do not depend on the cohort it is in and the dispatch cost is pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numba
 import numpy as np
-from numba.typed import List
 
-from per_cli.rl.engines.dense import JIT, c_array, offsets
+from per_cli.rl.engines.dense import ALIGN, JIT, aligned_empty, c_array, offsets
 from per_cli.rl.engines.kernels import (
     UpdateSettings,
     Workspace,
@@ -27,7 +26,6 @@ from per_cli.rl.engines.kernels import (
     td_member,
     update_member,
 )
-from per_cli.rl.engines.optim import FlatAdam
 from per_cli.rl.results import Scores, UpdateResults
 
 _F32, _I64 = np.float32, np.int64
@@ -39,17 +37,19 @@ def cohort_update_kernel(
     td_out, losses_out, loss_out, q_out,
 ):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s update on batch k (``obs[k]``, ...), in place on its
-    buffers ``params[which[k]]`` ...; δ and the per-sample losses into ``td_out[k]``, ``losses_out[k]``, loss and
-    mean Q into ``loss_out[k]``, ``q_out[k]``.
-    ``steps[k]`` is that member's Adam step count after this update. The workspace is carved once per call."""
+    buffers ``params[which[k]]`` ... and its Adam step count ``steps[which[k]]`` (one more); δ and the per-sample
+    losses into ``td_out[k]``, ``losses_out[k]``, loss and mean Q into ``loss_out[k]``, ``q_out[k]``. The workspace
+    is carved once per call."""
     act_off = np.empty(dims.shape[0], dtype=np.int64)
     bufs = carve(ws, dims, obs.shape[1], act_off)
     offs = offsets(dims)
+    n = offs[offs.shape[0] - 1]  # (a row's floats past n are its padding)
     for k in range(which.shape[0]):
         i = which[k]
+        steps[i] += 1
         loss_out[k], q_out[k] = update_member(
-            params[i], tparams[i], ms[i], vs[i], dims, offs, act_off, bufs, obs[k], actions[k], rewards[k],
-            next_obs[k], terminated[k], weights[k], td_out[k], losses_out[k], hyper, steps[k],
+            params[i][:n], tparams[i][:n], ms[i][:n], vs[i][:n], dims, offs, act_off, bufs, obs[k], actions[k],
+            rewards[k], next_obs[k], terminated[k], weights[k], td_out[k], losses_out[k], hyper, steps[i],
         )  # fmt: skip
 
 
@@ -112,13 +112,30 @@ def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype, shape: tuple[int,
     return c_array(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
 
 
-def _members(buffers: list[np.ndarray]):
-    """The members' flat buffers as the kernels take them (``params[i]``: member i's buffer, written in place): a
-    typed list, or for one member a (1, n) view of its buffer, which a call unboxes faster than a typed list (a
-    solo engine acts once per environment step). Both give the per-member functions the same array type."""
-    if len(buffers) == 1 and buffers[0].flags.c_contiguous:
-        return buffers[0][np.newaxis]
-    return List(buffers)
+class Blocks(NamedTuple):
+    """The flat buffers of S network pairs over the seed axis, one C array each: row s is member s's, its first n
+    floats the buffer (:mod:`.dense`'s layout), the rest padding to whole cache lines, so that every row starts on
+    one. The kernels take the blocks whole; a member's engine, its networks and its optimizer hold views of its
+    row, so a solo call, a checkpoint load and a cohort call all write the same memory."""
+
+    params: np.ndarray  # (S, stride) float32
+    target_params: np.ndarray
+    m: np.ndarray  # Adam's moments
+    v: np.ndarray
+    steps: np.ndarray  # (S,) int64: Adam's step counts
+
+    @classmethod
+    def allocate(cls, members: int, n: int) -> Blocks:
+        """Zeroed blocks for ``members`` buffers of ``n`` floats."""
+        stride = -(-n // ALIGN) * ALIGN
+        blocks = [aligned_empty(members * stride).reshape(members, stride) for _ in range(4)]
+        for block in blocks:
+            block[...] = 0.0
+        return cls(*blocks, np.zeros(members, dtype=np.int64))
+
+    def rows(self, s: int) -> Blocks:
+        """Member ``s``'s rows, as blocks of one (views)."""
+        return Blocks(*(block[s : s + 1] for block in self))
 
 
 class MemberEngine(Protocol):
@@ -126,17 +143,19 @@ class MemberEngine(Protocol):
 
     dims: np.ndarray
     hyper: UpdateSettings
-    params: np.ndarray
-    target_params: np.ndarray
-    optimizer: FlatAdam
+    rows: Blocks  # its own rows (a block of one)
+
+    def adopt(self, blocks: Blocks, s: int) -> None: ...
 
 
 class CohortEngine:
-    """One compiled call per operation over the members of a cohort, each with its own engine's buffers.
+    """One compiled call per operation over the members of a cohort, on :class:`Blocks` holding their buffers.
 
     The engines must share the network shape and the update's settings (the kernels' ``UpdateSettings``): they
-    differ only in their parameters, moments and step counts. It holds the engines' buffers and optimizers, not
-    the engines. Build it after any checkpoint was loaded (it keeps the settings it sees then).
+    differ only in their parameters, moments and step counts. Over one engine it takes that engine's own rows;
+    over several it moves their buffers (values kept) into new blocks, each engine adopting its row, so the
+    cohort built last over an engine is the one that sees its buffers. It keeps the settings it sees when built:
+    build it after any checkpoint was loaded (a load writes into the rows in place).
     """
 
     def __init__(self, engines: Sequence[MemberEngine]):
@@ -147,11 +166,12 @@ class CohortEngine:
             raise ValueError("the cohort's networks or update settings differ: one engine runs one config")
         (shape,), (self.hyper,) = shapes, settings
         self.dims = np.array(shape, dtype=np.int64)
-        self._optimizers = [e.optimizer for e in engines]
-        self._params = _members([e.params for e in engines])
-        self._tparams = _members([e.target_params for e in engines])
-        self._m = _members([opt.m for opt in self._optimizers])
-        self._v = _members([opt.v for opt in self._optimizers])
+        if len(engines) == 1:
+            self.blocks = engines[0].rows
+        else:
+            self.blocks = Blocks.allocate(len(engines), int(offsets(self.dims)[-1]))
+            for s, engine in enumerate(engines):
+                engine.adopt(self.blocks, s)
         self.workspace = Workspace(self.dims)
         self._each = [np.array([i], dtype=np.int64) for i in range(len(engines))]  # (greedy_action's which)
         self._action = np.empty(1, dtype=np.int64)
@@ -162,19 +182,15 @@ class CohortEngine:
         they are C arrays of the engine's dtypes; for k = 1 the member axis may be left out). Returns their results
         (row k: member ``which[k]``'s), each from that member's weights before its update."""
         n, batch = len(which), np.shape(actions)[-1]
-        steps = np.empty(n, dtype=np.int64)
-        for k, i in enumerate(which):
-            opt = self._optimizers[i]
-            opt.step += 1
-            steps[k] = opt.step
+        blocks = self.blocks
         td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
         loss, q_mean = np.empty((2, n), dtype=np.float64)
         matrices, vectors = (n, batch, -1), (n, batch)
         cohort_update_kernel(
-            self._params, self._tparams, self._m, self._v, np.asarray(which, dtype=np.int64), self.dims,
+            blocks.params, blocks.target_params, blocks.m, blocks.v, np.asarray(which, dtype=np.int64), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), c_array(weights, _F32, vectors),
-            self.hyper, steps, self.workspace.for_batch(batch), td, losses, loss, q_mean,
+            self.hyper, blocks.steps, self.workspace.for_batch(batch), td, losses, loss, q_mean,
         )  # fmt: skip
         return UpdateResults(td, losses, loss, q_mean)
 
@@ -185,7 +201,7 @@ class CohortEngine:
         td, loss, target_loss = np.empty((3, n, batch), dtype=np.float32)
         matrices, vectors = (n, batch, -1), (n, batch)
         cohort_score_kernel(
-            self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims,
+            self.blocks.params, self.blocks.target_params, np.asarray(which, dtype=np.int64), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), self.hyper,
             self.workspace.for_batch(batch), td, loss, target_loss,
@@ -197,14 +213,14 @@ class CohortEngine:
         the first maximum on ties, like torch.argmax)."""
         n = len(which)
         out = np.empty(n, dtype=np.int64)
-        cohort_greedy_kernel(self._params, np.asarray(which, dtype=np.int64), self.dims, _stacked(obs, _F32, (n, -1)),
-                             self.workspace.for_batch(1), out)  # fmt: skip
+        cohort_greedy_kernel(self.blocks.params, np.asarray(which, dtype=np.int64), self.dims,
+                             _stacked(obs, _F32, (n, -1)), self.workspace.for_batch(1), out)  # fmt: skip
         return out
 
     def greedy_action(self, i: int, obs: np.ndarray) -> int:
         """Member ``i``'s greedy action for one observation, as :meth:`greedy` gives it, its ``which`` and output
         prebuilt: a solo engine's call at every step of acting and evaluation."""
-        cohort_greedy_kernel(self._params, self._each[i], self.dims, c_array(obs, _F32, (1, -1)),
+        cohort_greedy_kernel(self.blocks.params, self._each[i], self.dims, c_array(obs, _F32, (1, -1)),
                              self.workspace.for_batch(1), self._action)  # fmt: skip
         return self._action.item()
 
@@ -218,8 +234,8 @@ class CohortEngine:
         out = np.empty((n, batch), dtype=np.float32)
         matrices, vectors = (n, batch, -1), (n, batch)
         cohort_td_kernel(
-            self._params, self._tparams, np.asarray(which, dtype=np.int64), self.dims, _stacked(obs, _F32, matrices),
-            acts, _stacked(rewards, _F32, vectors), _stacked(next_obs, _F32, matrices),
+            self.blocks.params, self.blocks.target_params, np.asarray(which, dtype=np.int64), self.dims,
+            _stacked(obs, _F32, matrices), acts, _stacked(rewards, _F32, vectors), _stacked(next_obs, _F32, matrices),
             _stacked(terminated, _F32, vectors), self.hyper.gamma, self.hyper.double_dqn,
             self.workspace.for_batch(batch), out,
         )  # fmt: skip

@@ -8,7 +8,9 @@ computes as a cohort's member. δ, the loss and the mean Q use the weights from 
 engine's do. It refuses a network that is not the spec's Linear/ReLU
 stack. Each network's parameters live in one flat float32 buffer (layout: :mod:`.dense`) that the module's
 ``weight``/``bias`` view, so acting, evaluation and ``state_dict`` see every update in place; Adam's moments are
-flat buffers of that layout (:class:`~per_cli.rl.engines.optim.FlatAdam`). One workspace: one thread at a time.
+flat buffers of that layout (:class:`~per_cli.rl.engines.optim.FlatAdam`). The buffers are a row of
+:class:`~.cohort.Blocks`: the engine's own blocks of one, or a cohort's (:meth:`MLPEngine.adopt`). One workspace:
+one thread at a time.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from per_cli.rl.engines.cohort import CohortEngine
-from per_cli.rl.engines.dense import aligned_empty
+from per_cli.rl.engines.cohort import Blocks, CohortEngine
+from per_cli.rl.engines.dense import aligned_empty, offsets
 from per_cli.rl.engines.kernels import UpdateSettings
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
@@ -46,12 +48,13 @@ def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
     return None
 
 
-def share_flat_parameters(net: nn.Module) -> np.ndarray:
-    """Move ``net``'s parameters (values kept) into one flat float32 buffer, returned, and re-point the module at
-    views of it: writing into the buffer changes the module's parameters."""
+def share_flat_parameters(net: nn.Module, flat: np.ndarray | None = None) -> np.ndarray:
+    """Move ``net``'s parameters (values kept) into one flat float32 buffer, ``flat`` or a new one, returned, and
+    re-point the module at views of it: writing into the buffer changes the module's parameters."""
     layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
     params = [p for lin in layers for p in (lin.weight, lin.bias)]
-    flat = aligned_empty(sum(p.numel() for p in params))  # 64-byte aligned: see dense.aligned_empty
+    if flat is None:
+        flat = aligned_empty(sum(p.numel() for p in params))  # 64-byte aligned: see dense.aligned_empty
     pos = 0
     for lin in layers:
         for name in ("weight", "bias"):
@@ -94,15 +97,24 @@ class MLPEngine:
             raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss.name!r}")
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
-        self.params = share_flat_parameters(q_net)
-        self.target_params = share_flat_parameters(target_net)
         self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, betas, adam_eps)
         self.gamma, self.double_dqn = float(gamma), bool(double_dqn)
         self.loss = loss
         self.loss_code = LOSS_CODES[loss.name]
         self.max_grad_norm = max_grad_norm
         self.hyper = self._settings()
-        self.alone = CohortEngine([self])  # this engine as a cohort of one: its calls
+        self.adopt(Blocks.allocate(1, int(offsets(self.dims)[-1])), 0)
+
+    def adopt(self, blocks: Blocks, s: int) -> None:
+        """Move the engine's buffers (values kept) into row ``s`` of ``blocks`` (a cohort's): from then on the
+        networks' parameters, the optimizer's moments and step count, and the engine's own calls
+        (:attr:`alone`, this engine as a cohort of one) are views of that row."""
+        n = int(offsets(self.dims)[-1])
+        self.params = share_flat_parameters(self.q_net, blocks.params[s, :n])
+        self.target_params = share_flat_parameters(self.target_net, blocks.target_params[s, :n])
+        self.optimizer.move_to(blocks.m[s, :n], blocks.v[s, :n], blocks.steps[s : s + 1])
+        self.rows = blocks.rows(s)
+        self.alone = CohortEngine([self])
 
     def _settings(self) -> UpdateSettings:
         """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
@@ -139,7 +151,7 @@ class MLPEngine:
 
     def loaded(self) -> None:
         """After a checkpoint was loaded into the networks and the optimizer: take the optimizer's settings, and
-        raise if a network's parameters no longer live in the engine's buffers."""
+        raise if a network's parameters no longer live in the engine's buffers (a load writes into them)."""
         self.hyper = self._settings()
         self.alone = CohortEngine([self])
         for name, net, flat in (

@@ -81,7 +81,8 @@ class FlatAdam:
     """Adam's state for a flat parameter buffer; the step itself is :func:`adam_step`, inside the update kernel.
 
     ``state_dict`` is in ``torch.optim.Adam``'s format (one entry per parameter tensor, ``step`` as a float
-    tensor), so checkpoints load into either engine.
+    tensor), so checkpoints load into either engine. Its moments and step count are arrays that a cohort's blocks
+    may hold (:meth:`move_to`); a load writes into them in place.
     """
 
     def __init__(self, shapes: list[tuple[int, ...]], lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
@@ -91,9 +92,23 @@ class FlatAdam:
         self.m, self.v = aligned_empty(n), aligned_empty(n)  # 64-byte aligned: see dense.aligned_empty
         self.m[:] = 0.0
         self.v[:] = 0.0
-        self.step = 0
+        self.steps = np.zeros(1, dtype=np.int64)  # [the step count]
         beta1, beta2 = betas
         self.lr, self.betas, self.eps = float(lr), (float(beta1), float(beta2)), float(eps)
+
+    @property
+    def step(self) -> int:
+        """Adam's step count (updates made)."""
+        return int(self.steps[0])
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self.steps[0] = value
+
+    def move_to(self, m: np.ndarray, v: np.ndarray, steps: np.ndarray) -> None:
+        """Keep the moments in ``m`` and ``v`` and the step count in ``steps[0]`` from now on (values copied)."""
+        m[...], v[...], steps[0] = self.m, self.v, self.step
+        self.m, self.v, self.steps = m, v, steps
 
     def _views(self, flat: np.ndarray) -> list[np.ndarray]:
         parts = np.split(flat, np.cumsum(self.sizes)[:-1])

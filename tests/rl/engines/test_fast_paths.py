@@ -11,7 +11,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
-from numba.typed import List
 
 from per_cli.rl.engines import action_layer, cohort, dense, kernels, passes, products
 from per_cli.rl.engines.optim import adam_step
@@ -175,10 +174,10 @@ def test_an_update_never_reads_workspace_it_did_not_write(dims, batch, loss):
         loss, q, greedy = np.empty(1), np.empty(1), np.empty(1, np.int64)
         one = np.zeros(1, np.int64)  # the kernels' member axis: this network alone
         cohort.cohort_update_kernel(
-            List([params]), List([target]), List([m]), List([v]), one, dims, *(a[None] for a in arrays), hyper,
-            np.ones(1, np.int64), ws, td[None], losses[None], loss, q,
+            params[None], target[None], m[None], v[None], one, dims, *(a[None] for a in arrays), hyper,
+            np.zeros(1, np.int64), ws, td[None], losses[None], loss, q,
         )  # fmt: skip
-        cohort.cohort_greedy_kernel(List([params]), one, dims, arrays[0][:1], ws, greedy)
+        cohort.cohort_greedy_kernel(params[None], one, dims, arrays[0][:1], ws, greedy)
         results.append((params.tobytes(), m.tobytes(), td.tobytes(), losses.tobytes(), loss[0], q[0], greedy[0]))
     assert np.isfinite(results[1][4])
     assert results[0] == results[1]
