@@ -162,25 +162,32 @@ def test_the_host_states_are_skipped_only_where_nothing_reads_them(sets, skipped
 
 
 def test_a_gather_without_host_states_skips_them_and_refuses_to_be_read():
-    """``host_states=False``: the same draw's batch, with its device stacks and every other field equal to the
-    host-gathering memory's, and obs/next_obs SKIPPED, which raise where read as arrays; plain rings refuse it."""
-    memories = []
-    for _ in range(2):
-        cfg = load_config(None, ["replay.kind=prioritized", "replay.capacity=64", "replay.n_step=3", "env.id=pong"])
-        memory = make_replay(cfg, (4, SIZE, SIZE), np.uint8, seed=3, frame_stack=4)
-        memory.storage.mirror_to("cpu")
-        fill(memory, 200, max_len=7, seed=2)
-        memories.append(memory)
-    host, device = CohortSampling([memories[0]]), CohortSampling([memories[1]], host_states=False)
-    calls = count_host_stacks(memories[1].storage)
-    for _ in range(5):
-        (a,), (b,) = host.sample([0], 16, [0.5]), device.sample([0], 16, [0.5])
-        assert b.obs is SKIPPED and b.next_obs is SKIPPED
-        for name in ("actions", "rewards", "terminated", "indices", "weights", "ages", "episodes"):
-            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
-        np.testing.assert_array_equal(b.device_stacks.obs.numpy(), a.obs)
-        np.testing.assert_array_equal(b.device_stacks.next_obs.numpy(), a.next_obs)  # (the n-step look-ahead's)
-    assert calls == []
+    """``host_states=False``: the same draws' batches (one member, and two: the gather's two routes), with their
+    device stacks and every other field equal to the host-gathering memories', and obs/next_obs SKIPPED, which
+    raise where read as arrays; plain rings refuse it."""
+
+    def memories(seeds):
+        out = []
+        for seed in seeds:
+            cfg = load_config(None, ["replay.kind=prioritized", "replay.capacity=64", "replay.n_step=3", "env.id=pong"])
+            memory = make_replay(cfg, (4, SIZE, SIZE), np.uint8, seed=seed, frame_stack=4)
+            memory.storage.mirror_to("cpu")
+            fill(memory, 200, max_len=7, seed=seed)
+            out.append(memory)
+        return out
+
+    for seeds in ([3], [3, 4]):
+        host, device = CohortSampling(memories(seeds)), CohortSampling(memories(seeds), host_states=False)
+        calls = [count_host_stacks(m.storage) for m in device.memories]
+        which, betas = list(range(len(seeds))), [0.5] * len(seeds)
+        for _ in range(5):
+            for a, b in zip(host.sample(which, 16, betas), device.sample(which, 16, betas), strict=True):
+                assert b.obs is SKIPPED and b.next_obs is SKIPPED
+                for name in ("actions", "rewards", "terminated", "indices", "weights", "ages", "episodes"):
+                    np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+                np.testing.assert_array_equal(b.device_stacks.obs.numpy(), a.obs)
+                np.testing.assert_array_equal(b.device_stacks.next_obs.numpy(), a.next_obs)  # (n-step look-ahead's)
+        assert calls == [[] for _ in seeds]
     for read in (np.asarray, torch.as_tensor, len):
         with pytest.raises(RuntimeError, match="host obs/next_obs were not gathered"):
             read(b.obs)
