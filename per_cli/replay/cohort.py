@@ -98,7 +98,7 @@ def stacked_rows(batches: Sequence[Batch]) -> BatchArrays:
     arrays = first.rows.arrays if type(first) is RowBatch else None
     if arrays is not None and all(type(b) is RowBatch and b.rows.arrays is arrays for b in batches):
         rows = [batch.rows.k for batch in batches]
-        if rows == list(range(len(arrays.obs))):
+        if rows == list(range(len(arrays.indices))):  # (not obs: maybe SKIPPED, gather.py)
             return arrays
         index = np.asarray(rows, dtype=np.int64)
         return BatchArrays(*(array[index] for array in arrays))
@@ -111,9 +111,11 @@ class CohortSampling:
     state the compiled calls take (the rings' columns, counters and ids, the kinds' structures) moves into blocks
     with a seed axis, each memory keeping views of its rows (:func:`~per_cli.replay.storage.ring.member_axis`), so
     a checkpoint load writes into them whether it comes before or after; the cohort built last over a memory is the
-    one that sees its state (one per run)."""
+    one that sees its state (one per run). ``host_states`` False: the batches' host states are not gathered
+    (:func:`~per_cli.replay.gather.gather_for`: for memories that keep their frames on the training device, where
+    nothing reads a batch's ``obs``/``next_obs`` on the host)."""
 
-    def __init__(self, memories: Sequence[ReplayMemory]):
+    def __init__(self, memories: Sequence[ReplayMemory], host_states: bool = True):
         kinds = {type(m.sampler) for m in memories}
         storages = [m.storage for m in memories]
         settings = {(m.n_step, m.gamma, m.sampler.chunk, s.capacity) for m, s in zip(memories, storages, strict=True)}
@@ -126,7 +128,7 @@ class CohortSampling:
         self.memories = list(memories)
         self._lists = MemberLists.of([m.sampler for m in memories])
         self._structured = defines(self.kind, "add_members")
-        self._gather = gather_for(storages, n_step, gamma)
+        self._gather = gather_for(storages, n_step, gamma, host_states)
         self._counters = member_axis(storages, "counters")
         self._episode_ids = member_axis(storages, "episode_ids")
         for memory in self.memories:

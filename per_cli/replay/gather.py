@@ -2,6 +2,10 @@
 implementation per storage class, chosen once by :func:`gather_for`: the plain rings' in ONE compiled call
 (:class:`RingGather`), any other storage's own ``gather`` (:class:`StorageGather`: it unpacks, or stacks frames,
 also on the training device where it mirrors them). A draw knows nothing of the storage.
+
+Where nothing reads a batch's states on the host (the loop decides it once: every storage keeps its frames on the
+training device and the update reads them there), the gather is built with ``host_states=False``: its ``obs`` and
+``next_obs`` are :data:`SKIPPED`, never built, and reading them as arrays raises.
 """
 
 from __future__ import annotations
@@ -20,6 +24,36 @@ from per_cli.replay.storage.ring import (
     member_axis,
     nstep_members,
 )
+
+_SKIPPED_WHY = (
+    "a batch's host obs/next_obs were not gathered: this run reads its states from the training device only "
+    "(replay.device_frames, no i.i.d. or correlation measure); whatever read them needs host_states=True"
+)
+
+
+class SkippedStates:
+    """What a batch's ``obs`` and ``next_obs`` hold where its gather was built with ``host_states=False``: a row or
+    slice of it is itself (a batch's rows are taken as for arrays), and anything that reads it as an array (numpy,
+    torch, ``len``, iteration) raises RuntimeError instead of reading garbage."""
+
+    def __getitem__(self, index) -> SkippedStates:
+        return self
+
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError(_SKIPPED_WHY)
+
+    def __len__(self) -> int:
+        raise RuntimeError(_SKIPPED_WHY)
+
+    def __iter__(self):
+        raise RuntimeError(_SKIPPED_WHY)
+
+    def __repr__(self) -> str:
+        return "SKIPPED"
+
+
+SKIPPED = SkippedStates()
+_STATES = ("obs", "next_obs")
 
 
 class Gathered(NamedTuple):
@@ -57,11 +91,19 @@ class RingGather:
 
 
 class StorageGather:
-    """Any other storage: each member's storage gathers its own rows (``storage.gather``)."""
+    """Any other storage: each member's storage gathers its own rows (``storage.gather``). ``host_states`` False:
+    not their states (``storage.gather_rest``; ``obs`` and ``next_obs`` are :data:`SKIPPED`), for storages that all
+    gather them on the training device (``device_stacks``: ValueError otherwise)."""
 
-    def __init__(self, storages: Sequence[Any], n_step: int, gamma: float):
+    def __init__(self, storages: Sequence[Any], n_step: int, gamma: float, host_states: bool = True):
         self.storages = list(storages)
         self.n_step, self.gamma = n_step, gamma
+        if not host_states and any(getattr(s, "mirror", None) is None for s in self.storages):
+            raise ValueError("a gather without the host states needs storages that keep their frames on the device")
+        # (chosen once: the storages' rows with or without their states, and the fields stacked over the members)
+        self._rows = _with_states if host_states else _without_states
+        self._names = _NAMES if host_states else tuple(n for n in _NAMES if n not in _STATES)
+        self._skipped = {} if host_states else dict.fromkeys(_STATES, SKIPPED)
 
     def _one(self, storage, slots: np.ndarray) -> tuple[dict, Any]:
         """(the batch's fields but the weights, its device stacks or None) of ``slots`` in ``storage``."""
@@ -69,9 +111,9 @@ class StorageGather:
         last = None
         if self.n_step > 1:  # the stored one-step transitions summed into n-step ones (ring.nstep_members)
             rewards, terminated, last = storage.nstep(slots, self.n_step, self.gamma)
-            fields = {**storage.gather(slots, last), "rewards": rewards, "terminated": terminated}
+            fields = {**self._rows(storage, slots, last), "rewards": rewards, "terminated": terminated}
         else:
-            fields = storage.gather(slots)
+            fields = self._rows(storage, slots, None)
         fields.update(indices=ids, ages=storage.added - 1 - ids, episodes=storage.episode_ids[slots])
         device = storage.device_stacks(slots, last) if getattr(storage, "mirror", None) is not None else None
         return fields, device
@@ -79,23 +121,38 @@ class StorageGather:
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
         if which.shape[0] == 1:  # (a member axis of one: views of the storage's arrays, no copy)
             fields, device = self._one(self.storages[int(which[0])], slots[0])
-            return Gathered(_arrays(fields, weights, lambda array: array[None]), None if device is None else [device])
+            return Gathered(self._arrays(fields, weights, lambda array: array[None]),
+                            None if device is None else [device])  # fmt: skip
         rows = [self._one(self.storages[i], slots[k]) for k, i in enumerate(which.tolist())]
-        fields = {name: [row[name] for row, _ in rows] for name in _NAMES}
+        fields = {name: [row[name] for row, _ in rows] for name in self._names}
         device = [d for _, d in rows] if any(d is not None for _, d in rows) else None
-        return Gathered(_arrays(fields, weights, np.stack), device)
+        return Gathered(self._arrays(fields, weights, np.stack), device)
+
+    def _arrays(self, fields: dict, weights: np.ndarray, axis) -> BatchArrays:
+        """The batches' arrays from a gather's ``fields``, each given its member axis by ``axis`` (the skipped
+        states :data:`SKIPPED`)."""
+        return BatchArrays(**{name: axis(fields[name]) for name in self._names}, **self._skipped, weights=weights)
 
 
 _NAMES = ("obs", "actions", "rewards", "next_obs", "terminated", "indices", "ages", "episodes")  # (but weights)
 
 
-def _arrays(fields: dict, weights: np.ndarray, axis) -> BatchArrays:
-    """The batches' arrays from a gather's ``fields``, each given its member axis by ``axis``."""
-    return BatchArrays(**{name: axis(fields[name]) for name in _NAMES}, weights=weights)
+def _with_states(storage, slots: np.ndarray, last: np.ndarray | None) -> dict:
+    return storage.gather(slots, last)
 
 
-def gather_for(storages: Sequence[Any], n_step: int, gamma: float) -> RingGather | StorageGather:
-    """The gather of these storages (of one class: a cohort's members share their config)."""
+def _without_states(storage, slots: np.ndarray, last: np.ndarray | None) -> dict:
+    return storage.gather_rest(slots)  # (the look-ahead ``last`` moves only next_obs: not gathered)
+
+
+def gather_for(
+    storages: Sequence[Any], n_step: int, gamma: float, host_states: bool = True
+) -> RingGather | StorageGather:
+    """The gather of these storages (of one class: a cohort's members share their config). ``host_states`` False:
+    the batches' host ``obs``/``next_obs`` are not built (:class:`StorageGather`), for storages whose stacks are
+    gathered on the training device (ValueError for any other)."""
     if all(type(s) is TransitionStorage for s in storages):
+        if not host_states:
+            raise ValueError("a gather without the host states needs storages that keep their frames on the device")
         return RingGather(storages, n_step, gamma)
-    return StorageGather(storages, n_step, gamma)
+    return StorageGather(storages, n_step, gamma, host_states)

@@ -6,6 +6,8 @@ there is a GPU (docs/results/pong/gpu.sh runs this file there)."""
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 import torch
@@ -14,8 +16,11 @@ from per_cli.config import load_config
 from per_cli.config.shipped import shipped_root
 from per_cli.errors import ConfigError
 from per_cli.replay import make_replay
+from per_cli.replay.cohort import CohortSampling
+from per_cli.replay.gather import SKIPPED
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.train.loop.trainer import build_member, run_member
+from per_cli.train.loop.updates import reads_host_states, updates_for
 from tests.replay.test_frames import SIZE, fill
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
@@ -94,23 +99,98 @@ def test_device_frames_need_atari_frame_stacks():
         build_member(cfg)
 
 
+def count_host_stacks(storage: FrameStackStorage) -> list[int]:
+    """The sizes of the host stacks ``storage`` builds from now on (its own ``stacks``, counted on this object)."""
+    calls: list[int] = []
+    stacks = storage.stacks
+
+    def counted(slots):
+        calls.append(len(slots))
+        return stacks(slots)
+
+    storage.stacks = counted
+    return calls
+
+
+def metrics_rows(run_dir) -> list[dict]:
+    """metrics.csv's rows but their wall time."""
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return [{k: v for k, v in row.items() if k != "wall_time"} for row in csv.DictReader(f)]
+
+
 def test_a_pong_run_learns_the_same_from_device_frames(tmp_path):
     """A few real Pong updates (prioritized, n-step off) with the frames gathered from the mirror equal those from
-    the host's batches: the same parameters, bit for bit."""
+    the host's batches: the same parameters, bit for bit, and the same metrics.csv; with no measure of the states
+    (metrics.iid false; correlation false in this config) the host stacks are never built (the loop's gather skips
+    them: updates.reads_host_states)."""
     pytest.importorskip("ale_py")
-    params = {}
+    params, built, rows = {}, {}, {}
     for on in (False, True):
         cfg = load_config(
             shipped_root() / "pong_fast_per.yaml",
             [f"replay.device_frames={str(on).lower()}", "train.total_steps=90", "train.learning_starts=60",
              "replay.capacity=200", "replay.batch_size=8", "train.eval_episodes=0", "train.checkpoint_every=0",
-             "metrics.iid=false", "log.tensorboard=false"],
+             "metrics.iid=false", "log.tensorboard=false", "log.every=10", "env.max_episode_steps=30"],
             device="cpu", seed=2,
         )  # fmt: skip
         member = build_member(cfg)
         assert (member.memory.storage.mirror is not None) == on
+        built[on] = count_host_stacks(member.memory.storage)
         summary = run_member(member, tmp_path / str(on))
         assert summary["updates"] == 31
         params[on] = {k: v.clone() for k, v in member.agent.q_net.state_dict().items()}
+        rows[on] = metrics_rows(tmp_path / str(on))
     for name, value in params[True].items():
         assert torch.equal(value, params[False][name]), name
+    assert len(rows[True]) == 3 and rows[True] == rows[False]
+    assert len(built[False]) >= 31  # (the host's batches: each update's stacks built)
+    assert built[True] == []
+
+
+@pytest.mark.parametrize(
+    ("sets", "skipped"),
+    [([], True), (["metrics.iid=true"], False), (["metrics.correlation=true"], False),
+     (["replay.device_frames=false"], False)],
+)  # fmt: skip
+def test_the_host_states_are_skipped_only_where_nothing_reads_them(sets, skipped):
+    """The loop's rule, chosen when its gather is built: skipped with the frames on the device and no measure of
+    the states; gathered for the i.i.d. measures, the correlation count, or without the mirror."""
+    pytest.importorskip("ale_py")
+    cfg = load_config(shipped_root() / "pong_fast_per.yaml", ["metrics.iid=false", *sets], device="cpu", seed=2)
+    member = build_member(cfg)
+    assert reads_host_states([member], updates_for([member])) is not skipped
+
+
+def test_a_gather_without_host_states_skips_them_and_refuses_to_be_read():
+    """``host_states=False``: the same draws' batches (one member, and two: the gather's two routes), with their
+    device stacks and every other field equal to the host-gathering memories', and obs/next_obs SKIPPED, which
+    raise where read as arrays; plain rings refuse it."""
+
+    def memories(seeds):
+        out = []
+        for seed in seeds:
+            cfg = load_config(None, ["replay.kind=prioritized", "replay.capacity=64", "replay.n_step=3", "env.id=pong"])
+            memory = make_replay(cfg, (4, SIZE, SIZE), np.uint8, seed=seed, frame_stack=4)
+            memory.storage.mirror_to("cpu")
+            fill(memory, 200, max_len=7, seed=seed)
+            out.append(memory)
+        return out
+
+    for seeds in ([3], [3, 4]):
+        host, device = CohortSampling(memories(seeds)), CohortSampling(memories(seeds), host_states=False)
+        calls = [count_host_stacks(m.storage) for m in device.memories]
+        which, betas = list(range(len(seeds))), [0.5] * len(seeds)
+        for _ in range(5):
+            for a, b in zip(host.sample(which, 16, betas), device.sample(which, 16, betas), strict=True):
+                assert b.obs is SKIPPED and b.next_obs is SKIPPED
+                for name in ("actions", "rewards", "terminated", "indices", "weights", "ages", "episodes"):
+                    np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+                np.testing.assert_array_equal(b.device_stacks.obs.numpy(), a.obs)
+                np.testing.assert_array_equal(b.device_stacks.next_obs.numpy(), a.next_obs)  # (n-step look-ahead's)
+        assert calls == [[] for _ in seeds]
+    for read in (np.asarray, torch.as_tensor, len):
+        with pytest.raises(RuntimeError, match="host obs/next_obs were not gathered"):
+            read(b.obs)
+    plain = make_replay(load_config(None, ["replay.capacity=64"]), (3,), np.float32, seed=1)
+    with pytest.raises(ValueError, match="without the host states"):
+        CohortSampling([plain], host_states=False)

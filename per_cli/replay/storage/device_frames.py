@@ -2,9 +2,11 @@
 moves only the sampled stacks' frame positions, and a new transition one frame.
 
 :class:`DeviceFrames` holds the same bytes as the host ring it mirrors (``FrameStackStorage.frames``, the source
-of truth for checkpoints, the i.i.d. measures and insertion-time TD errors); ``stacks(positions, padding)`` returns
-the host ``stacks``' ``(obs, next_obs)`` byte for byte as device tensors. Nothing here synchronises host and
-device (host-to-device copies are ``non_blocking`` from pageable memory, so the numpy source may be reused at once).
+of truth for checkpoints and for the states the update measures read; where none reads them the loop's gather
+skips the host stacks: replay/gather.py); ``stacks(positions, padding)`` returns the host ``stacks``'
+``(obs, next_obs)`` byte for byte as device tensors. Nothing here synchronises host and device: host-to-device
+copies are ``non_blocking`` from pageable memory, which the driver stages before the call returns, so the numpy
+source may be reused at once (one reused pinned buffer could not be: its copy may run after the host rewrote it).
 """
 
 from __future__ import annotations

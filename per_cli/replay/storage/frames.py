@@ -197,11 +197,14 @@ class FrameStackStorage(RingBookkeeping):
         obs, next_obs = self.stacks(slots)
         if next_slots is not None:  # (n-step returns: the next state of the look-ahead's last transition)
             next_obs = self.stacks(next_slots).next_obs
+        return {"obs": obs, "next_obs": next_obs, **self.gather_rest(slots)}
+
+    def gather_rest(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        """``gather``'s fields but the states (``obs``, ``next_obs``): where a batch's stacks are read on the
+        training device only (``device_stacks``), the host ones are not built."""
         return {
-            "obs": obs,
             "actions": self.actions[slots].astype(np.int64),
             "rewards": self.rewards[slots],
-            "next_obs": next_obs,
             "terminated": self.terminated[slots].astype(np.float32),
         }
 

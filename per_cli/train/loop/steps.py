@@ -32,7 +32,7 @@ from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.one_config import cohort_config, shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.stopping import SignalStop
-from per_cli.train.loop.updates import updates_for
+from per_cli.train.loop.updates import reads_host_states, updates_for
 
 if TYPE_CHECKING:
     from per_cli.train.loop.member_data import MemberData
@@ -50,8 +50,9 @@ class Steps(LearningPhases):
         self._positions = PositionsOf(self.index)  # (members' rows in counters: Positions)
         self.counters = Counters.over([m.state for m in members])  # the members' counters, row k member k's
         memories = [m.memory for m in members]
-        self.sampling = CohortSampling(memories)  # (every memory: the one draw, its storages' gather and store)
         self.updates = updates_for(members, stacked)
+        # (every memory: the one draw, its storages' gather and store; the host states gathered where read)
+        self.sampling = CohortSampling(memories, reads_host_states(members, self.updates))
         self._schedule = shared((m.epsilon for m in members), "ε's schedule")
         self._n_actions = shared((m.agent.n_actions for m in members), "the action count")
         self._generators = List([m.action_rng for m in members])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from per_cli.replay import Batch
+from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import stacked_rows
 from per_cli.replay.gather import Gathered
 from per_cli.replay.storage.ring import BatchArrays
@@ -44,6 +44,24 @@ def updates_for(members: Sequence[MemberData], stacked: bool = True) -> Compiled
     if engine == "numba":
         return CompiledUpdates(members)
     return TorchUpdates(members, stacked and len(members) > 1)
+
+
+def reads_host_states(members: Sequence[MemberData], updates: CompiledUpdates | TorchUpdates) -> bool:
+    """Whether the loop reads a batch's states (``obs``, ``next_obs``) on the host; chosen once, before the gather is
+    built (``CohortSampling(host_states=...)``). They go unread only where each member's memory keeps its frames on
+    its agent's device (``replay.device_frames``: the agent's own update and insertion TD errors read
+    ``batch.device_stacks``, DQNAgent._inputs), the update is each agent's own (the stacked one reads the host
+    arrays), the kind scores no batch, and no window measures the states (the correlation count, the i.i.d.
+    measures: ``measure_table``)."""
+    on_device = all(
+        m.cfg.replay.device_frames and getattr(m.memory.storage, "mirror", None) is not None
+        and m.memory.storage.mirror.device.type == m.agent.device.type
+        for m in members
+    )  # fmt: skip
+    own = type(updates) is TorchUpdates and updates.engine is None
+    scored = any(kind_spec(m.cfg.replay.kind).scores for m in members)
+    measured = any(m.window.threshold is not None or m.window.iid for m in members)
+    return not (on_device and own) or scored or measured
 
 
 class CompiledUpdates:
