@@ -50,6 +50,17 @@ def _params(agent: DQNAgent) -> np.ndarray:
     return torch.cat([p.detach().flatten().cpu() for p in agent.q_net.parameters()]).numpy()
 
 
+def _assert_same_learning(actual: np.ndarray, desired: np.ndarray) -> None:
+    """Two agents' parameters after the same updates agree, all but a few of them within 1%. Why not all: the
+    GPU's kernels are not bit-deterministic (atomic sums in cuDNN's backward), and Adam and RMSProp divide each
+    gradient by its running RMS, so where a gradient is near zero that noise moves a parameter by up to about the
+    learning rate (one H200 run of 24 updates: 5 of 1.7M parameters off by up to 2.5e-4). A wrong update (a missed
+    or repeated step, stale inputs) moves nearly every parameter, which the fraction catches."""
+    off = ~np.isclose(actual, desired, rtol=1e-2, atol=1e-4)
+    assert off.mean() < 1e-4, f"{off.sum()} of {off.size} parameters differ"
+    np.testing.assert_allclose(actual, desired, rtol=1e-2, atol=1e-2)
+
+
 @cuda
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
 def test_graphed_update_equals_eager_across_a_target_sync_and_a_checkpoint(optimizer):
@@ -66,7 +77,7 @@ def test_graphed_update_equals_eager_across_a_target_sync_and_a_checkpoint(optim
             eager.sync_target()
             graphed.sync_target()
     assert graphed._graph.captured
-    np.testing.assert_allclose(_params(graphed), _params(eager), rtol=1e-2, atol=1e-4)
+    _assert_same_learning(_params(graphed), _params(eager))
     assert not np.allclose(_params(graphed), _params(_agent(True, "cuda", optimizer=optimizer)))  # it learned
 
 
@@ -97,7 +108,7 @@ def test_graphed_update_from_device_stacks_read_one_update_late_equals_eager():
             assert got.loss == pytest.approx(held[1].loss, rel=1e-2, abs=1e-4)
         held = (deferred, expected)
     assert graphed._graph.captured
-    np.testing.assert_allclose(_params(graphed), _params(eager), rtol=1e-2, atol=1e-4)
+    _assert_same_learning(_params(graphed), _params(eager))
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
