@@ -128,6 +128,7 @@ class CohortSampling:
         self.memories = list(memories)
         self._lists = MemberLists.of([m.sampler for m in memories])
         self._structured = defines(self.kind, "add_members")
+        self._prioritized = defines(self.kind, "update_members")  # (else an update only checks the TD errors)
         self._gather = gather_for(storages, n_step, gamma, host_states)
         self._counters = member_axis(storages, "counters")
         self._episode_ids = member_axis(storages, "episode_ids")
@@ -190,7 +191,7 @@ class CohortSampling:
         status = draw_batches(self.kind, self._lists, members, betas, slots, weights, self._chunk)
         arrays, device = self._gather(members, slots, weights)
         drawn = status == DRAWN
-        self.failed = {which[k]: (batch_size, int(status[k])) for k in np.flatnonzero(~drawn).tolist()}
+        self.failed = {which[k]: (batch_size, int(status[k])) for k in (~drawn).nonzero()[0].tolist()}
         return DrawnBatches(arrays, drawn, device)
 
     def scored(self, which: Sequence[int], batches: Sequence[Batch], scores) -> Sequence[Batch]:
@@ -223,7 +224,7 @@ class CohortSampling:
         nothing changed for it: its run diverged). ``ids`` (int64) and
         ``td_errors`` are rows of one length, as a draw or an insertion makes them (ValueError otherwise); ``ids``
         may be a function returning them (called only where priorities are kept)."""
-        if not defines(self.kind, "update_members"):
+        if not self._prioritized:
             return _finite_rows(td_errors)
         ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
         if ids.dtype != np.int64:

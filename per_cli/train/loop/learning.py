@@ -108,8 +108,9 @@ class LearningPhases:
         # (replay.beta_increment: each member's next batch's own β; else this step's, from the counters)
         betas = [learning_rules.beta_now(m) for m in members] if self._beta_per_batch else self.counters.beta[at.index]
         drawn = sampling.sample(which, self._draw_size, betas)
-        for k in np.flatnonzero(~drawn.drawn).tolist():  # (the error of the draw's status: draw_error)
-            guard(members[k], sampling.raise_failed, which[k])
+        if not drawn.complete:
+            for k in (~drawn.drawn).nonzero()[0].tolist():  # (the error of the draw's status: draw_error)
+                guard(members[k], sampling.raise_failed, which[k])
         return drawn
 
     def score(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> Sequence[Batch]:
@@ -145,7 +146,7 @@ class LearningPhases:
         """Each member's update must be finite: the losses and mean Q values checked as arrays; a member whose row
         is not fails with :func:`~per_cli.train.loop.stopping.check_update`'s diverged error, built from its row."""
         results = results.wait()
-        for k in np.flatnonzero(~results.finite()).tolist():
+        for k in (~results.finite()).nonzero()[0].tolist():
             member = members[k]
             guard(member, check_update, float(results.loss[k]), float(results.q_mean[k]), member.state.step + 1,
                   member.cfg.agent)  # fmt: skip
@@ -165,7 +166,7 @@ class LearningPhases:
         if not members:
             return
         finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
-        for k in np.flatnonzero(~np.asarray(finite, dtype=bool)).tolist():
+        for k in (~np.asarray(finite, dtype=bool)).nonzero()[0].tolist():
             refused(members[k], k)
 
     def measure(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> Measured:
@@ -173,7 +174,7 @@ class LearningPhases:
         (``measure_table``), with the batches' states where the windows keep them (iid)."""
         results, stacked = results.wait(), stacked_rows(batches)
         window = self._measured_by
-        held = self.sampling.episodes_held(self._which(members)) if window.iid else None
+        held = self.sampling.episodes_held(self._positions(members).rows) if window.iid else None
         table, variances = measure_table(window, results.td, results.losses, stacked.weights, stacked.ages,
                                          stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
         return Measured(table, variances, stacked.obs if window.iid else None)

@@ -90,7 +90,7 @@ class Steps(LearningPhases):
                                epsilons, draws)  # fmt: skip
         c.epsilon[idx] = epsilons
         actions = draws.tolist()
-        greedy = np.flatnonzero(draws < 0).tolist()
+        greedy = (draws < 0).nonzero()[0].tolist()
         if greedy:  # (all of them: the list itself, whose positions are known)
             acting = members if len(greedy) == n else [members[k] for k in greedy]
             for k, action in zip(greedy, self.greedy(acting), strict=True):
@@ -154,7 +154,7 @@ class Steps(LearningPhases):
         c.episode_length[idx] += 1
         c.ended[idx] = False
         self.obs[idx] = step.obs  # (each member's obs: its row)
-        ended = np.flatnonzero(step.terminated | step.truncated).tolist()
+        ended = (step.terminated | step.truncated).nonzero()[0].tolist()
         if ended:
             self._end_episodes([stepped[k] for k in ended], [step.infos[k] for k in ended])
 

@@ -43,7 +43,8 @@ class CohortRows:
         self._steps = max(1, steps)
         self._written = 0  # steps written so far: the next one goes to slot written % len(ring)
         self._taken = np.zeros(len(self._windows), dtype=np.int64)  # per member: the steps it has taken
-        self._shapes: _Shapes | None = None
+        self._behind = 0  # at most the fewest steps any member has taken (``_taken`` only grows): checked first
+        self._key: tuple | None = None  # what the ring was made for, as add compares it (a _Shapes' fields)
         for k, window in enumerate(self._windows):
             window.attach(partial(self.pull, k))
 
@@ -52,12 +53,15 @@ class CohortRows:
         """One step's updates: row j of ``table`` (its ``measure_table`` rows), ``variances`` (or None) and
         ``obs`` (the states; None without iid) is the update of member ``members[j]`` (positions, int64, or
         ``slice(None)``: every member in order)."""
-        shapes = _Shapes(table.shape[1:], None if variances is None else variances.shape[1:],
-                         None if obs is None else _States(obs.shape[1:], obs.dtype))  # fmt: skip
-        if shapes != self._shapes:
-            self._make(shapes)
+        key = (table.shape[1:], None if variances is None else variances.shape[1:],
+               None if obs is None else (obs.shape[1:], obs.dtype))
+        if key != self._key:
+            self._make(_Shapes(key[0], key[1], None if obs is None else _States(*key[2])))
+            self._key = key
         ring = len(self._has)
-        if self._written - int(self._taken.min()) >= ring:  # the oldest slot still has rows someone has not taken
+        if self._written - self._behind >= ring:
+            self._behind = int(self._taken.min())
+        if self._written - self._behind >= ring:  # the oldest slot still has rows someone has not taken
             for k in np.flatnonzero(self._taken <= self._written - ring).tolist():
                 self.pull(k)
         slot = self._written % ring
@@ -97,4 +101,3 @@ class CohortRows:
         self._table = np.empty((steps, size, columns), dtype=np.float64)
         self._vars = None if variances is None else np.empty((steps, size, *variances), dtype=np.float64)
         self._obs = None if states is None else np.empty((steps, size, *states.shape), dtype=states.dtype)
-        self._shapes = shapes

@@ -39,12 +39,14 @@ class Updates:
     ``td_sorted`` (|δ| with each row sorted by numpy: NaN last, so its last column is numpy's max)."""
 
     def __init__(self, window: MeasuredBy, td, losses, weights, ages, obs, episodes, held, loss, q_means) -> None:
-        self.td, self.losses, self.weights = (np.ascontiguousarray(a, dtype=np.float32) for a in (td, losses, weights))
-        self.ages = np.ascontiguousarray(ages, dtype=np.int64)
+        f32, contiguous = np.float32, np.ascontiguousarray
+        self.td, self.losses, self.weights = contiguous(td, f32), contiguous(losses, f32), contiguous(weights, f32)
+        self.ages = contiguous(ages, np.int64)
         self.loss, self.q_means = np.asarray(loss, dtype=np.float64), np.asarray(q_means, dtype=np.float64)
         self.obs, self.episodes, self.held, self.threshold = obs, episodes, held, window.threshold
         self.td_abs = np.abs(self.td)
-        self.td_sorted = np.sort(self.td_abs, axis=1)
+        self.td_sorted = self.td_abs.copy()
+        self.td_sorted.sort(axis=1)
 
 
 class Measure(NamedTuple):
