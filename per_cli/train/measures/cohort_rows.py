@@ -53,10 +53,11 @@ class CohortRows:
         """One step's updates: row j of ``table`` (its ``measure_table`` rows), ``variances`` (or None) and
         ``obs`` (the states; None without iid) is the update of member ``members[j]`` (positions, int64, or
         ``slice(None)``: every member in order)."""
-        key = (table.shape[1:], None if variances is None else variances.shape[1:],
-               None if obs is None else (obs.shape[1:], obs.dtype))
+        table_shape, variances_shape = table.shape[1:], None if variances is None else variances.shape[1:]
+        states = None if obs is None else (obs.shape[1:], obs.dtype)
+        key = (table_shape, variances_shape, states)
         if key != self._key:
-            self._make(_Shapes(key[0], key[1], None if obs is None else _States(*key[2])))
+            self._make(_Shapes(table_shape, variances_shape, None if states is None else _States(*states)))
             self._key = key
         ring = len(self._has)
         if self._written - self._behind >= ring:
