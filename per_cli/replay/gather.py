@@ -93,13 +93,11 @@ class RingGather:
 class StorageGather:
     """Any other storage: each member's storage gathers its own rows (``storage.gather``). ``host_states`` False:
     not their states (``storage.gather_rest``; ``obs`` and ``next_obs`` are :data:`SKIPPED`), for storages that all
-    gather them on the training device (``device_stacks``: ValueError otherwise)."""
+    gather them on the training device (``device_stacks``; :func:`gather_for` refuses any other)."""
 
     def __init__(self, storages: Sequence[Any], n_step: int, gamma: float, host_states: bool = True):
         self.storages = list(storages)
         self.n_step, self.gamma = n_step, gamma
-        if not host_states and any(getattr(s, "mirror", None) is None for s in self.storages):
-            raise ValueError("a gather without the host states needs storages that keep their frames on the device")
         # (chosen once: the storages' rows with or without their states, and the fields stacked over the members)
         self._rows = _with_states if host_states else _without_states
         self._names = _NAMES if host_states else tuple(n for n in _NAMES if n not in _STATES)
@@ -151,8 +149,8 @@ def gather_for(
     """The gather of these storages (of one class: a cohort's members share their config). ``host_states`` False:
     the batches' host ``obs``/``next_obs`` are not built (:class:`StorageGather`), for storages whose stacks are
     gathered on the training device (ValueError for any other)."""
+    if not host_states and any(getattr(s, "mirror", None) is None for s in storages):
+        raise ValueError("a gather without the host states needs storages that keep their frames on the device")
     if all(type(s) is TransitionStorage for s in storages):
-        if not host_states:
-            raise ValueError("a gather without the host states needs storages that keep their frames on the device")
         return RingGather(storages, n_step, gamma)
     return StorageGather(storages, n_step, gamma, host_states)

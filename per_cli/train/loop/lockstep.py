@@ -103,8 +103,6 @@ class _Loop:
     def keep_update(self, training: list[MemberData], batches: Sequence[Any], results: Any) -> tuple:
         """``keep`` of an update: the members, their batches, and the rows of their results (``UpdateResults`` or
         ``Pending``: ``take``)."""
-        if self.alive.failed == 0:
-            return training, batches, results
         kept, rows = self.keep(training, range(len(training)))
         if len(kept) == len(training):
             return training, batches, results
@@ -112,7 +110,7 @@ class _Loop:
 
     def running(self, members: list[MemberData]) -> list[MemberData]:
         """Those of ``members`` still running by the alive mask (``members`` itself where none was dropped)."""
-        return members if self.alive.failed == 0 else self.keep(members)[0]
+        return self.keep(members)[0]
 
     def settle(self, active: list[MemberData]) -> list:
         """Finish the members whose budget is spent; keep those still training (``active`` itself where none
