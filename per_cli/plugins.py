@@ -11,14 +11,12 @@ from pathlib import Path
 
 from per_cli.errors import ConfigError
 
-_loaded: dict[str, object] = {}
-
 
 def load_plugins(names: Sequence[str]) -> None:
-    """Import each plugin of ``names`` not imported yet in this process (ConfigError naming the one that fails)."""
+    """Import each plugin of ``names`` (ConfigError naming the one that fails). A plugin already imported in this
+    process is not run again: Python's own module cache (``sys.modules``) is the record, not one of ours."""
     for name in names:
-        if name not in _loaded:
-            _loaded[name] = _import(name)
+        _import(name)
 
 
 def _import(name: str) -> object:

@@ -5,14 +5,15 @@ that raises fails only its own row (``errors``); the caller decides what that me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from per_cli.envs.pool import PooledEnv, reset_arrays, step_arrays
 
-NO_ERRORS: dict[int, Exception] = {}  # (never written: a step without a failed env shares it)
+NO_ERRORS: Mapping[int, Exception] = MappingProxyType({})  # (read-only: every step without a failed env shares it)
 
 
 class EnvStep(NamedTuple):
@@ -25,7 +26,7 @@ class EnvStep(NamedTuple):
     terminated: np.ndarray
     truncated: np.ndarray
     infos: Sequence[dict]
-    errors: dict[int, Exception]
+    errors: Mapping[int, Exception]
 
     def take(self, rows: list[int]) -> EnvStep:
         """These rows of the step (their errors left out)."""
@@ -40,7 +41,7 @@ class Reset(NamedTuple):
     raised."""
 
     obs: np.ndarray
-    errors: dict[int, Exception]
+    errors: Mapping[int, Exception]
 
 
 class EachEnv:

@@ -7,7 +7,8 @@ member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -24,7 +25,7 @@ from per_cli.replay.storage.ring import (
 )
 from per_cli.replay.writers.base import Writer
 
-_NO_ERRORS: dict[int, Exception] = {}  # (never written: a store where no memory failed)
+_NO_ERRORS: Mapping[int, Exception] = MappingProxyType({})  # (read-only: every store where no memory failed)
 
 
 class Row(NamedTuple):
@@ -143,13 +144,15 @@ class CohortSampling:
         self._store = self._store_rings if self.storable else self._store_each  # (chosen once)
         self.failed: dict[int, tuple[int, int]] = {}  # member: (batch size, its draw's status)
 
-    def store(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> dict[int, Exception]:
+    def store(
+        self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated
+    ) -> Mapping[int, Exception]:
         """Members ``which`` (int64) each add transition k of the arrays (row k of each) as their ``memory.add``
         would store it: the rings of ``storable`` memories in one compiled call, every other memory its own rows.
         Returns the rows whose memory raised, with what it raised (the others stored theirs)."""
         return self._store(which, obs, actions, rewards, next_obs, terminated, truncated)
 
-    def _store_rings(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> dict:
+    def _store_rings(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> Mapping:
         slots = np.empty(which.shape[0], dtype=np.int64)
         ends = np.logical_or(terminated, truncated)
         f32 = np.float32

@@ -60,6 +60,8 @@ def test_an_env_that_raises_fails_only_its_row():
     np.testing.assert_array_equal(step.obs[1], alone[1].step(0)[0])
     kept = step.take([1])
     assert kept.obs.shape == (1, 4) and not kept.errors
+    with pytest.raises(TypeError):  # (the mapping every error-free step shares: read-only)
+        kept.errors[0] = RuntimeError("a caller's own note")
 
 
 def test_envpool_envs_step_as_rows_in_one_call_and_alone_where_it_raises():

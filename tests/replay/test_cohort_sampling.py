@@ -348,7 +348,9 @@ def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
         obs, next_obs = (rng.normal(size=(2, 3)).astype(np.float32) for _ in range(2))
         actions, rewards = rng.integers(0, 2, size=2), rng.normal(size=2).astype(np.float32)
         terminated, truncated = rng.random(2) < 0.1, np.array([step % 13 == 12, False])
-        sampling.store(which, obs, actions, rewards, next_obs, terminated, truncated)
+        errors = sampling.store(which, obs, actions, rewards, next_obs, terminated, truncated)
+        with pytest.raises(TypeError):  # (the mapping every error-free store returns is shared: read-only)
+            errors[0] = RuntimeError("a caller's own note")
         for k, i in enumerate(which):
             ends = bool(terminated[k]), bool(truncated[k])
             alone[i].add(obs[k], int(actions[k]), float(rewards[k]), next_obs[k], *ends)
