@@ -51,7 +51,7 @@ from per_cli.train.loop import reporting, run_record  # noqa: E402
 from per_cli.train.loop.cohort import Cohort, cohort_configs  # noqa: E402
 from per_cli.train.loop.steps import Steps  # noqa: E402
 from per_cli.train.loop.trainer import build_member, run_member  # noqa: E402
-from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates  # noqa: E402
+from per_cli.train.loop.updates import CompiledUpdates, StackedUpdates, TorchUpdates  # noqa: E402
 from per_cli.train.measures.cohort_rows import CohortRows  # noqa: E402
 from per_cli.train.measures.update_window import UpdateWindow  # noqa: E402
 
@@ -173,7 +173,7 @@ def phases(size: int, steps: int) -> dict[str, float]:
     for category, owner, name in PHASES:
         clock.wrap(category, owner, name)
     # the members' networks (train/loop/updates.py: numba's one compiled call, torch's stacked or own updates)
-    for cls in (CompiledUpdates, TorchUpdates):
+    for cls in (CompiledUpdates, StackedUpdates, TorchUpdates):
         clock.wrap("update", cls, "learn")
         clock.wrap("acting", cls, "greedy")
         clock.wrap("replay", cls, "insertion_td")  # the TD errors of new transitions (initial_priority: td_error)

@@ -3,6 +3,7 @@ sequential per-member torch updates (each agent's own ``learn``), measured in th
 
     nice -n 10 python benchmarks/stacked_update.py                 # S = 1, 10, 100; the MLP and the MinAtar CNN
     nice -n 10 python benchmarks/stacked_update.py --sizes 10,100 --crossover
+    nice -n 10 python benchmarks/stacked_update.py --acting        # the members' greedy actions instead
 
 Networks: the seed notebook's MLP (4-128-2, batch 64, Adam, Huber, clipping at 10) and the MinAtar paper's CNN on
 Breakout's (10, 10, 4) grids (3 actions, batch 32, centered RMSProp); ``--crossover`` adds 4-256-256-2 and
@@ -65,9 +66,10 @@ def cpu_time(fn) -> float:
     return time.process_time() - start
 
 
-def measure(name: str, size: int, updates: int) -> None:
+def measure(name: str, size: int, updates: int, acting: bool = False) -> None:
     """Interleaved rounds (one sequential pass over the S members, then one stacked call, ...), so that the load of
-    the machine hits both paths alike; medians over the rounds, per member update."""
+    the machine hits both paths alike; medians over the rounds, per member update (``acting``: per member's greedy
+    action, each agent's own ``greedy_action`` against the stacked engine's one ``greedy`` call)."""
     cfg, obs_shape, n_actions, batch_size = CASES[name]
     rng = np.random.default_rng(0)
     agents = []
@@ -82,7 +84,13 @@ def measure(name: str, size: int, updates: int) -> None:
         "sequential": (lambda: [a.learn(b) for a, b in zip(solo, batches, strict=True)], size),
         "stacked": (lambda: engine.learn(which, batches), size),
     }
-    if size > 1:  # one member gone: the others' rows are gathered and copied back (index_select, index_copy_)
+    if acting:
+        obs = np.stack([b.obs[0] for b in batches])  # (S, ...): each member's observation in hand
+        paths = {
+            "sequential": (lambda: [a.greedy_action(o) for a, o in zip(solo, obs, strict=True)], size),
+            "stacked": (lambda: engine.greedy(which, obs), size),
+        }
+    elif size > 1:  # one member gone: the others' rows are gathered and copied back (index_select, index_copy_)
         paths["subset"] = (lambda: engine.learn(which[1:], batches[1:]), size - 1)
     for fn, _ in paths.values():
         fn()  # warm-up
@@ -93,7 +101,8 @@ def measure(name: str, size: int, updates: int) -> None:
     med = {path: float(np.median(t)) for path, t in times.items()}
     ratio = float(np.median(np.divide(times["sequential"], times["stacked"])))
     line = (
-        f"{name:24s} S={size:4d}  sequential {med['sequential']:6.0f} µs | stacked {med['stacked']:6.0f} µs | "
+        f"{('greedy ' if acting else '') + name:24s} S={size:4d}  "
+        f"sequential {med['sequential']:6.0f} µs | stacked {med['stacked']:6.0f} µs | "
         f"sequential/stacked {ratio:5.2f}x"
     )
     if "subset" in med:
@@ -107,15 +116,17 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=400, help="member updates timed per path and case")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: one core, as a grid worker)")
     parser.add_argument("--crossover", action="store_true", help="also larger MLPs (where stacking stops paying)")
+    parser.add_argument("--acting", action="store_true", help="the members' greedy actions, not their updates")
     args = parser.parse_args()
     if args.crossover:
         CASES.update(CROSSOVER)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the training loop does
-    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU; CPU µs per member update (medians)")
+    what = "greedy action" if args.acting else "update"
+    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU; CPU µs per member {what} (medians)")
     for name in CASES:
         for size in (int(s) for s in args.sizes.split(",")):
-            measure(name, size, args.updates)
+            measure(name, size, args.updates, args.acting)
 
 
 if __name__ == "__main__":

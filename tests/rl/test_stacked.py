@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import io
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -122,6 +123,48 @@ def test_lap_and_pal_stacked_updates_are_each_members_own(case, td_loss):
         for agent, mine, batch, result in zip(agents, own, batches, results, strict=True):
             assert_same_result(result, mine.learn(batch))
             assert_same_member(agent, mine)
+
+
+class Stacked(NamedTuple):
+    """Batches as a gather hands them (each field stacked over the members)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+
+
+def _stacked(batches) -> Stacked:
+    return Stacked(*(np.stack([getattr(b, f) for b in batches]) for f in Stacked._fields))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_stacked_acting_td_errors_and_scores_are_each_members_own(case):
+    """Members 2 and 0 (of 3; member 1 left) act greedily, score their batches and give their newest transitions'
+    δ in one batched call each, as each member's own ``greedy_action``, ``score`` and ``td_errors`` (the actions
+    exactly: these random networks have no ties; the values to float32 rounding), after an update moved them."""
+    cfg, (obs_shape, n_actions, batch_size) = CASES[case]
+    agents = make_agents(cfg, obs_shape, n_actions)
+    engine = StackedEngine(agents)
+    rng = np.random.default_rng(6)
+    engine.learn([0, 1, 2], make_batches(rng, obs_shape, n_actions, batch_size))
+    which = [2, 0]
+    batches = make_batches(rng, obs_shape, n_actions, batch_size, n=2)
+    observations = np.stack([b.obs for b in batches])  # (2, B, ...): B states per member
+    actions = [engine.greedy(which, observations[:, j]) for j in range(batch_size)]
+    own_actions = [[agents[i].greedy_action(observations[k, j]) for k, i in enumerate(which)]
+                   for j in range(batch_size)]  # fmt: skip
+    assert actions == own_actions and len({a for row in actions for a in row}) > 1
+    td, scores = engine.td_errors(which, _stacked(batches)), engine.score(which, _stacked(batches))
+    assert td.shape == scores.td.shape == (2, batch_size)
+    for k, i in enumerate(which):
+        own_td, own_scores = agents[i].td_errors(batches[k]), agents[i].score(batches[k])
+        np.testing.assert_allclose(td[k], own_td, rtol=TOL["rtol"], atol=TOL["rtol"] * float(np.abs(own_td).max()))
+        for field in own_scores._fields:
+            want = getattr(own_scores, field)[0]
+            got = getattr(scores, field)[k]
+            np.testing.assert_allclose(got, want, rtol=TOL["rtol"], atol=TOL["rtol"] * float(np.abs(want).max()))
 
 
 def test_clipping_is_per_member():

@@ -4,10 +4,12 @@ For what the numba engine does not run (CNNs, RMSProp, ``agent.engine: torch``, 
 stacks the members' parameters along a leading axis and computes each member's loss
 (:func:`per_cli.rl.losses.batch_losses` under ``torch.func.vmap``), gradient, ``clip_grad_norm_`` and the step of
 torch's own optimizer class in one call (members with different step counts are stepped in separate groups).
+The members' greedy actions, insertion TD errors and scores are one batched forward each, the same way.
 
 The members stay the source of truth: their parameters and optimizer state are rebound as views of their rows, so
-acting, evaluation, target syncs and checkpoints see the stacked update with no copy. Equal to each member's own
-``learn`` to float32 rounding (``tests/rl/test_stacked.py``). Fail closed: :func:`stacked_misfit` names the first
+each member's own acting (evaluation), target syncs and checkpoints see the stacked update with no copy. Equal to
+each member's own ``learn``, ``greedy_action``, ``td_errors`` and ``score`` to float32 rounding
+(``tests/rl/test_stacked.py``). Fail closed: :func:`stacked_misfit` names the first
 thing it does not handle; :func:`stacked_refusal` also refuses one member and, on the CPU, networks above
 :data:`CPU_MAX_PARAMS` parameters, where it does not pay; the cohort then updates member by member.
 """
@@ -23,8 +25,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from per_cli.replay import Batch
-from per_cli.rl.losses import batch_losses, next_values, td_targets
-from per_cli.rl.results import UpdateResults
+from per_cli.rl.losses import batch_losses, next_values, per_sample_loss, td_targets
+from per_cli.rl.results import Scores, UpdateResults
 
 SUPPORTED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.optim.RMSprop)
 # optimizer flags whose state or arithmetic the stacked path does not reproduce
@@ -106,9 +108,21 @@ def stacked_refusal(agents: Sequence[Any]) -> str | None:
     return None
 
 
+_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "weights")
+
+
 def _stack_batches(batches: Sequence[Batch], device: torch.device) -> dict[str, torch.Tensor]:
-    fields = ("obs", "actions", "rewards", "next_obs", "terminated", "weights")
-    return {f: torch.as_tensor(np.stack([getattr(b, f) for b in batches]), device=device) for f in fields}
+    return {f: torch.as_tensor(np.stack([getattr(b, f) for b in batches]), device=device) for f in _FIELDS}
+
+
+def _on_device(arrays: Any, device: torch.device) -> dict[str, torch.Tensor]:
+    """Batch's fields but the weights, stacked already (``arrays``: each (k, B, ...)), as tensors on ``device``."""
+    return {f: torch.as_tensor(np.asarray(getattr(arrays, f)), device=device) for f in _FIELDS if f != "weights"}
+
+
+def _taken(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Q(s, a) of each member's batch: ``q`` (k, B, A) at ``actions`` (k, B)."""
+    return q.gather(2, actions[..., None]).squeeze(2)
 
 
 def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
@@ -159,15 +173,51 @@ class StackedEngine:
         losses = batch_losses(q, target, weights, self.td_loss)
         return losses.value, (losses.value, q, losses.samples)
 
+    def _member_rows(self, which: Sequence[int]) -> torch.Tensor | None:
+        """The stacked rows of members ``which`` (None: every member, in order: the stacked tensors themselves)."""
+        return None if list(which) == list(range(len(self.agents))) else torch.tensor(which, device=self.device)
+
+    def _named(self, stacked: list[torch.Tensor], rows: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        return dict(zip(self._names, (_rows(p, rows) for p in stacked), strict=True))
+
+    @torch.inference_mode()
+    def greedy(self, which: Sequence[int], obs: np.ndarray) -> list[int]:
+        """Members ``which`` each's argmax_a Q(s, a) of its row of ``obs`` under its online network (the first of
+        tied maxima, as its own ``greedy_action``), in one batched forward."""
+        rows = self._member_rows(which)
+        x = torch.as_tensor(np.asarray(obs), device=self.device)[:, None]
+        return self._batched_q(self._named(self.params, rows), x)[:, 0].argmax(dim=1).tolist()
+
+    @torch.no_grad()
+    def td_errors(self, which: Sequence[int], arrays: Any) -> np.ndarray:
+        """δ of members ``which``'s batches (``arrays``: Batch's fields stacked over them, row k member
+        ``which[k]``'s) without learning, as each member's own ``td_errors``: (k, B)."""
+        rows = self._member_rows(which)
+        b = _on_device(arrays, self.device)
+        params = self._named(self.params, rows)
+        target = self._targets(params, self._named(self.target_params, rows), b)
+        return (target - _taken(self._batched_q(params, b["obs"]), b["actions"])).cpu().numpy()
+
+    @torch.no_grad()
+    def score(self, which: Sequence[int], arrays: Any) -> Scores:
+        """The networks' :class:`~per_cli.rl.results.Scores` of members ``which``'s batches, nothing learnt, as each
+        member's own ``score``."""
+        rows = self._member_rows(which)
+        b = _on_device(arrays, self.device)
+        params, targets = self._named(self.params, rows), self._named(self.target_params, rows)
+        target = self._targets(params, targets, b)
+        q, q_target = (_taken(self._batched_q(p, b["obs"]), b["actions"]) for p in (params, targets))
+        loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
+        return Scores(*torch.stack([target - q, loss, target_loss]).cpu().numpy())
+
     def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> UpdateResults:
         """Members ``which`` (distinct indices into the agents) each learn from their batch (in the order of
         ``which``), as their own ``learn`` would; returns their results in that order."""
-        rows = None if list(which) == list(range(len(self.agents))) else torch.tensor(which, device=self.device)
+        rows = self._member_rows(which)
         b = _stack_batches(batches, self.device)
-        params = dict(zip(self._names, (_rows(p, rows) for p in self.params), strict=True))
+        params = self._named(self.params, rows)
         with torch.no_grad():
-            targets = dict(zip(self._names, (_rows(p, rows) for p in self.target_params), strict=True))
-            target = self._targets(params, targets, b)
+            target = self._targets(params, self._named(self.target_params, rows), b)
         grads, (loss, q, samples) = self._batched_grad(params, b["obs"], b["actions"], target, b["weights"])
         grads = list(grads.values())
         if self.cfg.max_grad_norm is not None:

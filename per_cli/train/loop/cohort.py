@@ -4,8 +4,8 @@ Each seed is a member built exactly as its solo run would be (:func:`~per_cli.tr
 :mod:`per_cli.train.loop.lockstep` runs them through the one loop, whose phases are the calls a solo run makes over
 a list of one. Each member's RNG streams come from its own seed and it runs the solo kernel on its own buffers, so
 a member computes what its solo run computes (tests/train/loop/test_cohort.py checks it bit for bit). Under the
-torch engine the members update in one stacked call (:class:`~per_cli.rl.engines.stacked.StackedEngine`) where
-it runs and pays, else one after another; :attr:`Cohort.note` says which.
+torch engine the members act and update in one stacked call each (:class:`~per_cli.rl.engines.stacked.StackedEngine`)
+where it runs and pays, else one after another; :attr:`Cohort.note` says which.
 """
 
 from __future__ import annotations

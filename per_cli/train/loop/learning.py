@@ -21,7 +21,7 @@ from per_cli.train.loop.loop_state import Counters
 from per_cli.train.loop.one_config import shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.stopping import check_update, diverged
-from per_cli.train.loop.updates import CompiledUpdates, TorchUpdates
+from per_cli.train.loop.updates import Updates
 from per_cli.train.measures.cohort_rows import CohortRows
 from per_cli.train.measures.update_measures import measure_table
 
@@ -35,7 +35,7 @@ class LearningPhases:
 
     counters: Counters
     sampling: CohortSampling
-    updates: CompiledUpdates | TorchUpdates
+    updates: Updates
     index: dict[int, int]
     _positions: PositionsOf
 

@@ -8,9 +8,10 @@ observations in hand, one gather of the newest transitions):
 * :class:`CompiledUpdates` (numba): ONE compiled call over the members
   (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the per-member kernels on each member's own buffers, so
   every value is the one the member's own engine computes;
-* :class:`TorchUpdates` (torch: CNNs, CUDA, ``engine: torch``): one stacked torch update over two members or more
-  (:class:`~per_cli.rl.engines.stacked.StackedEngine`, equal to their own updates to float32 rounding) where that
-  path serves them, else each member's own agent; acting and insertion TD errors are each member's own.
+* :class:`StackedUpdates` (torch: CNNs, CUDA, ``engine: torch``, two members or more where the stacked engine serves
+  them): each call ONE batched torch call over the members
+  (:class:`~per_cli.rl.engines.stacked.StackedEngine`, equal to their own calls to float32 rounding);
+* :class:`TorchUpdates` (torch otherwise, a run of one included): each member's own agent.
 """
 
 from __future__ import annotations
@@ -33,20 +34,20 @@ if TYPE_CHECKING:
     from per_cli.train.loop.member_data import MemberData
 
 
-def updates_for(members: Sequence[MemberData], stacked: bool = True) -> CompiledUpdates | TorchUpdates:
-    """The members' networks: :class:`CompiledUpdates` under the numba engine, else :class:`TorchUpdates`
-    (``stacked``: the stacked torch update serves them, where there are two or more). The members' agents share
-    one engine (one config); the choice is made here, once."""
+def updates_for(members: Sequence[MemberData], stacked: bool = True) -> Updates:
+    """The members' networks: :class:`CompiledUpdates` under the numba engine, else :class:`StackedUpdates`
+    (``stacked``: the stacked torch engine serves them, where there are two or more) or :class:`TorchUpdates`. The
+    members' agents share one engine (one config); the choice is made here, once."""
     engines = {m.agent.engine for m in members}
     if len(engines) != 1:
         raise ValueError(f"a cohort's members run one engine, not {sorted(engines)}")
     (engine,) = engines
     if engine == "numba":
         return CompiledUpdates(members)
-    return TorchUpdates(members, stacked and len(members) > 1)
+    return StackedUpdates(members) if stacked and len(members) > 1 else TorchUpdates(members)
 
 
-def reads_host_states(members: Sequence[MemberData], updates: CompiledUpdates | TorchUpdates) -> bool:
+def reads_host_states(members: Sequence[MemberData], updates: Updates) -> bool:
     """Whether the loop reads a batch's states (``obs``, ``next_obs``) on the host; chosen once, before the gather is
     built (``CohortSampling(host_states=...)``). They go unread only where each member's memory keeps its frames on
     its agent's device (``replay.device_frames``: the agent's own update and insertion TD errors read
@@ -58,7 +59,7 @@ def reads_host_states(members: Sequence[MemberData], updates: CompiledUpdates | 
         and m.memory.storage.mirror.device.type == m.agent.device.type
         for m in members
     )  # fmt: skip
-    own = type(updates) is TorchUpdates and updates.engine is None
+    own = type(updates) is TorchUpdates
     scored = any(kind_spec(m.cfg.replay.kind).scores for m in members)
     measured = any(m.window.threshold is not None or m.window.iid for m in members)
     return not (on_device and own) or scored or measured
@@ -94,14 +95,33 @@ class CompiledUpdates:
         return results
 
 
-class TorchUpdates:
-    """The members' torch agents: acting and insertion TD errors each agent's own (on the rows the loop hands
-    it); the update one stacked call (``stacked``) or each member's own, chosen once."""
+class StackedUpdates:
+    """The members' torch agents as one :class:`~per_cli.rl.engines.stacked.StackedEngine`: their greedy actions,
+    insertion TD errors, scores and updates each ONE batched call over the members ``which`` (equal to each agent's
+    own to float32 rounding)."""
 
-    def __init__(self, members: Sequence[MemberData], stacked: bool):
-        self.engine = StackedEngine([m.agent for m in members]) if stacked else None
+    def __init__(self, members: Sequence[MemberData]):
+        self.engine = StackedEngine([m.agent for m in members])
+
+    def greedy(self, which: list[int], members: Sequence[MemberData], obs: np.ndarray) -> list[int | None]:
+        return self.engine.greedy(which, obs)
+
+    def insertion_td(self, which: list[int], members: Sequence[MemberData], latest: Gathered) -> np.ndarray:
+        return self.engine.td_errors(which, latest.arrays)
+
+    def score(self, which: list[int], members: Sequence[MemberData], arrays: BatchArrays) -> Scores:
+        return self.engine.score(which, arrays)
+
+    def learn(self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults:
+        return self.engine.learn(which, batches)
+
+
+class TorchUpdates:
+    """The members' torch agents, each its own (a run of one; members the stacked engine does not serve: the
+    cohort's note says why): acting, insertion TD errors, scores and updates each agent's own call on its row."""
+
+    def __init__(self, members: Sequence[MemberData]):
         self._wait = all(m.cfg.train.priority_lag == 0 for m in members)  # (lagged: each read an update later)
-        self._learn = self._learn_stacked if stacked else self._learn_own
 
     def greedy(self, which: list[int], members: Sequence[MemberData], obs: np.ndarray) -> list[int | None]:
         """Each agent's greedy action for its row of ``obs`` (None for a member that failed)."""
@@ -121,21 +141,13 @@ class TorchUpdates:
     def learn(
         self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]
     ) -> UpdateResults | Pending:
-        """The members' results, row k member k's."""
-        return self._learn(which, members, batches)
-
-    def _learn_stacked(
-        self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]
-    ) -> UpdateResults:
-        return self.engine.learn(which, batches)
-
-    def _learn_own(
-        self, which: list[int], members: Sequence[MemberData], batches: Sequence[Batch]
-    ) -> UpdateResults | Pending:
-        """Each agent's own update; under ``train.priority_lag`` each is read when first asked
+        """Each agent's own update, row k member k's; under ``train.priority_lag`` each is read when first asked
         (:class:`~per_cli.rl.results.Pending`)."""
         own = [m.agent.learn(b, self._wait) for m, b in zip(members, batches, strict=True)]
         return UpdateResults.rows(own) if self._wait else Pending(own)
+
+
+Updates = CompiledUpdates | StackedUpdates | TorchUpdates
 
 
 def _row_batch(gathered: Gathered, k: int) -> Batch:
