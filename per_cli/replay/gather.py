@@ -1,7 +1,8 @@
 """The gather: drawn slots into batches over a list of members (a solo memory's list holds one), one
-implementation per storage class, chosen once by :func:`gather_for`: the plain rings' in ONE compiled call
-(:class:`RingGather`), any other storage's own ``gather`` (:class:`StorageGather`: it unpacks, or stacks frames,
-also on the training device where it mirrors them). A draw knows nothing of the storage.
+implementation per storage class, chosen once by :func:`gather_for`: the rings' in ONE compiled call
+(:class:`RingGather`; bit-packed states then unpacked in one call over every member's rows), any other storage's
+own ``gather`` (:class:`StorageGather`: it stacks frames, also on the training device where it mirrors them). A
+draw knows nothing of the storage.
 
 Where nothing reads a batch's states on the host (the loop decides it once: every storage keeps its frames on the
 training device and the update reads them there), the gather is built with ``host_states=False``: its ``obs`` and
@@ -15,11 +16,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from per_cli.replay.storage.packed import PackedTransitionStorage, unpack_rows
 from per_cli.replay.storage.ring import (
     BatchArrays,
     RingColumns,
     TransitionStorage,
-    batch_arrays,
     gather_members,
     member_axis,
     nstep_members,
@@ -65,29 +66,39 @@ class Gathered(NamedTuple):
 
 
 class RingGather:
-    """Plain rings: rows gathered by :func:`~per_cli.replay.storage.ring.gather_members` (n-step returns by
-    :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the rings' columns as
-    blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`: several storages move into them)."""
+    """Rings, plain or bit-packed: rows gathered by :func:`~per_cli.replay.storage.ring.gather_members` (n-step
+    returns by :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the rings'
+    columns as blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`: several storages move
+    into them). Bit-packed rings' rows (``states``: the states' shape; None for plain rings) are unpacked after
+    it, every member's states and next states in one :func:`~per_cli.replay.storage.packed.unpack_rows`."""
 
     def __init__(self, storages: Sequence[TransitionStorage], n_step: int, gamma: float):
         ((self.dtype, self.row_shape),) = {(s.obs.dtype, s.row_shape) for s in storages}  # (one config: one row)
+        packed = type(storages[0]) is PackedTransitionStorage  # (one class: gather_for)
+        (self.states,) = {s.obs_shape if packed else None for s in storages}
         blocks = RingColumns(*(member_axis(storages, name) for name in RingColumns._fields))
         rows = (len(storages), storages[0].capacity, -1)  # (the states as flat rows)
         self.columns = blocks._replace(obs=blocks.obs.reshape(rows), next_obs=blocks.next_obs.reshape(rows))
         self.n_step, self.gamma = n_step, gamma
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
-        out = batch_arrays(slots.shape[0], slots.shape[1], self.dtype, self.row_shape)._replace(weights=weights)
-        c = self.columns
-        if self.n_step > 1:
-            rewards, terminated, last = (np.empty(slots.shape, dtype=t) for t in (np.float32, np.float32, np.int64))
+        shape, c = slots.shape, self.columns
+        rows = np.empty((2, *shape, *self.row_shape), dtype=self.dtype)  # (states, next states: one block)
+        actions, ids = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
+        ages, episodes = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
+        rewards, terminated = np.empty(shape, dtype=np.float32), np.empty(shape, dtype=np.float32)
+        if self.n_step > 1:  # (the n-step rewards and terminations kept, the stored ones gathered into spares)
+            last = np.empty(shape, dtype=np.int64)
             nstep_members(which, slots, self.n_step, self.gamma, c.rewards, c.terminated, c.truncated, c.ids,
                           c.counters, rewards, terminated, last)  # fmt: skip
-            gather_members(which, slots, last, *c, *out)
-            out.rewards[...], out.terminated[...] = rewards, terminated
+            gather_members(which, slots, last, *c, rows[0], actions, np.empty(shape, dtype=np.float32), rows[1],
+                           np.empty(shape, dtype=np.float32), ids, weights, ages, episodes)  # fmt: skip
         else:
-            gather_members(which, slots, slots, *c, *out)
-        return Gathered(out, None)
+            gather_members(which, slots, slots, *c, rows[0], actions, rewards, rows[1], terminated, ids, weights,
+                           ages, episodes)  # fmt: skip
+        states = rows if self.states is None else unpack_rows(rows, self.states)
+        return Gathered(BatchArrays(states[0], actions, rewards, states[1], terminated, ids, weights, ages, episodes),
+                        None)  # fmt: skip
 
 
 class StorageGather:
@@ -151,6 +162,6 @@ def gather_for(
     gathered on the training device (ValueError for any other)."""
     if not host_states and any(getattr(s, "mirror", None) is None for s in storages):
         raise ValueError("a gather without the host states needs storages that keep their frames on the device")
-    if all(type(s) is TransitionStorage for s in storages):
+    if {type(s) for s in storages} in ({TransitionStorage}, {PackedTransitionStorage}):
         return RingGather(storages, n_step, gamma)
     return StorageGather(storages, n_step, gamma, host_states)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.memory import ReplayMemory
 from per_cli.replay.samplers import (
     CombinedSampler,
@@ -13,6 +14,7 @@ from per_cli.replay.samplers import (
     RecentSampler,
     UniformSampler,
 )
+from per_cli.replay.samplers.rank import SORTS
 from per_cli.replay.storage.ring import TransitionStorage
 
 from .support import leave
@@ -201,6 +203,33 @@ def test_rank_resort_period_counts_update_calls():
     for i in range(7):
         memory.update_priorities(np.array([i]), np.array([float(i)]))
     assert memory.sampler.sorts == 2
+
+
+def test_rank_resort_bookkeeping_is_each_members_row_of_the_cohorts_heap_counters():
+    """A cohort's members count towards their re-sorts in one block with a seed axis (the heaps' counters, moved
+    there as the keys are): a member's own load and ``resort_period`` set after the cohort is built are what the
+    cohort's updates count by, and the re-sorts they make due are exact sorts of that member's heap alone."""
+    memories = [
+        memory_with(RankSampler, 40, capacity=50, seed=s, resort_period=p) for s, p in ((1, None), (2, 2), (3, 5))
+    ]
+    sampling = CohortSampling(memories)
+    heaps = sampling._lists.own.heaps
+    assert heaps.shape == (3, 4) and all(np.shares_memory(m.sampler.heap, heaps[i]) for i, m in enumerate(memories))
+    state = memories[0].sampler.state_dict()
+    memories[0].sampler.load_state_dict({**state, "updated_since_sort": 48})  # (None: a re-sort at 50 priorities)
+    memories[2].sampler.resort_period = 1
+    rng = np.random.default_rng(6)
+    sorts = [m.sampler.sorts for m in memories]
+    for call in range(3):
+        td = [rng.exponential(size=4).astype(np.float32) for _ in range(3)]
+        assert sampling.update_priorities([2, 0, 1], [rng.integers(0, 40, size=4) for _ in range(3)], td).all()
+        expected = (sorts[0] + 1, sorts[1] + (call + 1) // 2, sorts[2] + call + 1)
+        assert tuple(m.sampler.sorts for m in memories) == expected
+        assert heaps[:, SORTS].tolist() == list(expected)
+        for memory in memories[2:] if call else memories[::2]:  # (re-sorted by this update: exact)
+            assert np.all(np.diff(memory.sampler.priorities()) <= 0)
+    assert memories[0].sampler.updated_since_sort == 8 and memories[1].sampler.updated_since_sort == 1
+    assert memories[1].sampler.resort_period == 2 and memories[0].sampler.resort_period is None
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -21,7 +21,10 @@ from per_cli.replay.structures.rank_heap import (
 )
 
 NO_POSITIONS = np.zeros(0, dtype=np.int64)  # (no heap position skipped)
-ENTRIES = 0  # ``heap``'s one value: the slots in the heap (an array, so that compiled calls move it in place)
+# the positions of ``RankSampler.heap``, the heap's counters (an array, so that compiled calls move them in place):
+# the slots in the heap, the updates counted towards the next re-sort, the re-sorts made, and ``resort_period`` (0:
+# None, a re-sort once ``capacity`` priorities changed)
+ENTRIES, UPDATED, SORTS, PERIOD = range(4)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -88,26 +91,37 @@ def enter_members(keys, pos_of, heaps, which, slots, entering):
 
 
 @numba.njit(cache=True, nogil=True)
-def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors):
+def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors, counts, due):
     """For k in range(len(which)): member ``which[k]``'s ``heap_update_current`` with ids ``ids[k]`` and TD
-    errors ``td_errors[k]``. Returns its result per k: the count of priorities updated, or -1 (a non-finite TD
-    error: that member's heap unchanged)."""
-    counts = np.empty(which.shape[0], dtype=np.int64)
+    errors ``td_errors[k]``, its result in ``counts[k]`` (the count of priorities updated, or -1: a non-finite TD
+    error, that member's heap unchanged), counted towards its re-sort (its ``PERIOD``: update calls that changed a
+    priority, or, where 0, priorities changed, up to its capacity); ``due[k]``: that made one due (counted as
+    made: the caller sorts the heap array). Returns how many are due."""
+    n_due = 0
     for k in range(which.shape[0]):
         i = which[k]
-        counts[k] = heap_update_current(keys[i], pos_of[i], heaps[i][ENTRIES], ids[k], td_errors[k], stored_ids[i])
-    return counts
+        h = heaps[i]
+        counts[k] = heap_update_current(keys[i], pos_of[i], h[ENTRIES], ids[k], td_errors[k], stored_ids[i])
+        due[k] = False
+        if counts[k] > 0:
+            h[UPDATED] += 1 if h[PERIOD] > 0 else counts[k]
+            if h[UPDATED] >= (h[PERIOD] if h[PERIOD] > 0 else keys[i].shape[0]):
+                h[UPDATED] = 0
+                h[SORTS] += 1
+                due[k] = True
+                n_due += 1
+    return n_due
 
 
 class HeapLists(NamedTuple):
     """The rank kind's state over the seed axis: the distinct CDFs of the ranks' mass and each member's row in
-    them, the heaps (keys, each slot's position, [entries]) and each member's α."""
+    them, the heaps (keys, each slot's position, their counters: ``ENTRIES`` ...) and each member's α."""
 
     cums: np.ndarray  # (distinct CDFs, capacity) float64
     cum_of: np.ndarray  # (S,) int64
     keys: np.ndarray  # (S, capacity) uint64
     pos_of: np.ndarray  # (S, capacity) int32
-    heaps: np.ndarray  # (S, 1) int64
+    heaps: np.ndarray  # (S, 4) int64
     alphas: np.ndarray
 
 
@@ -145,13 +159,11 @@ class RankSampler(Sampler):
             raise ValueError(f"RankSampler supports capacities below 2**31, got {capacity}")
         super().__init__(storage, rng, window)
         self.alpha = float(alpha)
-        self.resort_period = resort_period
         self.cum = np.cumsum(np.arange(1, capacity + 1, dtype=np.float64) ** -self.alpha)
         self.keys = np.zeros(capacity, dtype=np.uint64)  # the heap: (~float32 bits of abs(δ)) << 32 | slot
         self.pos_of = np.full(capacity, -1, dtype=np.int32)  # slot -> heap position, -1 if absent
-        self.heap = np.zeros(1, dtype=np.int64)  # [slots in the heap (the sampleable ones)]
-        self.updated_since_sort = 0  # update() calls, or updated priorities when resort_period is None
-        self.sorts = 0
+        self.heap = np.zeros(4, dtype=np.int64)  # its counters: ENTRIES, UPDATED, SORTS, PERIOD
+        self.resort_period = resort_period
 
     @staticmethod
     def bytes_needed(capacity: int) -> int:
@@ -167,6 +179,29 @@ class RankSampler(Sampler):
     def n(self, value: int) -> None:
         self.heap[ENTRIES] = value
 
+    @property
+    def updated_since_sort(self) -> int:
+        """Update calls since the last re-sort, or updated priorities where ``resort_period`` is None."""
+        return int(self.heap[UPDATED])
+
+    @updated_since_sort.setter
+    def updated_since_sort(self, value: int) -> None:
+        self.heap[UPDATED] = value
+
+    @property
+    def sorts(self) -> int:
+        """Re-sorts made."""
+        return int(self.heap[SORTS])
+
+    @property
+    def resort_period(self) -> int | None:
+        """Update calls between re-sorts; None: a re-sort once ``capacity`` priorities changed."""
+        return int(self.heap[PERIOD]) or None
+
+    @resort_period.setter
+    def resort_period(self, value: int | None) -> None:
+        self.heap[PERIOD] = 0 if value is None else value
+
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> HeapLists:
         heaps = (member_axis(samplers, name) for name in ("keys", "pos_of", "heap"))
@@ -179,28 +214,17 @@ class RankSampler(Sampler):
     @classmethod
     def update_members(cls, lists, which, ids, td_errors) -> np.ndarray:
         own = lists.own
-        counts = update_members(own.keys, own.pos_of, own.heaps, lists.stored_ids, which, ids, td_errors)
-        for i, count in zip(which.tolist(), counts.tolist(), strict=True):
-            if count > 0:
-                lists.samplers[i].count_updates(count)  # (its re-sort, when one is due)
+        counts, due = np.empty(which.shape[0], dtype=np.int64), np.empty(which.shape[0], dtype=np.bool_)
+        if update_members(own.keys, own.pos_of, own.heaps, lists.stored_ids, which, ids, td_errors, counts, due):
+            for i in which[due].tolist():  # (the re-sorts the updates made due, counted already)
+                sort_keys(own.keys[i], own.pos_of[i], int(own.heaps[i, ENTRIES]))
         return counts >= 0
-
-    def count_updates(self, count: int) -> None:
-        """``count`` priorities were just updated: re-sort when that makes one due (``resort_period``)."""
-        if self.resort_period is None:
-            self.updated_since_sort += count
-            due = self.updated_since_sort >= self.storage.capacity
-        else:
-            self.updated_since_sort += 1
-            due = self.updated_since_sort >= self.resort_period
-        if due:
-            self.resort()
 
     def resort(self) -> None:
         """Sort the heap array exactly by abs(δ), descending (O(N log N))."""
         sort_keys(self.keys, self.pos_of, self.n)
-        self.updated_since_sort = 0
-        self.sorts += 1
+        self.heap[UPDATED] = 0
+        self.heap[SORTS] += 1
 
     def ranks(self) -> np.ndarray:
         """The slots in rank order (rank 1 first), as the sampler reads them now."""

@@ -1,8 +1,9 @@
 """Ring storage for boolean observations, eight states' bits to a byte (``np.packbits``).
 
 MinAtar's (10, 10, C) ``bool`` grids would take a byte per bool; here each state is flattened and bit-packed into
-``ceil(H * W * C / 8)`` bytes, and ``gather`` unpacks a batch in one ``np.unpackbits`` call back to ``bool`` of the
-original shape. Everything else is the plain ring's (:class:`~per_cli.replay.storage.ring.TransitionStorage`).
+``ceil(H * W * C / 8)`` bytes, and a gather unpacks its rows in one ``np.unpackbits`` call back to ``bool`` of the
+original shape (:func:`unpack_rows`: ``gather`` here, and a cohort's gather over all its members' rows at once,
+replay/gather.py). Everything else is the plain ring's (:class:`~per_cli.replay.storage.ring.TransitionStorage`).
 Only ``bool`` observations reach this class (``make_storage`` dispatches on the dtype).
 """
 
@@ -21,6 +22,12 @@ def packed_row_bytes(obs_shape: tuple[int, ...]) -> int:
     return math.ceil(math.prod(obs_shape) / 8)
 
 
+def unpack_rows(rows: np.ndarray, obs_shape: tuple[int, ...]) -> np.ndarray:
+    """Packed states ``rows`` (..., row bytes) as ``bool`` states (..., *obs_shape), in one ``np.unpackbits``."""
+    bits = np.unpackbits(rows, axis=-1, count=math.prod(obs_shape))  # uint8 0/1, one row per state
+    return bits.view(np.bool_).reshape(*rows.shape[:-1], *obs_shape)
+
+
 class PackedTransitionStorage(TransitionStorage):
     """:class:`TransitionStorage` for ``bool`` observations, kept bit-packed (same face, same batches)."""
 
@@ -28,7 +35,6 @@ class PackedTransitionStorage(TransitionStorage):
         if np.dtype(obs_dtype) != np.bool_:
             raise ValueError(f"PackedTransitionStorage packs bool observations, got {np.dtype(obs_dtype)}")
         self.obs_shape = tuple(int(d) for d in obs_shape)
-        self.n_bits = math.prod(self.obs_shape)
         if check_memory:  # here, to name the states' real shape (the plain ring would name the packed rows)
             need = self.bytes_needed(capacity, self.obs_shape)
             what = f"a replay memory of {capacity:,} bit-packed transitions {self.obs_shape}"
@@ -47,18 +53,14 @@ class PackedTransitionStorage(TransitionStorage):
             raise ValueError(f"expected bool observations of shape {self.obs_shape}, got {obs.dtype} {obs.shape}")
         return np.packbits(obs.reshape(-1))
 
-    def _unpack(self, rows: np.ndarray) -> np.ndarray:
-        bits = np.unpackbits(rows, axis=1, count=self.n_bits)  # uint8 0/1, one row per state
-        return bits.view(np.bool_).reshape(len(rows), *self.obs_shape)
-
     def add(self, obs, action, reward, next_obs, *args, **kwargs) -> int:
         return super().add(self._pack(obs), action, reward, self._pack(next_obs), *args, **kwargs)
 
     def observations(self, slots: np.ndarray) -> np.ndarray:
-        return self._unpack(super().observations(slots))
+        return unpack_rows(super().observations(slots), self.obs_shape)
 
     def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
         batch = super().gather(slots, next_slots)
-        batch["obs"] = self._unpack(batch["obs"])
-        batch["next_obs"] = self._unpack(batch["next_obs"])
+        batch["obs"] = unpack_rows(batch["obs"], self.obs_shape)
+        batch["next_obs"] = unpack_rows(batch["next_obs"], self.obs_shape)
         return batch
