@@ -61,13 +61,14 @@ class _Pool:
     def step(self, ids: np.ndarray, actions: np.ndarray) -> tuple:
         """(obs, reward, terminated, truncated) of envs ``ids`` after ``actions``, in the order of ``ids``;
         ``terminated`` as Gymnasium sets it, also on a step that reaches the step limit (:func:`terminal`)."""
-        obs, reward, terminated, truncated, info = self.envs.step(actions.astype(np.int32), ids.astype(np.int32))
-        got = np.asarray(info["env_id"])
-        if not np.array_equal(got, ids):  # EnvPool returns envs as they finish: put them back in order
-            order = np.argsort(got)[np.searchsorted(np.sort(got), ids)]
+        sent = ids.astype(np.int32)
+        obs, reward, terminated, truncated, info = self.envs.step(actions.astype(np.int32), sent)
+        order = _order(info, sent)
+        if order is not None:
             obs, reward, terminated, truncated = obs[order], reward[order], terminated[order], truncated[order]
-        for k in np.flatnonzero(truncated & ~terminated):
-            terminated[k] = terminal(self.env_id, obs[k])
+        if np.count_nonzero(truncated):  # (a step limit reached; a step that reaches none has nothing to check)
+            for k in np.flatnonzero(truncated & ~terminated):
+                terminated[k] = terminal(self.env_id, obs[k])
         return obs, reward, terminated, truncated
 
     def reset(self, index: int) -> np.ndarray:
@@ -76,11 +77,21 @@ class _Pool:
     def reset_many(self, ids: np.ndarray) -> np.ndarray:
         """The first observations of envs ``ids``' next episodes (reset in one EnvPool call), in the order of
         ``ids``."""
-        obs, info = self.envs.reset(ids.astype(np.int32))
-        got = np.asarray(info["env_id"])
-        if not np.array_equal(got, ids):  # EnvPool returns envs as they finish: put them back in order
-            obs = obs[np.argsort(got)[np.searchsorted(np.sort(got), ids)]]
-        return obs
+        sent = ids.astype(np.int32)
+        obs, info = self.envs.reset(sent)
+        order = _order(info, sent)
+        return obs if order is None else obs[order]
+
+
+def _order(info: dict, sent: np.ndarray) -> np.ndarray | None:
+    """The rows that put an EnvPool call's results back in the order of the env ids ``sent`` (int32): EnvPool
+    returns envs as they finish (``info["env_id"]``); None where they came in that order. The ids are compared as
+    bytes, exact for arrays of one dtype (EnvPool's int32; another dtype only takes the reorder, right for any
+    order)."""
+    got = np.asarray(info["env_id"])
+    if got.dtype == sent.dtype and got.tobytes() == sent.tobytes():
+        return None
+    return np.argsort(got)[np.searchsorted(np.sort(got), sent)]
 
 
 class PooledEnv:

@@ -11,6 +11,7 @@ from per_cli.config import AgentConfig, Config, load_config
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.cohort import CohortEngine, stack
+from per_cli.rl.engines.dense import c_array
 from per_cli.rl.losses import TDLoss
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 
@@ -107,6 +108,35 @@ def test_stack_is_np_stack():
     for bad in ([np.zeros(3), np.zeros(4)], [np.zeros((2, 3)), np.zeros((2, 4))], [np.zeros(2), [0.0, 1.0, 2.0]]):
         with pytest.raises(ValueError):
             stack(bad)
+
+
+def test_arrays_already_in_the_kernels_layout_pass_as_they_are_and_others_are_converted():
+    """``c_array``: the loop's own C arrays of the kernels' dtype and shape are handed over uncopied; a list, another
+    dtype, a strided view or the member axis left out is converted to that layout, values kept."""
+    f32 = np.dtype(np.float32)
+    ready = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert c_array(ready, f32, (2, 3, 4)) is ready
+    wide = np.arange(48, dtype=np.float32).reshape(2, 3, 8)
+    for other in (ready.tolist(), ready.astype(np.float64), wide[:, :, ::2], ready[0]):
+        got = c_array(other, f32, (2, 3, 4) if len(np.shape(other)) == 3 else (1, 3, 4))
+        assert got.dtype == f32 and got.flags.c_contiguous and got.base is not ready
+        np.testing.assert_array_equal(got.reshape(-1, 4), np.asarray(other, dtype=np.float32).reshape(-1, 4))
+
+
+def test_observations_of_another_width_than_the_networks_input_are_refused():
+    """A batch whose states are not the networks' input width is a ValueError, not a kernel reading past them."""
+    agents = _agents(1)
+    engine = CohortEngine([a.numba_engine for a in agents])
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(1, 8, 6)).astype(np.float32)  # the networks take 5 numbers
+    vectors = [np.zeros((1, 8), dtype=dtype) for dtype in (np.int64, np.float32, np.float32, np.float32)]
+    actions, rewards, terminated, weights = vectors
+    with pytest.raises(ValueError, match="reshape"):
+        engine.update([0], obs, actions, rewards, obs, terminated, weights)
+    with pytest.raises(ValueError, match="reshape"):
+        engine.td_errors([0], obs, actions, rewards, obs, terminated)
+    with pytest.raises(ValueError, match="reshape"):
+        engine.greedy([0], obs[:, 0])
 
 
 @pytest.mark.parametrize("built", ["before the load", "after the load"])

@@ -28,7 +28,7 @@ from per_cli.rl.engines.kernels import (
 )
 from per_cli.rl.results import Scores, UpdateResults
 
-_F32, _I64 = np.float32, np.int64
+_F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
 
 
 @numba.njit(**JIT)
@@ -107,7 +107,7 @@ def stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(arrays)
 
 
-def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
+def _stacked(arrays: Sequence[np.ndarray] | np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """The per-member arrays stacked (an array with a member axis already: as it is) as a C array."""
     return c_array(arrays if type(arrays) is np.ndarray else stack(arrays), dtype, shape)
 
@@ -173,8 +173,18 @@ class CohortEngine:
             for s, engine in enumerate(engines):
                 engine.adopt(self.blocks, s)
         self.workspace = Workspace(self.dims)
+        self._width = int(shape[0])  # an observation's numbers (the kernels' inputs: (..., width) float32)
         self._each = [np.array([i], dtype=np.int64) for i in range(len(engines))]  # (greedy_action's which)
+        self._everyone = (list(range(len(engines))), np.arange(len(engines), dtype=np.int64))
         self._action = np.empty(1, dtype=np.int64)
+
+    def _which(self, which: Sequence[int]) -> np.ndarray:
+        """``which`` as the kernels' int64 array: the one built here where it lists every member in order (the
+        loop's usual call), else converted."""
+        everyone, array = self._everyone
+        if type(which) is list and which == everyone:
+            return array
+        return np.asarray(which, dtype=np.int64)
 
     def update(self, which: Sequence[int], obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """Members ``which`` (indices into the engines) learn from their batches, stacked along a first, member
@@ -183,11 +193,11 @@ class CohortEngine:
         (row k: member ``which[k]``'s), each from that member's weights before its update."""
         n, batch = len(which), np.shape(actions)[-1]
         blocks = self.blocks
-        td, losses = np.empty((2, n, batch), dtype=np.float32)  # (one allocation a call for each pair)
-        loss, q_mean = np.empty((2, n), dtype=np.float64)
-        matrices, vectors = (n, batch, -1), (n, batch)
+        td, losses = np.empty((n, batch), dtype=_F32), np.empty((n, batch), dtype=_F32)
+        loss, q_mean = np.empty(n), np.empty(n)
+        matrices, vectors = (n, batch, self._width), (n, batch)
         cohort_update_kernel(
-            blocks.params, blocks.target_params, blocks.m, blocks.v, np.asarray(which, dtype=np.int64), self.dims,
+            blocks.params, blocks.target_params, blocks.m, blocks.v, self._which(which), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), c_array(weights, _F32, vectors),
             self.hyper, blocks.steps, self.workspace.for_batch(batch), td, losses, loss, q_mean,
@@ -198,10 +208,10 @@ class CohortEngine:
         """Members ``which``'s :class:`~per_cli.rl.results.Scores` of their batches (laid out as :meth:`update`
         takes them), nothing learnt; row k member ``which[k]``'s."""
         n, batch = len(which), np.shape(actions)[-1]
-        td, loss, target_loss = np.empty((3, n, batch), dtype=np.float32)
-        matrices, vectors = (n, batch, -1), (n, batch)
+        td, loss, target_loss = (np.empty((n, batch), dtype=_F32) for _ in range(3))
+        matrices, vectors = (n, batch, self._width), (n, batch)
         cohort_score_kernel(
-            self.blocks.params, self.blocks.target_params, np.asarray(which, dtype=np.int64), self.dims,
+            self.blocks.params, self.blocks.target_params, self._which(which), self.dims,
             c_array(obs, _F32, matrices), c_array(actions, _I64, vectors), c_array(rewards, _F32, vectors),
             c_array(next_obs, _F32, matrices), c_array(terminated, _F32, vectors), self.hyper,
             self.workspace.for_batch(batch), td, loss, target_loss,
@@ -213,14 +223,14 @@ class CohortEngine:
         the first maximum on ties, like torch.argmax)."""
         n = len(which)
         out = np.empty(n, dtype=np.int64)
-        cohort_greedy_kernel(self.blocks.params, np.asarray(which, dtype=np.int64), self.dims,
-                             _stacked(obs, _F32, (n, -1)), self.workspace.for_batch(1), out)  # fmt: skip
+        cohort_greedy_kernel(self.blocks.params, self._which(which), self.dims,
+                             _stacked(obs, _F32, (n, self._width)), self.workspace.for_batch(1), out)  # fmt: skip
         return out
 
     def greedy_action(self, i: int, obs: np.ndarray) -> int:
         """Member ``i``'s greedy action for one observation, as :meth:`greedy` gives it, its ``which`` and output
         prebuilt: a solo engine's call at every step of acting and evaluation."""
-        cohort_greedy_kernel(self.blocks.params, self._each[i], self.dims, c_array(obs, _F32, (1, -1)),
+        cohort_greedy_kernel(self.blocks.params, self._each[i], self.dims, c_array(obs, _F32, (1, self._width)),
                              self.workspace.for_batch(1), self._action)  # fmt: skip
         return self._action.item()
 
@@ -228,13 +238,12 @@ class CohortEngine:
         """δ = target − Q(s, a) (k, batch) of member ``which[k]``'s batch k, nothing learnt (sequences of
         per-member arrays, or arrays stacked along a first, member axis; for k = 1 the member axis may be left
         out)."""
-        n = len(which)
-        acts = _stacked(actions, _I64, (n, -1))
-        batch = acts.shape[1]
+        n, batch = len(which), np.shape(actions)[-1]
+        acts = _stacked(actions, _I64, (n, batch))
         out = np.empty((n, batch), dtype=np.float32)
-        matrices, vectors = (n, batch, -1), (n, batch)
+        matrices, vectors = (n, batch, self._width), (n, batch)
         cohort_td_kernel(
-            self.blocks.params, self.blocks.target_params, np.asarray(which, dtype=np.int64), self.dims,
+            self.blocks.params, self.blocks.target_params, self._which(which), self.dims,
             _stacked(obs, _F32, matrices), acts, _stacked(rewards, _F32, vectors), _stacked(next_obs, _F32, matrices),
             _stacked(terminated, _F32, vectors), self.hyper.gamma, self.hyper.double_dqn,
             self.workspace.for_batch(batch), out,

@@ -35,9 +35,13 @@ def aligned_empty(n: int) -> np.ndarray:
     return raw[start : start + n]
 
 
-def c_array(array, dtype, shape: tuple[int, ...]) -> np.ndarray:
+def c_array(array, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """``array`` in the kernels' argument layout: a C array of ``dtype`` and ``shape`` (a view of ``array``, no
-    copy, where it is one already)."""
+    copy, where it is one already). An array that is already one (the loop's own buffers) is returned as it is
+    after a check of its type, shape, dtype and layout, the cheapest that rules out every other array; anything
+    else is converted (a ValueError where its size does not fit ``shape``)."""
+    if type(array) is np.ndarray and array.shape == shape and array.dtype == dtype and array.flags.c_contiguous:
+        return array
     return np.ascontiguousarray(np.asarray(array).reshape(shape), dtype=dtype)
 
 

@@ -39,14 +39,24 @@ class Updates:
     ``td_sorted`` (|δ| with each row sorted by numpy: NaN last, so its last column is numpy's max)."""
 
     def __init__(self, window: MeasuredBy, td, losses, weights, ages, obs, episodes, held, loss, q_means) -> None:
-        f32, contiguous = np.float32, np.ascontiguousarray
-        self.td, self.losses, self.weights = contiguous(td, f32), contiguous(losses, f32), contiguous(weights, f32)
-        self.ages = contiguous(ages, np.int64)
+        self.td, self.losses, self.weights = _c_array(td, _F32), _c_array(losses, _F32), _c_array(weights, _F32)
+        self.ages = _c_array(ages, _I64)
         self.loss, self.q_means = np.asarray(loss, dtype=np.float64), np.asarray(q_means, dtype=np.float64)
         self.obs, self.episodes, self.held, self.threshold = obs, episodes, held, window.threshold
         self.td_abs = np.abs(self.td)
         self.td_sorted = self.td_abs.copy()
         self.td_sorted.sort(axis=1)
+
+
+_F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
+
+
+def _c_array(array, dtype: np.dtype) -> np.ndarray:
+    """``array`` as a C array of ``dtype``: itself where it is one (the loop's arrays: checked, not converted), else
+    ``np.ascontiguousarray``'s copy."""
+    if type(array) is np.ndarray and array.dtype == dtype and array.flags.c_contiguous:
+        return array
+    return np.ascontiguousarray(array, dtype)
 
 
 class Measure(NamedTuple):
@@ -79,13 +89,28 @@ MEASURES: dict[str, Measure] = {
 }
 
 
+class RowPlan(NamedTuple):
+    """The per-update measures of a row of :func:`measure_table` for one window setting, looked up in
+    :data:`MEASURES` once: ``layout`` (tag, dtype) and ``functions`` (each entry's ``of``), in the row's order."""
+
+    layout: tuple[tuple[str, type], ...]
+    functions: tuple[Callable[[Updates], np.ndarray], ...]
+
+
 @lru_cache(maxsize=4)
-def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
-    """The per-update measures of a row of :func:`measure_table` for a window with (``correlation``) or without a
-    correlation threshold, with or without ``iid``, as (tag, dtype) in the row's order (and the order
-    ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row and popped as its dtype."""
+def row_plan(correlation: bool, iid: bool) -> RowPlan:
+    """The :class:`RowPlan` of a window with (``correlation``) or without a correlation threshold, with or without
+    ``iid`` (the entries whose ``when`` is None or on)."""
     on = {None, *(("correlation",) if correlation else ()), *(("iid",) if iid else ())}
-    return tuple((tag, m.dtype) for tag, m in MEASURES.items() if m.when in on)
+    entries = [(tag, m) for tag, m in MEASURES.items() if m.when in on]
+    return RowPlan(tuple((tag, m.dtype) for tag, m in entries), tuple(m.of for _, m in entries))
+
+
+def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
+    """The per-update measures of a row of :func:`measure_table` (:func:`row_plan`'s ``layout``) as (tag, dtype) in
+    the row's order (and the order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row
+    and popped as its dtype."""
+    return row_plan(correlation, iid).layout
 
 
 def measure_table(
@@ -109,7 +134,7 @@ def measure_table(
     if iid and (episodes is None or held is None):
         raise ValueError("measure_table: the i.i.d. measures need the episode ids and the episodes held")
     updates = Updates(window, td, losses, weights, ages, obs, episodes, held, loss, q_means)
-    table = np.array([MEASURES[tag].of(updates) for tag, _ in row_layout(threshold is not None, iid)], np.float64).T
+    table = np.array([of(updates) for of in row_plan(threshold is not None, iid).functions], np.float64).T
     variances = None
     if iid:
         obs = np.ascontiguousarray(obs)

@@ -200,7 +200,7 @@ def test_a_measure_is_one_registry_entry(monkeypatch):
     extra = {"td_error/min": Measure(np.float32, lambda u: u.td_sorted[:, 0]),
              "iid/first_episode": Measure(np.int64, lambda u: u.episodes[:, 0], "iid")}  # fmt: skip
     monkeypatch.setattr(update_measures, "MEASURES", update_measures.MEASURES | extra)
-    update_measures.row_layout.cache_clear()
+    update_measures.row_plan.cache_clear()
     try:
         for iid in (False, True):
             window = UpdateWindow(None, iid=iid)
@@ -214,7 +214,7 @@ def test_a_measure_is_one_registry_entry(monkeypatch):
                 first = values["iid/first_episode"]
                 assert first.dtype == np.int64 and first[0] == s["episodes"][0, 0]
     finally:
-        update_measures.row_layout.cache_clear()
+        update_measures.row_plan.cache_clear()
 
 
 def test_what_a_measure_needs_must_be_given():
