@@ -26,8 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from per_cli.config import load_config
+from per_cli.train.loop import learning
 from per_cli.train.loop.trainer import build_member, run_member
-from per_cli.train.measures.iid import reference_view, state_view
+from per_cli.train.measures.iid import state_view
+from per_cli.train.measures.reference import reference_slots, reference_views
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("none", "uniform")
@@ -63,22 +65,34 @@ def run(
     pop = window.pop
     saved: dict[str, list[np.ndarray]] = {"batches": [], "refs": [], "ref_vars": [], "window": []}
     save_rng = np.random.default_rng(seed)
+    views: list[np.ndarray] = []  # the viewed batches measured since the last pop
+    measure_table = learning.measure_table
+
+    def recording_measure(settings, td, losses, weights, ages, obs, *rest):  # each update's batch, viewed
+        views.append(state_view(obs, obs.ndim - 2)[0])
+        return measure_table(settings, td, losses, weights, ages, obs, *rest)
 
     def recording_pop(memory=None):  # the window's own values, kept as they are logged
-        if save is not None and window._obs:
-            saved["batches"].append(state_view(np.stack(window._obs), window._obs_ndim))
+        if save is not None and views:
+            saved["batches"].append(np.stack(views))
+            views.clear()
         values = pop(memory)
         for key, array in values.items():
             collected.setdefault(key, []).append(array)
         if save is not None and values:
             saved["window"].append(np.full(len(values["td_error/mean"]), len(saved["refs"])))
-            saved["refs"].append(reference_view(memory, window._obs_ndim, save_rng, 512))
+            saved["refs"].append(reference_views(memory.storage, reference_slots(memory.storage, save_rng, 512)))
             saved["ref_vars"].append(window._ref_var)
         return values
 
     member.window.pop = recording_pop
+    if save is not None:
+        learning.measure_table = recording_measure
     start = time.perf_counter()
-    run_member(member, out / f"{env}-{kind}")
+    try:
+        run_member(member, out / f"{env}-{kind}")
+    finally:
+        learning.measure_table = measure_table
     wall = time.perf_counter() - start
     if save is not None:
         np.savez(

@@ -95,7 +95,7 @@ def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid
             held = [memory.episodes_held()] if iid else None
             table, variances = measure_table(window, r.td_errors[None], r.losses[None], b.weights[None],
                                              b.ages[None], b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])
-            window.add_measured(table[0], None if variances is None else variances[0], b.obs)
+            window.add_measured(table[0], None if variances is None else variances[0])
         window.pop(memory)
         best = min(best, time.process_time() - start)
     return best / updates * 1e6

@@ -79,15 +79,6 @@ class ReplayMemory:
         """Distinct episodes with at least one sampleable transition in the memory."""
         return self.storage.episodes_held()
 
-    def reference_obs(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` observations drawn uniformly with replacement from the sampleable transitions, independent
-        of the sampler (and of its rng): the i.i.d. baseline the measures compare batches with."""
-        oldest = self.storage.oldest_sampleable_id()
-        if oldest >= self.storage.added:
-            raise ValueError("reference_obs from an empty memory")
-        ids = rng.integers(oldest, self.storage.added, size=n)
-        return self.storage.observations(ids % self.storage.capacity)
-
     def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
         """The next batch: :meth:`draw`, then the memory's gather (replay/gather.py) over this member alone."""
         if batch_size > len(self):

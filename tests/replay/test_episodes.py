@@ -1,4 +1,5 @@
-"""What the memory tells the measures: episode ids of batch transitions, episodes held, reference states."""
+"""What the memory tells the measures: episode ids of batch transitions, episodes held (its reference states:
+tests/train/measures/test_reference.py)."""
 
 import numpy as np
 
@@ -50,19 +51,6 @@ def test_episodes_held_of_an_empty_memory_is_zero():
     assert memory_of(4).episodes_held() == 0
 
 
-def test_reference_obs_draws_uniformly_from_what_is_held_without_touching_the_sampler():
-    memory = memory_of(50, UniformSampler)
-    for i in range(80):  # ids 30..79 held
-        memory.add(np.array([i, 0]), 0, 0.0, np.array([i, 0]), False, False)
-    before = memory.sampler.rng.bit_generator.state
-    ref = memory.reference_obs(20_000, np.random.default_rng(5))
-    assert memory.sampler.rng.bit_generator.state == before
-    values = ref[:, 0].astype(int)
-    assert values.min() >= 30 and values.max() <= 79
-    counts = np.bincount(values - 30, minlength=50)
-    assert counts.min() > 300 and counts.max() < 520  # 400 expected each; with replacement (20k > 50)
-
-
 def test_frame_storage_episodes_count_only_sampleable_transitions():
     storage = FrameStackStorage(50, (4, SIZE, SIZE), extra_frames=5, check_memory=False)
     memory = ReplayMemory(storage, UniformSampler(storage, np.random.default_rng(0)))
@@ -78,6 +66,3 @@ def test_frame_storage_episodes_count_only_sampleable_transitions():
     env_ids = np.array([decode(stack)[-1][0] for stack in next_obs])
     pairs = set(zip(ids.tolist(), env_ids.tolist(), strict=True))
     assert len(pairs) == len(set(ids.tolist())) == len(env_episodes)
-    ref = memory.reference_obs(200, np.random.default_rng(0))
-    assert ref.shape == (200, 4, SIZE, SIZE)
-    assert {decode(stack)[-1][0] for stack in ref} <= env_episodes

@@ -171,13 +171,13 @@ class LearningPhases:
 
     def measure(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> Measured:
         """The members' update measures in one pass over the update's (S, B) arrays and the draw's
-        (``measure_table``), with the batches' states where the windows keep them (iid)."""
+        (``measure_table``), with the batches' states' feature variances where the windows measure iid."""
         results, stacked = results.wait(), stacked_rows(batches)
         window = self._measured_by
         held = self.sampling.episodes_held(self._positions(members).rows) if window.iid else None
         table, variances = measure_table(window, results.td, results.losses, stacked.weights, stacked.ages,
                                          stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
-        return Measured(table, variances, stacked.obs if window.iid else None)
+        return Measured(table, variances)
 
     def record_updates(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> None:
         """Each member's update measured (``measure``, the one measuring route) into its window, kept over the seed
@@ -207,12 +207,11 @@ class MeasureSettings(NamedTuple):
 
 
 class Measured(NamedTuple):
-    """One update's measures over the seed axis (``measure_table``): the table, the feature variances (or None)
-    and the batches' states (kept with iid; else None)."""
+    """One update's measures over the seed axis (``measure_table``): the table and the states' feature variances
+    (with iid; else None)."""
 
     table: np.ndarray
     variances: np.ndarray | None
-    obs: np.ndarray | None
 
 
 def _td_diverged(member: MemberData, k: int) -> None:  # noqa: ARG001 - the priority update's refused(member, k)

@@ -16,12 +16,7 @@ import numpy as np
 
 from per_cli.train.measures.update_window import UpdateWindow
 
-RING_BYTES = 64 << 20  # the most the ring's states take: fewer steps where they would take more
-
-
-class _States(NamedTuple):
-    shape: tuple[int, ...]  # one update's states (batch, ...)
-    dtype: np.dtype
+RING_BYTES = 64 << 20  # the most the ring takes: fewer steps where it would take more
 
 
 class _Shapes(NamedTuple):
@@ -29,14 +24,13 @@ class _Shapes(NamedTuple):
 
     table: tuple[int, ...]
     variances: tuple[int, ...] | None
-    states: _States | None
 
 
 class CohortRows:
     """The measured updates of ``windows`` (member k's window at position k), kept until each window pulls them
     (each is attached to this, :meth:`UpdateWindow.attach`). ``steps``: how many steps the ring holds at most
     (a window's log window, ``log.every``, holds every update a member makes between two pulls in lockstep);
-    fewer where the states would take over ``RING_BYTES``."""
+    fewer where the ring would take over ``RING_BYTES``."""
 
     def __init__(self, windows: Sequence[UpdateWindow], steps: int):
         self._windows = list(windows)
@@ -48,16 +42,13 @@ class CohortRows:
         for k, window in enumerate(self._windows):
             window.attach(partial(self.pull, k))
 
-    def add(self, members: np.ndarray | slice, table: np.ndarray, variances: np.ndarray | None,
-            obs: np.ndarray | None) -> None:  # fmt: skip
-        """One step's updates: row j of ``table`` (its ``measure_table`` rows), ``variances`` (or None) and
-        ``obs`` (the states; None without iid) is the update of member ``members[j]`` (positions, int64, or
+    def add(self, members: np.ndarray | slice, table: np.ndarray, variances: np.ndarray | None) -> None:
+        """One step's updates: row j of ``table`` (its ``measure_table`` rows) and ``variances`` (the states'
+        feature variances; None without iid) is the update of member ``members[j]`` (positions, int64, or
         ``slice(None)``: every member in order)."""
-        table_shape, variances_shape = table.shape[1:], None if variances is None else variances.shape[1:]
-        states = None if obs is None else (obs.shape[1:], obs.dtype)
-        key = (table_shape, variances_shape, states)
+        key = (table.shape[1:], None if variances is None else variances.shape[1:])
         if key != self._key:
-            self._make(_Shapes(table_shape, variances_shape, None if states is None else _States(*states)))
+            self._make(_Shapes(*key))
             self._key = key
         ring = len(self._has)
         if self._written - self._behind >= ring:
@@ -72,8 +63,6 @@ class CohortRows:
         self._table[slot, members] = table
         if variances is not None:
             self._vars[slot, members] = variances
-        if obs is not None:
-            self._obs[slot, members] = obs
         self._written += 1
 
     def pull(self, k: int) -> None:
@@ -85,20 +74,16 @@ class CohortRows:
         slots = np.arange(start, end) % len(self._has)
         slots = slots[self._has[slots, k]]
         if len(slots):
-            variances = self._vars[slots, k] if self._vars is not None else None
-            self._windows[k].add_block(self._table[slots, k], variances,
-                                       self._obs[slots, k] if self._obs is not None else None)  # fmt: skip
+            self._windows[k].add_block(self._table[slots, k], self._vars[slots, k] if self._vars is not None else None)
 
     def _make(self, shapes: _Shapes) -> None:
         """A ring for arrays of these shapes (every window first takes what an older ring held)."""
         for k in range(len(self._windows)):
             self.pull(k)
-        (columns,), variances, states = shapes.table, shapes.variances, shapes.states
-        size, steps = len(self._windows), self._steps
-        if states is not None:
-            per_step = size * int(np.prod(states.shape)) * np.dtype(states.dtype).itemsize
-            steps = max(1, min(steps, RING_BYTES // max(per_step, 1)))
+        (columns,), variances = shapes.table, shapes.variances
+        size = len(self._windows)
+        per_step = size * (columns + (0 if variances is None else int(np.prod(variances)))) * 8  # (float64)
+        steps = max(1, min(self._steps, RING_BYTES // max(per_step, 1)))
         self._has = np.zeros((steps, size), dtype=bool)
         self._table = np.empty((steps, size, columns), dtype=np.float64)
         self._vars = None if variances is None else np.empty((steps, size, *variances), dtype=np.float64)
-        self._obs = None if states is None else np.empty((steps, size, *states.shape), dtype=states.dtype)

@@ -3,7 +3,9 @@
 * **State diversity** = (1/d) Σₖ s²ₖ(batch) / σ²ₖ(memory) over the d features varying in the reference: the
   batch's mean pairwise squared standardized distance over its expectation 2d for independent draws (about 1
   for a uniform batch, near 0 for consecutive states). σ²ₖ (ddof 1) comes from ``REFERENCE_SIZE`` uniform draws
-  (``memory.reference_obs``); fewer draws bias 1/σ̂² upwards for heavy-tailed features (docs/metrics.md).
+  (``per_cli.train.measures.reference``); fewer draws bias 1/σ̂² upwards for heavy-tailed features
+  (docs/metrics.md). s²ₖ is each update's (:func:`batch_variances`), σ²ₖ each reference's
+  (:func:`variance_by_feature`): one compiled implementation each, for every state shape and storage.
 * **Episode diversity**: distinct episodes in the batch / min(B, episodes the memory holds).
 
 States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension, are measured on a fixed random
@@ -25,8 +27,7 @@ MAX_RAW_FEATURES = 64
 PROJECTION_DIM = 32
 PROJECTION_SEED = 0x11D
 REFERENCE_SIZE = 4096
-# the reference is drawn this many states at a time, or more where they are small (bounded raw state memory)
-REFERENCE_CHUNK = 512
+# the reference's states are read this many bytes at a time (bounded raw state memory for image states)
 REFERENCE_CHUNK_BYTES = 14 << 20
 # flattened states are projected this many bytes (as float32) at a time: bounded memory for image batches
 _CHUNK_BYTES = 16 << 20
@@ -73,21 +74,6 @@ def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
     return out.reshape(*lead, PROJECTION_DIM)
 
 
-def reference_view(memory, obs_ndim: int, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
-    """``n`` states drawn uniformly with replacement from ``memory`` (``memory.reference_obs``, with ``rng``),
-    as viewed features (n, k), drawn in chunks (the same draws whatever the chunk) so raw image states never
-    occupy more than one chunk."""
-    first = memory.reference_obs(min(REFERENCE_CHUNK, n), rng)
-    views = [state_view(first, obs_ndim)]
-    lo = len(first)
-    chunk = max(REFERENCE_CHUNK, REFERENCE_CHUNK_BYTES // max(1, first[:1].nbytes))
-    while lo < n:
-        size = min(chunk, n - lo)
-        views.append(state_view(memory.reference_obs(size, rng), obs_ndim))
-        lo += size
-    return np.concatenate(views)
-
-
 def reference_variance(reference: np.ndarray) -> np.ndarray:
     """Per-feature ddof-1 variance of a reference sample (n, k), n ≥ 2; NaN where the feature is constant
     (dropped from the measure). Numpy's arithmetic, in one compiled pass (:func:`variance_by_feature`)."""
@@ -126,50 +112,37 @@ def variance_by_feature(reference):
     return out
 
 
-def state_diversity(batches: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
-    """Per batch of ``batches`` (U, B, k) (viewed features), mean over the reference's non-constant features of
-    the batch's ddof-1 variance over the reference's: its mean pairwise squared standardized distance over 2d.
-    NaN for every batch when the reference has no varying feature."""
-    keep = ~np.isnan(ref_var)
-    if not keep.any() or batches.shape[1] < 2:  # a batch of one has no variance (preflight.notes says so)
-        return np.full(len(batches), np.nan)
-    kept = batches[:, :, keep]
-    var = (kept - kept[:, :1]).var(axis=1, ddof=1)  # shifted by a member: exactly 0 for identical states
-    return (var / ref_var[keep]).mean(axis=1)
+def batch_variances(views: np.ndarray) -> np.ndarray:
+    """Each batch's per-feature ddof-1 variance (U, k), float64, of viewed states ``views`` (U, B, k) (any real
+    dtype; :func:`state_view` gives float64): :func:`feature_variances`, the one implementation for every shape.
+    NaN for batches of one (no variance: state diversity stays blank, as ``preflight.notes`` says)."""
+    if views.ndim != 3:
+        raise ValueError(f"batch_variances takes viewed states (updates, batch, features), got shape {views.shape}")
+    if views.shape[1] < 2:
+        return np.full((views.shape[0], views.shape[2]), np.nan)
+    return feature_variances(np.ascontiguousarray(views))
 
 
-def raw_state_diversity(states: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
-    """``state_diversity(state_view(states, 1), ref_var)`` for vector states (U, B, k). One rule, by shape and
-    dtype: float32 states of fewer than 8 features (classic control), with at least 2 of them varying in the
-    reference, in batches of 2 to 128 (:func:`variances_apply`), in one compiled pass with numpy's arithmetic
-    (:func:`_raw_diversity`); anything else by numpy's reductions (the tests compare the two)."""
+def state_diversity(variances: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
+    """Per batch, from its feature variances ``variances`` (U, k) (:func:`batch_variances`), the mean over the
+    reference's non-constant features of the batch's variance over the reference's (:func:`diversity_from_variances`):
+    its mean pairwise squared standardized distance over 2d. NaN for every batch when the reference has no
+    varying feature."""
+    ref_var = np.asarray(ref_var, dtype=np.float64)
     keep = np.flatnonzero(~np.isnan(ref_var))
-    if len(keep) >= 2 and ref_var.dtype == np.float64 and variances_apply(states):
-        return _raw_diversity(states, ref_var, keep)
-    return state_diversity(state_view(states, 1), ref_var)
+    if not len(keep):
+        return np.full(len(variances), np.nan)
+    return diversity_from_variances(np.ascontiguousarray(variances, dtype=np.float64), ref_var, keep)
 
 
-def variances_apply(states: np.ndarray) -> bool:
-    """Whether :func:`feature_variances` serves vector states ``states`` (U, B, k): C float32, k < 8,
-    2 <= B <= 128 (the batches whose logged state diversity came from it: others keep numpy's own, whose
-    roundings differ). A static rule: the shape and dtype decide."""
-    if states.ndim != 3 or states.dtype != np.float32 or not states.flags.c_contiguous:
-        return False
-    return states.shape[2] < 8 and 2 <= states.shape[1] <= 128
-
-
-@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
-def _raw_diversity(states, ref_var, keep):
-    """``state_diversity`` of float32 states (U, B, k), k < 8, B <= 128, with ``keep`` (>= 2) the reference's
-    varying features, as numpy computes it: :func:`diversity_from_variances` of :func:`feature_variances`."""
-    return diversity_from_variances(feature_variances(states), ref_var, keep)
-
-
-@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are fixed (below)
 def feature_variances(states):
-    """Per batch of float32 states (U, B, k), k < 8, 2 <= B <= 128, each feature's ddof-1 variance over the batch
-    (U, k) float64, with ``state_diversity``'s arithmetic (numpy's pairwise sums: :func:`pairwise_sum`). It needs
-    no reference, so it is computed per update (``per_cli.train.measures.update_measures``)."""
+    """Per batch of real states (U, B, k), B >= 2, each feature's ddof-1 variance over the batch (U, k) float64:
+    per feature, the values as float64 shifted by the batch's first (exactly 0 for identical states), their
+    :func:`pairwise_sum` over B (the mean), the squared deviations' pairwise sum over B - 1. ``pairwise_sum`` is
+    numpy's summation order for every B (blocks above 128 split at B/2 rounded down to a multiple of 8), so for
+    classic-control batches (k < 8, B <= 128) these are numpy's ``var(axis=1, ddof=1)`` bits. It needs no
+    reference, so it is computed per update (``per_cli.train.measures.update_measures``)."""
     u, b, k = states.shape
     out = np.empty((u, k), dtype=np.float64)
     shifted = np.empty(b, dtype=np.float64)
@@ -187,18 +160,18 @@ def feature_variances(states):
     return out
 
 
-@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are numpy's
+@numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are fixed (below)
 def diversity_from_variances(variances, ref_var, keep):
     """State diversity from each batch's feature variances (U, k) (:func:`feature_variances`): the kept
-    features' ratios to the reference's variance, summed one after another from zero (numpy's sum of fewer than
-    8 numbers), over their count."""
-    u = variances.shape[0]
+    features' (``keep``, at least one) ratios to the reference's variance, their :func:`pairwise_sum` (fewer than
+    8 added one after another from zero, as numpy's mean sums them), over their count."""
+    u, d = variances.shape[0], keep.shape[0]
     out = np.empty(u, dtype=np.float64)
+    ratios = np.empty(d, dtype=np.float64)
     for row in range(u):
-        total_ratio = 0.0
-        for f in keep:
-            total_ratio += variances[row, f] / ref_var[f]
-        out[row] = total_ratio / len(keep)
+        for j in range(d):
+            ratios[j] = variances[row, keep[j]] / ref_var[keep[j]]
+        out[row] = pairwise_sum(ratios, d, 0.0) / d
     return out
 
 

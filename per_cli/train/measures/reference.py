@@ -1,9 +1,13 @@
-"""State diversity's reference sample, drawn and reduced to its feature variances in one compiled call.
+"""State diversity's reference sample: ``REFERENCE_SIZE`` states drawn uniformly with replacement from what a
+memory holds, reduced to their per-feature variance. One definition for every storage:
 
-For a plain ring of vector states (:func:`compiled_applies`) each id is ``rng.integers(oldest, newest + 1)`` on
-numba's ``Generator`` (:func:`_fill_ids`, the definition of these draws, solo and in a cohort), the states are
-gathered as float64 and reduced by :func:`iid.variance_by_feature`. Any other memory is drawn by its own
-``memory.reference_obs`` and viewed by :func:`iid.reference_view`.
+* the ids: each ``rng.integers(oldest, newest + 1)`` on numba's ``Generator``, one at a time (:func:`_fill_ids`),
+  over the storage's sampleable ids (``oldest_sampleable_id() .. added - 1``: a frame storage's ids whose frames
+  were overwritten are below it), on the caller's generator (the window's own: training draws nothing here);
+* the states: read by the storage's own reader (``storage.observations(slots)``, slot = id % capacity: unpacked
+  MinAtar states, rebuilt frame stacks, a ring's rows) in chunks of at most ``REFERENCE_CHUNK_BYTES``, each viewed
+  by :func:`iid.state_view` (the one view of states);
+* the reduction: :func:`iid.reference_variance` of the views, in draw order.
 """
 
 from __future__ import annotations
@@ -11,36 +15,38 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from per_cli.replay.storage.ring import TransitionStorage
-from per_cli.train.measures.iid import (
-    MAX_RAW_FEATURES,
-    REFERENCE_SIZE,
-    reference_variance,
-    reference_view,
-    variance_by_feature,
-)
+from per_cli.train.measures.iid import REFERENCE_CHUNK_BYTES, REFERENCE_SIZE, reference_variance, state_view
 
 
-def drawn_reference_variance(memory, obs_ndim: int, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
-    """The per-feature ddof-1 variance (NaN where constant) of ``n`` states drawn uniformly with replacement from
-    ``memory`` with ``rng``: in one compiled call where :func:`compiled_applies`, else
-    ``reference_variance(reference_view(memory, obs_ndim, rng, n))``."""
-    if compiled_applies(memory, obs_ndim, n):
-        storage = memory.storage
-        oldest = storage.oldest_sampleable_id()
-        scratch = np.empty((n, storage.obs.shape[1]), dtype=np.float64)
-        return _reference_kernel(rng, storage.obs, oldest, storage.added - 1 - oldest, scratch)
-    return reference_variance(reference_view(memory, obs_ndim, rng, n))
+def drawn_reference_variance(memory, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
+    """The per-feature ddof-1 variance (NaN where constant) of ``n`` (>= 2) states of ``memory`` drawn with
+    ``rng`` (:func:`reference_slots`), viewed (:func:`reference_views`). ValueError for an empty memory."""
+    if n < 2:
+        raise ValueError(f"a reference sample needs at least 2 states, got {n}")
+    storage = memory.storage
+    return reference_variance(reference_views(storage, reference_slots(storage, rng, n)))
 
 
-def compiled_applies(memory, obs_ndim: int, n: int) -> bool:
-    """Whether :func:`drawn_reference_variance` draws this reference in its compiled call: a plain ring of
-    vector states of at most ``MAX_RAW_FEATURES`` numbers (not projected), holding something; n ≥ 2."""
-    storage = getattr(memory, "storage", None)
-    if type(storage) is not TransitionStorage or obs_ndim != 1 or storage.obs.ndim != 2 or n < 2:
-        return False
-    held = storage.added - storage.oldest_sampleable_id()
-    return 1 <= storage.obs.shape[1] <= MAX_RAW_FEATURES and held > 0
+def reference_slots(storage, rng: np.random.Generator, n: int) -> np.ndarray:
+    """The slots (int64) of ``n`` ids drawn uniformly with replacement from ``storage``'s sampleable ids with
+    ``rng`` (:func:`_fill_ids`); ValueError when it holds none."""
+    oldest = storage.oldest_sampleable_id()
+    if oldest >= storage.added:
+        raise ValueError("a reference sample from an empty memory")
+    ids = np.empty(n, dtype=np.int64)
+    _fill_ids(rng, oldest, storage.added - 1 - oldest, ids)
+    return ids % storage.capacity
+
+
+def reference_views(storage, slots: np.ndarray) -> np.ndarray:
+    """The states of ``slots``, read by ``storage.observations`` and viewed by ``state_view`` (len(slots), k), in
+    chunks of at most ``REFERENCE_CHUNK_BYTES`` of read states (a fixed rule: the chunk is set by one state's
+    size)."""
+    first = storage.observations(slots[:1])
+    obs_ndim = first.ndim - 1
+    chunk = max(1, REFERENCE_CHUNK_BYTES // max(1, first.nbytes))
+    views = [state_view(storage.observations(slots[lo : lo + chunk]), obs_ndim) for lo in range(0, len(slots), chunk)]
+    return np.concatenate(views)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -49,17 +55,3 @@ def _fill_ids(rng, low, span, out):
     from ``low .. low + span`` on ``rng`` (numba's ``Generator.integers``)."""
     for j in range(out.shape[0]):
         out[j] = rng.integers(low, low + span + 1)
-
-
-@numba.njit(cache=True, nogil=True)
-def _reference_kernel(rng, obs, oldest, span, scratch):
-    """``len(scratch)`` ids drawn uniformly from ``oldest .. oldest + span`` (:func:`_fill_ids`); their states
-    (slot = id % capacity) as float64 rows of ``scratch``; their per-feature variance (``variance_by_feature``)."""
-    ids = np.empty(scratch.shape[0], dtype=np.int64)
-    _fill_ids(rng, oldest, span, ids)
-    capacity, width = obs.shape
-    for j in range(scratch.shape[0]):
-        slot = ids[j] % capacity
-        for f in range(width):
-            scratch[j, f] = np.float64(obs[slot, f])
-    return variance_by_feature(scratch)

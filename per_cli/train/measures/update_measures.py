@@ -4,7 +4,8 @@
 Every update is measured here once, when it is made: the loop's step measures its S members together (a solo
 run's S = 1; ``LearningPhases.measure``). Each row's values are a function of that row alone, so an update's
 measures do not depend on which others it was measured with. State diversity needs the reference drawn at the
-window's pop, so only its reference-free part, the feature variances (``iid.feature_variances``), is computed here.
+window's pop, so only its reference-free part, the feature variances of the viewed states
+(``iid.batch_variances`` of ``iid.state_view``), is computed here, for every state shape.
 
 The measures read what the engine's update returned (δ, each sample's loss without its IS weight, the loss, mean Q:
 ``UpdateResults``) and never recompute the TD target or the loss. The unweighted TD loss is the mean of the
@@ -20,7 +21,7 @@ from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
-from per_cli.train.measures.iid import episode_diversity, feature_variances, variances_apply
+from per_cli.train.measures.iid import batch_variances, episode_diversity, state_view
 from per_cli.train.measures.metrics import batched_correlation_counts
 from per_cli.train.measures.reductions import row_means, row_means64, row_stds, sorted_medians
 
@@ -122,8 +123,8 @@ def measure_table(
     (``UpdateResults.losses``), IS ``weights``, ``ages``, states ``obs`` (S, B, ...), episode ids ``episodes``;
     ``held``: the episodes its memory held then; ``loss``, ``q_means``: its loss and mean Q) measured as
     ``window`` measures (its settings: every update's): row k of the (U, row_layout) float64 table (each
-    :data:`MEASURES` entry's values), and row k of its states' feature variances (U, features), float64 (None
-    without iid, or where ``iid.variances_apply`` does not serve the states).
+    :data:`MEASURES` entry's values), and row k of its viewed states' feature variances (U, features), float64
+    (``iid.batch_variances`` of ``iid.state_view``; None without iid).
 
     The float arrays are taken as float32 (the engines' dtype, and the TD measures' logged one) and the integer
     ones as int64. ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and
@@ -135,9 +136,5 @@ def measure_table(
         raise ValueError("measure_table: the i.i.d. measures need the episode ids and the episodes held")
     updates = Updates(window, td, losses, weights, ages, obs, episodes, held, loss, q_means)
     table = np.array([of(updates) for of in row_plan(threshold is not None, iid).functions], np.float64).T
-    variances = None
-    if iid:
-        obs = np.ascontiguousarray(obs)
-        if variances_apply(obs):
-            variances = feature_variances(obs)
+    variances = batch_variances(state_view(obs, obs.ndim - 2)) if iid else None
     return table, variances

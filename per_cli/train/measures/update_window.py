@@ -1,6 +1,7 @@
 """The window of updates between two log points: each update measured when it comes (the loop's one pass,
-:func:`per_cli.train.measures.update_measures.measure_table`) and kept as its row of floats until ``pop``; state
-diversity is computed at the pop, against a reference sample of the memory drawn then."""
+:func:`per_cli.train.measures.update_measures.measure_table`) and kept as its row of floats (and its states'
+feature variances, with iid) until ``pop``; state diversity is computed at the pop, against a reference sample of
+the memory drawn then."""
 
 from __future__ import annotations
 
@@ -10,13 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from per_cli.rl.engines.cohort import stack  # np.stack of equal-shaped arrays, without its per-array cost
-from per_cli.train.measures.iid import (
-    MAX_RAW_FEATURES,
-    diversity_from_variances,
-    raw_state_diversity,
-    state_diversity,
-    state_view,
-)
+from per_cli.train.measures.iid import batch_variances, state_diversity, state_view
 from per_cli.train.measures.reference import drawn_reference_variance
 from per_cli.train.measures.update_measures import row_layout
 
@@ -28,12 +23,13 @@ class UpdateWindow:
     """Per-update measures kept until ``pop``, which returns every update's scalars.
 
     The loop measures its members' updates together (``update_measures.measure_table``) and hands each window its
-    rows (``add_measured``, ``add_block``): a row's values are its update's alone. With ``iid``, ``pop`` draws a
-    reference of
-    ``iid.REFERENCE_SIZE`` states (``reference.drawn_reference_variance``, on the window's own generator so
-    training is unaffected) at the first pop and after every ``refresh_every`` updates; only its per-feature
-    variance is kept. ``state_dict``/``from_state_dict``: the window as plain data (checkpoints hold that, read
-    with a weights-only load), restored to pop what this one would have.
+    rows and, with iid, its states' feature variances (``add_measured``, ``add_block``): a row's values are its
+    update's alone. With ``iid``, ``pop`` draws a reference of ``iid.REFERENCE_SIZE`` states
+    (``reference.drawn_reference_variance``, on the window's own generator so training is unaffected) at the
+    first pop and after every ``refresh_every`` updates; only its per-feature variance is kept, and each update's
+    state diversity is ``iid.state_diversity`` of its variances against it. ``state_dict``/``from_state_dict``:
+    the window as plain data (checkpoints hold that, read with a weights-only load), restored to pop what this one
+    would have.
     """
 
     def __init__(
@@ -50,18 +46,15 @@ class UpdateWindow:
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x11D]))
         self._ref_var: np.ndarray | None = None
         self._since_refresh = 0
-        self._obs_ndim = 1
         self._pull: Callable[[], None] = _nothing_kept  # hands this window the updates a cohort keeps for it
         self._clear()
 
     def _clear(self) -> None:
         self._rows: list[np.ndarray] = []  # per update: its measures (row_layout), float64
-        self._vars: list[np.ndarray | None] = []  # per update: its feature variances (iid.feature_variances) or None
-        self._obs: list[np.ndarray] = []  # per update, with iid: its states (state diversity without variances)
-        self._with_vars = 0  # updates that came with their feature variances
+        self._vars: list[np.ndarray] = []  # per update, with iid: its states' feature variances (batch_variances)
 
     # the per-update lists, by their state_dict keys
-    _LISTS = {"obs": "_obs", "rows": "_rows", "variances": "_vars"}
+    _LISTS = {"rows": "_rows", "variances": "_vars"}
 
     def attach(self, pull: Callable[[], None]) -> None:
         """``pull()`` hands this window, through :meth:`add_block`, the updates a cohort measured for it and
@@ -83,7 +76,6 @@ class UpdateWindow:
             "rng": self._rng.bit_generator.state,
             "ref_var": self._ref_var,
             "since_refresh": self._since_refresh,
-            "obs_ndim": self._obs_ndim,
         }
         for key, attribute in self._LISTS.items():
             state[key] = list(getattr(self, attribute))
@@ -99,33 +91,25 @@ class UpdateWindow:
         window._rng.bit_generator.state = rng
         window._ref_var = state["ref_var"]
         window._since_refresh = int(state["since_refresh"])
-        window._obs_ndim = int(state["obs_ndim"])
-        window._rows, window._vars = list(state["rows"]), list(state["variances"])
-        window._obs = list(state["obs"]) if window.iid else []
-        window._with_vars = sum(v is not None for v in window._vars)
+        window._rows = list(state["rows"])
+        saved, states = state["variances"], state.get("obs") or [None] * len(state["variances"])
+        window._vars = [_variances(v, o, state) for v, o in zip(saved, states, strict=True)] if window.iid else []
         return window
 
-    def add_measured(self, row: np.ndarray, variances: np.ndarray | None, obs: np.ndarray) -> None:
+    def add_measured(self, row: np.ndarray, variances: np.ndarray | None) -> None:
         """An update measured already (``measure_table``): ``row`` its values (float64) in ``row_layout(threshold
-        is not None, iid)``'s order, ``variances`` its states' feature variances (or None), ``obs`` its states
-        (kept with iid, for the state diversity ``pop`` computes from them where variances do not serve)."""
+        is not None, iid)``'s order, ``variances`` its states' feature variances (needed with iid, else None)."""
         self._pull()
         self._rows.append(row)
-        self._vars.append(variances)
-        self._with_vars += variances is not None
         if self.iid:
-            self._obs.append(obs)
-            self._obs_ndim = obs.ndim - 1
+            self._vars.append(_needed(variances))
 
-    def add_block(self, rows: np.ndarray, variances: np.ndarray | None, obs: np.ndarray | None) -> None:
+    def add_block(self, rows: np.ndarray, variances: np.ndarray | None) -> None:
         """Updates measured already, in order: row k of each array one update's, as :meth:`add_measured` takes
-        it (``obs``: their states, (updates, batch, ...), needed with iid)."""
+        it."""
         self._rows.extend(rows)
-        self._vars.extend(variances if variances is not None else [None] * len(rows))
-        self._with_vars += len(rows) if variances is not None else 0
         if self.iid:
-            self._obs.extend(obs)
-            self._obs_ndim = obs.ndim - 2
+            self._vars.extend(_needed(variances))
 
     def pop(self, memory: ReplayMemory | None = None) -> dict[str, np.ndarray]:
         """Per-update values (one array entry per update, in the order they came) of every logged tag, in
@@ -150,16 +134,24 @@ class UpdateWindow:
     def _state_diversity(self, memory, n: int) -> np.ndarray:
         self._since_refresh += n
         if self._ref_var is None or self._since_refresh >= self.refresh_every:
-            self._ref_var = drawn_reference_variance(memory, self._obs_ndim, self._rng)
+            self._ref_var = drawn_reference_variance(memory, self._rng)
             self._since_refresh = 0
-        keep = np.flatnonzero(~np.isnan(self._ref_var))
-        if self._with_vars == n and len(keep) >= 2 and self._ref_var.dtype == np.float64:
-            variances = np.ascontiguousarray(stack(self._vars), dtype=np.float64)
-            return diversity_from_variances(variances, self._ref_var, keep)
-        obs = stack(self._obs)
-        if self._obs_ndim == 1 and obs.shape[2] <= MAX_RAW_FEATURES:  # states measured as they are
-            return raw_state_diversity(obs, self._ref_var)
-        return state_diversity(state_view(obs, self._obs_ndim), self._ref_var)
+        return state_diversity(stack(self._vars), self._ref_var)
+
+
+def _needed(variances):
+    """``variances``, which a window with iid needs (``measure_table`` measures them with iid)."""
+    if variances is None:
+        raise ValueError("UpdateWindow(iid=True) needs each update's feature variances (measure_table's, with iid)")
+    return variances
+
+
+def _variances(variances: np.ndarray | None, obs: np.ndarray | None, state: dict) -> np.ndarray:
+    """An update's feature variances as a saved window holds them; a format-5 window saved before every update's
+    were measured holds its states instead (image states, more than 7 features, batches over 128)."""
+    if variances is not None:
+        return variances
+    return batch_variances(state_view(obs[None], int(state["obs_ndim"])))[0]
 
 
 def _nothing_kept() -> None:

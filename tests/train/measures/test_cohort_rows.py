@@ -89,9 +89,9 @@ def test_windows_fed_by_cohort_rows_pop_and_save_as_windows_fed_each_update(even
                                              a["episodes"] if iid else None, a["held"] if iid else None,
                                              a["losses"], a["q_means"])  # fmt: skip
             index = slice(None) if len(who) == SIZE else np.asarray(who, dtype=np.int64)
-            rows.add(index, table, variances, a["obs"] if iid else None)
+            rows.add(index, table, variances)
             for j, k in enumerate(who):
-                each[k].add_measured(table[j], None if variances is None else variances[j], a["obs"][j])
+                each[k].add_measured(table[j], None if variances is None else variances[j])
         elif kind == "own":  # a member's window takes an update measured alone: after what rows kept
             k = seed % SIZE
             batch = MEMORY.sample(BATCH)
@@ -117,9 +117,9 @@ def test_a_window_attached_again_first_takes_what_the_earlier_rows_kept():
     a = _step([0, 1, 2], 5)
     table, variances = measure_table(fed[0], a["td"], a["sample_losses"], a["weights"], a["ages"], a["obs"],
                                      a["episodes"], a["held"], a["losses"], a["q_means"])  # fmt: skip
-    first.add(slice(None), table, variances, a["obs"])
+    first.add(slice(None), table, variances)
     for k in range(SIZE):
-        each[k].add_measured(table[k], variances[k], a["obs"][k])
+        each[k].add_measured(table[k], variances[k])
     CohortRows(fed, 8)
     assert all(_same(f.pop(MEMORY), e.pop(MEMORY)) for f, e in zip(fed, each, strict=True))
     assert all(f.pop(MEMORY) == {} for f in fed)

@@ -12,12 +12,11 @@ import pytest
 from per_cli.train.measures.iid import (
     PROJECTION_DIM,
     REFERENCE_SIZE,
+    batch_variances,
     episode_diversity,
-    raw_state_diversity,
     reference_variance,
     state_diversity,
     state_view,
-    variances_apply,
 )
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -26,7 +25,19 @@ SCALES = np.array([0.1, 1.0, 10.0, 300.0])  # features on very different scales:
 
 
 def _diversity(batches: np.ndarray, reference: np.ndarray, obs_ndim: int = 1) -> np.ndarray:
-    return state_diversity(state_view(batches, obs_ndim), reference_variance(state_view(reference, obs_ndim)))
+    """State diversity as the run computes it: each batch's variances of its viewed states, the reference's."""
+    views = state_view(batches, obs_ndim)
+    return state_diversity(batch_variances(views), reference_variance(state_view(reference, obs_ndim)))
+
+
+def numpy_state_diversity(views: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
+    """State diversity by its definition in numpy's reductions, from viewed batches (U, B, k) and the reference's
+    variance: each batch's ddof-1 ``var`` (shifted by its first state) over the reference's, averaged over the
+    reference's varying features."""
+    keep = ~np.isnan(ref_var)
+    kept = views[:, :, keep]
+    var = (kept - kept[:, :1]).var(axis=1, ddof=1)
+    return (var / ref_var[keep]).mean(axis=1)
 
 
 def _memory(n: int = 20_000, seed: int = 0) -> np.ndarray:
@@ -177,7 +188,7 @@ def test_episode_diversity_known_cases():
     np.testing.assert_allclose(episode_diversity(rows, np.array([50, 50])), [3 / 8, 7 / 8])
 
 
-def _numpy_variance(reference: np.ndarray) -> np.ndarray:
+def numpy_variance(reference: np.ndarray) -> np.ndarray:
     """The reference variance by numpy's reductions: ddof-1 ``var``, NaN where ``ptp`` is 0."""
     var = reference.var(axis=0, ddof=1)
     constant = np.ptp(reference, axis=0) == 0  # exact, unlike var == 0 for repeated non-dyadic values
@@ -196,7 +207,7 @@ def test_the_compiled_reference_variance_is_numpys():
             reference[n // 2, 1], reference[0, 2] = np.nan, -np.inf
         for sample in (reference, np.asfortranarray(reference), reference.astype(np.float32)):
             with np.errstate(invalid="ignore"):
-                want = _numpy_variance(sample.astype(np.float64))
+                want = numpy_variance(sample.astype(np.float64))
                 got = reference_variance(sample)
             assert got.dtype == np.float64 and got.shape == (k,)
             assert np.array_equal(np.isnan(got), np.isnan(want))
@@ -231,32 +242,56 @@ def test_episode_diversity_is_numpys():
         assert narrow.tobytes() == _numpy_episode_diversity(small, held[2::3]).tobytes()
 
 
-def test_compiled_raw_state_diversity_is_numpys():
-    """Classic-control states (2 to 7 float32 features) in batches up to 128: the compiled pass gives
-    ``state_diversity(state_view(...))`` to float64 rounding, with constant reference features, repeated states
-    and wide scales; other shapes (8 features, batches of 129, one varying feature) are numpy's own, by the
-    shape rule."""
+def _ref_vars(rng: np.random.Generator, k: int) -> tuple[np.ndarray, ...]:
+    """Reference variances for k features: wide scales, every third feature constant (NaN), one varying."""
+    return (rng.uniform(0.5, 2, size=k) * 10.0 ** rng.uniform(-5, 5, size=k),
+            np.where(np.arange(k) % 3 == 1, np.nan, rng.uniform(0.5, 2, size=k)),
+            np.where(np.arange(k) == 0, 1.0, np.nan))  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_one_state_diversity_is_numpys_definition_for_every_shape(dtype):
+    """One compiled implementation for every (U, B, k): 1 to 40 features, batches of 2 to 300 (past numpy's
+    pairwise block of 128), float32 and float64 states on wide scales, repeated states, constant reference
+    features: numpy's ``var(ddof=1)``-based definition to 1e-12 relative; and for the shapes classic control
+    logs (float32 states, k < 8, B <= 128, the values of every configs/seed001 run) numpy's own bits."""
     rng = np.random.default_rng(8)
-    for k in (2, 4, 6, 7, 8):
-        for b in (2, 9, 64, 128, 129):
-            states = (rng.normal(size=(6, b, k)) * 10.0 ** rng.uniform(-5, 5, size=k)).astype(np.float32)
+    for k in (1, 2, 4, 7, 8, 13, 32, 40):
+        for b in (2, 9, 64, 128, 129, 200, 300):
+            states = (rng.normal(size=(6, b, k)) * 10.0 ** rng.uniform(-5, 5, size=k)).astype(dtype)
             states[1, b // 2 :] = states[1, 0]
-            assert variances_apply(states) == (k < 8 and b <= 128)
-            for ref_var in (rng.uniform(0.5, 2, size=k) * 10.0 ** rng.uniform(-5, 5, size=k),
-                            np.where(np.arange(k) % 3 == 1, np.nan, rng.uniform(0.5, 2, size=k)),
-                            np.where(np.arange(k) == 0, 1.0, np.nan)):  # fmt: skip
-                want = state_diversity(state_view(states, 1), ref_var)
-                np.testing.assert_allclose(raw_state_diversity(states, ref_var), want, rtol=1e-12, atol=0)
-    assert not variances_apply(states.astype(np.float64)) and not variances_apply(states[:, :1])
+            views = state_view(states, 1)
+            variances = batch_variances(views)
+            assert variances.dtype == np.float64 and variances.shape == (6, k)
+            assert batch_variances(states).tobytes() == variances.tobytes()  # (the view is the states as float64)
+            for ref_var in _ref_vars(rng, k):
+                got, want = state_diversity(variances, ref_var), numpy_state_diversity(views, ref_var)
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+                if dtype == np.float32 and k < 8 and b <= 128:
+                    assert got.tobytes() == want.tobytes(), (k, b)
+
+
+@pytest.mark.parametrize("shape, dtype", [((4, 9, 9), np.uint8), ((10, 10, 4), bool), ((3, 70), np.float32)])
+def test_projected_states_take_the_same_implementation(shape, dtype):
+    """Projected states (Atari-like uint8 stacks, MinAtar-like bool grids, float states of more than 64 numbers)
+    are viewed as (U, B, 32) float64 and measured by the same compiled pass: numpy's definition to 1e-12."""
+    rng = np.random.default_rng(6)
+    states = (rng.random((5, 33, *shape)) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+    if dtype is bool:
+        states = rng.random((5, 33, *shape)) < 0.1
+    views = state_view(states, len(shape))
+    assert views.shape == (5, 33, PROJECTION_DIM) and views.dtype == np.float64
+    for ref_var in _ref_vars(rng, PROJECTION_DIM):
+        got = state_diversity(batch_variances(views), ref_var)
+        np.testing.assert_allclose(got, numpy_state_diversity(views, ref_var), rtol=1e-12, atol=0)
 
 
 def test_a_batch_of_one_has_no_diversity_and_no_warning():
     """Issue 35: replay.batch_size=1 let numpy's "Degrees of freedom <= 0" warning out."""
     import warnings
 
-    from per_cli.train.measures.iid import state_diversity
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = state_diversity(np.ones((3, 1, 4), np.float32), np.ones(4))
+        out = state_diversity(batch_variances(np.ones((3, 1, 4), np.float32)), np.ones(4))
     assert out.shape == (3,) and np.isnan(out).all()
+    assert np.isnan(state_diversity(np.ones((2, 3)), np.full(3, np.nan))).all()  # no varying reference feature

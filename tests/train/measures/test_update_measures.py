@@ -15,7 +15,7 @@ from per_cli.config import AgentConfig
 from per_cli.rl.engines import make_agent
 from per_cli.rl.engines.stacked import StackedEngine
 from per_cli.train.measures import update_measures
-from per_cli.train.measures.iid import feature_variances
+from per_cli.train.measures.iid import batch_variances, state_view
 from per_cli.train.measures.update_measures import Measure, measure_table, row_layout
 from per_cli.train.measures.update_window import UpdateWindow
 from tests.train.measures.test_update_window import _memory, add
@@ -63,7 +63,7 @@ def test_a_cohort_steps_rows_pop_as_its_updates_added_one_at_a_time_bit_for_bit(
             result = SimpleNamespace(td_errors=td[k], losses=s["losses"][k], loss=float(losses[k]),
                                      q_mean=float(q_means[k]))  # fmt: skip
             add(alone[k], batch, result, memory)
-            together[k].add_measured(*rows[k], batch.obs)
+            together[k].add_measured(*rows[k])
         if step % 9 == 8 or step % 13 == 12:  # pops at logs and episode ends
             for k in range(members):
                 want, got = alone[k].pop(memory), together[k].pop(memory)
@@ -107,7 +107,7 @@ LAYOUTS = {
 def test_every_array_is_measured_as_its_definition(layout, batch):
     """Whatever the dtype, layout and batch size (one past numpy's pairwise block of 128), each update's row is
     its measures by definition (float32 ones to float32 rounding, the counts and the age exactly), in
-    ``row_layout``'s order; feature variances come with float32 vector states of 2 to 128 per batch."""
+    ``row_layout``'s order; the states' feature variances come with every batch (NaN for a batch of one)."""
     memory = _memory((4,), episode_length=7, n=600)
     windows = [UpdateWindow(0.5, seed=k) for k in range(3)]
     s, td, losses, q_means = next(_draws(memory, 1, 3, batch, seed=batch))
@@ -129,11 +129,11 @@ def test_every_array_is_measured_as_its_definition(layout, batch):
                 assert values[key] == value, key
             else:
                 assert values[key] == pytest.approx(value, rel=2e-6, abs=1e-30), key
-        if 2 <= batch <= 128:
-            np.testing.assert_array_equal(variances, feature_variances(s["obs"][k : k + 1])[0])
+        if batch > 1:
+            np.testing.assert_array_equal(variances, batch_variances(state_view(s["obs"][k : k + 1], 1))[0])
             assert variances == pytest.approx(s["obs"][k].astype(np.float64).var(axis=0, ddof=1), rel=1e-9)
-        elif batch == 1:
-            assert variances is None  # (a batch of one has no variance)
+        else:
+            assert np.isnan(variances).all()  # (a batch of one has no variance)
     counts = [row[layout_keys.index("replay/correlation_count")] for row, _ in rows]
     assert sum(counts) > 0 or batch == 1  # the data did exercise the count
 
@@ -206,7 +206,7 @@ def test_a_measure_is_one_registry_entry(monkeypatch):
             window = UpdateWindow(None, iid=iid)
             table, variances = measure_table(window, td, s["losses"], s["weights"], s["ages"], s["obs"], s["episodes"],
                                              [memory.episodes_held()] * 2, losses, q_means)  # fmt: skip
-            window.add_measured(table[0], None if variances is None else variances[0], s["obs"][0])
+            window.add_measured(table[0], None if variances is None else variances[0])
             values = window.pop(memory)
             assert values["td_error/min"].dtype == np.float32 and values["td_error/min"][0] == np.abs(td[0]).min()
             assert ("iid/first_episode" in values) == iid
@@ -229,3 +229,17 @@ def test_what_a_measure_needs_must_be_given():
     rows = rows_of(UpdateWindow(None, iid=False), td, s["losses"], s["weights"], s["ages"], None, None, None,
                         losses, q_means)  # fmt: skip
     assert len(rows[0][0]) == 9  # neither the count nor the i.i.d. measures: nothing else needed
+
+
+@pytest.mark.parametrize("obs_shape", [(2, 9, 9), (70,)])
+def test_projected_states_are_measured_per_update_by_the_one_implementation(obs_shape):
+    """Image states (and vector states of more than 64 numbers) get their feature variances per update, as
+    classic control's do: those of the projected view (U, B, 32), the same compiled pass."""
+    memory = _memory(obs_shape, episode_length=7)
+    s, td, losses, q_means = next(_draws(memory, 1, 2, 16, seed=3))
+    _, variances = measure_table(UpdateWindow(None), td, s["losses"], s["weights"], s["ages"], s["obs"],
+                                 s["episodes"], [memory.episodes_held()] * 2, losses, q_means)  # fmt: skip
+    views = state_view(s["obs"], len(obs_shape))
+    assert variances is not None and variances.shape == (2, 32)
+    assert variances.tobytes() == batch_variances(views).tobytes()
+    np.testing.assert_allclose(variances, views.var(axis=1, ddof=1), rtol=1e-9)

@@ -20,17 +20,12 @@ from per_cli.rl.engines import make_agent
 from per_cli.rl.losses import TDLoss
 from per_cli.train.checkpoints.safe_read import load_plain, save_plain
 from per_cli.train.measures import update_window
-from per_cli.train.measures.iid import (
-    REFERENCE_CHUNK,
-    REFERENCE_SIZE,
-    reference_variance,
-    reference_view,
-    state_diversity,
-    state_view,
-)
+from per_cli.train.measures.iid import REFERENCE_SIZE, state_view
 from per_cli.train.measures.metrics import correlation_count
+from per_cli.train.measures.reference import reference_slots
 from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
+from tests.train.measures.test_iid import numpy_state_diversity, numpy_variance
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -51,7 +46,7 @@ def _memory(obs_shape: tuple[int, ...], kind: str = "uniform", episode_length: i
 def add(window: UpdateWindow, b, r, memory=None) -> None:
     """One update (batch ``b``, an engine's result ``r``) measured as the loop measures it (``measure_table``,
     here over S = 1) into ``window`` (``memory``: the episodes it holds, with iid)."""
-    window.add_measured(*_measured(window, b, r, memory), b.obs)
+    window.add_measured(*_measured(window, b, r, memory))
 
 
 def _measured(window: UpdateWindow, b, r, memory=None) -> tuple:
@@ -96,7 +91,7 @@ def _expected_row(b, r, ref_var: np.ndarray, held: int) -> dict[str, float]:
         "replay/is_weight_mean": float(np.mean(b.weights)),
         "replay/correlation_count": correlation_count(b.obs, 0.8),
         "iid/episode_diversity": len(set(b.episodes.tolist())) / min(len(b.episodes), held),
-        "iid/state_diversity": state_diversity(state_view(b.obs[None], b.obs.ndim - 1), ref_var)[0],
+        "iid/state_diversity": numpy_state_diversity(state_view(b.obs[None], b.obs.ndim - 1), ref_var)[0],
     }
 
 
@@ -109,9 +104,11 @@ def test_window_values_equal_a_per_update_loop(obs_shape):
         add(window, b, r, memory)
     values = window.pop(memory)
 
-    # the window's reference: REFERENCE_SIZE draws with its own generator, seeded by (seed, 0x11D)
+    # the window's reference: REFERENCE_SIZE draws with its own generator, seeded by (seed, 0x11D), their states
+    # viewed, numpy's variance
     rng = np.random.default_rng(np.random.SeedSequence([7, 0x11D]))
-    ref_var = reference_variance(reference_view(memory, len(obs_shape), rng))
+    states = memory.storage.observations(reference_slots(memory.storage, rng, REFERENCE_SIZE))
+    ref_var = numpy_variance(state_view(states, len(obs_shape)))
     expected: dict[str, list[float]] = {}
     for b, r in updates:
         for key, value in _expected_row(b, r, ref_var, memory.episodes_held()).items():
@@ -156,7 +153,7 @@ def test_reference_is_refreshed_once_per_log_window(monkeypatch):
     memory = _memory((4,))
     refreshes = []
     drawn = update_window.drawn_reference_variance
-    counted = lambda m, ndim, rng: refreshes.append(ndim) or drawn(m, ndim, rng)  # noqa: E731
+    counted = lambda m, rng: refreshes.append(1) or drawn(m, rng)  # noqa: E731
     monkeypatch.setattr(update_window, "drawn_reference_variance", counted)
     window = UpdateWindow(correlation_threshold=None, refresh_every=10)
     for pops in ([4], [4], [2], [5], [9], [1]):  # updates added before each pop
@@ -165,16 +162,6 @@ def test_reference_is_refreshed_once_per_log_window(monkeypatch):
         window.pop(memory)
     # first pop; then when 10 updates have accumulated since: after 4+4+2, after 5+9, not after 1
     assert refreshes == [1] * 3
-
-
-def test_numpys_reference_is_drawn_a_chunk_at_a_time():
-    memory = _memory((4,))
-    draws = []
-    original = memory.reference_obs
-    memory.reference_obs = lambda n, rng: draws.append(n) or original(n, rng)  # count the draws
-    reference_view(memory, 1, np.random.default_rng(0))
-    # REFERENCE_SIZE draws: REFERENCE_CHUNK, then the rest at once (small states)
-    assert draws == [REFERENCE_CHUNK, REFERENCE_SIZE - REFERENCE_CHUNK]
 
 
 def test_window_pops_once_skips_what_is_off_and_needs_the_memory_for_iid():
@@ -252,7 +239,7 @@ def _add_both_ways(windows, memory, updates) -> None:
             continue
         row, variances = _measured(windows[0], b, r, memory)
         for window in windows:
-            window.add_measured(row, variances, b.obs)
+            window.add_measured(row, variances)
 
 
 @pytest.mark.parametrize("obs_shape", [(4,), (2, 9, 9)])
@@ -269,7 +256,7 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape, tm
     state = window.state_dict()
     assert state["ref_var"] is not None and state["since_refresh"] == 2 and len(state["rows"]) == 2
     assert all(row is not None for row in state["rows"]) and "td" not in state  # every update kept measured
-    assert len(state["obs"]) == 2 and state["obs_ndim"] == len(obs_shape)
+    assert len(state["variances"]) == 2 and "obs" not in state  # (each update's variances, not its states)
     save_plain(state, tmp_path / "window.pt")  # as a checkpoint holds it: read back with a weights-only load
     rebuilt = UpdateWindow.from_state_dict(load_plain(tmp_path / "window.pt"))
     # the same window with another generator: its redrawn references differ (what the generator's state is for)
@@ -285,6 +272,23 @@ def test_a_window_rebuilt_from_its_state_dict_pops_as_the_original(obs_shape, tm
                 differs.append((n, key))
     assert differs == [(3, "iid/state_diversity"), (5, "iid/state_diversity"), (2, "iid/state_diversity")]
     assert len(state["rows"]) == 2  # the state's lists are copies: popping the windows left them
+
+
+def test_a_window_saved_with_its_states_instead_of_their_variances_pops_the_same(tmp_path):
+    """A checkpoint (format 5) written before every update's feature variances were measured holds, for image
+    states, the states instead (variances None, ``obs``, ``obs_ndim``): the window rebuilt from it pops what the
+    window that kept the variances pops, bit for bit."""
+    memory = _memory((2, 9, 9), episode_length=7)
+    window = UpdateWindow(0.8, refresh_every=6, seed=4)
+    updates = list(_updates(memory, 3, 16, seed=1))
+    _add_both_ways([window], memory, updates)
+    state = window.state_dict()
+    older = {**state, "variances": [None] * 3, "obs": [b.obs for b, _ in updates], "obs_ndim": 3}
+    save_plain(older, tmp_path / "window.pt")
+    rebuilt = UpdateWindow.from_state_dict(load_plain(tmp_path / "window.pt"))
+    want, got = window.pop(memory), rebuilt.pop(memory)
+    assert list(got) == list(want) and "iid/state_diversity" in want
+    assert all(got[key].tobytes() == want[key].tobytes() for key in want)
 
 
 def test_a_window_state_dict_is_plain_data():
