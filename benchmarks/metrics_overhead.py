@@ -27,6 +27,7 @@ both (min over the rounds) and their ratio.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -45,6 +46,9 @@ from per_cli.replay import make_replay
 from per_cli.train.loop.trainer import build_member, run_member
 from per_cli.train.measures.update_measures import measure_table
 from per_cli.train.measures.update_window import UpdateWindow
+
+# (a --base tree from before 53d3b3b also hands each update's states to its window)
+_WINDOW_TAKES_STATES = "obs" in inspect.signature(UpdateWindow.add_measured).parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,7 +99,8 @@ def window_cost(obs_shape: tuple[int, ...], dtype, batch: int, updates: int, iid
             held = [memory.episodes_held()] if iid else None
             table, variances = measure_table(window, r.td_errors[None], r.losses[None], b.weights[None],
                                              b.ages[None], b.obs[None], b.episodes[None], held, [r.loss], [r.q_mean])
-            window.add_measured(table[0], None if variances is None else variances[0])
+            window.add_measured(table[0], None if variances is None else variances[0],
+                                *((b.obs,) if _WINDOW_TAKES_STATES else ()))  # fmt: skip
         window.pop(memory)
         best = min(best, time.process_time() - start)
     return best / updates * 1e6

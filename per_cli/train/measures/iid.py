@@ -59,11 +59,11 @@ def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
     Vector states of at most ``MAX_RAW_FEATURES`` numbers are used as they are; anything else is flattened and
     projected by the fixed sign matrix, in chunks of at most 16 MiB of converted states.
     """
+    if obs_ndim == 1 and states.shape[-1] <= MAX_RAW_FEATURES:
+        return states.astype(np.float64, order="C")
     lead = states.shape[: states.ndim - obs_ndim]
     flat = states.reshape(int(np.prod(lead, dtype=np.int64)), -1)
     features = flat.shape[1]
-    if obs_ndim == 1 and features <= MAX_RAW_FEATURES:
-        return flat.astype(np.float64).reshape(*lead, features)
     dtype = np.float32 if _exact_in_float32(flat) else np.float64
     matrix = _projection(features).astype(dtype, copy=False)
     out = np.empty((len(flat), PROJECTION_DIM), dtype=np.float64)
