@@ -84,6 +84,7 @@ class RingGather:
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
         shape, c = slots.shape, self.columns
         rows = np.empty((2, *shape, *self.row_shape), dtype=self.dtype)  # (states, next states: one block)
+        obs_rows, next_rows = rows
         actions, ids = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
         ages, episodes = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
         rewards, terminated = np.empty(shape, dtype=np.float32), np.empty(shape, dtype=np.float32)
@@ -91,14 +92,13 @@ class RingGather:
             last = np.empty(shape, dtype=np.int64)
             nstep_members(which, slots, self.n_step, self.gamma, c.rewards, c.terminated, c.truncated, c.ids,
                           c.counters, rewards, terminated, last)  # fmt: skip
-            gather_members(which, slots, last, *c, rows[0], actions, np.empty(shape, dtype=np.float32), rows[1],
+            gather_members(which, slots, last, *c, obs_rows, actions, np.empty(shape, dtype=np.float32), next_rows,
                            np.empty(shape, dtype=np.float32), ids, weights, ages, episodes)  # fmt: skip
         else:
-            gather_members(which, slots, slots, *c, rows[0], actions, rewards, rows[1], terminated, ids, weights,
+            gather_members(which, slots, slots, *c, obs_rows, actions, rewards, next_rows, terminated, ids, weights,
                            ages, episodes)  # fmt: skip
-        states = rows if self.states is None else unpack_rows(rows, self.states)
-        return Gathered(BatchArrays(states[0], actions, rewards, states[1], terminated, ids, weights, ages, episodes),
-                        None)  # fmt: skip
+        obs, next_obs = rows if self.states is None else unpack_rows(rows, self.states)
+        return Gathered(BatchArrays(obs, actions, rewards, next_obs, terminated, ids, weights, ages, episodes), None)
 
 
 class StorageGather:
