@@ -22,7 +22,7 @@ import torch
 from per_cli.config import AgentConfig
 from per_cli.rl.agent import DQNAgent
 from per_cli.rl.engines import make_agent
-from per_cli.rl.engines.stacked import StackedEngine, stacked_misfit, stacked_refusal
+from per_cli.rl.engines.stacked import CPU_MIN_MEMBERS, StackedEngine, stacked_misfit, stacked_refusal
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.results import UpdateResults
 from tests.rl.batches import batch as make_batch
@@ -241,7 +241,9 @@ def test_members_stay_their_own_agents():
 
 def test_what_the_stacked_path_refuses():
     cfg, (obs_shape, n_actions, _) = CASES["mlp-adam-huber"]
-    assert stacked_refusal(make_agents(cfg, obs_shape, n_actions)) is None
+    assert stacked_refusal(make_agents(cfg, obs_shape, n_actions, CPU_MIN_MEMBERS)) is None
+    assert stacked_misfit(make_agents(cfg, obs_shape, n_actions, CPU_MIN_MEMBERS - 1)) is None
+    assert "slower than one per member" in stacked_refusal(make_agents(cfg, obs_shape, n_actions, CPU_MIN_MEMBERS - 1))
     sgd = make_agents(cfg, obs_shape, n_actions)
     sgd[2].optimizer = torch.optim.SGD(sgd[2].q_net.parameters(), lr=0.1)
     assert "Adam and RMSprop, not SGD" in stacked_misfit(sgd)
@@ -255,5 +257,5 @@ def test_what_the_stacked_path_refuses():
         StackedEngine(sgd)
     minatar_cfg, (minatar_shape, minatar_actions, _) = CASES["minatar-rmsprop"]
     assert stacked_misfit(make_agents(minatar_cfg, minatar_shape, minatar_actions, 2)) is None
-    assert "on the CPU" in stacked_refusal(make_agents(minatar_cfg, minatar_shape, minatar_actions, 2))
+    assert "parameters per member" in stacked_refusal(make_agents(minatar_cfg, minatar_shape, minatar_actions, 4))
     assert "single member" in stacked_refusal(make_agents(cfg, obs_shape, n_actions, 1))

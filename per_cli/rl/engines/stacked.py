@@ -85,20 +85,27 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
 
 
 # On the CPU a stacked update pays for small networks only (larger ones run out of cache: docs/cohorts.md,
-# benchmarks/stacked_update.py --crossover); on CUDA it is always taken.
+# benchmarks/stacked_update.py --crossover), and from a few members on (fewer act and update faster one by one);
+# on CUDA it is always taken.
 CPU_MAX_PARAMS = 100_000
+CPU_MIN_MEMBERS = 4
 
 
 def stacked_refusal(agents: Sequence[Any]) -> str | None:
     """None when a cohort of ``agents`` should update through :class:`StackedEngine`: it computes their own
-    updates (:func:`stacked_misfit`), there are at least two, and on the CPU their networks have at most
-    :data:`CPU_MAX_PARAMS` parameters; else why not."""
+    updates (:func:`stacked_misfit`), there are at least two, and on the CPU at least :data:`CPU_MIN_MEMBERS`
+    whose networks have at most :data:`CPU_MAX_PARAMS` parameters; else why not."""
     why = stacked_misfit(agents)
     if why is not None:
         return why
     if len(agents) < 2:
         return "a single member updates on its own (a stacked update of one is slower)"
     first, *_ = agents
+    if first.device.type == "cpu" and len(agents) < CPU_MIN_MEMBERS:
+        return (
+            f"on the CPU stacked calls over {len(agents)} members are slower than one per member (they pay from "
+            f"{CPU_MIN_MEMBERS}; benchmarks/stacked_update.py)"
+        )
     n_params = sum(p.numel() for p in first.q_net.parameters())
     if first.device.type == "cpu" and n_params > CPU_MAX_PARAMS:
         return (

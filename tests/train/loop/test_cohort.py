@@ -18,6 +18,7 @@ from per_cli.config import ConfigError, load_config
 from per_cli.config.seeds import parse_seeds
 from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
+from per_cli.rl.engines.stacked import CPU_MIN_MEMBERS
 from per_cli.train.loop import reporting
 from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.cohort import Cohort, cohort_configs
@@ -28,6 +29,11 @@ from per_cli.train.loop.trainer import build_member, run_member
 from ...conftest import CONFIGS, TINY_CARTPOLE
 from ...test_cli import check_run_contract
 from ..checkpoints.test_checkpoint import AS_WRITTEN, CHECKPOINTED, _params, _rows, _scalars
+
+
+def _seeds(engine: str, first: int = 1) -> list[int]:
+    """Two seeds, or for the torch engine as many as its stacked engine serves on the CPU (``CPU_MIN_MEMBERS``)."""
+    return list(range(first, first + (2 if engine == "numba" else CPU_MIN_MEMBERS)))
 
 
 def _configs(seeds, *extra):
@@ -126,7 +132,7 @@ def test_a_torch_cohort_updates_stacked_and_each_member_matches_its_solo_run(tmp
     batched matmul may sum in another order elsewhere). Rounding differences that small do not change an action
     over this short run: the episodes, returns, evaluation and counters are those of the solo runs exactly; the
     update measures and the final weights agree to rtol 1e-4."""
-    cfgs = _configs([2, 3, 4], "agent.engine=torch")
+    cfgs = _configs(_seeds("torch", first=2), "agent.engine=torch")
     cohort = Cohort(cfgs)
     assert cohort.note is None  # the stacked path, not one update per member
     summaries = cohort.run([tmp_path / f"cohort{c.seed}" for c in cfgs])
@@ -141,16 +147,18 @@ def test_a_torch_cohort_updates_stacked_and_each_member_matches_its_solo_run(tmp
 
 @pytest.mark.parametrize("engine", ["numba", "torch"])  # torch: the stacked update goes on with the others' rows
 def test_a_seed_whose_loss_turns_nan_fails_alone(tmp_path, engine):
-    cfgs = _configs([1, 2], f"agent.engine={engine}")
+    cfgs = _configs(_seeds(engine), f"agent.engine={engine}")
     cohort = Cohort(cfgs)
+    assert cohort.note is None  # one batched update per step, numba's or the stacked torch one
     for p in cohort.members[0].agent.q_net.parameters():  # seed 1's network: its first loss is NaN
         p.data.fill_(np.nan)
-    bad, good = cohort.run([tmp_path / "s1", tmp_path / "s2"])
+    bad, good, *others = cohort.run([tmp_path / f"s{c.seed}" for c in cfgs])
     assert bad["status"] == "failed" and "the loss became nan at step 100" in bad["error"]
     assert json.loads((tmp_path / "s1" / "summary.json").read_text())["status"] == "failed"
-    assert good["status"] == "completed" and good["updates"] > 0
+    assert all(s["status"] == "completed" and s["updates"] > 0 for s in (good, *others))
     alive = cohort.members[0].alive.loop  # the loop's mask over the seed axis: seed 1's row off, once
-    assert cohort.members[1].alive.loop is alive and alive.mask.tolist() == [False, True] and alive.failed == 1
+    assert cohort.members[1].alive.loop is alive and alive.failed == 1
+    assert alive.mask.tolist() == [False] + [True] * (len(cfgs) - 1)
     solo = build_member(cfgs[1])
     run_member(solo, tmp_path / "solo2")
     if engine == "numba":
@@ -172,7 +180,7 @@ def test_a_seed_whose_insertion_td_error_is_nan_fails_alone(tmp_path):
 
 @pytest.mark.parametrize("engine", ["numba", "torch"])  # torch: the stacked update, rebuilt on resume
 def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine):
-    cfgs = _configs([1, 2], *CHECKPOINTED, f"agent.engine={engine}")
+    cfgs = _configs(_seeds(engine), *CHECKPOINTED, f"agent.engine={engine}")
     whole = Cohort(cfgs)
     assert whole.note is None  # one batched update per step, numba's or the stacked torch one
     whole.run([tmp_path / f"whole{c.seed}" for c in cfgs])
@@ -194,7 +202,7 @@ def test_a_killed_cohort_resumes_each_seed_exactly(tmp_path, monkeypatch, engine
     resumed = Cohort(cfgs)
     resumed.resume(split)
     summaries = resumed.run(split)
-    assert [s["resumed_from_step"] for s in summaries] == [300, 300]
+    assert [s["resumed_from_step"] for s in summaries] == [300] * len(cfgs)
     for cfg, member, whole_member in zip(cfgs, resumed.members, whole.members, strict=True):
         assert _rows(tmp_path / f"split{cfg.seed}") == _rows(tmp_path / f"whole{cfg.seed}")
         for a, b in zip(_params(member), _params(whole_member), strict=True):
