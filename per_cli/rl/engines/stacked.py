@@ -10,8 +10,9 @@ The members stay the source of truth: their parameters and optimizer state are r
 each member's own acting (evaluation), target syncs and checkpoints see the stacked update with no copy. Equal to
 each member's own ``learn``, ``greedy_action``, ``td_errors`` and ``score`` to float32 rounding
 (``tests/rl/test_stacked.py``). Fail closed: :func:`stacked_misfit` names the first
-thing it does not handle; :func:`stacked_refusal` also refuses one member and, on the CPU, networks above
-:data:`CPU_MAX_PARAMS` parameters, where it does not pay; the cohort then updates member by member.
+thing it does not handle; :func:`stacked_refusal` also refuses one member and, on the CPU, fewer than
+:data:`CPU_MIN_MEMBERS` or networks above :data:`CPU_MAX_PARAMS` parameters, where it does not pay; the cohort then
+acts and updates member by member.
 """
 
 from __future__ import annotations
