@@ -21,6 +21,7 @@ from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
+from per_cli.rl.engines.dense import c_array  # (the loop's own C arrays passed as they are, others converted)
 from per_cli.train.measures.iid import batch_variances, episode_diversity, state_view
 from per_cli.train.measures.metrics import batched_correlation_counts
 from per_cli.train.measures.reductions import row_means, row_means64, row_stds, sorted_medians
@@ -40,8 +41,8 @@ class Updates:
     ``td_sorted`` (|δ| with each row sorted by numpy: NaN last, so its last column is numpy's max)."""
 
     def __init__(self, window: MeasuredBy, td, losses, weights, ages, obs, episodes, held, loss, q_means) -> None:
-        self.td, self.losses, self.weights = _c_array(td, _F32), _c_array(losses, _F32), _c_array(weights, _F32)
-        self.ages = _c_array(ages, _I64)
+        self.td, self.losses, self.weights = (c_array(a, _F32, np.shape(a)) for a in (td, losses, weights))
+        self.ages = c_array(ages, _I64, np.shape(ages))
         self.loss, self.q_means = np.asarray(loss, dtype=np.float64), np.asarray(q_means, dtype=np.float64)
         self.obs, self.episodes, self.held, self.threshold = obs, episodes, held, window.threshold
         self.td_abs = np.abs(self.td)
@@ -50,14 +51,6 @@ class Updates:
 
 
 _F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
-
-
-def _c_array(array, dtype: np.dtype) -> np.ndarray:
-    """``array`` as a C array of ``dtype``: itself where it is one (the loop's arrays: checked, not converted), else
-    ``np.ascontiguousarray``'s copy."""
-    if type(array) is np.ndarray and array.dtype == dtype and array.flags.c_contiguous:
-        return array
-    return np.ascontiguousarray(array, dtype)
 
 
 class Measure(NamedTuple):
