@@ -84,7 +84,7 @@ class MemberLists(NamedTuple):
     windows: np.ndarray  # int64 (S, 2): Sampler.window_row per member
     stored_ids: np.ndarray  # int64 (S, capacity): the storages' ``ids`` columns (the stale-id rule)
     own: tuple  # the kind's member_lists
-    samplers: list  # the members' samplers (for the kinds whose updates keep Python-side counts)
+    samplers: list  # the members' samplers (for the kinds that read their one config's settings from them: LaBER)
 
     @classmethod
     def of(cls, samplers: list[Sampler]) -> MemberLists:

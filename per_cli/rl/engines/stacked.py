@@ -155,6 +155,7 @@ class StackedEngine:
         if why is not None:
             raise ValueError(f"a stacked update cannot run these members: {why}")
         self.agents = list(agents)
+        self._everyone = list(range(len(self.agents)))  # (``which`` naming every member in order)
         first, *_ = self.agents
         self.cfg, self.device, self.td_loss = first.cfg, first.device, first.td_loss
         self._template = copy.deepcopy(first.q_net).to("meta")  # the forward only: each call supplies the parameters
@@ -183,7 +184,7 @@ class StackedEngine:
 
     def _member_rows(self, which: Sequence[int]) -> torch.Tensor | None:
         """The stacked rows of members ``which`` (None: every member, in order: the stacked tensors themselves)."""
-        return None if list(which) == list(range(len(self.agents))) else torch.tensor(which, device=self.device)
+        return None if list(which) == self._everyone else torch.tensor(which, device=self.device)
 
     def _named(self, stacked: list[torch.Tensor], rows: torch.Tensor | None) -> dict[str, torch.Tensor]:
         return dict(zip(self._names, (_rows(p, rows) for p in stacked), strict=True))
