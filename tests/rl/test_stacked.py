@@ -6,7 +6,9 @@ state (Adam's or centered RMSProp's moments and step counts), TD errors, loss an
 rounding (``TOL``), not bit equality: under ``vmap`` the matmuls and convolutions run batched (bmm, a grouped
 convolution), which may sum in another order than a member's own mm/conv. Measured here (torch 2.13, CPU): the
 MLP updates come out bit-identical; the MinAtar CNN's weights and TD errors differ by about one ulp (relative
-6e-8 to 1e-7), the grouped convolution's doing.
+6e-8 to 1e-7), the grouped convolution's doing. The update and acting tests also run on CUDA where there is a
+device (a lent GPU machine: docs/results/pong/gpu.sh runs them), with TF32 off: TF32 rounds the members' own and
+the stacked matmuls and convolutions differently, a precision setting, not the arithmetic under test.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ from per_cli.rl.results import UpdateResults
 from tests.rl.batches import batch as make_batch
 
 TOL = {"rtol": 2e-5, "atol": 1e-6}
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=cuda)]
+
+
+@pytest.fixture
+def exact_cuda():
+    """TF32 off for the test (torch's defaults put back after)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 MLP = ((4,), 2, 64)  # the seed notebook's CartPole network: 4-128-2, batch 64
 MINATAR = ((10, 10, 4), 3, 8)  # MinAtar Breakout's grids, a small batch
 CASES = {
@@ -40,11 +53,16 @@ CASES = {
 }
 
 
-def make_agents(cfg: AgentConfig, obs_shape, n_actions: int, size: int = 3, td_loss=None) -> list[DQNAgent]:
+def make_agents(
+    cfg: AgentConfig, obs_shape, n_actions: int, size: int = 3, td_loss=None, device: str = "cpu"
+) -> list[DQNAgent]:
+    """``size`` members of ``cfg`` on ``device`` (on CUDA without the CUDA graph: the stacked path refuses its
+    capturable optimizers)."""
+    cfg = AgentConfig(**{**cfg.__dict__, "cuda_graph": False}) if device == "cuda" else cfg
     agents = []
     for seed in range(size):
         torch.manual_seed(seed)
-        agent = make_agent(cfg, obs_shape, n_actions, torch.device("cpu"), td_loss)
+        agent = make_agent(cfg, obs_shape, n_actions, torch.device(device), td_loss)
         with torch.no_grad():  # targets apart from the online nets, so the target and double DQN matter
             for p in agent.target_net.parameters():
                 p.add_(0.02 * torch.randn_like(p))
@@ -70,13 +88,14 @@ def make_batches(rng: np.random.Generator, obs_shape, n_actions: int, size: int,
 
 def assert_same_member(stacked: DQNAgent, own: DQNAgent) -> None:
     for a, b in zip(stacked.q_net.parameters(), own.q_net.parameters(), strict=True):
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), **TOL)
+        np.testing.assert_allclose(a.detach().cpu().numpy(), b.detach().cpu().numpy(), **TOL)
     states = stacked.optimizer.state_dict()["state"], own.optimizer.state_dict()["state"]
     assert states[0].keys() == states[1].keys()
     for j in states[1]:
         assert states[0][j].keys() == states[1][j].keys()
         for key, value in states[1][j].items():
-            np.testing.assert_allclose(states[0][j][key].numpy(), value.numpy(), rtol=TOL["rtol"], atol=1e-9)
+            got, want = states[0][j][key].cpu().numpy(), value.cpu().numpy()
+            np.testing.assert_allclose(got, want, rtol=TOL["rtol"], atol=1e-9)
     assert stacked.updates == own.updates
 
 
@@ -88,10 +107,11 @@ def assert_same_result(got, want) -> None:
     assert got.q_mean == pytest.approx(want.q_mean, rel=TOL["rtol"], abs=TOL["atol"])
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_stacked_update_is_each_members_own_update(case):
+def test_a_stacked_update_is_each_members_own_update(case, device, exact_cuda):
     cfg, (obs_shape, n_actions, batch_size) = CASES[case]
-    agents = make_agents(cfg, obs_shape, n_actions)
+    agents = make_agents(cfg, obs_shape, n_actions, device=device)
     own = [copy.deepcopy(a) for a in agents]  # before the engine makes the members views of shared storage
     engine = StackedEngine(agents)
     rng = np.random.default_rng(1)
@@ -139,13 +159,14 @@ def _stacked(batches) -> Stacked:
     return Stacked(*(np.stack([getattr(b, f) for b in batches]) for f in Stacked._fields))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", list(CASES))
-def test_stacked_acting_td_errors_and_scores_are_each_members_own(case):
+def test_stacked_acting_td_errors_and_scores_are_each_members_own(case, device, exact_cuda):
     """Members 2 and 0 (of 3; member 1 left) act greedily, score their batches and give their newest transitions'
     δ in one batched call each, as each member's own ``greedy_action``, ``score`` and ``td_errors`` (the actions
     exactly: these random networks have no ties; the values to float32 rounding), after an update moved them."""
     cfg, (obs_shape, n_actions, batch_size) = CASES[case]
-    agents = make_agents(cfg, obs_shape, n_actions)
+    agents = make_agents(cfg, obs_shape, n_actions, device=device)
     engine = StackedEngine(agents)
     rng = np.random.default_rng(6)
     engine.learn([0, 1, 2], make_batches(rng, obs_shape, n_actions, batch_size))

@@ -2,7 +2,8 @@
 # One call of a lent GPU machine (at most 600 s a command), from the repository root:
 #   DEADLINE_S=540 bash docs/results/pong/gpu.sh
 #     1. the GPU tests: the CUDA graph equals the eager update, the device frame ring equals the host's on the same
-#        draws, the graph fed from device stacks with its results read one update late (tests.txt);
+#        draws, the graph fed from device stacks with its results read one update late, the stacked torch engine
+#        (a cohort's update, acting and scores) equal to each member's own on CUDA (tests.txt);
 #     2. the loop benchmark (benchmarks/atari_throughput.py: pong_fast_per at one update per agent step as before,
 #        with replay.device_frames, with it and train.priority_lag, and that without the i.i.d. measures, whose host
 #        gather is left on the host's path) and the update one (benchmarks/cuda_update.py);
@@ -78,6 +79,8 @@ if [ "$TESTS" != 0 ] && time_for 120; then
     timeout 100 python3 -m pytest -q -p no:cacheprovider tests/replay/test_device_frames.py \
         tests/rl/test_cuda_graph.py -k "device" >>"$RUNS/tests.txt" 2>&1
     FAST_RC=$?
+    timeout 60 python3 -m pytest -q -p no:cacheprovider tests/rl/test_stacked.py -k cuda >>"$RUNS/tests.txt" 2>&1
+    log "the stacked torch engine on CUDA (a cohort's update, acting, scores): rc $?"
     grep -E "passed|failed|error" "$RUNS/tests.txt"
     [ $GRAPH_RC = 0 ] || SETS+=(--set agent.cuda_graph=false)
     [ $FAST_RC = 0 ] || SETS+=(--set replay.device_frames=false --set train.priority_lag=0)
