@@ -123,6 +123,26 @@ def test_a_stacked_update_is_each_members_own_update(case, device, exact_cuda):
             assert_same_member(agent, mine)
 
 
+def test_fused_adam_members_stack_as_their_own_updates():
+    """Members whose Adam is torch's fused kernel (a CUDA agent's: ``make_optimizer``; here on the CPU, which has
+    one too) update stacked as their own fused steps do, their step counts kept where the fused optimizer keeps
+    them, the second update starting from the state the first wrote; a subset's step keeps them there too."""
+    cfg, (obs_shape, n_actions, batch_size) = CASES["mlp-adam-huber"]
+    agents = make_agents(cfg, obs_shape, n_actions)
+    for agent in agents:
+        agent.optimizer = torch.optim.Adam(agent.q_net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
+    own = [copy.deepcopy(a) for a in agents]
+    engine = StackedEngine(agents)
+    rng = np.random.default_rng(7)
+    for which in ([0, 1, 2], [0, 1, 2], [2, 0]):
+        batches = make_batches(rng, obs_shape, n_actions, batch_size)
+        results = engine.learn(which, [batches[i] for i in which]).members()
+        for k, i in enumerate(which):
+            assert_same_result(results[k], own[i].learn(batches[i]))
+            assert_same_member(agents[i], own[i])
+    assert [a.optimizer.state_dict()["state"][0]["step"].item() for a in agents] == [3.0, 2.0, 3.0]
+
+
 KIND_LOSSES = [TDLoss("lap", 1.0, 0.6), TDLoss("pal", 1.0, 0.6), TDLoss("pal", 0.01, 0.4)]
 
 

@@ -30,8 +30,9 @@ from per_cli.rl.losses import batch_losses, next_values, per_sample_loss, td_tar
 from per_cli.rl.results import Scores, UpdateResults
 
 SUPPORTED_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.optim.RMSprop)
-# optimizer flags whose state or arithmetic the stacked path does not reproduce
-_REFUSED_FLAGS = ("fused", "capturable", "differentiable")
+# optimizer flags whose state or arithmetic the stacked path does not reproduce (a fused Adam's it does: its step
+# counts live on the parameters' device, where the stacked step keeps them)
+_REFUSED_FLAGS = ("capturable", "differentiable")
 
 
 def _group(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -160,7 +161,7 @@ class StackedEngine:
         self.cfg, self.device, self.td_loss = first.cfg, first.device, first.td_loss
         self._template = copy.deepcopy(first.q_net).to("meta")  # the forward only: each call supplies the parameters
         self._names = [name for name, _ in first.q_net.named_parameters()]
-        self._optimizer = type(first.optimizer)([torch.zeros(1)], **_hyper(first.optimizer))
+        self._optimizer = type(first.optimizer)([torch.zeros(1, device=self.device)], **_hyper(first.optimizer))
         for agent in self.agents:
             _ensure_state(agent.optimizer, self._optimizer)
         member_params = [list(a.q_net.parameters()) for a in self.agents]
@@ -270,7 +271,7 @@ class StackedEngine:
         _group(optimizer)["params"] = params
         for p, g, state, shared in zip(params, grads, states, self.state, strict=True):
             p.grad = g
-            optimizer.state[p] = {"step": torch.tensor(step, dtype=shared["step"].dtype), **state}
+            optimizer.state[p] = {"step": shared["step"].new_tensor(step), **state}
         optimizer.step()
         optimizer.state.clear()
         _group(optimizer)["params"] = []
@@ -283,7 +284,8 @@ class StackedEngine:
             shared_p.index_copy_(0, rows, p)
             for key, v in state.items():
                 shared[key].index_copy_(0, rows, v)
-            shared["step"].index_fill_(0, torch.tensor(members), step + 1.0)  # (steps stay on the CPU)
+            steps = shared["step"]  # (on the CPU, or a fused optimizer's on the parameters' device)
+            steps.index_fill_(0, torch.tensor(members, device=steps.device), step + 1.0)
 
 
 def _rows(stacked: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
@@ -318,14 +320,15 @@ def _ensure_state(optimizer: torch.optim.Optimizer, template: torch.optim.Optimi
     params = _group(optimizer)["params"]
     if all(optimizer.state.get(p) for p in params):
         return
-    probe = torch.zeros(1, requires_grad=True)
-    probe.grad = torch.zeros(1)
+    device = params[0].device
+    probe = torch.zeros(1, requires_grad=True, device=device)
+    probe.grad = torch.zeros(1, device=device)
     fresh = type(template)([probe], **_hyper(template))
     fresh.step()
     entries = fresh.state[probe]
     for p in params:
         if not optimizer.state.get(p):
             optimizer.state[p] = {
-                key: torch.zeros((), dtype=v.dtype) if key == "step" else torch.zeros_like(p)
+                key: torch.zeros((), dtype=v.dtype, device=v.device) if key == "step" else torch.zeros_like(p)
                 for key, v in entries.items()
             }
