@@ -7,6 +7,8 @@
 #     2. the loop benchmark (benchmarks/atari_throughput.py: pong_fast_per at one update per agent step as before,
 #        with replay.device_frames, with it and train.priority_lag, and that without the i.i.d. measures, whose host
 #        gather is left on the host's path) and the update one (benchmarks/cuda_update.py);
+#        with COHORT=1, a 10-seed MinAtar Breakout cohort with agent.cuda_graph true (each member's graphed update,
+#        one after another: the stacked path refuses capturable optimizers) and false (one stacked update), timed;
 #        each phase starts only where it leaves the runs RUN_MIN_S (120) seconds;
 #     3. pong_fast_uniform and pong_fast_per (seed 1) side by side until MARGIN_S (120) before DEADLINE_S (seconds
 #        from this script's start), then SIGTERM (`interrupted`, resumable: a checkpoint every CKPT_EVERY steps);
@@ -40,6 +42,8 @@ BENCH_STEPS=${BENCH_STEPS:-$((3000 * FIRST))}  # atari_throughput's steps (0: sk
 UPDATES=${UPDATES:-$((300 * FIRST))}  # cuda_update's updates per round (0: skip it)
 ROUNDS=${ROUNDS:-3}             # cuda_update's rounds
 TESTS=${TESTS:-$FIRST}          # 0: no tests (the runs keep the configs' settings)
+COHORT=${COHORT:-0}             # 1: a MinAtar cohort, members graphed one by one against the stacked update
+COHORT_STEPS=${COHORT_STEPS:-5000}
 read -r -a CONFIGS <<<"${CONFIGS:-pong_fast_uniform pong_fast_per}"
 OUT=${OUT:-/tmp/out}
 RUNS=runs/gpu
@@ -86,6 +90,16 @@ if [ "$TESTS" != 0 ] && time_for 120; then
     [ $FAST_RC = 0 ] || SETS+=(--set replay.device_frames=false --set train.priority_lag=0)
     log "graph tests rc $GRAPH_RC, device-frame and lag tests rc $FAST_RC; the runs take: ${SETS[*]}"
     [ "$RESUME" = 1 ] && [ $((GRAPH_RC + FAST_RC)) != 0 ] && log "(a resume keeps its checkpoint's graph and frames)"
+fi
+if [ "$COHORT" != 0 ] && time_for 150; then
+    log "benchmark: a 10-seed breakout-minatar_uniform cohort, each member graphed vs stacked (cohort.txt)"
+    for graph in true false; do
+        began=$SECONDS
+        timeout 70 python3 -m per_cli train --config breakout-minatar_uniform --seeds 1-10 --device "$DEVICE" \
+            --set train.learning_starts=1000 --set "train.total_steps=$COHORT_STEPS" --set train.eval_episodes=0 \
+            --set "agent.cuda_graph=$graph" --runs-dir "/tmp/per-cohort-$graph" >>"$RUNS/cohort.txt" 2>&1
+        echo "agent.cuda_graph=$graph: rc $?, $((SECONDS - began)) s for 10 x $COHORT_STEPS steps" | tee -a "$RUNS/cohort.txt"
+    done
 fi
 if [ "$BENCH_STEPS" != 0 ] && time_for 120; then
         log "benchmark: pong_fast_per learning at one update per step, before and after (bench_loop.txt)"
