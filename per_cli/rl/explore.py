@@ -12,6 +12,8 @@ import numba
 import numpy as np
 from numba.typed import List
 
+from per_cli.replay.integers import uniform_integer
+
 
 @numba.njit(cache=True, nogil=True)
 def explore_kernel(generators, which, steps, start, end, duration, n_actions, eps_out, out):
@@ -24,7 +26,7 @@ def explore_kernel(generators, which, steps, start, end, duration, n_actions, ep
         eps_out[k] = eps
         generator = generators[which[k]]
         if generator.random() < eps:
-            out[k] = generator.integers(0, n_actions)
+            out[k] = uniform_integer(generator, 0, n_actions)
         else:
             out[k] = -1
 

@@ -18,6 +18,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
+from per_cli.replay.integers import uniform_integer
 from per_cli.replay.stateless import Stateless
 from per_cli.replay.storage.ring import CAPACITY, CURSOR, SIZE, member_axis
 
@@ -127,7 +128,7 @@ def draw_distinct(generator, n, count, out):
     mask -= 1
     for t in range(count):
         j = n - count + t
-        value = generator.integers(0, j + 1)
+        value = uniform_integer(generator, 0, j + 1)
         at = value & mask
         while table[at] != -1 and table[at] != value:
             at = (at + 1) & mask
@@ -139,7 +140,7 @@ def draw_distinct(generator, n, count, out):
         table[at] = value
         out[t] = value
     for t in range(count - 1, 0, -1):
-        r = generator.integers(0, t + 1)
+        r = uniform_integer(generator, 0, t + 1)
         out[t], out[r] = out[r], out[t]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from per_cli.replay.integers import uniform_integer
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.kinds import register_kind
 from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Storage
@@ -42,7 +43,7 @@ def draw_large(generators, counters, windows, which, betas, slots, weights):
             status[k] = TOO_FEW
             continue
         for j in range(slots.shape[1]):
-            slots[k, j] = (lo + generators[i].integers(0, n)) % c[CAPACITY]
+            slots[k, j] = (lo + uniform_integer(generators[i], 0, n)) % c[CAPACITY]
             weights[k, j] = 1.0
     return status
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from per_cli.replay.integers import uniform_integer
 from per_cli.train.measures.iid import REFERENCE_CHUNK_BYTES, REFERENCE_SIZE, reference_variance, state_view
 
 
@@ -54,4 +55,4 @@ def _fill_ids(rng, low, span, out):
     """``out[j] = rng.integers(low, low + span + 1)`` for each j, in order: ``len(out)`` ids drawn uniformly
     from ``low .. low + span`` on ``rng`` (numba's ``Generator.integers``)."""
     for j in range(out.shape[0]):
-        out[j] = rng.integers(low, low + span + 1)
+        out[j] = uniform_integer(rng, low, low + span + 1)
