@@ -9,7 +9,9 @@ the stack, the rest zero padding), so a stack never mixes two episodes and every
 When the oldest frames are overwritten while the oldest transitions still need them, the live ids below
 ``first_sampleable_id`` become unsampleable: after each ``add``, ``newly_unsampleable`` holds the slots it made so
 (the kind's leaving events). ``mirror_to(device)`` keeps a copy of the frame ring on the training device
-(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte.
+(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort gathers every
+member's batches in one compiled call (:func:`gather_frames_members`, replay/gather.py), on its storages' columns
+(:class:`FrameColumns`) moved into blocks with a seed axis.
 """
 
 from __future__ import annotations
@@ -259,11 +261,11 @@ def gather_frames_members(
 ):  # fmt: skip
     """For k in range(len(which)), j in the batch: member ``which[k]``'s transition at ``slots[k, j]`` into row k
     of the ``o_*`` arrays, as its storage's ``gather`` gives it (actions and terminations widened; ages =
-    transitions added since). ``o_frames[k, j]`` (``(W, H * W)`` flat frames) gets the ``W`` frames of its stacks:
-    the first ``stack`` its ``obs``, the last ``W - stack`` the newest of the next state's union (``_positions``) of
-    ``next_slots[k, j]`` (W = stack + 1 with ``next_slots`` = ``slots``: obs and next_obs views of one block; W =
-    2 stack: the n-step look-ahead's whole next_obs; W = 0: no states). Padding frames are zeroed as in
-    ``stacks``: union position u is padding where u < stack - 1 - hist."""
+    transitions added since; ``truncated`` unread: the columns are taken whole). ``o_frames[k, j]`` (F flat frames)
+    gets the F frames of its stacks: the first ``stack`` its ``obs``, the last F - stack the newest of the union
+    (``_positions``) of ``next_slots[k, j]`` (F = stack + 1 with ``next_slots`` = ``slots``: obs and next_obs views
+    of one block; F = 2 stack: the n-step look-ahead's whole next_obs; F = 0: no states). Padding frames are
+    zeroed as in ``stacks``: union position u is padding where u < stack - 1 - hist."""
     width, pixels, n_frames = o_frames.shape[2], frames.shape[2], frames.shape[1]
     for k in range(which.shape[0]):
         i = which[k]
