@@ -109,7 +109,7 @@ def stacked_rows(batches: Sequence[Batch]) -> BatchArrays:
 class CohortSampling:
     """The members' memories (of one sampler class, one storage class and capacity: one config): the kind's draw
     over the seed axis, then the storages' gather (:func:`~per_cli.replay.gather.gather_for`, chosen once). The
-    state the compiled calls take (the rings' columns, counters and ids, the kinds' structures) moves into blocks
+    state the compiled calls take (the storages' columns, counters and ids, the kinds' structures) moves into blocks
     with a seed axis, each memory keeping views of its rows (:func:`~per_cli.replay.storage.ring.member_axis`), so
     a checkpoint load writes into them whether it comes before or after; the cohort built last over a memory is the
     one that sees its state (one per run). ``host_states`` False: the batches' host states are not gathered

@@ -1,8 +1,8 @@
 """The gather: drawn slots into batches over a list of members (a solo memory's list holds one), one
-implementation per storage class, chosen once by :func:`gather_for`: the rings' in ONE compiled call
-(:class:`RingGather`; bit-packed states then unpacked in one call over every member's rows), any other storage's
-own ``gather`` (:class:`StorageGather`: it stacks frames, also on the training device where it mirrors them). A
-draw knows nothing of the storage.
+implementation per storage class, chosen once by :func:`gather_for`, each ONE compiled call over the members: the
+rings' (:class:`RingGather`; bit-packed states then unpacked in one call over every member's rows) and the Atari
+frame storages' (:class:`FrameGather`: stacks rebuilt from the frame rings, and on the training device where they
+are mirrored). A draw knows nothing of the storage.
 
 Where nothing reads a batch's states on the host (the loop decides it once: every storage keeps its frames on the
 training device and the update reads them there), the gather is built with ``host_states=False``: its ``obs`` and
@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from per_cli.replay.storage.frames import FrameColumns, FrameStackStorage, gather_frames_members
 from per_cli.replay.storage.packed import PackedTransitionStorage, unpack_rows
 from per_cli.replay.storage.ring import (
     BatchArrays,
@@ -74,7 +75,7 @@ class RingGather:
 
     def __init__(self, storages: Sequence[TransitionStorage], n_step: int, gamma: float):
         ((self.dtype, self.row_shape),) = {(s.obs.dtype, s.row_shape) for s in storages}  # (one config: one row)
-        packed = type(storages[0]) is PackedTransitionStorage  # (one class: gather_for)
+        packed = isinstance(storages[0], PackedTransitionStorage)  # (one class: gather_for)
         (self.states,) = {s.obs_shape if packed else None for s in storages}
         blocks = RingColumns(*(member_axis(storages, name) for name in RingColumns._fields))
         rows = (len(storages), storages[0].capacity, -1)  # (the states as flat rows)
@@ -101,67 +102,77 @@ class RingGather:
         return Gathered(BatchArrays(obs, actions, rewards, next_obs, terminated, ids, weights, ages, episodes), None)
 
 
-class StorageGather:
-    """Any other storage: each member's storage gathers its own rows (``storage.gather``). ``host_states`` False:
-    not their states (``storage.gather_rest``; ``obs`` and ``next_obs`` are :data:`SKIPPED`), for storages that all
-    gather them on the training device (``device_stacks``; :func:`gather_for` refuses any other)."""
+class FrameGather:
+    """Atari frame storages: every member's stacks rebuilt from its frame ring, with its other fields, by
+    :func:`~per_cli.replay.storage.frames.gather_frames_members` (n-step returns by
+    :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the storages' columns as
+    blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`; the frames moved lazily, only those
+    written so far). A draw's stacks are one block (members, B, F, H, W): F = stack + 1 at n-step 1 (``obs`` and
+    ``next_obs`` its views, each sample's frames copied once), 2 stack otherwise (``width``: F). ``host_states``
+    False: no host stacks (F = 0; ``obs`` and ``next_obs`` are :data:`SKIPPED`); the storages' mirrors give each
+    member's stacks on the training device (``device_stacks``), as where the host ones are gathered too."""
 
-    def __init__(self, storages: Sequence[Any], n_step: int, gamma: float, host_states: bool = True):
+    def __init__(self, storages: Sequence[FrameStackStorage], n_step: int, gamma: float, host_states: bool = True):
+        ((self.stack, self.frame_shape, self.dtype, n_frames),) = {
+            (s.stack, s.frame_shape, s.obs_dtype, s.n_frames) for s in storages
+        }  # (one config: one shape)
+        written = [min(s.frames_written, s.n_frames) for s in storages]  # (the rest of each ring: zeros)
+        blocks = FrameColumns(*(member_axis(storages, name, written if name == "frames" else None)
+                                for name in FrameColumns._fields))  # fmt: skip
+        self.columns = blocks._replace(frames=blocks.frames.reshape(len(storages), n_frames, -1))
         self.storages = list(storages)
         self.n_step, self.gamma = n_step, gamma
-        # (chosen once: the storages' rows with or without their states, and the fields stacked over the members)
-        self._rows = _with_states if host_states else _without_states
-        self._names = _NAMES if host_states else tuple(n for n in _NAMES if n not in _STATES)
+        self.width = (self.stack + 1 if n_step == 1 else 2 * self.stack) if host_states else 0
         self._skipped = {} if host_states else dict.fromkeys(_STATES, SKIPPED)
 
-    def _one(self, storage, slots: np.ndarray) -> tuple[dict, Any]:
-        """(the batch's fields but the weights, its device stacks or None) of ``slots`` in ``storage``."""
-        ids = storage.ids[slots]
-        last = None
-        if self.n_step > 1:  # the stored one-step transitions summed into n-step ones (ring.nstep_members)
-            rewards, terminated, last = storage.nstep(slots, self.n_step, self.gamma)
-            fields = {**self._rows(storage, slots, last), "rewards": rewards, "terminated": terminated}
-        else:
-            fields = self._rows(storage, slots, None)
-        fields.update(indices=ids, ages=storage.added - 1 - ids, episodes=storage.episode_ids[slots])
-        device = storage.device_stacks(slots, last) if getattr(storage, "mirror", None) is not None else None
-        return fields, device
-
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
-        if which.shape[0] == 1:  # (a member axis of one: views of the storage's arrays, no copy)
-            fields, device = self._one(self.storages[int(which[0])], slots[0])
-            return Gathered(self._arrays(fields, weights, lambda array: array[None]),
-                            None if device is None else [device])  # fmt: skip
-        rows = [self._one(self.storages[i], slots[k]) for k, i in enumerate(which.tolist())]
-        fields = {name: [row[name] for row, _ in rows] for name in self._names}
-        device = [d for _, d in rows] if any(d is not None for _, d in rows) else None
-        return Gathered(self._arrays(fields, weights, np.stack), device)
+        shape, c, stack = slots.shape, self.columns, self.stack
+        pixels = c.frames.shape[2] if self.width else 1
+        frames = np.empty((*shape, self.width, pixels), dtype=self.dtype)
+        actions, ids = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
+        ages, episodes = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
+        rewards, terminated = np.empty(shape, dtype=np.float32), np.empty(shape, dtype=np.float32)
+        last = None
+        if self.n_step > 1:  # (the n-step rewards and terminations kept, the stored ones gathered into spares)
+            last = np.empty(shape, dtype=np.int64)
+            nstep_members(which, slots, self.n_step, self.gamma, c.rewards, c.terminated, c.truncated, c.ids,
+                          c.counters, rewards, terminated, last)  # fmt: skip
+            gather_frames_members(which, slots, last, stack, *c, frames, actions, np.empty(shape, dtype=np.float32),
+                                  np.empty(shape, dtype=np.float32), ids, ages, episodes)  # fmt: skip
+        else:
+            gather_frames_members(which, slots, slots, stack, *c, frames, actions, rewards, terminated, ids, ages,
+                                  episodes)  # fmt: skip
+        if self.width:
+            frames = frames.reshape(*shape, self.width, *self.frame_shape)
+            states = {"obs": frames[:, :, :stack], "next_obs": frames[:, :, self.width - stack :]}
+        else:
+            states = self._skipped
+        arrays = BatchArrays(**states, actions=actions, rewards=rewards, terminated=terminated, indices=ids,
+                             weights=weights, ages=ages, episodes=episodes)  # fmt: skip
+        return Gathered(arrays, self._device(which, slots, last))
 
-    def _arrays(self, fields: dict, weights: np.ndarray, axis) -> BatchArrays:
-        """The batches' arrays from a gather's ``fields``, each given its member axis by ``axis`` (the skipped
-        states :data:`SKIPPED`)."""
-        return BatchArrays(**{name: axis(fields[name]) for name in self._names}, **self._skipped, weights=weights)
-
-
-_NAMES = ("obs", "actions", "rewards", "next_obs", "terminated", "indices", "ages", "episodes")  # (but weights)
-
-
-def _with_states(storage, slots: np.ndarray, last: np.ndarray | None) -> dict:
-    return storage.gather(slots, last)
-
-
-def _without_states(storage, slots: np.ndarray, last: np.ndarray | None) -> dict:
-    return storage.gather_rest(slots)  # (the look-ahead ``last`` moves only next_obs: not gathered)
+    def _device(self, which: np.ndarray, slots: np.ndarray, last: np.ndarray | None) -> list | None:
+        """Each member's stacks on the training device (``device_stacks``; None where no storage mirrors its
+        frames there)."""
+        members = [self.storages[i] for i in which.tolist()]
+        if all(s.mirror is None for s in members):
+            return None
+        return [None if s.mirror is None else s.device_stacks(slots[k], None if last is None else last[k])
+                for k, s in enumerate(members)]  # fmt: skip
 
 
 def gather_for(
     storages: Sequence[Any], n_step: int, gamma: float, host_states: bool = True
-) -> RingGather | StorageGather:
-    """The gather of these storages (of one class: a cohort's members share their config). ``host_states`` False:
-    the batches' host ``obs``/``next_obs`` are not built (:class:`StorageGather`), for storages whose stacks are
-    gathered on the training device (ValueError for any other)."""
+) -> RingGather | FrameGather:
+    """The gather of these storages (of one class: a cohort's members share their config): rings, plain or
+    bit-packed (their subclasses too: the same columns), by :class:`RingGather`, frame storages by
+    :class:`FrameGather`; ValueError for any other. ``host_states`` False: the batches' host ``obs``/``next_obs``
+    are not built, for frame storages that gather their stacks on the training device (ValueError for any other)."""
     if not host_states and any(getattr(s, "mirror", None) is None for s in storages):
         raise ValueError("a gather without the host states needs storages that keep their frames on the device")
-    if {type(s) for s in storages} in ({TransitionStorage}, {PackedTransitionStorage}):
+    classes = {type(s) for s in storages}
+    if len(classes) == 1 and issubclass(*classes, TransitionStorage):
         return RingGather(storages, n_step, gamma)
-    return StorageGather(storages, n_step, gamma, host_states)
+    if classes == {FrameStackStorage}:
+        return FrameGather(storages, n_step, gamma, host_states)
+    raise ValueError(f"no gather serves storages of {sorted(c.__name__ for c in classes)}: rings or frame storages")

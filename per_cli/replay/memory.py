@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from per_cli.replay.gather import RingGather, StorageGather, gather_for
+from per_cli.replay.gather import FrameGather, RingGather, gather_for
 from per_cli.replay.samplers.base import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import ONE, TransitionStorage
 from per_cli.replay.writers.base import Writer
@@ -44,7 +44,7 @@ class ReplayMemory:
         self.writer = writer if writer is not None else Writer()
         self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
         self._structured = defines(type(sampler), "add_members")  # (else an add is the storage's alone)
-        self._gather: RingGather | StorageGather | None = None
+        self._gather: RingGather | FrameGather | None = None
         self._lists: MemberLists | None = None
         self._slot = np.zeros(1, dtype=np.int64)  # (the slot an add wrote, as its sampler's add_members takes it)
 
@@ -108,7 +108,7 @@ class ReplayMemory:
         return self._lists
 
     @property
-    def gather(self) -> RingGather | StorageGather:
+    def gather(self) -> RingGather | FrameGather:
         """How this memory's drawn slots become a batch (chosen once, on first use, by its storage's class)."""
         if self._gather is None:
             self._gather = gather_for([self.storage], self.n_step, self.gamma)

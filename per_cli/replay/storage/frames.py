@@ -9,18 +9,21 @@ the stack, the rest zero padding), so a stack never mixes two episodes and every
 When the oldest frames are overwritten while the oldest transitions still need them, the live ids below
 ``first_sampleable_id`` become unsampleable: after each ``add``, ``newly_unsampleable`` holds the slots it made so
 (the kind's leaving events). ``mirror_to(device)`` keeps a copy of the frame ring on the training device
-(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte.
+(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort gathers every
+member's batches in one compiled call (:func:`gather_frames_members`, replay/gather.py), on its storages' columns
+(:class:`FrameColumns`) moved into blocks with a seed axis.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
-from per_cli.replay.storage.ring import COUNTER_BYTES, RingBookkeeping, TransitionStorage
+from per_cli.replay.storage.ring import ADDED, COUNTER_BYTES, RingBookkeeping, TransitionStorage
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
 # episodes only make the oldest transitions unsampleable
@@ -44,6 +47,22 @@ class Stacks(NamedTuple):
 
     obs: np.ndarray
     next_obs: np.ndarray
+
+
+class FrameColumns(NamedTuple):
+    """A frame storage's columns (or members' columns over the seed axis), in the order the member calls take them;
+    ``frames`` as flat rows ``(n_frames, H * W)``."""
+
+    frames: np.ndarray
+    frame_gid: np.ndarray
+    hist: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    ids: np.ndarray
+    episode_ids: np.ndarray
+    counters: np.ndarray
 
 
 class FrameStackStorage(RingBookkeeping):
@@ -194,15 +213,15 @@ class FrameStackStorage(RingBookkeeping):
         return DeviceStacks(stacks.obs, self.mirror.stacks(*self._positions(next_slots)).next_obs)
 
     def gather(self, slots: np.ndarray, next_slots: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The transitions in ``slots`` as arrays (the next states those of ``next_slots`` where given: n-step
+        returns' look-ahead), stacks rebuilt by ``stacks``: the reference the cohorts' compiled gather
+        (:func:`gather_frames_members`) equals byte for byte."""
         obs, next_obs = self.stacks(slots)
         if next_slots is not None:  # (n-step returns: the next state of the look-ahead's last transition)
             next_obs = self.stacks(next_slots).next_obs
-        return {"obs": obs, "next_obs": next_obs, **self.gather_rest(slots)}
-
-    def gather_rest(self, slots: np.ndarray) -> dict[str, np.ndarray]:
-        """``gather``'s fields but the states (``obs``, ``next_obs``): where a batch's stacks are read on the
-        training device only (``device_stacks``), the host ones are not built."""
         return {
+            "obs": obs,
+            "next_obs": next_obs,
             "actions": self.actions[slots].astype(np.int64),
             "rewards": self.rewards[slots],
             "terminated": self.terminated[slots].astype(np.float32),
@@ -233,6 +252,44 @@ class FrameStackStorage(RingBookkeeping):
             setattr(self, key, type(getattr(self, key))(state[key]))
         if self.mirror is not None:
             self.mirror.load(self.frames)
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_frames_members(
+    which, slots, next_slots, stack, frames, frame_gid, hist, actions, rewards, terminated, truncated, ids,
+    episode_ids, counters, o_frames, o_actions, o_rewards, o_terminated, o_ids, o_ages, o_episodes,
+):  # fmt: skip
+    """For k in range(len(which)), j in the batch: member ``which[k]``'s transition at ``slots[k, j]`` into row k
+    of the ``o_*`` arrays, as its storage's ``gather`` gives it (actions and terminations widened; ages =
+    transitions added since; ``truncated`` unread: the columns are taken whole). ``o_frames[k, j]`` (F flat frames)
+    gets the F frames of its stacks: the first ``stack`` its ``obs``, the last F - stack the newest of the union
+    (``_positions``) of ``next_slots[k, j]`` (F = stack + 1 with ``next_slots`` = ``slots``: obs and next_obs views
+    of one block; F = 2 stack: the n-step look-ahead's whole next_obs; F = 0: no states). Padding frames are
+    zeroed as in ``stacks``: union position u is padding where u < stack - 1 - hist."""
+    width, pixels, n_frames = o_frames.shape[2], frames.shape[2], frames.shape[1]
+    for k in range(which.shape[0]):
+        i = which[k]
+        ring, gids, hists, newest = frames[i], frame_gid[i], hist[i], counters[i, ADDED] - 1
+        acts, rews, terms, tids, eps = actions[i], rewards[i], terminated[i], ids[i], episode_ids[i]
+        for j in range(slots.shape[1]):
+            slot = slots[k, j]
+            for p in range(width):
+                source, u = (slot, p) if p < stack else (next_slots[k, j], p - width + stack + 1)
+                out = o_frames[k, j, p]
+                if u < stack - 1 - np.int64(hists[source]):
+                    for f in range(pixels):
+                        out[f] = 0
+                else:
+                    frame = ring[(gids[source] + u - (stack - 1)) % n_frames]
+                    for f in range(pixels):
+                        out[f] = frame[f]
+            tid = tids[slot]
+            o_actions[k, j] = acts[slot]
+            o_rewards[k, j] = rews[slot]
+            o_terminated[k, j] = terms[slot]
+            o_ids[k, j] = tid
+            o_ages[k, j] = newest - tid
+            o_episodes[k, j] = eps[slot]
 
 
 def uses_frame_storage(frame_stack: int | None, obs_shape: tuple[int, ...]) -> bool:

@@ -32,12 +32,15 @@ def oldest_id(counters):
     return max(counters[FIRST], counters[ADDED] - counters[SIZE])
 
 
-def member_axis(owners: Sequence[object], name: str) -> np.ndarray:
+def member_axis(owners: Sequence[object], name: str, written: Sequence[int] | None = None) -> np.ndarray:
     """The owners' arrays ``name`` (of one shape and dtype) as ONE C array with a seed axis, row s owner s's, as the
     member functions take them (``obs[i]`` is member i's): for one owner a view of its array with an axis of one;
     for several the block whose rows they are already, or else a new block, the values moved into it and each
     owner's ``name`` re-pointed at its row, so that its own calls, its checkpoint loads and the cohort's calls all
-    write the same memory. Views an owner cached of the old array must then be rebuilt (``ReplayMemory.adopted``)."""
+    write the same memory. Views an owner cached of the old array must then be rebuilt (``ReplayMemory.adopted``).
+    ``written`` (per owner): only its first rows hold values, the rest zeros; the block is then zeroed lazily
+    (``np.zeros``: pages mapped when first written) and only those rows copied, so a large ring mostly unwritten
+    (Atari frames) costs no resident memory for the rest."""
     arrays = [getattr(owner, name) for owner in owners]
     first = arrays[0]
     if len(arrays) == 1:
@@ -46,9 +49,11 @@ def member_axis(owners: Sequence[object], name: str) -> np.ndarray:
     rows = isinstance(block, np.ndarray) and block.shape == (len(arrays), *first.shape) and block.flags.c_contiguous
     if rows and all(a.base is block and a.ctypes.data == row.ctypes.data for a, row in zip(arrays, block, strict=True)):
         return block
-    block = np.empty((len(arrays), *first.shape), dtype=first.dtype)
-    for owner, array, row in zip(owners, arrays, block, strict=True):
-        row[...] = array
+    shape = (len(arrays), *first.shape)
+    block = np.empty(shape, dtype=first.dtype) if written is None else np.zeros(shape, dtype=first.dtype)
+    counts = [None] * len(arrays) if written is None else [int(n) for n in written]  # (None: every row)
+    for owner, array, row, n in zip(owners, arrays, block, counts, strict=True):
+        row[:n] = array[:n]
         setattr(owner, name, row)
     return block
 
