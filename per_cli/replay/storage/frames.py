@@ -23,7 +23,7 @@ import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
-from per_cli.replay.storage.ring import ADDED, COUNTER_BYTES, RingBookkeeping, TransitionStorage
+from per_cli.replay.storage.ring import ADDED, COUNTER_BYTES, RingBookkeeping, TransitionStorage, gather_fields
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
 # episodes only make the oldest transitions unsampleable
@@ -283,13 +283,8 @@ def gather_frames_members(
                     frame = ring[(gids[source] + u - (stack - 1)) % n_frames]
                     for f in range(pixels):
                         out[f] = frame[f]
-            tid = tids[slot]
-            o_actions[k, j] = acts[slot]
-            o_rewards[k, j] = rews[slot]
-            o_terminated[k, j] = terms[slot]
-            o_ids[k, j] = tid
-            o_ages[k, j] = newest - tid
-            o_episodes[k, j] = eps[slot]
+            gather_fields(k, j, slot, newest, acts, rews, terms, tids, eps, o_actions, o_rewards, o_terminated, o_ids,
+                          o_ages, o_episodes)  # fmt: skip
 
 
 def uses_frame_storage(frame_stack: int | None, obs_shape: tuple[int, ...]) -> bool:

@@ -38,9 +38,8 @@ def member_axis(owners: Sequence[object], name: str, written: Sequence[int] | No
     for several the block whose rows they are already, or else a new block, the values moved into it and each
     owner's ``name`` re-pointed at its row, so that its own calls, its checkpoint loads and the cohort's calls all
     write the same memory. Views an owner cached of the old array must then be rebuilt (``ReplayMemory.adopted``).
-    ``written`` (per owner): only its first rows hold values, the rest zeros; the block is then zeroed lazily
-    (``np.zeros``: pages mapped when first written) and only those rows copied, so a large ring mostly unwritten
-    (Atari frames) costs no resident memory for the rest."""
+    ``written`` (per owner): only its first rows hold values, so the block is a lazy ``np.zeros`` (pages mapped
+    when first written) and only those rows are copied: a mostly unwritten ring (Atari frames) stays unresident."""
     arrays = [getattr(owner, name) for owner in owners]
     first = arrays[0]
     if len(arrays) == 1:
@@ -140,7 +139,7 @@ class RingBookkeeping:
 class TransitionStorage(RingBookkeeping):
     """Stores (obs, action, reward, next_obs, terminated, truncated) in fixed numpy arrays. ``add`` and
     ``gather`` are :func:`store_members` and :func:`gather_members` over this storage alone (``own``: its
-    columns as typed lists of one, built once), the calls a cohort makes over all its members' storages."""
+    columns with a member axis of one, built once), the calls a cohort makes over all its members' storages."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype, *, check_memory: bool = True):
         if capacity < 1:
@@ -287,7 +286,7 @@ def store_members(
         i = which[k]
         c = counters[i]
         slot = c[CURSOR]
-        states, next_states = obs[i], next_obs[i]  # (a typed list's item: fetched once, not per number)
+        states, next_states = obs[i], next_obs[i]  # (member i's rows taken once, not per number)
         for f in range(states.shape[1]):
             states[slot, f] = obs_in[k, f]
             next_states[slot, f] = next_in[k, f]
@@ -305,6 +304,19 @@ def store_members(
         slots_out[k] = slot
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def gather_fields(k, j, slot, newest, actions, rewards, terminated, ids, episode_ids, o_actions, o_rewards,
+                  o_terminated, o_ids, o_ages, o_episodes):  # fmt: skip
+    """Entry (k, j) of a gather's fields but the states and weights: the transition at ``slot`` of one member's
+    columns (ages = transitions added since: ``newest`` is its newest id). Every storage's gather writes them so."""
+    o_actions[k, j] = actions[slot]
+    o_rewards[k, j] = rewards[slot]
+    o_terminated[k, j] = terminated[slot]
+    o_ids[k, j] = ids[slot]
+    o_ages[k, j] = newest - ids[slot]
+    o_episodes[k, j] = episode_ids[slot]
+
+
 @numba.njit(cache=True, nogil=True)
 def gather_members(
     which, slots, next_slots, obs, actions, rewards, next_obs, terminated, truncated, ids, episode_ids, counters,
@@ -318,7 +330,6 @@ def gather_members(
     flat_next = o_next.reshape(o_next.shape[0], o_next.shape[1], width)
     for k in range(which.shape[0]):
         i = which[k]
-        # each member's columns taken out of the lists once (a typed list's item access is slow in the loop)
         states, next_states, newest = obs[i], next_obs[i], counters[i][ADDED] - 1
         acts, rews, terms, tids, eps = actions[i], rewards[i], terminated[i], ids[i], episode_ids[i]
         for j in range(slots.shape[1]):
@@ -326,13 +337,8 @@ def gather_members(
             for f in range(width):
                 flat_obs[k, j, f] = states[slot, f]
                 flat_next[k, j, f] = next_states[last, f]
-            tid = tids[slot]
-            o_actions[k, j] = acts[slot]
-            o_rewards[k, j] = rews[slot]
-            o_terminated[k, j] = terms[slot]
-            o_ids[k, j] = tid
-            o_ages[k, j] = newest - tid
-            o_episodes[k, j] = eps[slot]
+            gather_fields(k, j, slot, newest, acts, rews, terms, tids, eps, o_actions, o_rewards, o_terminated, o_ids,
+                          o_ages, o_episodes)  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True)
