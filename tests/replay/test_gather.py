@@ -67,6 +67,16 @@ def _same(got: BatchArrays, want: BatchArrays) -> None:
         assert a.tobytes() == b.tobytes(), name
 
 
+def _draws_are_each_members_own(sampling: CohortSampling, alone: list[ReplayMemory]) -> None:
+    """Three cohort draws of four members, each member's batch byte for byte its lone twin's own draw."""
+    for _ in range(3):
+        drawn = sampling.sample([0, 1, 2, 3], 16, [1.0] * 4)
+        for i, batch in enumerate(drawn):
+            own = alone[i].sample(16, 1.0)
+            for name in BatchArrays._fields:
+                assert getattr(batch, name).tobytes() == getattr(own, name).tobytes(), name
+
+
 def test_packed_storages_are_gathered_by_the_ring_gather():
     storages = [_packed(n, seed) for seed, n in enumerate(SIZES)]
     assert type(gather_for(storages, 1, 0.99)) is RingGather
@@ -124,12 +134,7 @@ def test_a_members_own_add_and_load_after_the_cohort_is_built_are_what_it_gather
         obs, next_obs = rng.random(SHAPE) < 0.5, rng.random(SHAPE) < 0.5
         for memory in (memories[1], alone[1]):
             memory.add(obs, 2, 1.5, next_obs, False, False)
-    for _ in range(3):
-        drawn = sampling.sample([0, 1, 2, 3], 16, [1.0] * 4)
-        for i, batch in enumerate(drawn):
-            own = alone[i].sample(16, 1.0)
-            for name in BatchArrays._fields:
-                assert getattr(batch, name).tobytes() == getattr(own, name).tobytes(), name
+    _draws_are_each_members_own(sampling, alone)
     latest = sampling.latest([1, 0]).arrays
     assert latest.obs[0, 0].tobytes() == obs.tobytes() and latest.next_obs[0, 0].tobytes() == next_obs.tobytes()
     np.testing.assert_array_equal(latest.indices[:, 0], [SIZES[1] + 2, 60])
@@ -215,12 +220,7 @@ def test_a_frame_members_own_add_and_load_after_the_cohort_is_built_are_what_it_
         memory.load_state_dict(copy.deepcopy(saved))
     for memory in (memories[1], alone[1]):
         fill(memory, 7, max_len=4, seed=11)
-    for _ in range(3):
-        drawn = sampling.sample([0, 1, 2, 3], 16, [1.0] * 4)
-        for i, batch in enumerate(drawn):
-            own = alone[i].sample(16, 1.0)
-            for name in BatchArrays._fields:
-                assert getattr(batch, name).tobytes() == getattr(own, name).tobytes(), name
+    _draws_are_each_members_own(sampling, alone)
     latest = sampling.latest([1, 0]).arrays
     np.testing.assert_array_equal(latest.indices[:, 0], [FRAMES[1][0] + 6, 60])
     assert latest.obs[0, 0].tobytes() == alone[1].storage.gather(np.array([alone[1].storage.latest_slot]))[
