@@ -26,7 +26,8 @@
 #       BENCH_STEPS=0 UPDATES=2 ROUNDS=1 OUT=/tmp/gpu-out bash docs/results/pong/gpu.sh
 # A checkpoint holds the i.i.d. measures' batch states since the last log point (log.every = 1,000 updates: up to
 # 0.9 GB): keep checkpoints on log points (the defaults: learning from 10^4, a checkpoint every 10^4 steps).
-# Gymnasium and ale-py travel as wheels in .whl/ (the machine has no registry access; docs/results/pong/README.md).
+# Gymnasium and ale-py (and MinAtar for COHORT=1: `pip download minatar==1.0.15 --no-deps -d .whl`) travel as
+# wheels in .whl/ (the machine has no registry access; docs/results/pong/README.md).
 set -u
 shopt -s nullglob
 START=$SECONDS
