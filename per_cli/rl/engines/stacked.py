@@ -26,6 +26,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from per_cli.replay import Batch
+from per_cli.replay.cohort import stacked_rows
 from per_cli.rl.losses import batch_losses, next_values, per_sample_loss, td_targets
 from per_cli.rl.results import Scores, UpdateResults
 
@@ -117,16 +118,14 @@ def stacked_refusal(agents: Sequence[Any]) -> str | None:
     return None
 
 
-_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "weights")
+_INPUTS = ("obs", "actions", "rewards", "next_obs", "terminated")  # (what δ and the scores read; an update: weights)
 
 
-def _stack_batches(batches: Sequence[Batch], device: torch.device) -> dict[str, torch.Tensor]:
-    return {f: torch.as_tensor(np.stack([getattr(b, f) for b in batches]), device=device) for f in _FIELDS}
-
-
-def _on_device(arrays: Any, device: torch.device) -> dict[str, torch.Tensor]:
-    """Batch's fields but the weights, stacked already (``arrays``: each (k, B, ...)), as tensors on ``device``."""
-    return {f: torch.as_tensor(np.asarray(getattr(arrays, f)), device=device) for f in _FIELDS if f != "weights"}
+def _on_device(arrays: Any, device: torch.device, weighted: bool = False) -> dict[str, torch.Tensor]:
+    """Batches stacked over the members (``arrays``: each field (k, B, ...)) as tensors on ``device`` (on the CPU,
+    the arrays' own memory): the fields δ reads, and the IS weights where ``weighted``."""
+    fields = (*_INPUTS, "weights") if weighted else _INPUTS
+    return {f: torch.as_tensor(np.asarray(getattr(arrays, f)), device=device) for f in fields}
 
 
 def _taken(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -224,7 +223,7 @@ class StackedEngine:
         """Members ``which`` (distinct indices into the agents) each learn from their batch (in the order of
         ``which``), as their own ``learn`` would; returns their results in that order."""
         rows = self._member_rows(which)
-        b = _stack_batches(batches, self.device)
+        b = _on_device(stacked_rows(batches), self.device, weighted=True)  # (a draw's rows: its arrays, no copy)
         params = self._named(self.params, rows)
         with torch.no_grad():
             target = self._targets(params, self._named(self.target_params, rows), b)
