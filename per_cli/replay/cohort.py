@@ -8,24 +8,17 @@ member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
 
-from per_cli.replay.gather import Gathered, RingGather, gather_for
+from per_cli.replay.gather import Gathered, gather_for
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import DRAWN, MemberLists, defines, draw_batches, draw_error
-from per_cli.replay.storage.ring import (
-    BatchArrays,
-    episodes_held_members,
-    latest_slots_members,
-    member_axis,
-    store_members,
-)
+from per_cli.replay.storage.ring import BatchArrays, episodes_held_members, latest_slots_members, member_axis
+from per_cli.replay.storage.rows import NO_ERRORS, Rows, rows_of
+from per_cli.replay.store import store_for
 from per_cli.replay.writers.base import Writer
-
-_NO_ERRORS: Mapping[int, Exception] = MappingProxyType({})  # (read-only: every store where no memory failed)
 
 
 class Row(NamedTuple):
@@ -135,42 +128,45 @@ class CohortSampling:
         self._episode_ids = member_axis(storages, "episode_ids")
         for memory in self.memories:
             memory.adopted()
-        # the rings of float32 vector states behind plain writers: ``store`` writes them in one compiled call; every
-        # other memory (frame stacks, packed states, a hindsight writer) stores its own rows (``memory.add``)
-        self.storable = (
-            type(self._gather) is RingGather and self._gather.dtype == np.float32 and len(self._gather.row_shape) == 1
-            and all(type(m.writer) is Writer for m in memories)
-        )  # fmt: skip
-        self._store = self._store_rings if self.storable else self._store_each  # (chosen once)
+        self.storer = store_for(storages)  # (chosen once: the storages' class)
+        self._relabels = any(type(m.writer) is not Writer for m in memories)  # (else the rows go as they come)
         self.failed: dict[int, tuple[int, int]] = {}  # member: (batch size, its draw's status)
 
     def store(
         self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated
     ) -> Mapping[int, Exception]:
-        """Members ``which`` (int64) each add transition k of the arrays (row k of each) as their ``memory.add``
-        would store it: the rings of ``storable`` memories in one compiled call, every other memory its own rows.
-        Returns the rows whose memory raised, with what it raised (the others stored theirs)."""
-        return self._store(which, obs, actions, rewards, next_obs, terminated, truncated)
-
-    def _store_rings(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> Mapping:
-        slots = np.empty(which.shape[0], dtype=np.int64)
-        ends = np.logical_or(terminated, truncated)
-        f32 = np.float32
-        store_members(which, obs.astype(f32, copy=False), actions, rewards.astype(f32, copy=False),
-                      next_obs.astype(f32, copy=False), np.asarray(terminated, dtype=f32), truncated, ends,
-                      *self._gather.columns, slots)  # fmt: skip
-        if self._structured:  # (plain rings: every written slot is sampleable)
-            self.kind.add_members(self._lists, which, slots, np.ones(which.shape[0], dtype=np.bool_))
-        return _NO_ERRORS
-
-    def _store_each(self, which: np.ndarray, obs, actions, rewards, next_obs, terminated, truncated) -> dict:
-        errors: dict[int, Exception] = {}
-        for k, i in enumerate(which.tolist()):
-            try:
-                self.memories[i].add(obs[k], actions[k], rewards[k], next_obs[k], terminated[k], truncated[k])
-            except Exception as exc:  # noqa: BLE001 - this member's memory fails, the others go on
-                errors[k] = exc
+        """Members ``which`` (int64) each give transition k of the arrays (row k of each) to their writer, as their
+        ``memory.add`` would; what the writers pass on is stored in ONE call (replay/store.py), then the kind is
+        told. Returns the rows whose member's writer or store refused them, with why (the others were stored)."""
+        rows = rows_of(which, obs, actions, rewards, next_obs, terminated, truncated)
+        origin, errors = None, {}
+        if self._relabels:
+            rows, origin, errors = self._written(rows)
+        stored = self.storer(rows)
+        if self._structured and stored.events.which.shape[0]:
+            self.kind.add_members(self._lists, *stored.events)
+        if not stored.errors:
+            return errors or NO_ERRORS
+        for k, exc in stored.errors.items():
+            errors.setdefault(k if origin is None else int(origin[k]), exc)
         return errors
+
+    def _written(self, rows: Rows) -> tuple[Rows, np.ndarray, dict[int, Exception]]:
+        """What the members' writers pass on for transition k each (their ``add``, which buffers them: hindsight
+        relabelling), as one :class:`Rows`; per row, the transition k it came from; the transitions a writer
+        refused, with why."""
+        parts, origin, errors = [], [], {}
+        for k, i in enumerate(rows.which.tolist()):
+            try:
+                written = self.memories[i].writer.add(Rows(*(column[k : k + 1] for column in rows)))
+            except Exception as exc:  # noqa: BLE001 - this member's writer fails, the others go on
+                errors[k] = exc
+                continue
+            parts.append(written)
+            origin.append(np.full(written.which.shape[0], k, dtype=np.int64))
+        if not parts:
+            return Rows(*(column[:0] for column in rows)), np.zeros(0, dtype=np.int64), errors
+        return Rows(*(np.concatenate(column) for column in zip(*parts, strict=True))), np.concatenate(origin), errors
 
     def latest(self, which: Sequence[int]) -> Gathered:
         """The transition each member of ``which`` added last, as a gather of one slot per member (each field

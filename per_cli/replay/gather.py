@@ -66,6 +66,15 @@ class Gathered(NamedTuple):
     device: list | None
 
 
+def ring_blocks(storages: Sequence[TransitionStorage]) -> RingColumns:
+    """The rings' columns as blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`: several
+    storages move into them), the states as flat rows (members, capacity, row), as the gather and the store take
+    them."""
+    blocks = RingColumns(*(member_axis(storages, name) for name in RingColumns._fields))
+    rows = (len(storages), storages[0].capacity, -1)
+    return blocks._replace(obs=blocks.obs.reshape(rows), next_obs=blocks.next_obs.reshape(rows))
+
+
 class RingGather:
     """Rings, plain or bit-packed: rows gathered by :func:`~per_cli.replay.storage.ring.gather_members` (n-step
     returns by :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the rings'
@@ -77,9 +86,7 @@ class RingGather:
         ((self.dtype, self.row_shape),) = {(s.obs.dtype, s.row_shape) for s in storages}  # (one config: one row)
         packed = isinstance(storages[0], PackedTransitionStorage)  # (one class: gather_for)
         (self.states,) = {s.obs_shape if packed else None for s in storages}
-        blocks = RingColumns(*(member_axis(storages, name) for name in RingColumns._fields))
-        rows = (len(storages), storages[0].capacity, -1)  # (the states as flat rows)
-        self.columns = blocks._replace(obs=blocks.obs.reshape(rows), next_obs=blocks.next_obs.reshape(rows))
+        self.columns = ring_blocks(storages)
         self.n_step, self.gamma = n_step, gamma
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,9 +10,9 @@ import numpy as np
 from per_cli.replay.gather import FrameGather, RingGather, gather_for
 from per_cli.replay.samplers.base import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import ONE, TransitionStorage
+from per_cli.replay.storage.rows import Rows, rows_of
+from per_cli.replay.store import EachFrameStore, RingStore, store_for
 from per_cli.replay.writers.base import Writer
-
-_ENTERING = np.ones(1, dtype=np.bool_)
 
 
 @dataclass
@@ -46,29 +47,26 @@ class ReplayMemory:
         self._structured = defines(type(sampler), "add_members")  # (else an add is the storage's alone)
         self._gather: RingGather | FrameGather | None = None
         self._lists: MemberLists | None = None
-        self._slot = np.zeros(1, dtype=np.int64)  # (the slot an add wrote, as its sampler's add_members takes it)
+        self._storer: RingStore | EachFrameStore | None = None
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
         return self.storage.size
 
     def add(self, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
-        self.writer.add(self._store, obs, action, reward, next_obs, terminated, truncated)
+        """Give the writer one transition; what it passes on is stored (:meth:`store`), or its error raised."""
+        rows = rows_of(ONE, np.asarray(obs)[None], action, reward, np.asarray(next_obs)[None], terminated, truncated)
+        errors = self.store(self.writer.add(rows))
+        if errors:
+            raise next(iter(errors.values()))
 
-    def _store(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> None:
-        storage = self.storage
-        slot = storage.add(obs, action, reward, next_obs, terminated, truncated, ends_episode)
-        if not self._structured:
-            return
-        dropped = storage.newly_unsampleable  # frame storage: history overwritten
-        self._slot[0] = slot
-        if storage.filled_slots_sampleable and not dropped.size:  # (the common add: one event, no conversions)
-            type(self.sampler).add_members(self.lists, ONE, self._slot, _ENTERING)
-            return
-        slots = np.concatenate((self._slot, dropped))
-        entering = np.zeros(slots.shape[0], dtype=np.bool_)
-        entering[0] = storage.filled_slots_sampleable or bool(storage.sampleable(self._slot)[0])
-        type(self.sampler).add_members(self.lists, np.zeros(slots.shape[0], dtype=np.int64), slots, entering)
+    def store(self, rows: Rows) -> Mapping[int, Exception]:
+        """Store ``rows`` (``which`` all 0: this member's) by the storage's store over this member alone and tell
+        the kind; returns the refused rows' errors (replay/store.py)."""
+        stored = self.storer(rows)
+        if self._structured and stored.events.which.shape[0]:
+            type(self.sampler).add_members(self.lists, *stored.events)
+        return stored.errors
 
     def begin_phase(self, n_batches: int) -> None:
         """The training loop is about to draw ``n_batches`` batches with no add in between (one burst of
@@ -114,14 +112,22 @@ class ReplayMemory:
             self._gather = gather_for([self.storage], self.n_step, self.gamma)
         return self._gather
 
+    @property
+    def storer(self) -> RingStore | EachFrameStore:
+        """How rows reach this memory's storage (chosen once, on first use, by its storage's class)."""
+        if self._storer is None:
+            self._storer = store_for([self.storage])
+        return self._storer
+
     def adopted(self) -> None:
         """Its storage's or its sampler's arrays moved into a cohort's blocks
         (:func:`~per_cli.replay.storage.ring.member_axis`): its views of the old ones are rebuilt."""
-        self._gather = self._lists = None
+        self._gather = self._lists = self._storer = None
         self.storage.adopted()
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_gather": None, "_lists": None}  # (views and typed lists: rebuilt on first use)
+        views = {"_gather": None, "_lists": None, "_storer": None}  # (views and typed lists: rebuilt on first use)
+        return {**self.__dict__, **views}
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped

@@ -15,7 +15,9 @@ from per_cli.replay.cohort import CohortSampling, stacked_rows
 from per_cli.replay.samplers import CombinedSampler, PrioritizedSampler, RankSampler, RecentSampler, UniformSampler
 from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.store import RingStore
 from per_cli.replay.writers.base import Writer
+from per_cli.replay.writers.hindsight import HindsightWriter
 
 from .support import leave
 
@@ -214,8 +216,8 @@ def test_a_windowed_draw_that_fails_raises_its_own_error(sampler):
 
 
 def test_image_rings_are_drawn_and_gathered_as_alone():
-    """A ring of image states (not the compiled store's float32 vectors) is served by the same draw and gather:
-    each member's batch is its solo memory's."""
+    """A ring of image states is served by the same store, draw and gather: each member's batch is its solo
+    memory's."""
     memories = []
     for seed in (1, 2):
         images = TransitionStorage(50, (2, 2), np.uint8)
@@ -225,7 +227,7 @@ def test_image_rings_are_drawn_and_gathered_as_alone():
         memories.append(memory)
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
-    assert not sampling.storable
+    assert type(sampling.storer) is RingStore
     for i, batch in zip([1, 0], sampling.sample([1, 0], 8, [0.5, 0.5]), strict=True):
         own = alone[i].sample(8, 0.5)
         assert batch.obs.dtype == np.uint8 and batch.obs.shape == (8, 2, 2)
@@ -342,7 +344,7 @@ def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
     memories = [_memory(seed, n, sampler=sampler) for seed, n in ((1, 30), (2, 80), (3, 0))]
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
-    assert sampling.storable
+    assert type(sampling.storer) is RingStore
     which, rng = np.array([2, 0], dtype=np.int64), np.random.default_rng(9)
     for step in range(60):
         obs, next_obs = (rng.normal(size=(2, 3)).astype(np.float32) for _ in range(2))
@@ -366,18 +368,12 @@ def test_a_stored_transition_is_what_each_memorys_own_add_stores(sampler):
             np.testing.assert_array_equal(memory.sampler.pos_of, own.sampler.pos_of)
 
 
-def test_memories_with_their_own_add_are_not_stored_by_the_cohort():
-    memories = [_memory(seed, 20, sampler=UniformSampler) for seed in (1, 2)]
-    memories[1].writer = type("Relabelling", (type(memories[1].writer),), {})()  # a writer of its own
-    assert not CohortSampling(memories).storable
-
-
-def test_memories_with_their_own_add_store_their_rows_and_one_that_raises_fails_alone():
-    """Memories the compiled store cannot take (here float64 rings) store each row through their own ``add``, as
-    each would alone; a memory whose writer raises is reported by its row, and the others stored theirs."""
+def test_a_member_whose_writer_raises_fails_alone_and_the_others_store_as_alone():
+    """float64 rings behind writers of their own: a member whose writer raises is reported by its row, and the
+    others stored what each would alone."""
 
     class Refusing(Writer):
-        def add(self, store, *transition) -> None:
+        def add(self, rows):
             raise OSError("a writer that cannot write")
 
     def memory(seed: int) -> ReplayMemory:
@@ -388,7 +384,6 @@ def test_memories_with_their_own_add_store_their_rows_and_one_that_raises_fails_
     alone = copy.deepcopy(memories)
     memories[1].writer = Refusing()
     sampling = CohortSampling(memories)
-    assert not sampling.storable
     which, rng = np.array([2, 1, 0], dtype=np.int64), np.random.default_rng(4)
     for _ in range(30):
         obs, next_obs = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
@@ -403,3 +398,58 @@ def test_memories_with_their_own_add_store_their_rows_and_one_that_raises_fails_
         for key, value in alone[i].state_dict()["storage"].items():
             np.testing.assert_array_equal(memories[i].state_dict()["storage"][key], value, err_msg=key)
         np.testing.assert_array_equal(memories[i].sampler.tree.tree, alone[i].sampler.tree.tree)
+
+
+def _cohort_stores_as_alone(memories, states, steps: int, ends_every: int) -> None:
+    """Members 1, 0 (of 2) store ``steps`` transitions each in one cohort call per step; every storage column and
+    counter, every priority, and each writer's state end as under each memory's own ``add``."""
+    alone = copy.deepcopy(memories)
+    sampling = CohortSampling(memories)
+    assert type(sampling.storer) is RingStore
+    which, rng = np.array([1, 0], dtype=np.int64), np.random.default_rng(5)
+    for step in range(steps):
+        obs, next_obs = states(rng), states(rng)
+        actions, rewards = rng.integers(0, 2, size=2), rng.normal(size=2).astype(np.float32)
+        terminated, truncated = rng.random(2) < 0.05, np.array([step % ends_every == ends_every - 1, False])
+        assert not sampling.store(which, obs, actions, rewards, next_obs, terminated, truncated)
+        for k, i in enumerate(which):
+            alone[i].add(
+                obs[k], int(actions[k]), float(rewards[k]), next_obs[k], bool(terminated[k]), bool(truncated[k])
+            )
+    for memory, own in zip(memories, alone, strict=True):
+        ours, theirs = memory.state_dict(), own.state_dict()
+        for key, value in theirs["storage"].items():
+            np.testing.assert_array_equal(ours["storage"][key], value, err_msg=key)
+        np.testing.assert_array_equal(memory.sampler.tree.tree, own.sampler.tree.tree)
+        assert memory.writer.stats() == own.writer.stats() and len(memory) == len(own) > 0
+
+
+@pytest.mark.parametrize("strategy", ["future", "random"])
+def test_hindsight_members_store_their_episodes_and_copies_as_alone(strategy):
+    """Relabelling writers pass on each member's episode with its copies at its end; the cohort stores every
+    member's rows in one call, and each memory ends as under its own ``add`` (the relabelling draws too)."""
+    layout = dataclasses.make_dataclass("Layout", [])()
+    layout.achieved, layout.desired = slice(0, 1), slice(1, 2)
+    layout.compute_reward = lambda a, d: -np.any(a != d, axis=-1).astype(np.float32)
+    layout.compute_success = lambda a, d: np.all(a == d, axis=-1)
+    layout.terminate_on_success = True
+
+    def memory(seed: int) -> ReplayMemory:
+        storage = TransitionStorage(120, (2,), np.float32)
+        writer = HindsightWriter(layout, strategy, 2, np.random.default_rng(seed + 10), storage)
+        return ReplayMemory(storage, PrioritizedSampler(storage, np.random.default_rng(seed)), writer)
+
+    states = lambda rng: rng.integers(0, 3, size=(2, 2)).astype(np.float32)  # noqa: E731 - goals that repeat
+    _cohort_stores_as_alone([memory(1), memory(2)], states, steps=70, ends_every=6)
+
+
+def test_bit_packed_members_store_as_alone():
+    """MinAtar's bool states are bit-packed for every row at once and stored in one call, as each memory's own
+    ``add`` packs and stores them."""
+
+    def memory(seed: int) -> ReplayMemory:
+        storage = PackedTransitionStorage(40, (3, 3, 2))
+        return ReplayMemory(storage, PrioritizedSampler(storage, np.random.default_rng(seed)))
+
+    states = lambda rng: rng.random((2, 3, 3, 2)) < 0.3  # noqa: E731
+    _cohort_stores_as_alone([memory(1), memory(2)], states, steps=60, ends_every=9)

@@ -28,6 +28,15 @@ def unpack_rows(rows: np.ndarray, obs_shape: tuple[int, ...]) -> np.ndarray:
     return bits.view(np.bool_).reshape(*rows.shape[:-1], *obs_shape)
 
 
+def packed_rows(states, obs_shape: tuple[int, ...]) -> np.ndarray:
+    """``bool`` states (n, *obs_shape) as packed rows (n, row bytes), in one ``np.packbits``; ValueError for
+    states of another shape or dtype."""
+    states = np.asarray(states)
+    if states.shape[1:] != obs_shape or states.dtype != np.bool_:
+        raise ValueError(f"expected bool observations of shape {obs_shape}, got {states.dtype} {states.shape[1:]}")
+    return np.packbits(states.reshape(states.shape[0], -1), axis=1)
+
+
 class PackedTransitionStorage(TransitionStorage):
     """:class:`TransitionStorage` for ``bool`` observations, kept bit-packed (same face, same batches)."""
 
@@ -48,10 +57,7 @@ class PackedTransitionStorage(TransitionStorage):
         return TransitionStorage.bytes_needed(capacity, (packed_row_bytes(obs_shape),), np.uint8)
 
     def _pack(self, obs) -> np.ndarray:
-        obs = np.asarray(obs)
-        if obs.shape != self.obs_shape or obs.dtype != np.bool_:
-            raise ValueError(f"expected bool observations of shape {self.obs_shape}, got {obs.dtype} {obs.shape}")
-        return np.packbits(obs.reshape(-1))
+        return packed_rows(np.asarray(obs)[None], self.obs_shape)[0]
 
     def add(self, obs, action, reward, next_obs, *args, **kwargs) -> int:
         return super().add(self._pack(obs), action, reward, self._pack(next_obs), *args, **kwargs)

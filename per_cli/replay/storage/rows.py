@@ -35,6 +35,11 @@ class Events(NamedTuple):
     entering: np.ndarray  # bool
 
 
+def no_events() -> Events:
+    """Events of a store that stored nothing."""
+    return Events(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_))
+
+
 class Stored(NamedTuple):
     """A store's outcome: the events of the rows it stored, and per refused row k why (the others were stored)."""
 

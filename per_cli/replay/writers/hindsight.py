@@ -22,7 +22,8 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from per_cli.errors import ConfigError
-from per_cli.replay.writers.base import Store, Writer
+from per_cli.replay.storage.rows import Rows, rows_of
+from per_cli.replay.writers.base import Writer
 
 HER_STRATEGIES = ("final", "future", "episode", "random")
 
@@ -96,49 +97,64 @@ class HindsightWriter(Writer):
         """Transitions of the running episode: received, not stored yet."""
         return len(self._episode)
 
-    def add(self, store: Store, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
-        self._episode.append(
-            _Step(np.array(obs, copy=True), int(action), float(reward), np.array(next_obs, copy=True),
-                  bool(terminated), bool(truncated))
-        )  # fmt: skip
-        if terminated or truncated:
-            self.end_episode(store)
+    def add(self, rows: Rows) -> Rows:
+        """Buffer the transitions ``rows`` (this writer's member's); at an episode's end, the rows to store: the
+        episode as it happened, each step followed by its relabelled copies (none before its end)."""
+        out = []
+        for k in range(rows.which.shape[0]):
+            step = _Step(
+                np.array(rows.obs[k], copy=True),
+                int(rows.actions[k]),
+                float(rows.rewards[k]),
+                np.array(rows.next_obs[k], copy=True),
+                bool(rows.terminated[k]),
+                bool(rows.truncated[k]),
+            )
+            self._episode.append(step)  # fmt: skip
+            if step.terminated or step.truncated:
+                out.append(self.end_episode())
+        which = rows.which[:1]  # (one member's rows)
+        if not out:
+            return rows_of(which[:0], rows.obs[:0], [], [], rows.next_obs[:0], [], [], [])
+        parts = [np.concatenate(column) for column in zip(*out, strict=True)]
+        return Rows(np.repeat(which, parts[0].shape[0]), *parts[1:])
 
-    def end_episode(self, store: Store) -> None:
-        """Store the buffered episode and its relabelled copies (called by ``add`` at the episode's end)."""
-        if not self._episode:
-            return
+    def end_episode(self) -> Rows:
+        """The buffered episode's rows to store, each step followed by its relabelled copies (``which`` zeros: the
+        caller's member); the episode's last row (its last copy) ends it."""
         steps = self._episode
         obs, next_obs = np.stack([e.obs for e in steps]), np.stack([e.next_obs for e in steps])
-        actions, rewards = [e.action for e in steps], [e.reward for e in steps]
-        terminated, truncated = [e.terminated for e in steps], [e.truncated for e in steps]
+        actions = np.array([e.action for e in steps], dtype=np.int64)
+        rewards = np.array([e.reward for e in steps], dtype=np.float32)
+        terminated = np.array([e.terminated for e in steps], dtype=np.bool_)
+        truncated = np.array([e.truncated for e in steps], dtype=np.bool_)
         goals = self.relabel_goals(next_obs[:, self.layout.achieved])  # (T, copies, G)
         t_len, copies = goals.shape[:2]
-        # the copies: the same transition with the desired goal swapped, reward and terminal flag recomputed
-        new_obs = np.repeat(obs[:, None], copies, axis=1)
-        new_next = np.repeat(next_obs[:, None], copies, axis=1)
-        new_obs[..., self.layout.desired] = goals
-        new_next[..., self.layout.desired] = goals
+        # the copies: the same transition with the desired goal swapped, reward and terminal flag recomputed;
+        # column 0 of each step is the step as it happened
+        new_obs = np.repeat(obs[:, None], copies + 1, axis=1)
+        new_next = np.repeat(next_obs[:, None], copies + 1, axis=1)
+        new_obs[:, 1:, self.layout.desired] = goals
+        new_next[:, 1:, self.layout.desired] = goals
         achieved_next = next_obs[:, None, self.layout.achieved]
-        new_rewards = np.broadcast_to(self.layout.compute_reward(achieved_next, goals), (t_len, copies))
-        success = np.broadcast_to(self.layout.compute_success(achieved_next, goals), (t_len, copies))
-        for t in range(t_len):  # the episode's last stored transition (its last copy) ends it
-            store(obs[t], actions[t], rewards[t], next_obs[t], terminated[t], truncated[t], False)
-            for j in range(copies):
-                term = bool(success[t, j]) if self.layout.terminate_on_success else terminated[t]
-                last = t == t_len - 1 and j == copies - 1
-                store(
-                    new_obs[t, j],
-                    actions[t],
-                    float(new_rewards[t, j]),
-                    new_next[t, j],
-                    term,
-                    truncated[t] and not term,
-                    last,
-                )
+        new_rewards = np.empty((t_len, copies + 1), dtype=np.float32)
+        new_rewards[:, 0] = rewards
+        new_rewards[:, 1:] = np.broadcast_to(self.layout.compute_reward(achieved_next, goals), (t_len, copies))
+        new_terminated = np.repeat(terminated[:, None], copies + 1, axis=1)
+        if self.layout.terminate_on_success:
+            success = np.broadcast_to(self.layout.compute_success(achieved_next, goals), (t_len, copies))
+            new_terminated[:, 1:] = success
+        new_truncated = np.repeat(truncated[:, None], copies + 1, axis=1)
+        new_truncated[:, 1:] &= ~new_terminated[:, 1:]
+        ends = np.zeros((t_len, copies + 1), dtype=np.bool_)
+        ends[-1, -1] = True
+        n = t_len * (copies + 1)
         self.relabelled += t_len * copies
         self.episodes += 1
         self._episode.clear()
+        return Rows(np.zeros(n, dtype=np.int64), new_obs.reshape(n, *obs.shape[1:]), np.repeat(actions, copies + 1),
+                    new_rewards.reshape(n), new_next.reshape(n, *obs.shape[1:]), new_terminated.reshape(n),
+                    new_truncated.reshape(n), ends.reshape(n))  # fmt: skip
 
     def relabel_goals(self, achieved: np.ndarray) -> np.ndarray:
         """Goals for each step of an episode whose achieved goals after each step are ``achieved`` (T, G):

@@ -18,6 +18,7 @@ from per_cli.config import ConfigError, load_config
 from per_cli.config.seeds import parse_seeds
 from per_cli.envs.batch import PooledBatch, env_batch
 from per_cli.replay.cohort import CohortSampling
+from per_cli.replay.store import RingStore
 from per_cli.rl.engines.stacked import CPU_MIN_MEMBERS
 from per_cli.train.loop import reporting
 from per_cli.train.loop.alive import Alive
@@ -44,12 +45,25 @@ def _configs(seeds, *extra):
 @pytest.mark.parametrize(
     ("kind", "engine"),
     [
-        ("uniform", "auto"), ("prioritized", "numba"), ("prioritized,td_error", "numba"),
-        ("prioritized,window", "numba"), ("rank", "numba"), ("rank,window", "numba"),
-        ("none", "auto"), ("combined", "auto"), ("none,phases", "auto"), ("combined,phases", "auto"),
-        ("prioritized,as_written", "numba"), ("rank,as_written", "numba"), ("uniform,as_written", "auto"),
-        ("lap", "numba"), ("pal", "numba"), ("uniform,chunk", "auto"), ("rank,chunk", "numba"),
-        ("prioritized,nstep", "numba"), ("combined,nstep", "auto"),
+        ("uniform", "auto"),
+        ("prioritized", "numba"),
+        ("prioritized,td_error", "numba"),
+        ("prioritized,window", "numba"),
+        ("rank", "numba"),
+        ("rank,window", "numba"),
+        ("none", "auto"),
+        ("combined", "auto"),
+        ("none,phases", "auto"),
+        ("combined,phases", "auto"),
+        ("prioritized,as_written", "numba"),
+        ("rank,as_written", "numba"),
+        ("uniform,as_written", "auto"),
+        ("lap", "numba"),
+        ("pal", "numba"),
+        ("uniform,chunk", "auto"),
+        ("rank,chunk", "numba"),
+        ("prioritized,nstep", "numba"),
+        ("combined,nstep", "auto"),
     ],
 )  # fmt: skip (the torch engine's cohort: test_a_torch_cohort_member_matches_its_solo_run)
 def test_every_member_of_a_cohort_equals_its_solo_run(tmp_path, monkeypatch, kind, engine):
@@ -246,7 +260,7 @@ def test_the_batched_phases_serve_an_envpool_cohort_and_a_seed_that_fails_in_the
     cfgs = _configs([1, 2], "env.backend=envpool", "agent.engine=numba")
     cohort = Cohort(cfgs)
     batch = env_batch([m.env for m in cohort.members], np.zeros(4, np.float32), SignalStop().interrupt_behind)
-    assert cohort.steps().sampling.storable and isinstance(batch, PooledBatch)  # (EnvPool's step, the compiled store)
+    assert type(cohort.steps().sampling.storer) is RingStore and isinstance(batch, PooledBatch)  # (EnvPool's step)
     bad = cohort.members[0]
     own_log_point, failed_at = reporting.log_point, []
 

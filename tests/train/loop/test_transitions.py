@@ -11,6 +11,7 @@ import pytest
 
 from per_cli.config import load_config
 from per_cli.envs import make_env
+from per_cli.replay.store import RingStore
 from per_cli.train.loop.cohort import Cohort, cohort_configs
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.trainer import build_member, run_member
@@ -143,7 +144,7 @@ def test_a_cohort_stores_what_each_member_stores_alone(tmp_path, backend):
     cfgs = cohort_configs(load_config(ASIS / "cartpole_uniform.yaml", extra, device="cpu"), [1, 2])
     cohort = Cohort(cfgs)
     if backend == "envpool":
-        assert cohort.steps().sampling.storable  # the vector store serves this cohort
+        assert type(cohort.steps().sampling.storer) is RingStore  # the rings' one compiled store
     cohort.run([tmp_path / f"c{c.seed}" for c in cfgs])
     for cfg, member in zip(cfgs, cohort.members, strict=True):
         solo = build_member(cfg)

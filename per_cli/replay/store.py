@@ -1,0 +1,89 @@
+"""The store: transitions (:class:`~per_cli.replay.storage.rows.Rows` over a list of members; a solo memory's list
+holds one) written into the storages, one implementation per storage class, chosen once by :func:`store_for`, each
+ONE compiled call over the members, on the same blocks with a seed axis the gather reads: rings, plain or bit-packed
+(:class:`RingStore`; bit-packed states packed in one call over every row first), and Atari frame storages. A store
+returns the kind's events (:class:`~per_cli.replay.storage.rows.Events`) for its ``add_members``; it knows nothing
+of the kind or the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from per_cli.replay.gather import ring_blocks
+from per_cli.replay.storage.frames import FrameStackStorage
+from per_cli.replay.storage.packed import PackedTransitionStorage, packed_rows
+from per_cli.replay.storage.ring import TransitionStorage, store_members
+from per_cli.replay.storage.rows import Events, Rows, Stored, no_events
+
+
+class RingStore:
+    """Rings, plain or bit-packed: every row stored by :func:`~per_cli.replay.storage.ring.store_members` in one
+    call over the members (their states cast to the rings' dtype, or bit-packed, first); every written slot is
+    sampleable (an entering event each)."""
+
+    def __init__(self, storages: Sequence[TransitionStorage]):
+        ((self.dtype,),) = {(s.obs.dtype,) for s in storages}  # (one config: one dtype)
+        packed = isinstance(storages[0], PackedTransitionStorage)  # (one class: store_for)
+        (self.states,) = {s.obs_shape if packed else None for s in storages}
+        self.columns = ring_blocks(storages)
+
+    def __call__(self, rows: Rows) -> Stored:
+        n = rows.which.shape[0]
+        if not n:
+            return Stored(no_events())
+        if self.states is None:
+            obs = np.asarray(rows.obs, dtype=self.dtype).reshape(n, -1)
+            next_obs = np.asarray(rows.next_obs, dtype=self.dtype).reshape(n, -1)
+        else:
+            try:
+                obs, next_obs = packed_rows(rows.obs, self.states), packed_rows(rows.next_obs, self.states)
+            except ValueError as exc:  # (states of another shape or dtype: no row can be stored)
+                return Stored(no_events(), dict.fromkeys(range(n), exc))
+        if obs.shape[1:] != self.columns.obs.shape[2:] or next_obs.shape != obs.shape:
+            exc = ValueError(f"expected states of {self.columns.obs.shape[2]} values, got {obs.shape[1:]}")
+            return Stored(no_events(), dict.fromkeys(range(n), exc))
+        slots = np.empty(n, dtype=np.int64)
+        store_members(rows.which, obs, rows.actions, rows.rewards, next_obs, rows.terminated.astype(np.float32),
+                      rows.truncated, rows.ends, *self.columns, slots)  # fmt: skip
+        return Stored(Events(rows.which, slots, np.ones(n, dtype=np.bool_)))
+
+
+class EachFrameStore:
+    """Frame storages: each row stored by its own storage's ``add`` (its slot entering where sampleable, then the
+    slots its add made unsampleable); a refused row is in ``errors``, the others stored."""
+
+    def __init__(self, storages: Sequence[FrameStackStorage]):
+        self.storages = list(storages)
+
+    def __call__(self, rows: Rows) -> Stored:
+        which, slots, entering, errors = [], [], [], {}
+        for k, i in enumerate(rows.which.tolist()):
+            storage = self.storages[i]
+            try:
+                slot = storage.add(rows.obs[k], rows.actions[k], rows.rewards[k], rows.next_obs[k],
+                                   rows.terminated[k], rows.truncated[k], rows.ends[k])  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - this row is refused, the others are stored
+                errors[k] = exc
+                continue
+            dropped = storage.newly_unsampleable.tolist()
+            which += [i] * (1 + len(dropped))
+            slots += [slot, *dropped]
+            entering += [bool(storage.sampleable(np.array([slot]))[0])] + [False] * len(dropped)
+        events = Events(np.array(which, dtype=np.int64), np.array(slots, dtype=np.int64),
+                        np.array(entering, dtype=np.bool_))  # fmt: skip
+        return Stored(events, errors)
+
+
+def store_for(storages: Sequence[Any]) -> RingStore | EachFrameStore:
+    """The store of these storages (of one class: a cohort's members share their config): rings, plain or
+    bit-packed, by :class:`RingStore`, frame storages by their own; ValueError for any other."""
+    classes = {type(s) for s in storages}
+    if len(classes) == 1 and issubclass(*classes, TransitionStorage):
+        return RingStore(storages)
+    if classes == {FrameStackStorage}:
+        return EachFrameStore(storages)
+    raise ValueError(f"no store serves storages of {sorted(c.__name__ for c in classes)}: rings or frame storages")
