@@ -55,7 +55,8 @@ class ReplayMemory:
 
     def add(self, obs, action, reward, next_obs, terminated: bool, truncated: bool) -> None:
         """Give the writer one transition; what it passes on is stored (:meth:`store`), or its error raised."""
-        rows = rows_of(ONE, np.asarray(obs)[None], action, reward, np.asarray(next_obs)[None], terminated, truncated)
+        states, next_states = np.asarray(obs)[None], np.asarray(next_obs)[None]
+        rows = rows_of(ONE, states, [action], [reward], next_states, [terminated], [truncated])
         errors = self.store(self.writer.add(rows))
         if errors:
             raise next(iter(errors.values()))

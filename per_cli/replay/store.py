@@ -30,6 +30,7 @@ class RingStore:
         packed = isinstance(storages[0], PackedTransitionStorage)  # (one class: store_for)
         (self.states,) = {s.obs_shape if packed else None for s in storages}
         self.columns = ring_blocks(storages)
+        self._entering = np.ones(0, dtype=np.bool_)  # (every row's event enters: its first n, grown as needed)
 
     def __call__(self, rows: Rows) -> Stored:
         n = rows.which.shape[0]
@@ -49,7 +50,10 @@ class RingStore:
         slots = np.empty(n, dtype=np.int64)
         store_members(rows.which, obs, rows.actions, rows.rewards, next_obs, rows.terminated.astype(np.float32),
                       rows.truncated, rows.ends, *self.columns, slots)  # fmt: skip
-        return Stored(Events(rows.which, slots, np.ones(n, dtype=np.bool_)))
+        if self._entering.shape[0] < n:
+            self._entering = np.ones(n, dtype=np.bool_)
+            self._entering.flags.writeable = False
+        return Stored(Events(rows.which, slots, self._entering[:n]))
 
 
 class EachFrameStore:

@@ -48,11 +48,12 @@ class Stored(NamedTuple):
 
 
 def rows_of(which, obs, actions, rewards, next_obs, terminated, truncated, ends=None) -> Rows:
-    """:class:`Rows` in their dtypes (``ends`` None: terminated or truncated), states as given."""
-    terminated = np.asarray(terminated, dtype=np.bool_).reshape(-1)
-    truncated = np.asarray(truncated, dtype=np.bool_).reshape(-1)
-    ends = np.logical_or(terminated, truncated) if ends is None else np.asarray(ends, dtype=np.bool_).reshape(-1)
+    """:class:`Rows` of 1-D ``which``, ``actions``, ``rewards`` and flags (arrays or sequences) in their dtypes
+    (``ends`` None: terminated or truncated), states as given."""
+    terminated = np.asarray(terminated, dtype=np.bool_)
+    truncated = np.asarray(truncated, dtype=np.bool_)
+    ends = np.logical_or(terminated, truncated) if ends is None else np.asarray(ends, dtype=np.bool_)
     return Rows(
-        np.asarray(which, dtype=np.int64).reshape(-1), np.asarray(obs), np.asarray(actions, dtype=np.int64).reshape(-1),
-        np.asarray(rewards, dtype=np.float32).reshape(-1), np.asarray(next_obs), terminated, truncated, ends,
+        np.asarray(which, dtype=np.int64), np.asarray(obs), np.asarray(actions, dtype=np.int64),
+        np.asarray(rewards, dtype=np.float32), np.asarray(next_obs), terminated, truncated, ends,
     )  # fmt: skip
