@@ -22,8 +22,8 @@ STORED, NOT_SHIFTED, WIDE_ACTION = range(3)  # a row's status after the store
 
 class FrameStoreColumns(NamedTuple):
     """What the store reads and moves of a frame storage (or members' blocks over the seed axis), in the order
-    :func:`store_frames_members` takes them; ``frames`` as flat rows ``(n_frames, H * W)``, ``last_next`` (the
-    last transition's ``next_obs``) as ``(stack, H * W)``."""
+    :func:`store_frames_members` takes them; ``frames`` as ``(n_frames, words)`` and ``last_next`` (the last
+    transition's ``next_obs``) as ``(stack, words)``, each frame's bytes as flat words (:func:`words`)."""
 
     frames: np.ndarray
     frame_gid: np.ndarray
@@ -43,12 +43,28 @@ _ATTRIBUTES = FrameStoreColumns._fields[:-1] + ("_last_next",)  # (the storages'
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _differ(a, b) -> bool:
+    """Whether two 1-D arrays of one length (> 0) differ anywhere (a branchless reduction: it vectorises)."""
+    acc = a[0] ^ b[0]
+    for f in range(1, a.shape[0]):
+        acc |= a[f] ^ b[f]
+    return acc != 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _blank(a) -> bool:
+    """Whether a 1-D array (length > 0) is all zeros."""
+    acc = a[0]
+    for f in range(1, a.shape[0]):
+        acc |= a[f]
+    return acc == 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _write_frame(ring, fc, n_frames, source, o_positions, o_members, i, p):
     """The ring's next frame becomes ``source``; its position is reported (entry ``p`` of the ``o_*``)."""
     position = fc[WRITTEN] % n_frames
-    target = ring[position]
-    for f in range(source.shape[0]):
-        target[f] = source[f]
+    ring[position, :] = source
     fc[WRITTEN] += 1
     o_positions[p] = position
     o_members[p] = i
@@ -61,15 +77,16 @@ def store_frames_members(
     frames, frame_gid, hist, actions, rewards, terminated, truncated, ids, episode_ids, counters, frame_counters,
     last_next, o_status, o_which, o_slots, o_entering, o_positions, o_members,
 ):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]`` stores row k (``obs``/``next_obs`` (n, stack, H * W) in its
-    dtype) as its storage's ``add`` does: a row whose ``next_obs`` is not ``obs`` shifted by one frame
-    (``o_status[k]`` NOT_SHIFTED) or whose action is not a uint8 (WIDE_ACTION) is refused before anything is
-    written; a stored one (STORED) writes an episode's first stack without its leading zero (padding) frames where
-    it does not continue the member's open episode (its ``obs`` the last ``next_obs``), then its newest frame, its
-    slot's ``frame_gid``/``hist`` and scalar columns, ids and counters, and moves ``first_sampleable_id`` past the
-    transitions whose oldest frame was overwritten. Returns (events, positions): the kind's events (``o_which``,
-    ``o_slots``, ``o_entering``: per stored row its slot, entering where sampleable after the row, then the slots
-    it made unsampleable) and the ring positions written (``o_positions``, member ``o_members``), their counts.
+    """For k in range(len(which)): member ``which[k]`` stores row k (``obs``/``next_obs`` (n, stack, words): each
+    frame as flat words (:func:`word`) of its bytes; ``frames`` and ``last_next`` seen so too) as its storage's ``add``
+    does: a row whose ``next_obs`` is not ``obs`` shifted by one frame (``o_status[k]`` NOT_SHIFTED) or whose action
+    is not a uint8 (WIDE_ACTION) is refused before anything is written; a stored one (STORED) writes an episode's
+    first stack without its leading zero (padding) frames where it does not continue the member's open episode (its
+    ``obs`` the last ``next_obs``), then its newest frame, its slot's ``frame_gid``/``hist`` and scalar columns, ids
+    and counters, and moves ``first_sampleable_id`` past the transitions whose oldest frame was overwritten. Returns
+    (events, positions): the kind's events (``o_which``, ``o_slots``, ``o_entering``: per stored row its slot,
+    entering where sampleable after the row, then the slots it made unsampleable), the ring positions written
+    (``o_positions``, member ``o_members``) and the refused rows, their counts.
 
     Bounds (the callers size the ``o_*`` so): a row writes at most stack + 1 frames. The oldest frame
     (``frame_gid - hist``) of a member's transitions never falls from one id to the next, and their ``frame_gid``
@@ -77,46 +94,34 @@ def store_frames_members(
     over a member's r rows) have ``frame_gid`` in a window of W + stack - 1: at most r (stack + 2) + stack - 1
     events a member, n (2 stack + 1) over n rows."""
     stack, n_frames = obs.shape[1], frames.shape[1]
-    e = p = 0
+    e = p = refused = 0
     for k in range(which.shape[0]):
         i = which[k]
         row, nxt = obs[k], next_obs[k]
         status = STORED
         for s in range(stack - 1):
-            for f in range(row.shape[1]):
-                if nxt[s, f] != row[s + 1, f]:
-                    status = NOT_SHIFTED
-                    break
-            if status != STORED:
+            if _differ(nxt[s], row[s + 1]):
+                status = NOT_SHIFTED
                 break
         if status == STORED and not 0 <= actions_in[k] < 256:
             status = WIDE_ACTION
         o_status[k] = status
         if status != STORED:
+            refused += 1
             continue
         c, fc, ring, gids, hists, last = counters[i], frame_counters[i], frames[i], frame_gid[i], hist[i], last_next[i]
         capacity = c[CAPACITY]
         continues = fc[OPEN] != 0
         if continues:
             for s in range(stack):
-                for f in range(row.shape[1]):
-                    if row[s, f] != last[s, f]:
-                        continues = False
-                        break
-                if not continues:
+                if _differ(row[s], last[s]):
+                    continues = False
                     break
         if continues:
             h = min(np.int64(hists[(c[CURSOR] - 1) % capacity]) + 1, stack - 1)
         else:  # an episode starts: its first stack, leaving out the leading zero (padding) frames
             pad = 0
-            while pad < stack - 1:
-                blank = True
-                for f in range(row.shape[1]):
-                    if row[pad, f] != 0:
-                        blank = False
-                        break
-                if not blank:
-                    break
+            while pad < stack - 1 and _blank(row[pad]):
                 pad += 1
             for s in range(pad, stack):
                 p = _write_frame(ring, fc, n_frames, row[s], o_positions, o_members, i, p)
@@ -138,9 +143,7 @@ def store_frames_members(
         c[CURSOR] = (slot + 1) % capacity
         c[SIZE] = min(c[SIZE] + 1, capacity)
         fc[OPEN] = not (terminated_in[k] or truncated_in[k])
-        for s in range(stack):
-            for f in range(row.shape[1]):
-                last[s, f] = nxt[s, f]
+        last[:, :] = nxt
         # first_sampleable_id past the live transitions whose oldest frame was overwritten
         entering = e
         o_which[e], o_slots[e] = i, slot
@@ -157,7 +160,22 @@ def store_frames_members(
             o_which[e], o_slots[e], o_entering[e] = i, dropped % capacity, False
             e += 1
         o_entering[entering] = ids[i][slot] >= first
-    return e, p
+    return e, p, refused
+
+
+def word(dtype: np.dtype, frame_shape: tuple[int, ...]) -> np.dtype:
+    """The words a frame of ``frame_shape`` ``dtype`` values is seen as: for an integer or bool dtype unsigned
+    integers of the widest size that divides its bytes (equal words are equal values, a zero word zero values, so
+    the store compares, tests and copies frames a word at a time), else the dtype itself."""
+    if dtype.kind not in "uib":
+        return dtype
+    width = int(np.prod(frame_shape)) * dtype.itemsize
+    return np.dtype(f"u{next(size for size in (8, 4, 2, 1) if width % size == 0)}")
+
+
+def words(array: np.ndarray, rows: tuple[int, ...], as_word: np.dtype) -> np.ndarray:
+    """``array`` (C-contiguous) as ``rows`` of frames of words ``as_word`` (:func:`word`)."""
+    return array.reshape(*rows, -1).view(as_word)
 
 
 class FrameStore:
@@ -174,13 +192,14 @@ class FrameStore:
         }  # (one config: one shape)
         written = [min(s.frames_written, s.n_frames) for s in storages]  # (the rest of each ring: zeros)
         blocks = [member_axis(storages, name, written if name == "frames" else None) for name in _ATTRIBUTES]
-        n, pixels = len(storages), int(np.prod(self.frame_shape))
+        n = len(storages)
         columns = FrameStoreColumns(*blocks)
+        self.word = word(self.dtype, self.frame_shape)
         self.columns = columns._replace(
-            frames=columns.frames.reshape(n, n_frames, pixels), last_next=columns.last_next.reshape(n, self.stack, -1)
+            frames=words(columns.frames, (n, n_frames), self.word),
+            last_next=words(columns.last_next, (n, self.stack), self.word),
         )
         self.storages = list(storages)
-        self._bytes = int(np.prod(self.obs_shape)) * self.dtype.itemsize
         if n > 1:
             for storage in self.storages:
                 storage.adopted()  # (its own store viewed the arrays that moved)
@@ -193,23 +212,21 @@ class FrameStore:
                 f"expected observations of shape {self.obs_shape}, got {obs.shape[1:]} and {next_obs.shape[1:]}"
             )
             return Stored(_no_events(), dict.fromkeys(range(n), error))
-        flat = (n, stack, -1)
-        obs = np.ascontiguousarray(obs, dtype=self.dtype).reshape(flat)
-        next_obs = np.ascontiguousarray(next_obs, dtype=self.dtype).reshape(flat)
+        if n == 0:
+            return Stored(_no_events())
+        obs = words(np.ascontiguousarray(obs, dtype=self.dtype), (n, stack), self.word)
+        next_obs = words(np.ascontiguousarray(next_obs, dtype=self.dtype), (n, stack), self.word)
         status = np.empty(n, dtype=np.int8)
-        bound = n * (2 * stack + 1)  # (store_frames_members' bound on its events)
-        which, slots = np.empty(bound, dtype=np.int64), np.empty(bound, dtype=np.int64)
+        bound = n * (2 * stack + 1)  # (store_frames_members' bound on its events; more than the frames written)
+        which, slots, positions, members = np.empty((4, bound), dtype=np.int64)
         entering = np.empty(bound, dtype=np.bool_)
-        positions, members = np.empty(n * (stack + 1), dtype=np.int64), np.empty(n * (stack + 1), dtype=np.int64)
-        events, written = store_frames_members(
+        events, written, refused = store_frames_members(
             rows.which, obs, rows.actions, rows.rewards, next_obs, rows.terminated, rows.truncated, rows.ends,
             *self.columns, status, which, slots, entering, positions, members,
         )  # fmt: skip
         self._mirror(positions[:written], members[:written])
         stored = Stored(Events(which[:events], slots[:events], entering[:events]))
-        if status.any():
-            stored = stored._replace(errors=_errors(rows, status))
-        return stored
+        return stored._replace(errors=_errors(rows, status)) if refused else stored
 
     def _mirror(self, positions: np.ndarray, members: np.ndarray) -> None:
         """The frames written at ``positions`` (of ``members``) copied to the storages that mirror their ring."""
@@ -217,7 +234,7 @@ class FrameStore:
             if storage.mirror is not None:
                 mine = positions[members == i]
                 if mine.size:
-                    storage.mirror.write_many(mine, self.columns.frames[i])
+                    storage.mirror.write_many(mine, storage.frames)
 
 
 def _no_events() -> Events:
