@@ -3,11 +3,12 @@
     python benchmarks/frame_store.py [--sizes 1 4 16] [--capacity 1000] [--rounds 15] [--calls 64]
 
 S frame storages of (4, 84, 84) uint8 stacks, synthetic episodes of 20..400 steps (zero padding at each start),
-200 steps of rows replayed in a cycle (each pass starts new episodes), the rings wrapping around. "new": the compiled :class:`~per_cli.replay.storage.frame_store.FrameStore` over the
-members, one call a step; "old": the per-member Python ``add`` it replaced, written out below (:class:`OldFrames`,
-its logic over plain arrays, with the events ``ReplayMemory._store`` built from it), a loop over the members. Both
-store the same rows (checked byte for byte once) in interleaved blocks in one process; the table shows each's
-median over blocks of the per-call mean (CPU time of this thread), and the load average.
+200 steps of rows replayed in a cycle (each pass starts new episodes), the rings wrapping around. "new": the
+compiled :class:`~per_cli.replay.storage.frame_store.FrameStore` over the members, one call a step; "old": the
+per-member Python ``add`` it replaced, written out below (:class:`OldFrames`, its logic over plain arrays, with the
+events ``ReplayMemory._store`` built from it), a loop over the members. Both store the same rows (checked byte for
+byte once) in interleaved blocks in one process; the table shows each's median over blocks of the per-call mean
+(CPU time of this thread), and the load average.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def streams(members: int, steps: int) -> list[Rows]:
         obs[start] = 0
         obs[start, -1] = pool[step % 61]
         length[start] = rng.integers(20, 400, size=int(start.sum()))
-        next_obs = np.concatenate([obs[:, 1:], np.stack([pool[(step * 7 + 3 + i) % 61] for i in range(members)])[:, None]],
-                                  axis=1)  # fmt: skip
+        newest = np.stack([pool[(step * 7 + 3 + i) % 61] for i in range(members)])
+        next_obs = np.concatenate([obs[:, 1:], newest[:, None]], axis=1)
         t += 1
         done = t >= length
         calls.append(rows_of(np.arange(members), obs.copy(), np.full(members, step % 6), rng.normal(size=members),
@@ -156,8 +157,12 @@ def main() -> None:
             store(calls[step % steps])
             old_store(olds, calls[step % steps])
         step = warm
-        assert all(o.frames.tobytes() == n.frames.tobytes() and o.frame_gid.tobytes() == n.frame_gid.tobytes()
-                   and o.first_sampleable_id == n.first_sampleable_id for o, n in zip(olds, news, strict=True))
+        assert all(
+            o.frames.tobytes() == n.frames.tobytes()
+            and o.frame_gid.tobytes() == n.frame_gid.tobytes()
+            and o.first_sampleable_id == n.first_sampleable_id
+            for o, n in zip(olds, news, strict=True)
+        )
         times = {"old": [], "new": []}
         for _ in range(args.rounds):
             block = [calls[(step + j) % steps] for j in range(args.calls)]
