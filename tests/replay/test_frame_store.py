@@ -48,7 +48,12 @@ def old_add(st: FrameStackStorage, obs, action, reward, next_obs, terminated, tr
     st.frame_gid[slot] = st.frames_written - 1
     st.hist[slot] = hist
     write(next_obs[-1])
-    st._record(action, reward, terminated, truncated, ends)
+    st.actions[slot], st.rewards[slot], st.terminated[slot], st.truncated[slot] = action, reward, terminated, truncated
+    st.ids[slot], st.episode_ids[slot] = st.added, st.episodes_ended
+    st.episodes_ended += bool(terminated or truncated) if ends is None else bool(ends)
+    st.added += 1
+    st.cursor = (slot + 1) % st.capacity
+    st.size = min(st.size + 1, st.capacity)
     st._episode_open = not (terminated or truncated)
     st._last_next[...] = next_obs
     oldest_kept = st.frames_written - st.n_frames
@@ -78,8 +83,10 @@ def transitions(seed: int, steps: int, stack: int, max_len: int = 5) -> list[tup
 
 
 def rows(which: list[int], picked: list[tuple]) -> Rows:
+    """Rows of these transitions (a 7th entry: ``ends``, else terminated or truncated)."""
     columns = list(zip(*picked, strict=True))
-    return rows_of(which, np.stack(columns[0]), columns[1], columns[2], np.stack(columns[3]), columns[4], columns[5])
+    ends = columns[6] if len(columns) > 6 else None
+    return rows_of(which, np.stack(columns[0]), *columns[1:3], np.stack(columns[3]), *columns[4:6], ends)
 
 
 def assert_same_state(a: FrameStackStorage, b: FrameStackStorage) -> None:
@@ -123,7 +130,8 @@ def test_one_call_over_members_equals_each_member_alone(stack, capacity, extra):
             i = int(rng.integers(members))
             if nexts[i] < 60:
                 which.append(i)
-                picked.append(streams[i][nexts[i]])
+                row = streams[i][nexts[i]]
+                picked.append((*row, bool(row[4] or row[5] or rng.random() < 0.1)))  # (a writer's ends, at times)
                 nexts[i] += 1
         if not which:
             continue
