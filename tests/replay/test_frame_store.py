@@ -295,3 +295,16 @@ def test_a_checkpoint_keeps_its_format_and_loads_into_the_store():
         a.add(*row)
         store(rows([0], [row]))
     assert_same_state(a, b)
+
+
+@pytest.mark.parametrize(("dtype", "size"), [(np.uint8, 5), (np.float32, SIZE), (np.uint16, 3)])
+def test_frames_of_any_width_and_dtype_are_stored_as_the_old_add_did(dtype, size):
+    stack = 3
+    stream = [(o[:, :size, :size].astype(dtype), a, r, n[:, :size, :size].astype(dtype), t, u)
+              for o, a, r, n, t, u in transitions(0, 40, stack)]  # fmt: skip
+    new = FrameStackStorage(6, (stack, size, size), dtype, extra_frames=2, check_memory=False)
+    old = FrameStackStorage(6, (stack, size, size), dtype, extra_frames=2, check_memory=False)
+    store = FrameStore([new])
+    for row in stream:
+        assert as_list(store(rows([0], [row])).events) == expected_events([old], [0], [row])
+        assert_same_state(new, old)

@@ -44,20 +44,20 @@ _ATTRIBUTES = FrameStoreColumns._fields[:-1] + ("_last_next",)  # (the storages'
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _differ(a, b) -> bool:
-    """Whether two 1-D arrays of one length (> 0) differ anywhere (a branchless reduction: it vectorises)."""
-    acc = a[0] ^ b[0]
-    for f in range(1, a.shape[0]):
-        acc |= a[f] ^ b[f]
-    return acc != 0
+    """Whether two 1-D arrays of one length differ anywhere (a branchless reduction: it vectorises)."""
+    acc = False
+    for f in range(a.shape[0]):
+        acc |= a[f] != b[f]
+    return acc
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _blank(a) -> bool:
-    """Whether a 1-D array (length > 0) is all zeros."""
-    acc = a[0]
-    for f in range(1, a.shape[0]):
-        acc |= a[f]
-    return acc == 0
+    """Whether a 1-D array is all zeros (a branchless reduction)."""
+    acc = False
+    for f in range(a.shape[0]):
+        acc |= a[f] != 0
+    return not acc
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

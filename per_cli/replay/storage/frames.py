@@ -9,9 +9,10 @@ the stack, the rest zero padding), so a stack never mixes two episodes and every
 When the oldest frames are overwritten while the oldest transitions still need them, the live ids below
 ``first_sampleable_id`` become unsampleable: after each ``add``, ``newly_unsampleable`` holds the slots it made so
 (the kind's leaving events). ``mirror_to(device)`` keeps a copy of the frame ring on the training device
-(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort gathers every
-member's batches in one compiled call (:func:`gather_frames_members`, replay/gather.py), on its storages' columns
-(:class:`FrameColumns`) moved into blocks with a seed axis.
+(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort stores every member's
+rows in one compiled call (frame_store.py: :class:`~per_cli.replay.storage.frame_store.FrameStore`; ``add`` is it
+over this storage alone) and gathers their batches in another (:func:`gather_frames_members`, replay/gather.py),
+both on its storages' columns (:class:`FrameColumns`) moved into the same blocks with a seed axis.
 """
 
 from __future__ import annotations
