@@ -92,7 +92,7 @@ def store_frames_members(
     (``frame_gid - hist``) of a member's transitions never falls from one id to the next, and their ``frame_gid``
     are distinct, so the transitions made unsampleable while the kept frames advance by W (at most r (stack + 1)
     over a member's r rows) have ``frame_gid`` in a window of W + stack - 1: at most r (stack + 2) + stack - 1
-    events a member, n (2 stack + 1) over n rows."""
+    events a member, n (2 stack + 1) over n rows (checked: RuntimeError rather than a write past the ``o_*``)."""
     stack, n_frames = obs.shape[1], frames.shape[1]
     e = p = refused = 0
     for k in range(which.shape[0]):
@@ -156,6 +156,8 @@ def store_frames_members(
                 break
             first += 1
         c[FIRST] = first
+        if e + first - start > o_slots.shape[0]:  # (never, by the bound below; an error, not a write past it)
+            raise RuntimeError("store_frames_members: more events than its bound (a frame storage's state broken)")
         for dropped in range(start, first):
             o_which[e], o_slots[e], o_entering[e] = i, dropped % capacity, False
             e += 1
