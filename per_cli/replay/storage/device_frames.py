@@ -31,9 +31,12 @@ class DeviceFrames:
         self.device = torch.device(device)
         self.frames = torch.from_numpy(np.ascontiguousarray(host_frames)).to(self.device, copy=True)
 
-    def write(self, position: int, frame: np.ndarray) -> None:
-        """Frame ``position`` of the ring becomes ``frame`` (as the host ring's ``frames[position] = frame``)."""
-        self.frames[position].copy_(torch.from_numpy(np.ascontiguousarray(frame)), non_blocking=True)
+    def write_many(self, positions: np.ndarray, host_frames: np.ndarray) -> None:
+        """Frames ``positions`` (int64; repeats allowed) of the ring become the host ring's ``host_frames`` there
+        (``(n_frames, ...)``, flat rows or frames): one copy, after the host ring was written."""
+        source = torch.from_numpy(host_frames[positions]).view(-1, *self.frames.shape[1:])
+        index = torch.from_numpy(positions).to(self.device, non_blocking=True)
+        self.frames.index_copy_(0, index, source.to(self.device, non_blocking=True))
 
     def load(self, host_frames: np.ndarray) -> None:
         """The whole ring from the host's (after a checkpoint load)."""

@@ -9,9 +9,10 @@ the stack, the rest zero padding), so a stack never mixes two episodes and every
 When the oldest frames are overwritten while the oldest transitions still need them, the live ids below
 ``first_sampleable_id`` become unsampleable: after each ``add``, ``newly_unsampleable`` holds the slots it made so
 (the kind's leaving events). ``mirror_to(device)`` keeps a copy of the frame ring on the training device
-(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort gathers every
-member's batches in one compiled call (:func:`gather_frames_members`, replay/gather.py), on its storages' columns
-(:class:`FrameColumns`) moved into blocks with a seed axis.
+(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort stores every member's
+rows in one compiled call (frame_store.py: :class:`~per_cli.replay.storage.frame_store.FrameStore`; ``add`` is it
+over this storage alone) and gathers their batches in another (:func:`gather_frames_members`, replay/gather.py),
+both on its storages' columns (:class:`FrameColumns`) moved into the same blocks with a seed axis.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
-from per_cli.replay.storage.ring import ADDED, COUNTER_BYTES, RingBookkeeping, TransitionStorage, gather_fields
+from per_cli.replay.storage.frame_store import OPEN, WRITTEN, FrameStore
+from per_cli.replay.storage.ring import ADDED, COUNTER_BYTES, ONE, RingBookkeeping, TransitionStorage, gather_fields
+from per_cli.replay.storage.rows import rows_of
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
 # episodes only make the oldest transitions unsampleable
@@ -65,6 +68,16 @@ class FrameColumns(NamedTuple):
     counters: np.ndarray
 
 
+def _frame_counter(position: int, kind: type, doc: str) -> property:
+    def get(self):
+        return kind(self.frame_counters[position])
+
+    def set(self, value) -> None:
+        self.frame_counters[position] = value
+
+    return property(get, set, doc=doc)
+
+
 class FrameStackStorage(RingBookkeeping):
     """Ring storage for ``(S, H, W)`` frame-stack observations; same face as ``TransitionStorage``."""
 
@@ -102,11 +115,10 @@ class FrameStackStorage(RingBookkeeping):
         self.terminated = np.zeros(capacity, dtype=bool)  # float32 in batches
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
-        self.frames_written = 0  # frames ever written; also the gid of the next one
-        self.first_sampleable_id = 0  # live transitions with a smaller id lost a frame to the ring
+        self.frame_counters = np.zeros(2, dtype=np.int64)  # frames_written, _episode_open (frame_store.py)
         self.newly_unsampleable = _NONE  # slots the last add made unsampleable (add_members: leaving)
-        self._episode_open = False  # the last transition did not end its episode
-        self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # its next_obs
+        self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # the last transition's next_obs
+        self._own_store: FrameStore | None = None  # ``add``'s store over this storage alone (built on first use)
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
         self.mirror: DeviceFrames | None = None  # the frame ring on the training device (mirror_to)
 
@@ -126,53 +138,31 @@ class FrameStackStorage(RingBookkeeping):
     # ------------------------------------------------------------------------------------------------------
     # writing
 
-    def _write_frame(self, frame: np.ndarray) -> None:
-        position = self.frames_written % self.n_frames
-        self.frames[position] = frame
-        if self.mirror is not None:
-            self.mirror.write(position, frame)
-        self.frames_written += 1
+    frames_written = _frame_counter(WRITTEN, int, "frames ever written; also the gid of the next one")
+    _episode_open = _frame_counter(OPEN, bool, "the last transition did not end its episode")
 
     def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
-        obs = np.asarray(obs)
-        next_obs = np.asarray(next_obs)
-        if obs.shape != self.obs_shape or next_obs.shape != self.obs_shape:
-            raise ValueError(f"expected observations of shape {self.obs_shape}, got {obs.shape} and {next_obs.shape}")
-        s = self.stack
-        if not np.array_equal(next_obs[:-1], obs[1:]):
-            raise ValueError("FrameStackStorage needs next_obs to be obs shifted by one frame (a frame stack)")
-        if self._episode_open and np.array_equal(obs, self._last_next):
-            hist = min(int(self.hist[(self.cursor - 1) % self.capacity]) + 1, s - 1)
-        else:  # an episode starts: write its first stack, leaving out the leading zero (padding) frames
-            pad = 0
-            while pad < s - 1 and not obs[pad].any():
-                pad += 1
-            for frame in obs[pad:]:
-                self._write_frame(frame)
-            hist = s - 1 - pad
-        slot = self.cursor
-        self.frame_gid[slot] = self.frames_written - 1
-        self.hist[slot] = hist
-        self._write_frame(next_obs[-1])
-        if not 0 <= action < 256:
-            raise ValueError(f"FrameStackStorage keeps actions as uint8 (Atari has <= 18), got {action}")
-        self._record(action, reward, terminated, truncated, ends_episode)
-        self._episode_open = not (terminated or truncated)
-        self._last_next[...] = next_obs
-        self._advance_first_sampleable()
-        return slot
+        """Store one transition (:class:`~per_cli.replay.storage.frame_store.FrameStore` over this storage alone);
+        returns its slot, ``newly_unsampleable`` the slots it made unsampleable. ValueError, nothing written, for
+        observations of another shape, a ``next_obs`` that is not ``obs`` shifted by one frame, an action that is
+        not a uint8."""
+        if self._own_store is None:
+            self._own_store = FrameStore([self])
+        obs, next_obs = np.asarray(obs), np.asarray(next_obs)
+        rows = rows_of(ONE, obs[None], action, reward, next_obs[None], terminated, truncated, ends_episode)
+        stored = self._own_store(rows)
+        if stored.errors:
+            raise stored.errors[0]
+        events = stored.events
+        self.newly_unsampleable = events.slots[1:] if events.slots.shape[0] > 1 else _NONE
+        return int(events.slots[0])
 
-    def _advance_first_sampleable(self) -> None:
-        """Move ``first_sampleable_id`` past the live transitions whose oldest frame was overwritten."""
-        oldest_kept = self.frames_written - self.n_frames  # gids below this are gone
-        start = first = max(self.first_sampleable_id, self.added - self.size)
-        while first < self.added:
-            slot = first % self.capacity
-            if self.frame_gid[slot] - int(self.hist[slot]) >= oldest_kept:
-                break
-            first += 1
-        self.first_sampleable_id = first
-        self.newly_unsampleable = np.arange(start, first, dtype=np.int64) % self.capacity if first > start else _NONE
+    def adopted(self) -> None:
+        """Its arrays moved into a cohort's blocks: its own store (which viewed the old ones) is rebuilt."""
+        self._own_store = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_own_store": None}  # (views: rebuilt on the copy's own arrays)
 
     # ------------------------------------------------------------------------------------------------------
     # reading
