@@ -126,9 +126,9 @@ class CohortSampling:
         self._gather = gather_for(storages, n_step, gamma, host_states)
         self._counters = member_axis(storages, "counters")
         self._episode_ids = member_axis(storages, "episode_ids")
+        self.storer = store_for(storages)  # (chosen once: the storages' class; before the memories rebuild views)
         for memory in self.memories:
             memory.adopted()
-        self.storer = store_for(storages)  # (chosen once: the storages' class)
         self._relabels = any(type(m.writer) is not Writer for m in memories)  # (else the rows go as they come)
         self.failed: dict[int, tuple[int, int]] = {}  # member: (batch size, its draw's status)
 

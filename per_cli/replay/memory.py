@@ -11,7 +11,7 @@ from per_cli.replay.gather import FrameGather, RingGather, gather_for
 from per_cli.replay.samplers.base import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import ONE, TransitionStorage
 from per_cli.replay.storage.rows import Rows, rows_of
-from per_cli.replay.store import EachFrameStore, RingStore, store_for
+from per_cli.replay.store import Store, store_for
 from per_cli.replay.writers.base import Writer
 
 
@@ -47,7 +47,7 @@ class ReplayMemory:
         self._structured = defines(type(sampler), "add_members")  # (else an add is the storage's alone)
         self._gather: RingGather | FrameGather | None = None
         self._lists: MemberLists | None = None
-        self._storer: RingStore | EachFrameStore | None = None
+        self._storer: Store | None = None
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
@@ -114,7 +114,7 @@ class ReplayMemory:
         return self._gather
 
     @property
-    def storer(self) -> RingStore | EachFrameStore:
+    def storer(self) -> Store:
         """How rows reach this memory's storage (chosen once, on first use, by its storage's class)."""
         if self._storer is None:
             self._storer = store_for([self.storage])

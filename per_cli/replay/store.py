@@ -1,7 +1,8 @@
 """The store: transitions (:class:`~per_cli.replay.storage.rows.Rows` over a list of members; a solo memory's list
 holds one) written into the storages, one implementation per storage class, chosen once by :func:`store_for`, each
 ONE compiled call over the members, on the same blocks with a seed axis the gather reads: rings, plain or bit-packed
-(:class:`RingStore`; bit-packed states packed in one call over every row first), and Atari frame storages. A store
+(:class:`RingStore`; bit-packed states packed in one call over every row first), and Atari frame storages
+(:class:`~per_cli.replay.storage.frame_store.FrameStore`). A store
 returns the kind's events (:class:`~per_cli.replay.storage.rows.Events`) for its ``add_members``; it knows nothing
 of the kind or the writer.
 """
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from per_cli.replay.gather import ring_blocks
+from per_cli.replay.storage.frame_store import FrameStore
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.replay.storage.packed import PackedTransitionStorage, packed_rows
 from per_cli.replay.storage.ring import TransitionStorage, store_members
@@ -56,38 +58,16 @@ class RingStore:
         return Stored(Events(rows.which, slots, self._entering[:n]))
 
 
-class EachFrameStore:
-    """Frame storages: each row stored by its own storage's ``add`` (its slot entering where sampleable, then the
-    slots its add made unsampleable); a refused row is in ``errors``, the others stored."""
-
-    def __init__(self, storages: Sequence[FrameStackStorage]):
-        self.storages = list(storages)
-
-    def __call__(self, rows: Rows) -> Stored:
-        which, slots, entering, errors = [], [], [], {}
-        for k, i in enumerate(rows.which.tolist()):
-            storage = self.storages[i]
-            try:
-                slot = storage.add(rows.obs[k], rows.actions[k], rows.rewards[k], rows.next_obs[k],
-                                   rows.terminated[k], rows.truncated[k], rows.ends[k])  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - this row is refused, the others are stored
-                errors[k] = exc
-                continue
-            dropped = storage.newly_unsampleable.tolist()
-            which += [i] * (1 + len(dropped))
-            slots += [slot, *dropped]
-            entering += [bool(storage.sampleable(np.array([slot]))[0])] + [False] * len(dropped)
-        events = Events(np.array(which, dtype=np.int64), np.array(slots, dtype=np.int64),
-                        np.array(entering, dtype=np.bool_))  # fmt: skip
-        return Stored(events, errors)
+Store = RingStore | FrameStore
 
 
-def store_for(storages: Sequence[Any]) -> RingStore | EachFrameStore:
+def store_for(storages: Sequence[Any]) -> Store:
     """The store of these storages (of one class: a cohort's members share their config): rings, plain or
-    bit-packed, by :class:`RingStore`, frame storages by their own; ValueError for any other."""
+    bit-packed, by :class:`RingStore`, frame storages by :class:`~per_cli.replay.storage.frame_store.FrameStore`;
+    ValueError for any other."""
     classes = {type(s) for s in storages}
     if len(classes) == 1 and issubclass(*classes, TransitionStorage):
         return RingStore(storages)
     if classes == {FrameStackStorage}:
-        return EachFrameStore(storages)
+        return FrameStore(storages)
     raise ValueError(f"no store serves storages of {sorted(c.__name__ for c in classes)}: rings or frame storages")

@@ -149,7 +149,8 @@ class FrameStackStorage(RingBookkeeping):
         if self._own_store is None:
             self._own_store = FrameStore([self])
         obs, next_obs = np.asarray(obs), np.asarray(next_obs)
-        rows = rows_of(ONE, obs[None], action, reward, next_obs[None], terminated, truncated, ends_episode)
+        ends = None if ends_episode is None else [ends_episode]
+        rows = rows_of(ONE, obs[None], [action], [reward], next_obs[None], [terminated], [truncated], ends)
         stored = self._own_store(rows)
         if stored.errors:
             raise stored.errors[0]

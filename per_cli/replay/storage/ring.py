@@ -93,25 +93,6 @@ class RingBookkeeping:
         self.counters = np.zeros(6, dtype=np.int64)
         self.counters[CAPACITY] = capacity
 
-    def _record(self, action, reward, terminated, truncated, ends_episode: bool | None = None) -> int:
-        """Write the scalar columns of the transition at the cursor, then advance the ring; returns its slot.
-
-        ``ends_episode`` (default ``terminated or truncated``): the next transition starts a new episode. A
-        writer that stores extra transitions after an episode's last one (hindsight copies) passes it."""
-        slot = self.cursor
-        self.actions[slot] = action
-        self.rewards[slot] = reward
-        self.terminated[slot] = terminated
-        self.truncated[slot] = truncated
-        self.ids[slot] = self.added
-        self.episode_ids[slot] = self.episodes_ended
-        if (terminated or truncated) if ends_episode is None else ends_episode:
-            self.episodes_ended += 1
-        self.added += 1
-        self.cursor = (slot + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
-        return slot
-
     @property
     def latest_slot(self) -> int:
         return (self.cursor - 1) % self.capacity
