@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from per_cli.replay.storage.frames import FrameColumns, FrameStackStorage, gather_frames_members
+from per_cli.replay.storage.frame_store import FrameColumns
+from per_cli.replay.storage.frames import FrameStackStorage, gather_frames_members
 from per_cli.replay.storage.packed import PackedTransitionStorage, unpack_rows
 from per_cli.replay.storage.ring import (
     BatchArrays,

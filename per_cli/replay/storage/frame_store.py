@@ -12,18 +12,17 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from per_cli.replay.storage.ring import ADDED, CAPACITY, CURSOR, ENDED, FIRST, SIZE, member_axis
-from per_cli.replay.storage.rows import NO_ERRORS, Events, Rows, Stored
+from per_cli.replay.storage.ring import ADDED, CAPACITY, CURSOR, FIRST, SIZE, member_axis, record_fields
+from per_cli.replay.storage.rows import NO_ERRORS, Events, Rows, Stored, no_events
 
 # the positions of a frame storage's ``frame_counters`` (an int64 array: the compiled store moves them in place)
 WRITTEN, OPEN = range(2)  # frames ever written (the gid of the next one); the last transition left its episode open
 STORED, NOT_SHIFTED, WIDE_ACTION = range(3)  # a row's status after the store
 
 
-class FrameStoreColumns(NamedTuple):
-    """What the store reads and moves of a frame storage (or members' blocks over the seed axis), in the order
-    :func:`store_frames_members` takes them; ``frames`` as ``(n_frames, words)`` and ``last_next`` (the last
-    transition's ``next_obs``) as ``(stack, words)``, each frame's bytes as flat words (:func:`words`)."""
+class FrameColumns(NamedTuple):
+    """A frame storage's columns (or members' columns over the seed axis), in the order the gather and the store
+    take them; ``frames`` as flat rows ``(n_frames, H * W)`` (the store's as words: :func:`words`)."""
 
     frames: np.ndarray
     frame_gid: np.ndarray
@@ -35,11 +34,6 @@ class FrameStoreColumns(NamedTuple):
     ids: np.ndarray
     episode_ids: np.ndarray
     counters: np.ndarray
-    frame_counters: np.ndarray
-    last_next: np.ndarray
-
-
-_ATTRIBUTES = FrameStoreColumns._fields[:-1] + ("_last_next",)  # (the storages' attribute names)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -130,18 +124,8 @@ def store_frames_members(
         gids[slot] = fc[WRITTEN] - 1
         hists[slot] = h
         p = _write_frame(ring, fc, n_frames, nxt[stack - 1], o_positions, o_members, i, p)
-        # (the scalar columns and the ring's counters, as RingBookkeeping._record moves them)
-        actions[i][slot] = actions_in[k]
-        rewards[i][slot] = rewards_in[k]
-        terminated[i][slot] = terminated_in[k]
-        truncated[i][slot] = truncated_in[k]
-        ids[i][slot] = c[ADDED]
-        episode_ids[i][slot] = c[ENDED]
-        if ends_in[k]:
-            c[ENDED] += 1
-        c[ADDED] += 1
-        c[CURSOR] = (slot + 1) % capacity
-        c[SIZE] = min(c[SIZE] + 1, capacity)
+        record_fields(k, i, slot, actions_in, rewards_in, terminated_in, truncated_in, ends_in, actions, rewards,
+                      terminated, truncated, ids, episode_ids, c)  # fmt: skip
         fc[OPEN] = not (terminated_in[k] or truncated_in[k])
         last[:, :] = nxt
         # first_sampleable_id past the live transitions whose oldest frame was overwritten
@@ -193,14 +177,13 @@ class FrameStore:
             (s.stack, s.frame_shape, s.obs_dtype, s.n_frames, s.obs_shape) for s in storages
         }  # (one config: one shape)
         written = [min(s.frames_written, s.n_frames) for s in storages]  # (the rest of each ring: zeros)
-        blocks = [member_axis(storages, name, written if name == "frames" else None) for name in _ATTRIBUTES]
         n = len(storages)
-        columns = FrameStoreColumns(*blocks)
+        blocks = FrameColumns(*(member_axis(storages, name, written if name == "frames" else None)
+                                for name in FrameColumns._fields))  # fmt: skip
         self.word = word(self.dtype, self.frame_shape)
-        self.columns = columns._replace(
-            frames=words(columns.frames, (n, n_frames), self.word),
-            last_next=words(columns.last_next, (n, self.stack), self.word),
-        )
+        self.columns = blocks._replace(frames=words(blocks.frames, (n, n_frames), self.word))
+        self.frame_counters = member_axis(storages, "frame_counters")
+        self.last_next = words(member_axis(storages, "_last_next"), (n, self.stack), self.word)
         self.storages = list(storages)
         if n > 1:
             for storage in self.storages:
@@ -213,9 +196,9 @@ class FrameStore:
             error = ValueError(
                 f"expected observations of shape {self.obs_shape}, got {obs.shape[1:]} and {next_obs.shape[1:]}"
             )
-            return Stored(_no_events(), dict.fromkeys(range(n), error))
+            return Stored(no_events(), dict.fromkeys(range(n), error))
         if n == 0:
-            return Stored(_no_events())
+            return Stored(no_events())
         obs = words(np.ascontiguousarray(obs, dtype=self.dtype), (n, stack), self.word)
         next_obs = words(np.ascontiguousarray(next_obs, dtype=self.dtype), (n, stack), self.word)
         status = np.empty(n, dtype=np.int8)
@@ -224,7 +207,7 @@ class FrameStore:
         entering = np.empty(bound, dtype=np.bool_)
         events, written, refused = store_frames_members(
             rows.which, obs, rows.actions, rows.rewards, next_obs, rows.terminated, rows.truncated, rows.ends,
-            *self.columns, status, which, slots, entering, positions, members,
+            *self.columns, self.frame_counters, self.last_next, status, which, slots, entering, positions, members,
         )  # fmt: skip
         self._mirror(positions[:written], members[:written])
         stored = Stored(Events(which[:events], slots[:events], entering[:events]))
@@ -237,11 +220,6 @@ class FrameStore:
                 mine = positions[members == i]
                 if mine.size:
                     storage.mirror.write_many(mine, storage.frames)
-
-
-def _no_events() -> Events:
-    empty = np.zeros(0, dtype=np.int64)
-    return Events(empty, empty, np.zeros(0, dtype=np.bool_))
 
 
 def _errors(rows: Rows, status: np.ndarray) -> dict[int, Exception]:

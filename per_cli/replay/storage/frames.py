@@ -52,22 +52,6 @@ class Stacks(NamedTuple):
     next_obs: np.ndarray
 
 
-class FrameColumns(NamedTuple):
-    """A frame storage's columns (or members' columns over the seed axis), in the order the member calls take them;
-    ``frames`` as flat rows ``(n_frames, H * W)``."""
-
-    frames: np.ndarray
-    frame_gid: np.ndarray
-    hist: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    ids: np.ndarray
-    episode_ids: np.ndarray
-    counters: np.ndarray
-
-
 def _frame_counter(position: int, kind: type, doc: str) -> property:
     def get(self):
         return kind(self.frame_counters[position])

@@ -271,18 +271,27 @@ def store_members(
         for f in range(states.shape[1]):
             states[slot, f] = obs_in[k, f]
             next_states[slot, f] = next_in[k, f]
-        actions[i][slot] = actions_in[k]
-        rewards[i][slot] = rewards_in[k]
-        terminated[i][slot] = terminated_in[k]
-        truncated[i][slot] = truncated_in[k]
-        ids[i][slot] = c[ADDED]
-        episode_ids[i][slot] = c[ENDED]
-        if ends_in[k]:
-            c[ENDED] += 1
-        c[ADDED] += 1
-        c[CURSOR] = (slot + 1) % c[CAPACITY]
-        c[SIZE] = min(c[SIZE] + 1, c[CAPACITY])
+        record_fields(k, i, slot, actions_in, rewards_in, terminated_in, truncated_in, ends_in, actions, rewards,
+                      terminated, truncated, ids, episode_ids, c)  # fmt: skip
         slots_out[k] = slot
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def record_fields(k, i, slot, actions_in, rewards_in, terminated_in, truncated_in, ends_in, actions, rewards,
+                  terminated, truncated, ids, episode_ids, c):  # fmt: skip
+    """Row k's scalar columns, id and episode id written at member i's ``slot``, and its counters ``c`` moved on
+    (``ends_in[k]``: the next transition starts an episode). Every storage's store records a row so."""
+    actions[i][slot] = actions_in[k]
+    rewards[i][slot] = rewards_in[k]
+    terminated[i][slot] = terminated_in[k]
+    truncated[i][slot] = truncated_in[k]
+    ids[i][slot] = c[ADDED]
+    episode_ids[i][slot] = c[ENDED]
+    if ends_in[k]:
+        c[ENDED] += 1
+    c[ADDED] += 1
+    c[CURSOR] = (slot + 1) % c[CAPACITY]
+    c[SIZE] = min(c[SIZE] + 1, c[CAPACITY])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
