@@ -1,9 +1,8 @@
-"""Checkpoint files: where a run's state goes on disk so that ``per train --resume RUN_DIR`` continues it.
+"""Checkpoint files: a run's state on disk, so that ``per train --resume RUN_DIR`` continues it.
 
-What goes in is ``trainer_state.state_dict`` (plain data, loaded weights-only).
-``checkpoints/latest`` names the newest complete ``step_<12 digits>/`` folder (``trainer.pt``; with
-train.save_replay, ``replay/``: large arrays as ``.npy``, the rest in ``tree.pt``), written into ``.tmp-*`` and
-renamed first, so a crash leaves ``latest`` at a complete checkpoint. Layout and rules: docs/architecture.md."""
+``checkpoints/latest`` names the newest complete ``step_<12 digits>/`` folder, written under ``.tmp-*`` and renamed
+first, so a crash leaves ``latest`` at a complete checkpoint; its contents are plain data, read weights-only.
+Layout and rules: docs/architecture.md."""
 
 from __future__ import annotations
 

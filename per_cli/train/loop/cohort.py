@@ -1,12 +1,9 @@
 """A cohort: S runs of one config that differ only in the seed, trained in lockstep in one process.
 
-Each seed is a member built exactly as its solo run would be (:func:`~per_cli.train.loop.trainer.build_member`), and
-:mod:`per_cli.train.loop.lockstep` runs them through the one loop, whose phases are the calls a solo run makes over
-a list of one. Each member's RNG streams come from its own seed and it runs the solo kernel on its own buffers, so
-a member computes what its solo run computes (tests/train/loop/test_cohort.py checks it bit for bit). Under the
-torch engine the members act and update in one stacked call each (:class:`~per_cli.rl.engines.stacked.StackedEngine`)
-where it runs and pays, else one after another; :attr:`Cohort.note` says which.
-"""
+Each member is built as its solo run would be (:func:`~per_cli.train.loop.trainer.build_member`) and has its own
+RNG streams and buffers, so it computes what its solo run computes, bit for bit (tests/train/loop/test_cohort.py).
+:attr:`Cohort.note` says whether the torch members run stacked (:class:`~per_cli.rl.engines.stacked.StackedEngine`).
+See docs/cohorts.md."""
 
 from __future__ import annotations
 

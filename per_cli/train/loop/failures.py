@@ -1,9 +1,6 @@
-"""How a member fails in the loop without stopping the others: its row of the loop's alive mask
-(:mod:`~per_cli.train.loop.alive`) turns False and :mod:`~per_cli.train.loop.run_record` records its failure and
-closes it. The phases (:mod:`~per_cli.train.loop.steps`, :mod:`~per_cli.train.loop.learning`) and the loop that
-orders them (:mod:`~per_cli.train.loop.lockstep`) all fail a member through :func:`fail`, so none of them imports
-another for it. A member is a :class:`~per_cli.train.loop.member_data.MemberData`.
-"""
+"""How a member fails in the loop without stopping the others: :func:`fail` turns its row of the alive mask
+(:mod:`~per_cli.train.loop.alive`) False and has :mod:`~per_cli.train.loop.run_record` record and close it.
+Every phase fails a member through this one function, so no phase imports another for it."""
 
 from __future__ import annotations
 

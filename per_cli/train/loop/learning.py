@@ -69,11 +69,9 @@ class LearningPhases:
 
     def due(self, members: Sequence[MemberData]) -> tuple[list, list]:
         """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
-        A member's ``learning_rules.learning`` is asked until it is True; then it stays True (its step and its
-        memory only grow), so it is not asked again. Those training get this step's β in ``counters.beta``
-        (``MemberData.beta`` at ``learning_rules.beta_position``, for all at once; under ``replay.beta_increment`` each
-        batch has its own: ``learning_rules.beta_now``), and samplers that plan a burst of batches are told of it
-        (``begin_phase``)."""
+        Once a member learns it keeps learning (its step and memory only grow), so it is not asked again. Those training
+        get this step's β in ``counters.beta`` (per batch under ``replay.beta_increment``), and samplers that plan a
+        burst of batches are told of it (``begin_phase``)."""
         latched = self._learning
         if len(latched) < len(self.index):
             for member in members:

@@ -1,31 +1,12 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
-A member is its data (:class:`~per_cli.train.loop.member_data.MemberData`: env, memory, agent, RNG streams, ε and
-β schedules, counters, evaluator, run directory; built by :func:`~per_cli.train.loop.trainer.build_member`), which
-the phases hand to the functions of each concern: its run directory :mod:`~per_cli.train.loop.run_record`'s, its
-logged rows :mod:`~per_cli.train.loop.reporting`'s, its periodic tasks :mod:`~per_cli.train.loop.tasks`'. This
-module only orders the phases, the same for every member, step by step, each phase ONE call of
-:class:`~per_cli.train.loop.steps.Steps` for all the members:
+A member is its data (:class:`~per_cli.train.loop.member_data.MemberData`). This module only orders the phases,
+each ONE call of :class:`~per_cli.train.loop.steps.Steps` for the members alive: collect, ``due`` then
+``train.gradient_steps`` learning steps, ``end_steps``, and a member whose budget is spent finishes and leaves.
+The phases and ``train.priority_lag``: docs/architecture.md ("One step of the loop").
 
-1. collect: ``choose_actions`` (ε's draw, then the greedy actions), ``step_envs`` (step, store), the insertion TD
-   errors where ``replay.initial_priority: td_error`` (``insertion_td``, ``insert_priorities``), ``end_collects``
-   (count, log an episode that ended, reset);
-2. ``due``: which members learn at this step and which of them train now; then ``train.gradient_steps`` times:
-   ``sample`` a batch each, ``score`` them (where the kind asks the networks' opinion: LaBER, ReLo), ``weigh``
-   their IS weights by the loss's rule (``replay.is_weights``), ``learn`` (all of them in one call),
-   ``check_results``, ``update_priorities``, ``measure`` and ``record_updates`` (into each member's window, logged
-   at its log points);
-   Under ``train.priority_lag: 1`` what follows ``learn`` (``check_results`` to ``record_updates``) runs for the
-   previous update, after this one is queued (before a checkpoint or a member's end: for the last one too; a
-   run stopped by a signal drops it, and resumes from a checkpoint that had none pending);
-3. ``end_steps``: target syncs, the budget, periodic evaluation, progress, checkpoint;
-4. a member whose budget is spent is finished (``run_record.finish``: final evaluation, summary) and leaves.
-
-A member that raises is recorded ``failed`` in its own summary and leaves; the others go on: its row of the loop's
-alive mask over the seed axis (:class:`~per_cli.train.loop.alive.Alive`) turns False where it fails, and this
-loop hands each phase only the members alive after the phase before it. Ctrl-C or SIGTERM stop them all (each
-recorded ``interrupted``, resumable from its checkpoint).
-"""
+A member that raises is recorded ``failed`` and leaves (its row of :class:`~per_cli.train.loop.alive.Alive` turns
+False); the others go on. Ctrl-C or SIGTERM stop them all, each recorded ``interrupted`` and resumable."""
 
 from __future__ import annotations
 
@@ -46,15 +27,12 @@ from per_cli.train.loop.tasks import checkpoints_now
 
 
 def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
-    """Train ``members`` in lockstep, each into its run directory; returns their final summaries (a failed
-    member's says ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop
-    between steps (:class:`SignalStop`, deferred: this run's, each member's ``stop``) and are re-raised as
-    RunInterrupted after every unfinished member recorded one; numpy's overflow warnings stay quiet (divergence
-    is checked).
+    """Train ``members`` in lockstep, each into its run directory; return their final summaries (a failed member's says
+    ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop between steps
+    (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted once every unfinished member recorded one.
 
-    Denormal floats are flushed to zero on this thread while training: Adam's moments of dead ReLU units decay
-    through the denormal range, where x86 arithmetic is far slower. The flag is restored when the loop ends.
-    """
+    Denormals are flushed to zero on this thread while training (restored after): Adam's moments of dead ReLU units
+    decay through the denormal range, where x86 arithmetic is far slower."""
     alive = Alive.over(members)  # (this run's: a member fails through failures.fail)
     stop = SignalStop(deferred=True)  # (this run's: what its members' evaluations and failures look at)
     for member, run_dir in zip(members, run_dirs, strict=True):

@@ -20,12 +20,10 @@ def _window() -> deque:
 
 
 class Counters:
-    """The per-step counters of ``size`` members, one row each: ``step`` (env steps taken: the position of the ε
-    and β schedules), ``episode`` (episodes finished), ``episode_return`` and ``episode_length`` (of the episode in
-    progress); this step's ``epsilon``, ``beta`` (of its batches) and ``ended`` (an episode was counted at this
-    step: ``tasks.end_step`` syncs the target); and ``quiet_until``, the step count before which no periodic
-    task falls (``Periodic.next_due``; 0: not known yet), so that until then a step without an episode's end only
-    moves ``step`` on."""
+    """The per-step counters of ``size`` members, one row each: ``step`` (env steps: the ε and β schedules' position),
+    ``episode``, the running episode's ``episode_return`` and ``episode_length``, this step's ``epsilon``, ``beta`` and
+    ``ended`` (an episode was counted), and ``quiet_until``: the step before which no periodic task falls (0: not known
+    yet), so that until then a step without an episode's end only moves ``step`` on."""
 
     def __init__(self, size: int):
         self.step = np.zeros(size, dtype=np.int64)

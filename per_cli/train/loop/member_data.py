@@ -1,11 +1,7 @@
 """A member's data: everything one seed's run holds, as one dataclass that its collaborators take explicitly.
 
-The collaborators are functions over it, each one concern: :mod:`~per_cli.train.loop.run_record` (its life in
-its run directory), :mod:`~per_cli.train.loop.trainer_state` (its checkpoints), :mod:`~per_cli.train.loop.reporting`
-(its logged rows and evaluations), :mod:`~per_cli.train.loop.tasks` (the periodic tasks at the end of a step),
-:mod:`~per_cli.train.loop.learning_rules` (when it learns, the β it samples with). The loop's phases call them;
-:mod:`~per_cli.train.loop.trainer` builds it from a config and runs it.
-"""
+The collaborators are functions over it, one concern each (run_record, trainer_state, reporting, tasks,
+learning_rules under :mod:`per_cli.train.loop`); :mod:`~per_cli.train.loop.trainer` builds it and runs it."""
 
 from __future__ import annotations
 

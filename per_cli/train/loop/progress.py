@@ -1,9 +1,7 @@
 """Progress reporting for long work: a rich bar on a terminal, a few plain lines otherwise.
 
-The loop calls ``update(step, info)`` every 1,000 steps and once more when the run ends, after its final
-evaluation, so the last line and the CLI's ``done:`` line (:func:`done_line`) show the same numbers. The
-bar counts episodes when the run has an episode budget (``train.total_episodes``), steps otherwise.
-"""
+The loop calls ``update(step, info)`` every 1,000 steps and once after the final evaluation, so the last line and
+the CLI's ``done:`` line (:func:`done_line`) agree. The bar counts episodes under an episode budget, else steps."""
 
 from __future__ import annotations
 

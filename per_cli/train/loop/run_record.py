@@ -1,9 +1,6 @@
-"""A member's life in its run directory: begin (config.yaml, the running summary, the logger), finish (the final
-evaluation, checkpoint and the completed summary), or a recorded end (failed, with the cause named, or
-interrupted, with how to resume), and close. Functions over a
-:class:`~per_cli.train.loop.member_data.MemberData`, called by the loop (:mod:`~per_cli.train.loop.lockstep`) at
-that member's events.
-"""
+"""A member's life in its run directory: begin (config.yaml, running summary, logger), finish (final evaluation,
+checkpoint, completed summary) or a recorded end (failed with its cause, or interrupted with how to resume), and
+close. Functions over a :class:`~per_cli.train.loop.member_data.MemberData`, called at that member's events."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """The loop's phases over S >= 1 members, each written once: a solo run is a cohort of one through the same calls.
 
-:func:`per_cli.train.loop.lockstep.run_members` orders the phases; :class:`Steps` runs each as ONE call over the
-members it is given, on data with a leading seed axis: the counters (:class:`~per_cli.train.loop.loop_state.Counters`),
-the observations in hand (one (S, ...) array), the envs as one batch (:func:`~per_cli.envs.batch.env_batch`), the
-memories (:class:`~per_cli.replay.cohort.CohortSampling`), the networks (:mod:`per_cli.train.loop.updates`, whose
-:class:`~per_cli.rl.results.UpdateResults` the phases after an update read whole) and the measures
-(:class:`~per_cli.train.measures.cohort_rows.CohortRows`). A member's own objects are called only at its events:
-an episode's end, a log point, a periodic task (``tasks.end_step``).
-
-Each member's values do not depend on who else is in a call: each works on its own buffers and generators
-(tests/train/loop/test_cohort.py). A member whose phase raises is recorded ``failed``; the loop hands the next
-phase only the members alive, so no phase filters them again.
-"""
+:class:`Steps` runs each phase as ONE call over the members it is given, on data with a leading seed axis
+(counters, observations, the env batch, :class:`~per_cli.replay.cohort.CohortSampling`, the networks through
+:mod:`per_cli.train.loop.updates`, the measures); a member's own objects are called only at its events. A member's
+values do not depend on who else is in a call (tests/train/loop/test_cohort.py). The phases in order:
+docs/architecture.md."""
 
 from __future__ import annotations
 

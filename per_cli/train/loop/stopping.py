@@ -1,11 +1,8 @@
 """How a run stops early: interrupted by a signal (resumable), or failed because the updates diverged.
 
-* Ctrl-C (SIGINT) and SIGTERM (``timeout``, Slurm, a container stop) both raise :class:`RunInterrupted`
-  inside the run, which records ``status: interrupted`` and re-raises it; the CLI exits 128 + the signal
-  number (130, 143). The handlers are installed for the run only and the previous ones restored after.
-* A non-finite loss or Q value, or TD errors whose squares overflow float32, raise :class:`RunDiverged`
-  with a message that names the likely cause.
-"""
+Ctrl-C and SIGTERM raise :class:`RunInterrupted` inside the run, which records ``status: interrupted`` and
+re-raises; the CLI exits 128 + the signal number. A non-finite loss or Q value, or TD errors whose squares overflow
+float32, raise :class:`RunDiverged` naming the likely cause."""
 
 from __future__ import annotations
 
@@ -45,19 +42,12 @@ class RunDiverged(FloatingPointError):
 
 
 class SignalStop:
-    """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`: at once, or
-    with ``deferred`` at the next :meth:`check` (a second signal still raises at once).
+    """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`: at once, or with
+    ``deferred`` at the next :meth:`check` (a second signal still raises at once).
 
-    A training run defers: an exception raised inside compiled code's callbacks (numba compiling, unboxing a typed
-    list) crashes or is mangled, so the loop raises it between steps (:meth:`check` once per step, the evaluation
-    per step of its episodes), where nothing is half done. An error that comes while a signal is pending counts as
-    the interrupt (:meth:`interrupt_behind`). A grid's driver and workers between runs do not defer: the exception
-    must break their waits on pipes and processes.
-
-    The signal received is this object's own record (``received``), cleared when it is installed: the loop that
-    installs it hands it to what must look (a member's evaluation and failures: ``MemberData.stop``), so one run's
-    signal never reaches another's.
-    """
+    Training defers because an exception raised inside compiled code's callbacks crashes or is mangled; the loop raises
+    it between steps, where nothing is half done. A grid's driver and workers do not defer: the exception must break
+    their waits. The signal is this object's own record (``received``), so one run's signal never reaches another's."""
 
     def __init__(self, deferred: bool = False) -> None:
         self.deferred = deferred

@@ -1,11 +1,6 @@
 """A run's entry: build a member from its config (:func:`build_member`), then run it (:func:`run_member`), after
-:func:`~per_cli.train.loop.trainer_state.resume` where it continues a checkpoint.
-
-A member is data (:class:`~per_cli.train.loop.member_data.MemberData`); what happens to it at the loop's events is
-the collaborators' over it, called by the phases: when it learns and its β (:mod:`~per_cli.train.loop.learning_rules`),
-its logged rows (:mod:`~per_cli.train.loop.reporting`), its periodic tasks (:mod:`~per_cli.train.loop.tasks`), its
-run directory (:mod:`~per_cli.train.loop.run_record`) and its checkpoints (:mod:`~per_cli.train.loop.trainer_state`).
-"""
+:func:`~per_cli.train.loop.trainer_state.resume` where it continues a checkpoint. The member is data
+(:class:`~per_cli.train.loop.member_data.MemberData`) that the collaborators take at the loop's events."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """A member's checkpoints: what it saves, and how a run continues from them (``per train --resume``).
 
-Functions over a :class:`~per_cli.train.loop.member_data.MemberData`. Each component saves itself as plain data
-(dicts, lists, numbers, strings, numpy arrays, torch tensors; envs by
-:func:`~per_cli.train.checkpoints.env_state.snapshot_env`), so a checkpoint is read with
-``torch.load(weights_only=True)`` and does not depend on where per_cli's classes live.
-"""
+Each component saves itself as plain data (numbers, strings, numpy arrays, torch tensors; envs by
+:func:`~per_cli.train.checkpoints.env_state.snapshot_env`), so a checkpoint loads with ``weights_only=True`` and does
+not depend on where per_cli's classes live."""
 
 from __future__ import annotations
 

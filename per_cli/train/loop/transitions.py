@@ -1,14 +1,9 @@
-"""What the learner stores of an env step: the env's reward and flags, or the done-step reward and the
-time-limit-as-termination of older protocols (``env.done_reward``, ``env.done_reward_except_return``,
-``env.truncation_terminates``).
+"""What the learner stores of an env step: the env's reward and flags, or the rules ``env.done_reward``,
+``env.done_reward_except_return`` and ``env.truncation_terminates`` (the seed notebook's ``reward = -10`` at a
+``done`` unless ``score == 499``, and its ``done`` stored as terminal).
 
-Why not an env wrapper: these rules change what the *learner* sees, never the env, so logged returns and
-evaluation stay on the env's scale, and one rule serves every path that stores a transition.
-
-The seed notebook's ``reward = reward if not done or score == 499 else -10`` (old gym's ``done``: terminated or
-truncated; ``score``: the episode's return before this step) is ``done_reward: -10``,
-``done_reward_except_return: 499``; its ``done`` stored as the terminal flag is ``truncation_terminates: true``.
-"""
+Not an env wrapper: the rules change what the *learner* sees, never the env, so logged returns and evaluation stay
+on the env's scale, and one rule serves every path that stores a transition."""
 
 from __future__ import annotations
 
@@ -23,11 +18,9 @@ from per_cli.config import EnvConfig
 class StoreRule:
     """How an env step becomes the stored (reward, terminated) pair.
 
-    ``done_reward`` (None: the env's reward) replaces the reward of every step that ends an episode
-    (terminated or truncated), except where the episode's return before the step equals ``except_return``
-    (compared exactly, as the notebook's ``score == 499``); ``truncation_terminates`` stores a truncated step as
-    terminated (no bootstrap). The truncated flag itself is stored unchanged (episode boundaries are the env's).
-    """
+    ``done_reward`` (None: the env's reward) replaces the reward of a step that ends an episode, unless the episode's
+    return before it equals ``except_return`` exactly; ``truncation_terminates`` stores a truncated step as terminated
+    (no bootstrap). The truncated flag is stored unchanged (episode boundaries are the env's)."""
 
     done_reward: float | None = None
     except_return: float | None = None

@@ -1,18 +1,9 @@
 """How the members' networks act and learn in the loop: the one part of a step that depends on the engine.
 
-The loop's phases (:class:`~per_cli.train.loop.steps.Steps`) are written once, over S >= 1 members; what they ask
-of the networks (greedy actions, the TD errors of new transitions, an update from each member's batch) goes
-through one of these, chosen by the members' engine (``agent.engine``), each over arrays the loop hands it (the
-observations in hand, one gather of the newest transitions):
-
-* :class:`CompiledUpdates` (numba): ONE compiled call over the members
-  (:class:`~per_cli.rl.engines.cohort.CohortEngine`), running the per-member kernels on each member's own buffers, so
-  every value is the one the member's own engine computes;
-* :class:`StackedUpdates` (torch: CNNs, CUDA, ``engine: torch``, two members or more where the stacked engine serves
-  them): each call ONE batched torch call over the members
-  (:class:`~per_cli.rl.engines.stacked.StackedEngine`, equal to their own calls to float32 rounding);
-* :class:`TorchUpdates` (torch otherwise, a run of one included): each member's own agent.
-"""
+One of these serves every call (greedy actions, insertion TD errors, updates), chosen by ``agent.engine``:
+:class:`CompiledUpdates` (numba: one compiled call over the members' own buffers, so each value is what the
+member's own engine computes), :class:`StackedUpdates` (torch, two members or more that the stacked engine serves:
+one batched call, equal to their own calls up to float32 rounding), :class:`TorchUpdates` (each member's agent)."""
 
 from __future__ import annotations
 
@@ -49,11 +40,8 @@ def updates_for(members: Sequence[MemberData], stacked: bool = True) -> Updates:
 
 def reads_host_states(members: Sequence[MemberData], updates: Updates) -> bool:
     """Whether the loop reads a batch's states (``obs``, ``next_obs``) on the host; chosen once, before the gather is
-    built (``CohortSampling(host_states=...)``). They go unread only where each member's memory keeps its frames on
-    its agent's device (``replay.device_frames``: the agent's own update and insertion TD errors read
-    ``batch.device_stacks``, DQNAgent._inputs), the update is each agent's own (the stacked one reads the host
-    arrays), the kind scores no batch, and no window measures the states (the correlation count, the i.i.d.
-    measures: ``measure_table``)."""
+    built. They go unread only where the frames live on the agent's device (``replay.device_frames``), each agent
+    updates itself, the kind scores no batch, and no window measures states (correlation count, i.i.d. measures)."""
     on_device = all(
         m.cfg.replay.device_frames and getattr(m.memory.storage, "mirror", None) is not None
         and m.memory.storage.mirror.device.type == m.agent.device.type

@@ -1,10 +1,8 @@
 """A cohort's measured updates kept as arrays over the seed axis until each member's window takes its own.
 
-A cohort step's measures (``update_measures.measure_table``) go into one ring of (steps, S, ...) arrays, and a
-member's window takes its rows, in order, when it reads or adds updates (its ``pull``): one gather per member per
-log window rather than a Python call per member per step. A window pulls before it pops, saves or adds an update
-of its own, and before the ring overwrites rows it has not taken, so its updates and their order are unchanged.
-"""
+The measures go into one ring of (steps, S, ...) arrays; a member's window takes its rows in order (``pull``)
+before it reads, saves or adds an update and before the ring overwrites rows it has not taken, so its updates and
+their order are what they would be alone. This is one gather per member per log window, not a call per step."""
 
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
-"""How far a batch is from independent draws from the memory: the study's i.i.d. measures (docs/metrics.md).
+"""How far a batch is from independent draws from the memory: the study's i.i.d. measures (definitions and why:
+docs/metrics.md).
 
-* **State diversity** = (1/d) Σₖ s²ₖ(batch) / σ²ₖ(memory) over the d features varying in the reference: the
-  batch's mean pairwise squared standardized distance over its expectation 2d for independent draws (about 1
-  for a uniform batch, near 0 for consecutive states). σ²ₖ (ddof 1) comes from ``REFERENCE_SIZE`` uniform draws
-  (``per_cli.train.measures.reference``); fewer draws bias 1/σ̂² upwards for heavy-tailed features
-  (docs/metrics.md). s²ₖ is each update's (:func:`batch_variances`), σ²ₖ each reference's
-  (:func:`variance_by_feature`): one compiled implementation each, for every state shape and storage.
+* **State diversity**: the batch's per-feature variance (:func:`batch_variances`) over the memory's, from a
+  uniform reference sample (:func:`variance_by_feature`); about 1 for a uniform batch, near 0 for consecutive states.
 * **Episode diversity**: distinct episodes in the batch / min(B, episodes the memory holds).
 
-States of more than ``MAX_RAW_FEATURES`` numbers, or of more than one dimension, are measured on a fixed random
-±1 projection to ``PROJECTION_DIM`` features (same seed in every run, so values compare across runs; it keeps
-squared distances in expectation). Signs make the float32 products exact for uint8 and bool states (integer
-sums below 2²⁴), so identical states project identically whatever the chunking; other dtypes use float64.
-"""
+Large or multi-dimensional states are measured on a fixed ±1 projection (same seed in every run, so values
+compare); the signs keep uint8 and bool products exact, so identical states project identically."""
 
 from __future__ import annotations
 
@@ -137,12 +131,10 @@ def state_diversity(variances: np.ndarray, ref_var: np.ndarray) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)  # no fastmath: the float64 operations and their order are fixed (below)
 def feature_variances(states):
-    """Per batch of real states (U, B, k), B >= 2, each feature's ddof-1 variance over the batch (U, k) float64:
-    per feature, the values as float64 shifted by the batch's first (exactly 0 for identical states), their
-    :func:`pairwise_sum` over B (the mean), the squared deviations' pairwise sum over B - 1. ``pairwise_sum`` is
-    numpy's summation order for every B (blocks above 128 split at B/2 rounded down to a multiple of 8), so for
-    classic-control batches (k < 8, B <= 128) these are numpy's ``var(axis=1, ddof=1)`` bits. It needs no
-    reference, so it is computed per update (``per_cli.train.measures.update_measures``)."""
+    """Per batch of real states (U, B, k), B >= 2, each feature's ddof-1 variance over the batch, (U, k) float64.
+
+    Values are shifted by the batch's first (identical states give exactly 0) and summed in numpy's pairwise order
+    (:func:`pairwise_sum`), so small batches give numpy's ``var(axis=1, ddof=1)`` bits. Needs no reference."""
     u, b, k = states.shape
     out = np.empty((u, k), dtype=np.float64)
     shifted = np.empty(b, dtype=np.float64)

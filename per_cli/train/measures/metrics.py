@@ -1,14 +1,8 @@
 """The notebook's correlation count, and the running means of logged scalars.
 
-* Correlation count: the number of pairs i < j of sampled states whose Pearson correlation |r| exceeds a
-  threshold (the seed notebook's i.i.d.-ness measure, kept as the notebook defines it; it is blind to
-  dependence in time, see docs/metrics.md). States are flattened; a constant state has no defined
-  correlation and counts as uncorrelated.
-
-The per-update measures (the TD-error statistics, the unweighted loss, sample age, ...) are listed, each with its
-definition, in ``per_cli.train.measures.update_measures.MEASURES``; the i.i.d. measures that do separate
-consecutive from independent batches are ``per_cli.train.measures.iid``'s.
-"""
+The correlation count is the number of pairs i < j of sampled states whose Pearson |r| exceeds a threshold, kept
+as the seed notebook defines it (blind to dependence in time: docs/metrics.md); a constant state counts as
+uncorrelated. The per-update measures are ``update_measures.MEASURES``; the i.i.d. measures are ``iid``'s."""
 
 from __future__ import annotations
 

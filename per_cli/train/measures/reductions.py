@@ -1,10 +1,7 @@
 """numpy's reductions over each row of an (S, B) array, compiled: the arithmetic of the per-update measures.
 
-Each kernel gives, row by row, the bits numpy's own reduction of that row gives (the tests compare them): sums
-are numpy's pairwise summation (:func:`pairwise_sum`), a mean is the sum divided by B and rounded once to the
-result's dtype (for float32, float32(float64(sum) / B) is float32 division's correctly rounded quotient), NaN
-propagates. They are compiled because numpy's per-call cost is most of a small batch's (B = 64) reduction.
-"""
+Each kernel gives, row by row, the bits numpy's own reduction gives (pairwise sums, a mean rounded once, NaN
+propagates; the tests compare them). Compiled because numpy's per-call cost dominates a small batch's reduction."""
 
 from __future__ import annotations
 

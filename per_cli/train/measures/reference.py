@@ -1,14 +1,8 @@
-"""State diversity's reference sample: ``REFERENCE_SIZE`` states drawn uniformly with replacement from what a
-memory holds, reduced to their per-feature variance. One definition for every storage:
+"""State diversity's reference sample: ``REFERENCE_SIZE`` states drawn uniformly with replacement from a memory's
+sampleable ids, reduced to their per-feature variance, with one definition for every storage.
 
-* the ids: each ``rng.integers(oldest, newest + 1)`` on numba's ``Generator``, one at a time (:func:`_fill_ids`),
-  over the storage's sampleable ids (``oldest_sampleable_id() .. added - 1``: a frame storage's ids whose frames
-  were overwritten are below it), on the caller's generator (the window's own: training draws nothing here);
-* the states: read by the storage's own reader (``storage.observations(slots)``, slot = id % capacity: unpacked
-  MinAtar states, rebuilt frame stacks, a ring's rows) in chunks of at most ``REFERENCE_CHUNK_BYTES``, each viewed
-  by :func:`iid.state_view` (the one view of states);
-* the reduction: :func:`iid.reference_variance` of the views, in draw order.
-"""
+The ids come from the caller's generator (the window's own, so training draws nothing here); the states are read
+by the storage's own reader in bounded chunks and viewed by :func:`iid.state_view`, then reduced in draw order."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """The per-update measures: one registry keyed by tag (:data:`MEASURES`), computed in one place,
 :func:`measure_table`, over (S, B) arrays.
 
-Every update is measured here once, when it is made: the loop's step measures its S members together (a solo
-run's S = 1; ``LearningPhases.measure``). Each row's values are a function of that row alone, so an update's
-measures do not depend on which others it was measured with. State diversity needs the reference drawn at the
-window's pop, so only its reference-free part, the feature variances of the viewed states
-(``iid.batch_variances`` of ``iid.state_view``), is computed here, for every state shape.
-
-The measures read what the engine's update returned (δ, each sample's loss without its IS weight, the loss, mean Q:
-``UpdateResults``) and never recompute the TD target or the loss. The unweighted TD loss is the mean of the
-per-sample losses (as the update's value counts them: for PAL divided by its λ), so that prioritized and
-unprioritized kinds compare. Sample age: transitions added since each sampled one, averaged over the batch.
-"""
+Each row's values are a function of that row alone, so a member's measures do not depend on who it was measured
+with. The measures read the engine's :class:`~per_cli.rl.results.UpdateResults` and never recompute the TD target
+or the loss. State diversity needs the window's reference, so only its reference-free part is computed here."""
 
 from __future__ import annotations
 
@@ -112,16 +104,12 @@ def measure_table(
     obs: np.ndarray | None, episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None,
     loss: Sequence[float], q_means: Sequence[float],
 ) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
-    """Per update k (row k of the (S, B) arrays: TD errors ``td``, each sample's loss without IS weight ``losses``
-    (``UpdateResults.losses``), IS ``weights``, ``ages``, states ``obs`` (S, B, ...), episode ids ``episodes``;
-    ``held``: the episodes its memory held then; ``loss``, ``q_means``: its loss and mean Q) measured as
-    ``window`` measures (its settings: every update's): row k of the (U, row_layout) float64 table (each
-    :data:`MEASURES` entry's values), and row k of its viewed states' feature variances (U, features), float64
-    (``iid.batch_variances`` of ``iid.state_view``; None without iid).
+    """Measure U updates (row k of the (S, B) arrays ``td``, ``losses``, ``weights``, ``ages``, ``obs``, ``episodes``;
+    ``held``, ``loss``, ``q_means`` per row) as ``window`` asks: the (U, row_layout) float64 table of :data:`MEASURES`,
+    and the viewed states' feature variances (U, features) float64, or None without iid.
 
-    The float arrays are taken as float32 (the engines' dtype, and the TD measures' logged one) and the integer
-    ones as int64. ``obs`` is needed where the windows count correlations or measure iid, ``episodes`` and
-    ``held`` with iid (a ValueError without them)."""
+    Floats are taken as float32 (the engines' dtype) and integers as int64. ``obs`` is needed for the correlation count
+    or iid, ``episodes`` and ``held`` for iid: a ValueError without them."""
     threshold, iid = window.threshold, window.iid
     if (threshold is not None or iid) and obs is None:
         raise ValueError("measure_table: the correlation count and the i.i.d. measures need the states (obs)")

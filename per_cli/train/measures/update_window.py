@@ -22,15 +22,10 @@ if TYPE_CHECKING:
 class UpdateWindow:
     """Per-update measures kept until ``pop``, which returns every update's scalars.
 
-    The loop measures its members' updates together (``update_measures.measure_table``) and hands each window its
-    rows and, with iid, its states' feature variances (``add_measured``, ``add_block``): a row's values are its
-    update's alone. With ``iid``, ``pop`` draws a reference of ``iid.REFERENCE_SIZE`` states
-    (``reference.drawn_reference_variance``, on the window's own generator so training is unaffected) at the
-    first pop and after every ``refresh_every`` updates; only its per-feature variance is kept, and each update's
-    state diversity is ``iid.state_diversity`` of its variances against it. ``state_dict``/``from_state_dict``:
-    the window as plain data (checkpoints hold that, read with a weights-only load), restored to pop what this one
-    would have.
-    """
+    The loop hands the window its measured rows (``add_measured``, ``add_block``). With ``iid``, ``pop`` draws a
+    reference (on the window's own generator, so training is unaffected) at the first pop and every ``refresh_every``
+    updates, and scores each update's state diversity against it. ``state_dict``/``from_state_dict`` save and restore
+    it as plain data, to pop what this one would have."""
 
     def __init__(
         self,
