@@ -1,20 +1,12 @@
 """The torch engine's greedy action: argmax_a Q(s, a) of one observation under the online network as it is now.
 
-Why a class: ε-greedy at a small ε calls this at nearly every agent step, and on a GPU each call blocks the host
-until the update queued before it is done (the action must see the network after the last update). What the
-host does before that wait should not wait itself: for a copy from pageable memory
-(``torch.as_tensor(obs, device=cuda)``) the driver may synchronise with the stream first (CUDA's API
-synchronisation notes), and then the forward's kernels are launched only after the update ran. Here the
-observation goes through a pinned host buffer into a device buffer that live as long as the agent
-(``non_blocking``: queued behind the update, no wait), the forward's kernels are queued behind it, and the one
-wait is the read of the action (one int). On a CPU the observation is used where it lies (no copy).
+Contract: ``GreedyAction(device)(q_net, obs)`` equals ``int(q_net(torch.as_tensor(obs)[None]).argmax(dim=1))``
+(the first of tied maxima) bit for bit. A call returns once its input copy is done, so the next may reuse the
+staging buffers (remade when the observation's shape or dtype changes).
 
-Contract: ``GreedyAction(device)(q_net, obs)`` (``q_net`` on ``device``) equals
-``int(q_net(torch.as_tensor(obs)[None]).argmax(dim=1))`` (the first of tied maxima), bit for bit: the same
-network on the same values. The staging buffers are made on the first call and again when an observation's shape
-or dtype changes; a call returns only after its input copy is done (the read of the action waits for everything
-queued before it), so the next call may overwrite them.
-"""
+Why a class: on a GPU a copy from pageable memory may synchronise with the stream before the queued update ran.
+The observation goes through pinned and device buffers that live with the agent (``non_blocking``), so the one
+wait is the read of the action. On a CPU the observation is used where it lies."""
 
 from __future__ import annotations
 

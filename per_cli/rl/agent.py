@@ -1,10 +1,7 @@
 """DQN agents: the interface the loop acts and learns through (:class:`DQNAgent`) and its torch engine
-(:class:`TorchAgent`, any network on any device: the reference).
-
-The numba engine (:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`) implements the same interface for ReLU MLPs
-on the CPU, to float32 rounding. :func:`per_cli.rl.engines.make_agent` picks one per run, once; ``agent.engine``
-and ``agent.engine_note`` (why ``auto`` did not pick numba, or None) say which runs.
-"""
+(:class:`TorchAgent`, any network on any device: the reference). The numba engine
+(:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`) implements the same interface for ReLU MLPs on the CPU, to
+float32 rounding; :func:`per_cli.rl.engines.make_agent` picks one per run."""
 
 from __future__ import annotations
 
@@ -150,11 +147,9 @@ class DQNAgent(ABC):
 
 class DeferredResult:
     """An update's :class:`~per_cli.rl.results.UpdateResults` (S = 1) still on its way from the device
-    (``learn(batch, wait=False)``): the TD errors, per-sample losses, loss and mean Q are copied to the host as one
-    buffer without blocking (into pinned memory, behind the update on its stream) and waited for when first read.
-    On a CPU they are there at once (numpy views of the update's own outputs, no copy). A graphed update's outputs
-    are its static tensors, which the next replay overwrites: the copy is queued before that replay, so it holds
-    this update's values."""
+    (``learn(batch, wait=False)``): copied to pinned host memory behind the update without blocking, waited for when
+    first read (on a CPU: views of the outputs, no copy). A graphed update's outputs are overwritten by the next
+    replay, so the copy is queued before it."""
 
     def __init__(self, td: torch.Tensor, losses: torch.Tensor, loss: torch.Tensor, q_mean: torch.Tensor):
         self._event: torch.cuda.Event | None = None

@@ -1,16 +1,11 @@
-"""The torch engine's update replayed as one captured CUDA graph.
+"""The torch engine's update replayed as one captured CUDA graph: on a GPU the Atari update is launch-bound
+(docs/engines.md), and torch's whole-network capture avoids ``torch.compile``'s long compile.
 
-Why: on a GPU the Atari update is launch-bound (docs/engines.md); a CUDA graph launches its kernels at once. This
-is torch's documented whole-network capture (``torch.cuda.graphs``), without ``torch.compile``'s long compile.
-
-Contract: ``GraphedUpdate(step, device)(arrays)`` equals ``step(*tensors)`` on the arrays moved to the device,
-to float rounding (cuDNN may choose other kernels): the first ``WARMUP_UPDATES`` calls run ``step`` eagerly (real
-updates, on a side stream, as capture requires), the next captures it and replays it, and every later call copies
-the arrays into the same device buffers and replays. ``step`` must not synchronise with the host (no ``.item()``,
-no ``.cpu()``) and its optimizer must be ``capturable``. The outputs are the graph's static tensors: read them
-(``.cpu()``) before the next call. After anything replaces the tensors the graph captured (the optimizer's state
-on a checkpoint load), call :meth:`reset` so the next calls warm up and capture again.
-"""
+Contract: ``GraphedUpdate(step, device)(arrays)`` equals ``step(*tensors)`` on the arrays moved to the device, to
+float rounding. The first ``WARMUP_UPDATES`` calls run eagerly (real updates), the next captures, later calls copy
+into the captured buffers and replay. ``step`` must not synchronise with the host and its optimizer must be
+``capturable``. Read the outputs before the next call; after the captured tensors are replaced (a checkpoint
+load), call :meth:`reset`."""
 
 from __future__ import annotations
 

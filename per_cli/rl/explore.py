@@ -1,10 +1,8 @@
 """ε-greedy's draws, for one member or several in ONE compiled call, each on the member's own generator.
 
-:func:`explore_kernel` is the definition of ε-greedy's draw: per member, ``g.random() < ε`` on its generator ``g``
-and, when it explores, ``g.integers(0, n_actions)`` (numba's ``Generator``, on the generator's own bit generator,
-so its state is saved and restored with it). A solo agent draws with the same kernel (:class:`OneMember`), so a
-solo run and a cohort member draw the same actions by construction.
-"""
+:func:`explore_kernel` defines the draw: ``g.random() < ε``, then ``g.integers(0, n_actions)`` on numba's
+``Generator`` (its state saved with it). A solo agent uses the same kernel (:class:`OneMember`), so a solo run and
+a cohort member draw the same actions by construction."""
 
 from __future__ import annotations
 

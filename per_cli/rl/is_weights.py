@@ -1,16 +1,8 @@
 """The importance-sampling weights the loss applies (``replay.is_weights``), derived from the sampler's.
 
-Every sampler returns the paper's weights, (N·P(i))^-β normalised by the memory's largest (``memory_max``; ones
-for kinds that do not prioritise); within a batch a common factor cancels, so every other rule is a function of
-those alone and is applied here, once, on the batch's way to the loss:
-
-- ``memory_max``: as drawn (Schaul et al. 2016: the weights only ever scale the step down);
-- ``batch_max``: divided by the batch's largest weight (the rlcode PER memory's, the seed notebook's);
-- ``batch_mean``: divided by the batch's mean weight (α changes which transitions are seen, not the mean step);
-- ``off``: all ones (the seed notebook computed its weights and never applied them).
-
-The weights logged (``replay/is_weight_mean`` and the weighted ``losses/td_loss``) are the applied ones.
-"""
+Every sampler returns the paper's weights, (N·P(i))^-β over the memory's largest; a batch-wide factor cancels, so
+every other rule is applied here, once: ``memory_max`` (as drawn), ``batch_max``, ``batch_mean``, ``off`` (ones).
+The logged weights and weighted loss are the applied ones. Why each rule: docs/replay.md."""
 
 from __future__ import annotations
 

@@ -1,25 +1,16 @@
 """The TD loss a run trains with: which one (a rule on the whole config) and, for the torch engines, its value.
 
-Contract. :func:`loss_name` is the one rule: the replay kind's own loss where its ``KindSpec`` names one, else
-``agent.loss``; :func:`loss_params` gives LAP's and PAL's (κ, α) = (``replay.min_priority``, ``replay.alpha``), so
-the sampler and the loss cannot disagree (LAP and PAL, Fujimoto, Meger & Precup 2020, change both together).
-:func:`batch_losses` is one batch's loss for both torch paths; the numba engine's
-(:func:`per_cli.rl.engines.td.loss_and_dq`) is tested against it.
+:func:`loss_name` is the kind's own loss where its ``KindSpec`` names one, else ``agent.loss``; :func:`loss_params`
+gives LAP's and PAL's (κ, α) = (``replay.min_priority``, ``replay.alpha``), so sampler and loss cannot disagree.
+:func:`batch_losses` serves both torch paths; the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) is tested
+against it. With d = Q(s, a) − target:
 
-With d = Q(s, a) − target per sample (the negative of the δ that updates priorities):
+* ``huber``: ``smooth_l1_loss`` (β 1); ``mse``: ``mse_loss``.
+* ``lap``: ``0.5 d²`` where |d| < κ, else ``κ |d|`` (Fujimoto et al. 2020; used with LAP's sampling, no IS weights).
+* ``pal``: ``κ^α 0.5 d²`` where |d| < κ, else ``κ |d|^(1+α) / (1+α)``, the mean divided by a detached
+  λ = mean of ``max(|d|, κ)^α``: in expectation LAP's gradient under LAP's sampling (tests/rl/test_losses.py).
 
-* ``huber``: torch's ``smooth_l1_loss`` (β 1); ``mse``: ``mse_loss``.
-* ``lap`` (loss-adjusted prioritized replay): ``0.5 d²`` where |d| < κ, else ``κ |d|`` (the authors' form: the
-  gradient is Huber's with threshold κ, ``d`` inside and ``κ sign(d)`` outside; the value sits ``κ²/2`` above
-  Huber's outside). It is used with the LAP sampler (∝ max(|δ|, κ)^α) and no IS correction.
-* ``pal`` (prioritized approximation loss, for uniform sampling): ``κ^α 0.5 d²`` where |d| < κ, else
-  ``κ |d|^(1+α) / (1+α)``, and the batch's mean is divided by λ = the batch mean of ``max(|d|, κ)^α``, with no
-  gradient through λ (detached): in expectation the gradient of LAP's loss under LAP's sampling, when λ is the
-  memory's mean (the batch's is a ratio estimator of it; ``tests/rl/test_losses.py`` checks both).
-
-Every loss is per sample, multiplied by the sample's IS weight, then averaged over the batch (for ``pal`` then
-divided by λ, which the weights do not enter): a sampler that needs no correction returns weights of one.
-"""
+Each per-sample loss is multiplied by its IS weight, then averaged (for ``pal`` then divided by λ)."""
 
 from __future__ import annotations
 
@@ -95,12 +86,9 @@ def next_values(target_q: torch.Tensor, online_q: torch.Tensor | None) -> torch.
 
 
 def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float) -> torch.Tensor:
-    """r + γ (1 − terminated) next_q.
-
-    Only termination stops the bootstrap: a transition cut by a time limit (truncated) still bootstraps from its real
-    next observation. n-step returns need nothing here: the memory folds γ^K into ``terminated`` at gather
-    (``replay.storage.ring.nstep_members``), so this one-step form is R + γ^K (1 − terminated) next_q.
-    """
+    """r + γ (1 − terminated) next_q. Only termination stops the bootstrap (a truncated transition bootstraps from its
+    real next observation); n-step returns arrive with γ^K folded into ``terminated`` by the gather
+    (``replay.storage.ring.nstep_members``)."""
     return rewards + gamma * (1.0 - terminated) * next_q
 
 

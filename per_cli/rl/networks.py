@@ -1,11 +1,9 @@
-"""Q-networks: an MLP for vector observations, the Nature CNN (Mnih et al. 2015) for Atari frame stacks and the
-MinAtar network (Young & Tian 2019) for MinAtar's 10×10×C grids.
+"""Q-networks: an MLP for vectors, the Nature CNN (Mnih et al. 2015) for Atari frame stacks, the MinAtar network
+(Young & Tian 2019) for MinAtar's 10×10×C grids.
 
-``agent.network: auto`` (:func:`resolve_network`): ``cnn`` for 3-D observations (C, H, W) with H, W >= 36 (the
-smallest screen its convolutions accept; Atari's (4, 84, 84)), ``minatar`` for other 3-D ones read (H, W, C) with
-H, W >= 3, ``mlp`` for everything else (flattened). An explicit choice that does not fit is a ConfigError from
-:func:`check_network`, which needs only the observation shape, so a sweep is rejected before it starts.
-"""
+``agent.network: auto`` (:func:`resolve_network`): ``cnn`` for (C, H, W) with H, W >= 36 (the smallest its
+convolutions accept), ``minatar`` for other 3-D (H, W, C) with H, W >= 3, else ``mlp``. :func:`check_network` needs
+only the observation shape, so a sweep with a misfit is rejected before it starts."""
 
 from __future__ import annotations
 
@@ -84,12 +82,8 @@ class NatureCNN(nn.Module):
 
 
 class MinAtarQNetwork(nn.Module):
-    """The MinAtar paper's DQN network: conv 16 × 3×3 stride 1 → ReLU → linear 128 → ReLU → one Q per action.
-
-    Takes (batch, H, W, C) observations channels last, bool or uint8 0/1 as MinAtar gives them (stored so in
-    replay); they are permuted to (batch, C, H, W) and cast to float on the device, with no scaling (the
-    channels are already 0/1).
-    """
+    """The MinAtar paper's DQN network: conv 16 × 3×3 stride 1 → ReLU → linear 128 → ReLU → one Q per action. Takes
+    (batch, H, W, C) 0/1 observations (bool or uint8, as stored), permuted and cast to float on the device, unscaled."""
 
     def __init__(self, obs_shape: tuple[int, int, int], n_actions: int, hidden: int = 128):
         super().__init__()

@@ -1,10 +1,6 @@
 """What one update of S >= 1 members returns, whichever engine made it: :class:`UpdateResults`, over the seed axis.
-
-Every engine (the numba cohort kernel, the stacked torch update, a solo torch agent, graphed or not) returns this
-one type; a solo run's update is S = 1 of it. Row k is the k-th member's of the call (the order of ``which``). The
-loop's phases read the arrays whole; a member's own object (its check, its window) takes its row
-(:meth:`UpdateResults.member`, an :class:`UpdateResult`).
-"""
+Row k is the k-th member's of the call (the order of ``which``); the phases read the arrays whole, a member's own
+objects take its row (:meth:`UpdateResults.member`)."""
 
 from __future__ import annotations
 
@@ -24,12 +20,9 @@ class UpdateResult(NamedTuple):
 
 
 class UpdateResults(NamedTuple):
-    """The values of one update of S members, each from that member's weights before its update.
-
-    ``losses`` is each sample's loss without its IS weight, as the update's value counts it (for PAL divided by the
-    batch's λ): ``loss`` is the mean of the IS weights times them, to float rounding, and the logged unweighted
-    loss their mean (the measures read them, never recompute them: the loss is written once per engine).
-    """
+    """The values of one update of S members, each from that member's weights before its update. ``losses`` is each
+    sample's loss without its IS weight (for PAL divided by λ): ``loss`` is their IS-weighted mean, and the measures
+    read them rather than recompute the loss."""
 
     td: np.ndarray  # (S, B) float32
     losses: np.ndarray  # (S, B) float32

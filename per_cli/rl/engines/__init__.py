@@ -1,13 +1,9 @@
 """Update engines: which one runs a config, and why; :func:`make_agent` builds its agent, choosing once.
 
-* ``torch`` (:class:`~per_cli.rl.agent.TorchAgent`): autograd and torch's optimizers; any network, any device. The
-  reference.
-* ``numba`` (:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`): a ReLU MLP's whole update in one compiled call
-  on the CPU. It fails closed: :func:`supports` checks every agent setting against what the kernel implements
-  (:data:`KERNEL_VALUES`) and names the first one it does not, and a setting it does not know is refused too.
-* ``auto``: numba where :func:`supports` accepts the config (it is the faster one: docs/engines.md), else torch;
-  :func:`choose_engine` returns the reason for the fallback, which the run records as ``engine_note``.
-"""
+``torch`` (:class:`~per_cli.rl.agent.TorchAgent`) is the reference: any network, any device. ``numba``
+(:class:`~per_cli.rl.engines.numba_agent.NumbaAgent`) runs a ReLU MLP's whole update in one compiled call on the
+CPU; it fails closed: :func:`supports` names the first setting the kernel does not implement (:data:`KERNEL_VALUES`).
+``auto`` picks numba where it runs (the faster: docs/engines.md); :func:`choose_engine` gives the fallback's reason."""
 
 from __future__ import annotations
 

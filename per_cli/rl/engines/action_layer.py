@@ -15,12 +15,11 @@ from per_cli.rl.engines.products import _axpy1, _axpy2, _axpy4
 
 @numba.njit(**EXACT)
 def action_weight_gradient(dz, actions, x, gw):
-    """gw (A, in) = dzᵀ x for the action layer, whose dz (batch, A) is zero but at each row's taken action: each
-    gw[a] sums only the rows that took a, in batch order, four per pass over the row.
+    """gw (A, in) = dzᵀ x for the action layer, whose dz (batch, A) is zero but at each row's taken action: each gw[a]
+    sums only the rows that took a, in batch order.
 
-    The same values as the full product (``passes.weight_gradient``): a skipped term is +0 times a finite x, and
-    adding it changes at most the sign of a zero result, which Adam and the clipping norm treat alike. A non-finite
-    x makes the Q-values non-finite, which fails the update's finiteness check either way."""
+    Equal to the full product (``passes.weight_gradient``) up to the sign of a zero, which Adam and the clipping norm
+    treat alike; a non-finite x fails the update's finiteness check either way."""
     for a in range(gw.shape[0]):
         g = gw[a]
         done, held, r0, r1, r2 = 0, 0, 0, 0, 0  # rows summed so far; up to three rows waiting for a pass

@@ -1,12 +1,8 @@
-"""The numba engine's entry points: each operation (update, score, TD errors, greedy action) is ONE compiled call
-over a member axis, for a cohort of S networks and for a single engine alike (S = 1,
-:class:`~per_cli.rl.engines.mlp.MLPEngine`).
+"""The numba engine's entry points: each operation (update, score, TD errors, greedy action) is ONE compiled call over
+a member axis, for a cohort and a single engine (S = 1, :class:`~per_cli.rl.engines.mlp.MLPEngine`) alike.
 
-The members' flat buffers are :class:`Blocks`, one C array per buffer with a seed axis (row s: member s's), each
-member's engine holding views of its row; each kernel runs the per-member function
-(:func:`~per_cli.rl.engines.kernels.update_member` ...) for every member named in ``which`` inside one call, so a
-member's values do not depend on the cohort it is in and the dispatch cost is paid once per step.
-"""
+The buffers are :class:`Blocks` (row s: member s's); each kernel runs the per-member function for every member in
+``which``, so a member's values do not depend on its cohort and the dispatch is paid once per step."""
 
 from __future__ import annotations
 
@@ -149,14 +145,11 @@ class MemberEngine(Protocol):
 
 
 class CohortEngine:
-    """One compiled call per operation over the members of a cohort, on :class:`Blocks` holding their buffers.
+    """One compiled call per operation over a cohort's members, on :class:`Blocks` holding their buffers.
 
-    The engines must share the network shape and the update's settings (the kernels' ``UpdateSettings``): they
-    differ only in their parameters, moments and step counts. Over one engine it takes that engine's own rows;
-    over several it moves their buffers (values kept) into new blocks, each engine adopting its row, so the
-    cohort built last over an engine is the one that sees its buffers. It keeps the settings it sees when built:
-    build it after any checkpoint was loaded (a load writes into the rows in place).
-    """
+    The engines must share the network shape and ``UpdateSettings``. Over several engines it moves their buffers into
+    new blocks (values kept), so the cohort built last over an engine is the one that sees its buffers. Build it after
+    any checkpoint load: it keeps the settings it sees when built."""
 
     def __init__(self, engines: Sequence[MemberEngine]):
         if not engines:

@@ -1,10 +1,8 @@
 """Dense-layer building blocks of the numba engine: the flat parameter layout and its views, aligned buffers, the
-compile flags of its kernels. The matrix products themselves are :mod:`.products`.
+kernels' compile flags (the products are :mod:`.products`).
 
-Layout. A network's parameters live in ONE flat float32 buffer, in the order of ``module.parameters()``: per
-Linear layer its weight (out, in) row-major, then its bias. ``dims`` = (input, hidden..., n_actions). Buffers
-start on cache lines (:func:`aligned_empty`): no value depends on it, the speed does.
-"""
+A network's parameters are ONE flat float32 buffer in ``module.parameters()`` order (per Linear layer its weight
+(out, in) row-major, then its bias); ``dims`` = (input, hidden..., n_actions). Alignment changes speed, no value."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""One member's computations of the numba engine: a whole DQN update, TD errors and scores without learning, a
-greedy action. The compiled entry points (:mod:`.cohort`) call them for each member they are given.
-
-Each works in a workspace, one flat float32 buffer that the engine allocates once (:func:`workspace_size`)
-and that :func:`carve` cuts into the scratch buffers of a call (once per call, not once per member), so a call
-allocates nothing but its outputs.
-"""
+"""One member's computations of the numba engine: a DQN update, TD errors and scores without learning, a greedy
+action; :mod:`.cohort`'s entry points call them per member. Each works in one flat float32 workspace that
+:func:`carve` cuts once per call, so a call allocates nothing but its outputs."""
 
 from __future__ import annotations
 
@@ -127,14 +123,10 @@ def update_member(
     params, tparams, m, v, dims, offs, act_off, bufs, obs, actions, rewards, next_obs, terminated, weights, td_out,
     loss_out, hyper, step,
 ):  # fmt: skip
-    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out`` and each sample's loss as
-    the update's value counts it into ``loss_out``: no IS weight, for PAL divided by λ
-    (:func:`~per_cli.rl.engines.td.loss_and_dq`; the torch engine's ``losses.batch_losses``).
-
-    ``hyper`` is the run's :class:`UpdateSettings`; ``step`` is Adam's step count after this update (1 on the
-    first); ``bufs``, ``act_off``: :func:`carve` for this batch size; ``offs``: :func:`offsets`.
-    Returns (loss, mean Q(s, a)), from the weights before the update.
-    """
+    """One DQN update in place on ``params``, ``m`` and ``v``; writes δ into ``td_out`` and each sample's loss (no IS
+    weight; for PAL divided by λ) into ``loss_out``, as :func:`~per_cli.rl.engines.td.loss_and_dq` does.
+    ``step`` is Adam's step count after this update; ``bufs``, ``act_off`` come from :func:`carve`, ``offs`` from
+    :func:`offsets`. Returns (loss, mean Q(s, a)) from the weights before the update."""
     batch = obs.shape[0]
     n_actions = dims[dims.shape[0] - 1]
     b = bufs

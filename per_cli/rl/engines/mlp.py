@@ -1,17 +1,10 @@
 """The numba update engine for an online/target pair of MLP Q-networks built from one :class:`MLPSpec`.
 
-The torch engine's update (forwards, TD targets, the run's :class:`~per_cli.rl.losses.TDLoss` weighted per sample,
-backward, ``clip_grad_norm_``, Adam) in one compiled call: on a CPU torch spends more time dispatching a small
-update's ops than computing them. Its calls are the cohort's at S = 1 (:class:`~.cohort.CohortEngine` over this
-engine alone, :attr:`MLPEngine.alone`): each operation has one compiled entry, and an engine computes alone what it
-computes as a cohort's member. δ, the loss and the mean Q use the weights from before the update, as the torch
-engine's do. It refuses a network that is not the spec's Linear/ReLU
-stack. Each network's parameters live in one flat float32 buffer (layout: :mod:`.dense`) that the module's
-``weight``/``bias`` view, so acting, evaluation and ``state_dict`` see every update in place; Adam's moments are
-flat buffers of that layout (:class:`~per_cli.rl.engines.optim.FlatAdam`). The buffers are a row of
-:class:`~.cohort.Blocks`: the engine's own blocks of one, or a cohort's (:meth:`MLPEngine.adopt`). One workspace:
-one thread at a time.
-"""
+The torch update (forwards, TD targets, :class:`~per_cli.rl.losses.TDLoss`, backward, ``clip_grad_norm_``, Adam) in
+one compiled call, because on a CPU torch spends more time dispatching a small update than computing it
+(docs/engines.md). It is the cohort kernel at S = 1 (:attr:`MLPEngine.alone`), so it computes alone what it computes
+as a member. The modules' ``weight``/``bias`` view the flat buffers (:mod:`.dense`), so acting and ``state_dict``
+see every update in place. It refuses a network that is not the spec's Linear/ReLU stack; one thread at a time."""
 
 from __future__ import annotations
 

@@ -79,11 +79,8 @@ _ADAM_GROUP_DEFAULTS = {
 
 class FlatAdam:
     """Adam's state for a flat parameter buffer; the step itself is :func:`adam_step`, inside the update kernel.
-
-    ``state_dict`` is in ``torch.optim.Adam``'s format (one entry per parameter tensor, ``step`` as a float
-    tensor), so checkpoints load into either engine. Its moments and step count are arrays that a cohort's blocks
-    may hold (:meth:`move_to`); a load writes into them in place.
-    """
+    ``state_dict`` is in ``torch.optim.Adam``'s format, so checkpoints load into either engine; a load writes into the
+    moments in place (a cohort's blocks may hold them: :meth:`move_to`)."""
 
     def __init__(self, shapes: list[tuple[int, ...]], lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
         self.shapes = shapes

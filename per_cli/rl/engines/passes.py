@@ -100,15 +100,10 @@ def input_gradient(dz, w, x, dx, w_t_buf, scratch):
 def backward(
     params, grad, dims, offs, obs, actions, acts, act_off, dz_buf, dx_buf, dz_t_buf, x_t_buf, w_t_buf, scratch
 ):  # fmt: skip
-    """Gradients of all parameters into ``grad``, from dL/dQ already in ``dz_buf`` as (batch, n_actions), zero
-    but at each row's taken action (``actions``).
-
-    Per layer from the output: dW = dzᵀ x, db = Σ_batch dz, dx = dz W, then the ReLU mask (the gradient passes
-    where the layer's input activation was positive) gives the previous layer's dz; ``dz_buf`` and ``dx_buf``
-    take turns holding it. An action layer of fewer than SHORT actions skips dz's structural zeros in its products
-    (:func:`~.action_layer.action_weight_gradient`); a wider one keeps the blocked products, whose sums are ordered
-    otherwise.
-    """
+    """Gradients of all parameters into ``grad``, from dL/dQ in ``dz_buf`` (batch, n_actions), zero but at each row's
+    taken action. Per layer from the output: dW = dzᵀ x, db = Σ dz, dx = dz W, then the ReLU mask; ``dz_buf`` and
+    ``dx_buf`` take turns. An action layer under SHORT actions skips dz's zeros
+    (:func:`~.action_layer.action_weight_gradient`)."""
     n_layers = dims.shape[0] - 1
     batch = obs.shape[0]
     dz_flat, dx_flat = dz_buf, dx_buf

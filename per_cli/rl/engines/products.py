@@ -1,11 +1,9 @@
-"""The numba engine's matrix products and the dense layer built from them, written out without BLAS.
+"""The numba engine's matrix products and the dense layer built from them, without BLAS (no SciPy dependency, no
+BLAS thread pool fighting torch's; measured choices: docs/engines.md).
 
-No BLAS (no SciPy dependency, no BLAS thread pool fighting torch's): each product is written in the loop order that
-vectorizes for its shape, activations batch-major ``(batch, features)`` as torch keeps them. A long reduction is
-computed as 2 × 4 blocks of dot products (each loaded value feeds several multiply-adds); a short one as axpy loops
-over contiguous rows, four terms per pass, under ``EXACT`` (no reassociation: each output is the chain
-0 + t0 + t1 + ... in source order). No kernel allows ``nnan``/``ninf``, so a diverging loss still shows up as NaN.
-"""
+Each product uses the loop order that vectorizes for its shape, activations batch-major. Short reductions run
+under ``EXACT`` (each output is 0 + t0 + t1 + ... in source order). No kernel allows ``nnan``/``ninf``, so a
+diverging loss still shows up as NaN."""
 
 from __future__ import annotations
 
@@ -321,12 +319,8 @@ def _gemm_nt_blocked(a, b, c):
 
 @numba.njit(**JIT)
 def gemm_nt(a, b, c, scratch):
-    """c[i, j] = Σ_k a[i, k] b[j, k] for row-major a (m, k), b (n, k), c (m, n).
-
-    Long reductions (k >= 16): blocked dot products. Short ones (an input layer of 4 features, an output layer
-    of 2 actions): b is transposed into ``scratch`` (>= k * n floats) and rows of c are built as vectorized
-    axpy loops over j.
-    """
+    """c[i, j] = Σ_k a[i, k] b[j, k] for row-major a (m, k), b (n, k), c (m, n). Long reductions (k >= 16) are blocked
+    dot products; short ones transpose b into ``scratch`` (>= k * n floats) and build rows of c as axpy loops."""
     k = a.shape[1]
     n = b.shape[0]
     if k < SHORT:

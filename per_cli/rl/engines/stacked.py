@@ -1,19 +1,11 @@
 """The torch engine with a seed dimension: the DQN updates of S members' Q-networks in one batched torch call.
 
-For what the numba engine does not run (CNNs, RMSProp, ``agent.engine: torch``, CUDA), :class:`StackedEngine`
-stacks the members' parameters along a leading axis and computes each member's loss
-(:func:`per_cli.rl.losses.batch_losses` under ``torch.func.vmap``), gradient, ``clip_grad_norm_`` and the step of
-torch's own optimizer class in one call (members with different step counts are stepped in separate groups).
-The members' greedy actions, insertion TD errors and scores are one batched forward each, the same way.
-
-The members stay the source of truth: their parameters and optimizer state are rebound as views of their rows, so
-each member's own acting (evaluation), target syncs and checkpoints see the stacked update with no copy. Equal to
-each member's own ``learn``, ``greedy_action``, ``td_errors`` and ``score`` to float32 rounding
-(``tests/rl/test_stacked.py``). Fail closed: :func:`stacked_misfit` names the first
-thing it does not handle; :func:`stacked_refusal` also refuses one member and, on the CPU, fewer than
-:data:`CPU_MIN_MEMBERS` or networks above :data:`CPU_MAX_PARAMS` parameters, where it does not pay; the cohort then
-acts and updates member by member.
-"""
+For what the numba engine does not run (CNNs, RMSProp, CUDA, ``agent.engine: torch``), :class:`StackedEngine`
+stacks the members' parameters and runs loss (:func:`per_cli.rl.losses.batch_losses` under ``vmap``), gradient,
+clipping and torch's optimizer step in one call; actions, TD errors and scores are one forward each. The members'
+tensors become views of their rows, so their own acting, syncs and checkpoints see it. Equal to each member's own
+calls to float32 rounding (tests/rl/test_stacked.py). :func:`stacked_misfit` names what it cannot handle;
+:func:`stacked_refusal` also refuses where it does not pay (docs/cohorts.md); the cohort then updates one by one."""
 
 from __future__ import annotations
 
@@ -143,12 +135,9 @@ def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
 
 
 class StackedEngine:
-    """One batched torch update over the members of a cohort (their :class:`~per_cli.rl.agent.DQNAgent`-s).
-
-    ``agents`` must pass :func:`stacked_misfit`. Building it moves each member's parameters, target parameters and
-    optimizer state (created for a member that has not stepped yet) into stacked storage, the member's tensors
-    becoming views of their rows: build it after any checkpoint was loaded (that replaces the state tensors).
-    """
+    """One batched torch update over a cohort's agents, which must pass :func:`stacked_misfit`. Building it moves each
+    member's parameters, target and optimizer state into stacked storage, the member's tensors becoming views: build it
+    after any checkpoint load."""
 
     def __init__(self, agents: Sequence[Any]):
         why = stacked_misfit(agents)

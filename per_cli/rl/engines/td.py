@@ -62,20 +62,11 @@ def batch_lambda(q_all, target, actions, kappa, alpha):
 @numba.njit(**JIT)
 def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out, loss_out, dz):
     """(Σ_i w_i l(q_i − target_i) (for PAL divided by λ), Σ_i q_i, λ (1 but for PAL)) over the batch; writes
-    δ = target − q into ``td_out``, each sample's l(q_i − target_i) into ``loss_out`` (no IS weight, before PAL's
-    1/λ) and dL/dQ
-    (of the batch mean, nonzero only at the taken actions) into ``dz`` (batch, n_actions), which must be zero.
-    ``kappa``, ``alpha``: LAP's and PAL's κ and α (the other losses ignore them).
+    δ = target − q into ``td_out``, each sample's loss (no IS weight, before PAL's 1/λ) into ``loss_out`` and dL/dQ of
+    the batch mean into ``dz`` (batch, n_actions), which must be zero. ``kappa``, ``alpha``: LAP's and PAL's κ and α.
 
-    The losses of :mod:`per_cli.rl.losses`, with d = q − target, the gradients in the order torch's autograd
-    multiplies them (g = the mean's gradient times w: ``1/B``, for PAL ``(1/λ)/B``, λ from a first pass):
-
-    * Huber: torch's ``smooth_l1`` with β 1 (gradient g·d inside, g·sign(d) outside); MSE: g·2d.
-    * LAP: ``0.5 d²`` inside |d| < κ (gradient g·d), ``κ|d|`` outside (``(g·κ)·sign(d)``).
-    * PAL: ``c (0.5 d²)`` inside, c = κ^α (gradient ``(g·c)·d``), ``e |d|^(1+α)`` outside, e = κ/(1+α)
-      (gradient ``(g·e)·((1+α)|d|^α)·sign(d)``); κ, c, e, 1+α and α rounded to float32 as torch rounds a
-      Python scalar.
-    """
+    The losses of :mod:`per_cli.rl.losses`, with gradients multiplied in the order torch's autograd does and κ, α and
+    the constants rounded to float32 as torch rounds a Python scalar, so the engines agree to float32 rounding."""
     batch = q_all.shape[0]
     one, half = np.float32(1.0), np.float32(0.5)
     k, a = np.float32(kappa), np.float32(alpha)
