@@ -1,10 +1,7 @@
-"""``make_replay(cfg, ...)``: the registry of replay kinds (:data:`KINDS`, one :class:`KindSpec` each), the
-writer, and the run label.
-
-``register_kind(KindSpec(...))`` adds a kind: a user's sampler is one file that defines a ``Sampler`` subclass
-(its one ``draw_members``), its parameters' dataclass if it has any (``replay.params``), and registers it, named
-in the config's ``plugins`` (docs/extending.md). A registered kind runs solo, in cohorts, under ``per grid`` and
-on Ray, and the sampler contract tests (tests/replay/test_sampler_contract.py) run over the whole registry."""
+"""``make_replay(cfg, ...)``: the registry of replay kinds (:data:`KINDS`, one :class:`KindSpec` each), the writer,
+and the run label. A user's kind is one file that defines its ``Sampler`` subclass (and its ``replay.params``
+dataclass) and calls ``register_kind``; it then runs everywhere a built-in kind runs and the contract tests cover
+it (docs/extending.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A cohort's replay: the members' memories (one kind, one storage class: one config) drawn, stored and updated
-in ONE compiled call each, the same functions a solo memory calls over a list of one (the kind's, the storages'
-gather, the ring's store), so a member's batches are its solo run's whatever the cohort; nothing here draws. A
-member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arrays, which an update takes whole
-(:func:`stacked_rows`).
-"""
+"""A cohort's replay: the members' memories (one config) drawn, stored and updated in ONE compiled call each, the same
+functions a solo memory calls over a list of one, so a member's batches are its solo run's whatever the cohort. A
+member's batch is a :class:`RowBatch`, a read-only row of the draw's stacked arrays (:func:`stacked_rows`)."""
 
 from __future__ import annotations
 
@@ -100,14 +97,11 @@ def stacked_rows(batches: Sequence[Batch]) -> BatchArrays:
 
 
 class CohortSampling:
-    """The members' memories (of one sampler class, one storage class and capacity: one config): the kind's draw
-    over the seed axis, then the storages' gather (:func:`~per_cli.replay.gather.gather_for`, chosen once). The
-    state the compiled calls take (the storages' columns, counters and ids, the kinds' structures) moves into blocks
-    with a seed axis, each memory keeping views of its rows (:func:`~per_cli.replay.storage.ring.member_axis`), so
-    a checkpoint load writes into them whether it comes before or after; the cohort built last over a memory is the
-    one that sees its state (one per run). ``host_states`` False: the batches' host states are not gathered
-    (:func:`~per_cli.replay.gather.gather_for`: for memories that keep their frames on the training device, where
-    nothing reads a batch's ``obs``/``next_obs`` on the host)."""
+    """The members' memories (one sampler class, storage class and capacity): the kind's draw over the seed axis, then
+    the storages' gather (:func:`~per_cli.replay.gather.gather_for`, chosen once). Their compiled state moves into
+    blocks with a seed axis, each memory keeping views of its rows (:func:`~per_cli.replay.storage.ring.member_axis`),
+    so a checkpoint load reaches it before or after; the cohort built last over a memory is the one that sees it.
+    ``host_states`` False: no host ``obs``/``next_obs`` are gathered (frames kept on the training device)."""
 
     def __init__(self, memories: Sequence[ReplayMemory], host_states: bool = True):
         kinds = {type(m.sampler) for m in memories}

@@ -1,13 +1,8 @@
-"""The gather: drawn slots into batches over a list of members (a solo memory's list holds one), one
-implementation per storage class, chosen once by :func:`gather_for`, each ONE compiled call over the members: the
-rings' (:class:`RingGather`; bit-packed states then unpacked in one call over every member's rows) and the Atari
-frame storages' (:class:`FrameGather`: stacks rebuilt from the frame rings, and on the training device where they
-are mirrored). A draw knows nothing of the storage.
-
-Where nothing reads a batch's states on the host (the loop decides it once: every storage keeps its frames on the
-training device and the update reads them there), the gather is built with ``host_states=False``: its ``obs`` and
-``next_obs`` are :data:`SKIPPED`, never built, and reading them as arrays raises.
-"""
+"""The gather: drawn slots into batches over a list of members (a solo memory's list holds one), one implementation
+per storage class chosen once by :func:`gather_for`, each ONE compiled call: the rings' (:class:`RingGather`,
+bit-packed states unpacked in one call) and the Atari frame storages' (:class:`FrameGather`). A draw knows nothing
+of the storage. With ``host_states=False`` (the loop decides it once) ``obs`` and ``next_obs`` are :data:`SKIPPED`:
+never built, and reading them as arrays raises."""
 
 from __future__ import annotations
 
@@ -111,14 +106,11 @@ class RingGather:
 
 
 class FrameGather:
-    """Atari frame storages: every member's stacks rebuilt from its frame ring, with its other fields, by
-    :func:`~per_cli.replay.storage.frames.gather_frames_members` (n-step returns by
-    :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the storages' columns as
-    blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`; the frames moved lazily, only those
-    written so far). A draw's stacks are one block (members, B, F, H, W): F = stack + 1 at n-step 1 (``obs`` and
-    ``next_obs`` its views, each sample's frames copied once), 2 stack otherwise (``width``: F). ``host_states``
-    False: no host stacks (F = 0; ``obs`` and ``next_obs`` are :data:`SKIPPED`); the storages' mirrors give each
-    member's stacks on the training device (``device_stacks``), as where the host ones are gathered too."""
+    """Atari frame storages: every member's stacks rebuilt from its frame ring, with its other fields and n-step
+    returns, in one :func:`~per_cli.replay.storage.frames.gather_frames_members` call on the columns as seed-axis
+    blocks. A draw's stacks are one block (members, B, F, H, W): F = stack + 1 at n-step 1 (``obs`` and ``next_obs`` its
+    views), 2 stack otherwise, 0 with ``host_states`` False. Mirrored storages also give the stacks on the training
+    device (``device_stacks``)."""
 
     def __init__(self, storages: Sequence[FrameStackStorage], n_step: int, gamma: float, host_states: bool = True):
         ((self.stack, self.frame_shape, self.dtype, n_frames),) = {

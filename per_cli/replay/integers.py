@@ -1,12 +1,7 @@
 """One uniform integer from a numba ``Generator``, as ``generator.integers(low, high)`` draws it, without the
-one-element array numba's ``integers`` allocates on every scalar call.
-
-Written by hand because the draws of the samplers, ε-greedy and the reference sample call it once per value, and
-that allocation is most of the call's cost (``benchmarks/uniform_integer.py``). It calls numba's own
-bounded-integer routine (Lemire's rejection on the bit generator's buffered 32-bit output, NumPy's algorithm), so
-the values and the generator's state after them are those of ``integers``; ranges wider than 2**32 values go
-through ``integers`` itself.
-"""
+one-element array numba's ``integers`` allocates per scalar call (most of the call's cost, and the samplers,
+ε-greedy and the reference sample call it once per value). It calls numba's own bounded-integer routine, so the
+values and the generator's state after them are ``integers``'; ranges wider than 2**32 go through ``integers``."""
 
 from __future__ import annotations
 

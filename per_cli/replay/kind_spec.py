@@ -36,12 +36,10 @@ NO_PRIORITY_DEFAULTS = PriorityDefaults(0.6, 0.4)
 
 @dataclass(frozen=True)
 class KindSpec:
-    """A replay kind. ``factory`` None: ``sampler(storage, rng, window=cfg.window)``, plus ``params=`` the
-    parameters' dataclass where the kind has one. ``loss``: the name of the TD loss the kind trains with
-    (``per_cli.rl.losses``), None for ``agent.loss``. ``colour``: its line colour in figures, None for one picked
-    by name. ``priority_defaults``: (α, β0) where the config leaves them out. ``scores``: the loop scores each
-    drawn batch with the networks before the update and hands the scores to the sampler's ``scored`` (LaBER's
-    sub-draw, ReLo's priorities)."""
+    """A replay kind. ``factory`` None: ``sampler(storage, rng, window=cfg.window)`` (plus ``params=`` where the kind
+    has parameters). ``loss``: the TD loss the kind trains with, None for ``agent.loss``. ``colour``: its figure
+    colour, None for one picked by name. ``priority_defaults``: (α, β0) where the config leaves them out. ``scores``:
+    the loop scores each drawn batch with the networks before the update and hands the scores to ``scored``."""
 
     name: str
     sampler: type[Sampler]

@@ -1,12 +1,8 @@
 """The one registry of replay kinds: a :class:`KindSpec` per ``replay.kind``, everything the project knows of it.
 
-A kind is its sampler class and how to build it, the dataclass of its own parameters (``replay.params``), the
-loss it trains with where it brings one, whether it draws runs (``replay.chunk``), its colour in figures and its
-default (α, β0). Each built-in kind's spec lives in its sampler's file; a user's kind is one file that calls
-:func:`register_kind` (docs/extending.md). Every layer that needs kind knowledge asks :data:`KINDS` (the losses,
-the figures' colours, preflight, ``per grid``); the config layer below it cannot, so a config's kind-dependent
-values (α and β0 left out, ``replay.params``' defaults) are filled in by :func:`resolve_config` where a run is built.
-"""
+Each built-in kind's spec lives in its sampler's file; a user's kind calls :func:`register_kind`
+(docs/extending.md). Every layer that needs kind knowledge asks :data:`KINDS`; the config layer below cannot, so
+kind-dependent defaults (α, β0, ``replay.params``) are filled in by :func:`resolve_config` where a run is built."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The store: transitions (:class:`~per_cli.replay.storage.rows.Rows` over a list of members; a solo memory's list
-holds one) written into the storages, one implementation per storage class, chosen once by :func:`store_for`, each
-ONE compiled call over the members, on the same blocks with a seed axis the gather reads: rings, plain or bit-packed
-(:class:`RingStore`; bit-packed states packed in one call over every row first), and Atari frame storages
-(:class:`~per_cli.replay.storage.frame_store.FrameStore`). A store
-returns the kind's events (:class:`~per_cli.replay.storage.rows.Events`) for its ``add_members``; it knows nothing
-of the kind or the writer.
-"""
+"""The store: transitions (:class:`~per_cli.replay.storage.rows.Rows` over a list of members) written into the
+storages, one implementation per storage class chosen once by :func:`store_for`, each ONE compiled call on the
+blocks the gather reads: :class:`RingStore` (plain or bit-packed rings) and
+:class:`~per_cli.replay.storage.frame_store.FrameStore`. A store returns the kind's
+:class:`~per_cli.replay.storage.rows.Events` and knows nothing of the kind or the writer."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """The sampler protocol (what a kind writes) and the framework functions that carry the seed axis.
 
 A kind writes ``draw_members`` (compiled: member ``which[k]``'s batch into row k of ``slots`` and ``weights``, from
-that member's own generator, counters and structures; a status per member) and, where it keeps more than the
-common state, ``member_lists``, ``add_members``, ``update_members``, ``begin_phase``, ``expected_counts`` and
-``scored`` (docs/extending.md states each). The framework (:class:`MemberLists`, :func:`draw_batches`,
-:class:`~per_cli.replay.memory.ReplayMemory`, :mod:`per_cli.replay.cohort`) calls them over a list of members; a
-solo memory's list holds one, so a member's batches do not depend on its cohort. The draws (numba's
-``Generator.random``/``integers`` on each member's generator, :func:`draw_distinct`) reproduce no numpy routine.
-"""
+its own generator and structures) and, where it keeps more state, the hooks docs/extending.md lists. The framework
+(:class:`MemberLists`, :func:`draw_batches`, :mod:`per_cli.replay.cohort`) calls them over a list of members, one
+for a solo memory, so a member's batches do not depend on its cohort. The draws reproduce no numpy routine."""
 
 from __future__ import annotations
 

@@ -58,16 +58,10 @@ def draw_combined(generators, counters, windows, phases, which, betas, slots, we
 
 
 class CombinedSampler(UniformSampler):
-    """Combined experience replay (Zhang & Sutton 2017): every transition enters a batch once as soon as it
-    is stored, the rest of each batch is uniform.
-
-    Under ``train_freq`` F and ``gradient_steps`` G (a phase of G batches, ``begin_phase(G)``) the m transitions
-    stored since the previous phase are spread over the phase's batches, oldest first, batch j getting
-    ``new[j*m//G : (j+1)*m//G]``; at most the newest G·B (inside the ``window``, if set) fit, and at the first
-    phase the newest G warm-up transitions count as new. The rest of a batch is uniform without replacement over
-    the other candidates, the new ones last: with F = G = 1 exactly the paper's (B-1 uniform, then the latest).
-    Outside a phase a batch holds the latest transition.
-    """
+    """Combined experience replay (Zhang & Sutton 2017): every transition enters a batch once as soon as it is stored,
+    the rest of each batch is uniform without replacement. In a phase of G batches (``begin_phase(G)``) the m new
+    transitions are spread oldest first, batch j taking ``new[j*m//G : (j+1)*m//G]`` (at most the newest G·B); with
+    F = G = 1 this is the paper's rule. Outside a phase a batch holds the latest transition."""
 
     draw_members = staticmethod(draw_combined)
     member_lists = RecentSampler.__dict__["member_lists"]  # (its phase counters, as the ``none`` kind's)

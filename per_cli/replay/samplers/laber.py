@@ -1,12 +1,9 @@
 """``laber``: Large Batch Experience Replay (Lahire, Geist and Rachelson, ICML 2022), its LaBER-mean variant.
 
-Each gradient step draws a large batch of m · B transitions uniformly (with replacement) from the memory; the
-loop scores it with the current networks (no update: ``KindSpec.scores``), and :meth:`LaBERSampler.scored` draws
-the B-sized training batch from it with probability ∝ p_i = |δ_i| + ε, with IS weights mean_j(p_j) / p_i over the
-large batch. So the priorities are always fresh (no sum tree, nothing stored between steps), and the weights
-keep the gradient estimate that of a uniform batch in expectation. ``replay.params.m`` is the large batch's
-multiple (the paper's m = 4 in most of its experiments); ``replay.priority_eps`` is ε.
-"""
+Each step draws m · B transitions uniformly with replacement; the loop scores them with the current networks
+(``KindSpec.scores``) and :meth:`LaBERSampler.scored` draws B of them ∝ p_i = |δ_i| + ε with IS weights
+mean_j(p_j) / p_i, which keep the gradient a uniform batch's in expectation. Priorities are always fresh: nothing
+is stored between steps. ``replay.params.m`` is the multiple, ``replay.priority_eps`` ε."""
 
 from __future__ import annotations
 

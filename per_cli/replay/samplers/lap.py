@@ -1,11 +1,8 @@
 """``lap``: Loss-Adjusted Prioritized replay (Fujimoto, Meger & Precup 2020), on the prioritized kind's sum tree.
 
-P(i) ∝ max(|δ_i|, κ)^α (κ = ``replay.min_priority``, α = ``replay.alpha``) with no IS correction: with a Huber
-loss at threshold κ (the agent's loss follows ``replay.kind``: ``per_cli/rl/losses.py``) its expected gradient is
-that of PAL's uniformly sampled loss; kind ``pal`` is uniform sampling with PAL's loss. Unlike the authors' code
-(sfujim/LAP-PAL), draws are stratified and new transitions enter at the largest priority held now, as every
-prioritized kind here.
-"""
+P(i) ∝ max(|δ_i|, κ)^α (κ = ``replay.min_priority``) with no IS correction: with its loss (:mod:`per_cli.rl.losses`)
+the expected gradient is PAL's under uniform sampling (kind ``pal``). Unlike the authors' code, draws are
+stratified and new transitions enter at the largest priority held, as in every prioritized kind here."""
 
 from __future__ import annotations
 

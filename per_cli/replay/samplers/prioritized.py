@@ -79,12 +79,10 @@ class TreeLists(NamedTuple):
 
 
 class PrioritizedSampler(Sampler):
-    """Proportional prioritized replay (Schaul et al. 2016, section 3.3, Algorithm 1): leaf ``slot`` of a
-    ``SumTree`` holds p^α, p = abs(δ) + ε; one prefix is drawn uniformly in each of B equal segments of the mass
-    (stratified) and weights are (p_i^α / min_j p_j^α)^-β. With ``window`` W (``replay.window``) the draws and the
-    minimum are over the W newest transitions (``structures/window_tree.py``); the entry priority stays the whole
-    memory's.
-    """
+    """Proportional prioritized replay (Schaul et al. 2016, Algorithm 1): a ``SumTree`` leaf per slot holds p^α,
+    p = abs(δ) + ε; one prefix per each of B equal segments (stratified); weights (p_i^α / min_j p_j^α)^-β. With
+    ``window`` W the draws and minimum are over the W newest (``structures/window_tree.py``), the entry priority is
+    the whole memory's."""
 
     draw_members = staticmethod(draw_prioritized)
     floor = 0.0  # priorities are (max(|δ|, floor) + eps) ** alpha: PER's floor is 0 (LAP's: κ)

@@ -126,19 +126,10 @@ class HeapLists(NamedTuple):
 
 
 class RankSampler(Sampler):
-    """Rank-based prioritized replay (Schaul et al. 2016, section 3.3): p_i = 1 / rank(i) by abs(δ),
-    P(i) = p_i^α / Σ_k p_k^α; IS weights w = (rank / N)^(αβ).
-
-    As in the paper, the ranks are the positions in a binary heap's array on abs(δ) (``rank_heap.py``): an update
-    sifts its entry, O(log N); a new transition enters one float32 step above the maximum (rank 1). A heap is only
-    a partial order, so the array is re-sorted exactly every ``resort_period`` updates (None: once ``capacity``
-    priorities changed since the last sort, keeping the amortised sort near the heap updates' cost).
-
-    The unnormalised CDF ``cum[r] = Σ_{j<=r+1} j^-α`` is precomputed per (capacity, α); a batch draws one rank per
-    segment of equal mass exactly (inverse CDF by binary search), not the paper's piecewise-linear approximation.
-    With ``window`` W only the W newest transitions' entries take part (their order in the heap array; O(capacity)
-    per batch).
-    """
+    """Rank-based prioritized replay (Schaul et al. 2016): p_i = 1 / rank(i) by abs(δ), P(i) = p_i^α / Σ_k p_k^α; IS
+    weights (rank / N)^(αβ). Ranks are positions in a binary heap's array (``rank_heap.py``), re-sorted exactly every
+    ``resort_period`` updates; each segment's rank is an exact inverse-CDF draw, not the paper's piecewise
+    approximation (docs/replay.md). With ``window`` W only the W newest transitions take part (O(capacity) a batch)."""
 
     draw_members = staticmethod(draw_rank)
 

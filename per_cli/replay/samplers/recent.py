@@ -44,15 +44,10 @@ class PhaseLists(NamedTuple):
 
 
 class RecentSampler(Sampler):
-    """The most recent transitions, oldest first within a batch: the correlated no-replay baseline (kind
-    ``none``).
-
-    With one update per env step each batch is the newest B transitions. Under ``gradient_steps`` G (a phase
-    of G batches with no add in between, announced by ``begin_phase(G)``) the same batch G times would be
-    G updates on one batch; instead batch j of the phase (0-based) is the j-th block of B walking back from
-    the newest: transitions ``newest - (j+1)B + 1 .. newest - jB``, disjoint, newest first. When the memory
-    holds fewer than G·B sampleable transitions the walk starts again from the newest (block j mod
-    ⌊held / B⌋). Outside a phase (no ``begin_phase`` call) every batch is the newest B."""
+    """The most recent transitions, oldest first within a batch: the correlated no-replay baseline (kind ``none``).
+    Batch j of a phase of G (``begin_phase(G)``) is the j-th block of B walking back from the newest, so G updates
+    do not repeat one batch; the walk restarts from the newest when fewer than G·B are held. Outside a phase every
+    batch is the newest B."""
 
     draw_members = staticmethod(draw_recent)
 

@@ -1,13 +1,9 @@
 """``relo``: prioritized replay by the reducible loss (Sujit, Nath, Braga and Ebrahimi Kahou, NeurIPS 2023).
 
-A transition's priority is p = max(L_online − L_target, 0) + ε: the online network's loss on it minus the target
-network's loss on it, both against the same TD target. A transition whose loss the target network already
-reaches (noise the network cannot learn away) loses its priority, one the online network has yet to learn keeps
-it. The rest is PER's (``prioritized``): the sum tree over p^α, the stratified draw, the IS weights with β, new
-transitions at the largest priority held. The loop scores each drawn batch with both networks before the update
-(``KindSpec.scores``), from the parameters the gradient step is taken at, as the paper computes ReLo alongside the
-training loss; :meth:`ReLoSampler.scored` writes the priorities then, and the update's δ sets none.
-"""
+p = max(L_online − L_target, 0) + ε, both losses against the same TD target: a transition the target network
+already fits (noise) loses its priority, one the online network has yet to learn keeps it. The rest is PER's
+(``prioritized``). The loop scores each drawn batch with both networks before the update (``KindSpec.scores``),
+as the paper computes ReLo beside the loss; :meth:`ReLoSampler.scored` writes the priorities, δ sets none."""
 
 from __future__ import annotations
 

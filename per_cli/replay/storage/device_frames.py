@@ -1,13 +1,9 @@
-"""A copy of the Atari frame ring on the training device, so that a batch's stacks are gathered there: an update
-moves only the sampled stacks' frame positions, and a new transition one frame.
+"""A copy of the Atari frame ring on the training device, so a batch's stacks are gathered there: an update moves
+only the sampled frame positions, a new transition one frame.
 
-:class:`DeviceFrames` holds the same bytes as the host ring it mirrors (``FrameStackStorage.frames``, the source
-of truth for checkpoints and for the states the update measures read; where none reads them the loop's gather
-skips the host stacks: replay/gather.py); ``stacks(positions, padding)`` returns the host ``stacks``'
-``(obs, next_obs)`` byte for byte as device tensors. Nothing here synchronises host and device: host-to-device
-copies are ``non_blocking`` from pageable memory, which the driver stages before the call returns, so the numpy
-source may be reused at once (one reused pinned buffer could not be: its copy may run after the host rewrote it).
-"""
+:class:`DeviceFrames` mirrors the host ring (the source of truth); ``stacks(positions, padding)`` equals the host
+``stacks`` byte for byte. Nothing here synchronises: copies are ``non_blocking`` from pageable memory, which the
+driver stages before returning, so the source may be reused at once (a reused pinned buffer could not)."""
 
 from __future__ import annotations
 

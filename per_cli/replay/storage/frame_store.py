@@ -71,22 +71,15 @@ def store_frames_members(
     frames, frame_gid, hist, actions, rewards, terminated, truncated, ids, episode_ids, counters, frame_counters,
     last_next, o_status, o_which, o_slots, o_entering, o_positions, o_members,
 ):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]`` stores row k (``obs``/``next_obs`` (n, stack, words): each
-    frame as flat words (:func:`word`) of its bytes; ``frames`` and ``last_next`` seen so too) as its storage's ``add``
-    does: a row whose ``next_obs`` is not ``obs`` shifted by one frame (``o_status[k]`` NOT_SHIFTED) or whose action
-    is not a uint8 (WIDE_ACTION) is refused before anything is written; a stored one (STORED) writes an episode's
-    first stack without its leading zero (padding) frames where it does not continue the member's open episode (its
-    ``obs`` the last ``next_obs``), then its newest frame, its slot's ``frame_gid``/``hist`` and scalar columns, ids
-    and counters, and moves ``first_sampleable_id`` past the transitions whose oldest frame was overwritten. Returns
-    (events, positions): the kind's events (``o_which``, ``o_slots``, ``o_entering``: per stored row its slot,
-    entering where sampleable after the row, then the slots it made unsampleable), the ring positions written
-    (``o_positions``, member ``o_members``) and the refused rows, their counts.
+    """For k in range(len(which)): member ``which[k]`` stores row k (``obs``/``next_obs`` (n, stack, words), frames as
+    flat words, :func:`word`) as its storage's ``add`` does. A row whose ``next_obs`` is not ``obs`` shifted by one
+    frame (NOT_SHIFTED) or whose action is not a uint8 (WIDE_ACTION) is refused before anything is written; a stored one
+    writes its new frames (an episode's first stack without its zero padding), its slot's columns, ids and counters, and
+    moves ``first_sampleable_id`` past transitions whose oldest frame was overwritten. Returns the kind's events, the
+    ring positions written and the refused rows.
 
-    Bounds (the callers size the ``o_*`` so): a row writes at most stack + 1 frames. The oldest frame
-    (``frame_gid - hist``) of a member's transitions never falls from one id to the next, and their ``frame_gid``
-    are distinct, so the transitions made unsampleable while the kept frames advance by W (at most r (stack + 1)
-    over a member's r rows) have ``frame_gid`` in a window of W + stack - 1: at most r (stack + 2) + stack - 1
-    events a member, n (2 stack + 1) over n rows (checked: RuntimeError rather than a write past the ``o_*``)."""
+    The callers size the ``o_*`` arrays to the bound of n (2 stack + 1) events over n rows (a row writes at most stack +
+    1 frames); exceeding it raises RuntimeError rather than writing past them."""
     stack, n_frames = obs.shape[1], frames.shape[1]
     e = p = refused = 0
     for k in range(which.shape[0]):
@@ -165,12 +158,9 @@ def words(array: np.ndarray, rows: tuple[int, ...], as_word: np.dtype) -> np.nda
 
 
 class FrameStore:
-    """``FrameStore(storages)(rows) -> Stored``: the frame storages' (of one config) rows stored in ONE
-    :func:`store_frames_members` call, on their store state as blocks with a seed axis (built over several storages,
-    their arrays move into the blocks: each storage's own store is rebuilt, ``adopted``). Row k is member
-    ``rows.which[k]``'s (an index into ``storages``); a refused row (``Stored.errors[k]``: the ValueError its
-    ``add`` raises) writes nothing, the others are stored. Events name members by that index, rows' ``which``. The
-    frames it writes reach each storage's device mirror (``mirror_to``) in one copy per storage and call."""
+    """``FrameStore(storages)(rows) -> Stored``: the frame storages' rows stored in ONE :func:`store_frames_members`
+    call on their state as seed-axis blocks. Row k is member ``rows.which[k]``'s; a refused row (``Stored.errors[k]``,
+    the ValueError its ``add`` raises) writes nothing. The new frames reach each device mirror in one copy per call."""
 
     def __init__(self, storages: Sequence[Any]):
         ((self.stack, self.frame_shape, self.dtype, n_frames, self.obs_shape),) = {

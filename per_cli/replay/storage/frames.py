@@ -1,19 +1,9 @@
 """Replay storage for stacked image observations that keeps each frame once.
 
-Consecutive Atari observations (stacks of ``S`` frames) share ``S - 1`` frames, so each frame is written once into
-a ring of ``capacity + extra`` frames (a frame's global id ``gid`` lives at ``gid % n_frames``) and ``obs`` and
-``next_obs`` are rebuilt at sample time (docs/atari.md has the whole contract). A slot keeps ``frame_gid`` (the
-newest frame of ``obs``; that of ``next_obs`` is the next frame) and ``hist`` (how many frames before it belong to
-the stack, the rest zero padding), so a stack never mixes two episodes and every final ``next_obs`` is kept.
-
-When the oldest frames are overwritten while the oldest transitions still need them, the live ids below
-``first_sampleable_id`` become unsampleable: after each ``add``, ``newly_unsampleable`` holds the slots it made so
-(the kind's leaving events). ``mirror_to(device)`` keeps a copy of the frame ring on the training device
-(``replay.device_frames``), whose ``device_stacks`` equal ``stacks`` byte for byte. A cohort stores every member's
-rows in one compiled call (frame_store.py: :class:`~per_cli.replay.storage.frame_store.FrameStore`; ``add`` is it
-over this storage alone) and gathers their batches in another (:func:`gather_frames_members`, replay/gather.py),
-both on its storages' columns (:class:`FrameColumns`) moved into the same blocks with a seed axis.
-"""
+Consecutive stacks share all but one frame, so each frame is written once into a ring and ``obs``/``next_obs`` are
+rebuilt at sample time; a slot's ``frame_gid`` and ``hist`` keep a stack within one episode. Transitions whose
+oldest frames were overwritten become unsampleable (``first_sampleable_id``, ``newly_unsampleable``).
+``mirror_to(device)`` keeps a byte-equal copy on the training device. The whole contract: docs/atari.md."""
 
 from __future__ import annotations
 
@@ -234,13 +224,10 @@ def gather_frames_members(
     which, slots, next_slots, stack, frames, frame_gid, hist, actions, rewards, terminated, truncated, ids,
     episode_ids, counters, o_frames, o_actions, o_rewards, o_terminated, o_ids, o_ages, o_episodes,
 ):  # fmt: skip
-    """For k in range(len(which)), j in the batch: member ``which[k]``'s transition at ``slots[k, j]`` into row k
-    of the ``o_*`` arrays, as its storage's ``gather`` gives it (actions and terminations widened; ages =
-    transitions added since; ``truncated`` unread: the columns are taken whole). ``o_frames[k, j]`` (F flat frames)
-    gets the F frames of its stacks: the first ``stack`` its ``obs``, the last F - stack the newest of the union
-    (``_positions``) of ``next_slots[k, j]`` (F = stack + 1 with ``next_slots`` = ``slots``: obs and next_obs views
-    of one block; F = 2 stack: the n-step look-ahead's whole next_obs; F = 0: no states). Padding frames are
-    zeroed as in ``stacks``: union position u is padding where u < stack - 1 - hist."""
+    """For k in range(len(which)), j in the batch: member ``which[k]``'s transition at ``slots[k, j]`` into row k of the
+    ``o_*`` arrays, as its storage's ``gather`` gives it. ``o_frames[k, j]`` gets F frames: the first ``stack`` its
+    ``obs``, the rest the newest of ``next_slots[k, j]``'s (F = stack + 1 at n-step 1, 2 stack with a look-ahead,
+    0 for no states). Padding frames are zeroed as in ``stacks``."""
     width, pixels, n_frames = o_frames.shape[2], frames.shape[2], frames.shape[1]
     for k in range(which.shape[0]):
         i = which[k]

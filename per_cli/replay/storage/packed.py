@@ -1,11 +1,7 @@
-"""Ring storage for boolean observations, eight states' bits to a byte (``np.packbits``).
-
-MinAtar's (10, 10, C) ``bool`` grids would take a byte per bool; here each state is flattened and bit-packed into
-``ceil(H * W * C / 8)`` bytes, and a gather unpacks its rows in one ``np.unpackbits`` call back to ``bool`` of the
-original shape (:func:`unpack_rows`: ``gather`` here, and a cohort's gather over all its members' rows at once,
-replay/gather.py). Everything else is the plain ring's (:class:`~per_cli.replay.storage.ring.TransitionStorage`).
-Only ``bool`` observations reach this class (``make_storage`` dispatches on the dtype).
-"""
+"""Ring storage for boolean observations, eight states' bits to a byte (``np.packbits``): MinAtar's bool grids would
+take a byte per bool. A gather unpacks its rows in one ``np.unpackbits`` call (:func:`unpack_rows`); everything
+else is the plain ring's (:class:`~per_cli.replay.storage.ring.TransitionStorage`). Only ``bool`` observations
+reach it (docs/minatar.md)."""
 
 from __future__ import annotations
 

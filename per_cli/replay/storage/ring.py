@@ -1,12 +1,9 @@
 """Preallocated ring storage: turns slot indices into batch arrays.
 
-Every transition gets an id (the number added before it) and an episode id (the episodes ended before it); ids,
-not slots, leave the memory in a batch, so a priority update for an overwritten slot is recognised and ignored. The
-counters live in one int64 array per storage (``counters``), so the compiled calls (:func:`store_members`,
-:func:`gather_members`, :func:`episodes_held_members`) move S members' counters in place and a solo run is the
-same call over a member axis of one. A cohort's columns are blocks with a seed axis (:func:`member_axis`), each
-storage's its row. The sampleable ids are always ``oldest .. added - 1``.
-"""
+Every transition has an id (the number added before it) and an episode id; ids, not slots, leave in a batch, so a
+priority update for an overwritten slot is recognised and ignored. Counters are one int64 array per storage, so
+the compiled calls move S members' counters in place (a solo run: S = 1). The sampleable ids are always
+``oldest .. added - 1``."""
 
 from __future__ import annotations
 
@@ -33,13 +30,10 @@ def oldest_id(counters):
 
 
 def member_axis(owners: Sequence[object], name: str, written: Sequence[int] | None = None) -> np.ndarray:
-    """The owners' arrays ``name`` (of one shape and dtype) as ONE C array with a seed axis, row s owner s's, as the
-    member functions take them (``obs[i]`` is member i's): for one owner a view of its array with an axis of one;
-    for several the block whose rows they are already, or else a new block, the values moved into it and each
-    owner's ``name`` re-pointed at its row, so that its own calls, its checkpoint loads and the cohort's calls all
-    write the same memory. Views an owner cached of the old array must then be rebuilt (``ReplayMemory.adopted``).
-    ``written`` (per owner): only its first rows hold values, so the block is a lazy ``np.zeros`` (pages mapped
-    when first written) and only those rows are copied: a mostly unwritten ring (Atari frames) stays unresident."""
+    """The owners' arrays ``name`` as ONE C array with a seed axis, row s owner s's. For one owner a view; for several
+    their block, or a new one that each owner's ``name`` is re-pointed into, so its own calls, checkpoint loads and
+    the cohort's calls write the same memory (cached views must be rebuilt: ``ReplayMemory.adopted``). ``written``:
+    only those first rows are copied into a lazy ``np.zeros``, so a mostly unwritten ring stays unresident."""
     arrays = [getattr(owner, name) for owner in owners]
     first = arrays[0]
     if len(arrays) == 1:
@@ -359,14 +353,11 @@ def latest_slots_members(counters, which):
 @numba.njit(cache=True, nogil=True)
 def nstep_members(which, slots, n, gamma, rewards, terminated, truncated, ids, counters, o_rewards, o_terminated,
                   o_last):  # fmt: skip
-    """For k in range(len(which)), j in the batch: member ``which[k]``'s n-step return from slot ``slots[k, j]``
-    (id t): R = Σ_{m<K} γ^m r_{t+m} over the K <= n steps that stay in t's episode (a transition that terminated
-    or was truncated is its episode's last) and among the stored ones (the newest ends the look-ahead: its next
-    state is the last one there is). ``o_last``: the slot of t + K - 1, whose next state the target bootstraps
-    from; ``o_terminated``: 1 - γ^(K-1) (1 - terminated_{t+K-1}), so that the one-step target the engines
-    compute, r + γ (1 - terminated) max Q', is R + γ^K (1 - terminated_{t+K-1}) max Q': no bootstrap after a
-    termination, γ^K after a truncation or a full look-ahead. With n = 1 it is the stored transition itself.
-    Ids are consecutive, so slot t + m is (slot + m) mod capacity, across the ring's wrap-around too."""
+    """For k in range(len(which)), j in the batch: member ``which[k]``'s n-step return from slot ``slots[k, j]`` (id t):
+    R = Σ_{m<K} γ^m r_{t+m} over the K <= n steps within t's episode and the stored ones. ``o_last``: the slot of
+    t + K - 1, whose next state the target bootstraps from; ``o_terminated``: 1 - γ^(K-1) (1 - terminated_{t+K-1}), so
+    the engines' one-step target r + γ (1 - terminated) max Q' becomes R + γ^K (1 - terminated_{t+K-1}) max Q'.
+    With n = 1 it is the stored transition."""
     for k in range(which.shape[0]):
         i = which[k]
         c = counters[i]

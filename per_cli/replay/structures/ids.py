@@ -1,10 +1,8 @@
 """Transition ids and the stale-id rule, written once for every storage, sampler and structure.
 
-A transition's id is the number of transitions added before it; it lives in slot ``id % capacity`` until a
-newer one overwrites that slot, and ``stored_ids[slot]`` is the id a slot holds now (``-1`` when empty). A
-priority update carries ids (not slots), so one that arrives after its slot was overwritten is recognised
-and skipped: :func:`current_slot` is that rule, compiled, and every compiled update path calls it.
-"""
+A transition's id is the number added before it; it lives in slot ``id % capacity`` and ``stored_ids[slot]`` is the
+id a slot holds (``-1``: empty). A priority update carries ids, so one for an overwritten slot is skipped:
+:func:`current_slot` is that rule, and every compiled update path calls it."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""The rank-based sampler's data: a binary heap of priority keys whose array approximates the rank order,
-and the stratified inverse-CDF draw of ranks; hot loops compiled by numba.
+"""The rank-based sampler's data: a binary heap of priority keys whose array approximates the rank order, and the
+stratified inverse-CDF draw of ranks; hot loops compiled by numba.
 
-A key packs one transition in a ``uint64``: the complemented bits of its float32 abs(δ) in the high half,
-its slot in the low half. For non-negative floats the bit pattern grows with the value, so its complement
-shrinks: a *min*-heap of keys is a max-heap of abs(δ), ties broken by slot, and sorting the keys ascending
-sorts the transitions by abs(δ) descending (one SIMD ``np.sort`` of a uint64 array, no argsort, no gathers).
-Each heap step then moves one 8-byte word, with ``pos_of[slot]`` (int32) following it.
-
-Heap position ``i`` is read as rank ``i + 1``. A heap is only a partial order (its level d holds ranks
-2^d .. 2^(d+1)-1 in no particular order), which is the paper's approximation; ``sort_keys`` makes it exact.
-"""
+A ``uint64`` key holds the complemented float32 bits of abs(δ) above the slot, so a min-heap of keys is a max-heap
+of abs(δ) (ties by slot) and one ``np.sort`` of the keys sorts by abs(δ) descending. Heap position ``i`` is rank
+``i + 1``: a partial order, the paper's approximation; ``sort_keys`` makes it exact (docs/replay.md)."""
 
 from __future__ import annotations
 

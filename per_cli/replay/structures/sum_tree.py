@@ -1,12 +1,10 @@
 """A batched K-ary sum tree with min and max trees, its hot loops compiled by numba.
 
-Level 0 holds the leaves (``capacity``, zero-padded to a multiple of ``K``); node ``j`` of level ``l >= 1``
-summarises nodes ``j*K .. j*K+K-1`` of level ``l-1``. All levels live in one ``(3, n_nodes)`` float64 array: sums,
-then minima and maxima of the *positive* leaves below (a zero leaf -- empty, padding or unsampleable -- is never the
-minimum nor the maximum). K = 16: sixteen float64 siblings are two cache lines, so a search or update touches few
-levels. Every node is recomputed from its children in a fixed order (never adjusted by a delta), so rounding
-cannot accumulate; ``find_leaves`` only ever returns a leaf of positive mass.
-"""
+Level 0 holds the leaves (zero-padded to a multiple of ``K``); node ``j`` of level ``l >= 1`` summarises nodes ``j*K ..
+j*K+K-1`` below. All levels live in one ``(3, n_nodes)`` float64 array: sums, then minima and maxima of the *positive*
+leaves (a zero leaf is never the minimum nor the maximum). K = 16 siblings fill two cache lines. Every node is
+recomputed from its children in a fixed order, never adjusted by a delta, so rounding cannot accumulate; ``find_leaves``
+returns only leaves of positive mass."""
 
 from __future__ import annotations
 
@@ -116,14 +114,9 @@ def set_leaves(tree, offsets, mark, leaves, values):
 
 @numba.njit(cache=True, nogil=True)
 def find_leaves(tree, offsets, prefixes):
-    """Leaf of each prefix (in ``[0, total]``: clamped at the ends), the leaf ``i`` with ``sum(v[:i]) <= prefix <
-    sum(v[:i+1])``, never a zero one; all prefixes descending together one level at a time: their loads are
-    independent, so the cache misses of the lower levels overlap instead of queueing.
-
-    At a node, the chosen child is the number of children whose running sum is <= the prefix (branch free), so it
-    has positive mass; when rounding leaves the prefix past the node's total, the last positive child is taken.
-    Returns -1 for a prefix only if the tree has no positive leaf. A node's running sums are computed once for the
-    consecutive prefixes passing through it (a stratified draw's prefixes are sorted, so they share upper nodes)."""
+    """Leaf of each prefix (clamped to ``[0, total]``): the ``i`` with ``sum(v[:i]) <= prefix < sum(v[:i+1])``, never a
+    zero leaf (past a node's total by rounding, its last positive child); -1 only if no leaf is positive. The prefixes
+    descend together one level at a time, so their cache misses overlap."""
     sums = tree[SUM]
     top = offsets.shape[0] - 2
     total = sums[offsets[top]]
@@ -193,12 +186,9 @@ def is_weights(tree, leaves, p_min, beta):
 
 @numba.njit(cache=True, nogil=True)  # no fastmath here: 'nnan' would compile the isfinite check away
 def update_current(tree, offsets, mark, ids, td_errors, stored_ids, eps, alpha, floor):
-    """``ReplayMemory.update_priorities`` in one compiled call: False (and nothing changed) if a TD error is
-    not finite; else the ids their slot still holds (``ids.current_slot``) get (max(|δ|, floor) + ε) ** α, except
-    zero-mass (unsampleable) leaves.
-
-    In three passes (slots and first checks, new values, writes in order) so the loads' cache misses overlap; a
-    repeated id sees the value written before it."""
+    """``ReplayMemory.update_priorities`` in one compiled call: False (nothing changed) if a TD error is not finite,
+    else the ids their slot still holds get (max(|δ|, floor) + ε) ** α, zero-mass leaves excepted; a repeated id sees
+    the value written before it."""
     if not all_finite(td_errors):
         return False
     sums = tree[SUM]

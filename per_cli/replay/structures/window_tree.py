@@ -1,10 +1,6 @@
-"""Proportional sampling restricted to a window of the sum tree's leaves (``replay.window``), compiled.
-
-The window is the ``width`` newest slots, the circular run of leaves ``lo .. lo+width-1`` (mod ``capacity``);
-nothing outside it is drawn. No second tree: only the ancestors of the window's two cuts are partial (at most two
-per level); their in-window sums and minima are computed once per draw and the descent reads each child's mass
-inside the window. IS weights are the window's: w = (p_i / p_min)^-β, p_min the smallest positive leaf inside it.
-"""
+"""Proportional sampling restricted to the ``width`` newest slots of the sum tree's leaves (``replay.window``),
+compiled. No second tree: only the ancestors of the window's two cuts are partial, so their in-window sums and
+minima are computed once per draw. IS weights are the window's: p_min is the smallest positive leaf inside it."""
 
 from __future__ import annotations
 

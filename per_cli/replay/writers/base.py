@@ -1,9 +1,6 @@
-"""Writers sit between the training loop's ``memory.add`` and the store: they decide what is stored.
-
-The plain :class:`Writer` stores each transition as it comes. Hindsight relabelling (``hindsight.py``)
-buffers an episode and stores it with relabelled copies at its end. A writer never samples: any sampler
-works under any writer.
-"""
+"""Writers sit between the loop's ``memory.add`` and the store and decide what is stored: the plain :class:`Writer`
+as it comes, hindsight relabelling (``hindsight.py``) an episode with relabelled copies at its end. A writer never
+samples, so any sampler works under any writer."""
 
 from __future__ import annotations
 

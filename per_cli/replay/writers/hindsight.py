@@ -1,18 +1,10 @@
 """Hindsight Experience Replay (Andrychowicz et al. 2017): goal relabelling for goal-conditioned envs.
 
-``replay.her_strategy`` (not ``off``) puts this writer between ``memory.add`` and the storage. Transitions wait in
-an episode buffer; at its end each is stored as it happened and with ``replay.her_k`` copies whose desired goal is
-one the agent achieved, reward and terminal flag recomputed by the env's reward function. Goals for step ``t`` of
-``T``, ``s_1 .. s_T`` the states reached:
-
-- ``final``: ``s_T`` (one copy: k identical copies would add nothing);
-- ``future``: k states drawn uniformly from ``s_{t+1} .. s_T``;
-- ``episode``: k states drawn uniformly from ``s_1 .. s_T``;
-- ``random``: k achieved states drawn uniformly from everything stored so far and the current episode.
-
-Any sampler samples what it stores (HER + PER: every copy gets its own priority). The env gives its goals' places
-through ``env.unwrapped.goal_layout()`` (:class:`GoalLayout`'s fields), so replay needs nothing of envs.
-"""
+Under ``replay.her_strategy`` an episode waits in a buffer; at its end each transition is stored as it happened and
+with ``replay.her_k`` copies whose desired goal is one the agent achieved (``final``, ``future``, ``episode``,
+``random``: docs/hindsight.md), reward and terminal flag recomputed by the env. Every copy gets its own priority.
+The env gives its goals' places through ``env.unwrapped.goal_layout()`` (:class:`GoalLayout`), so replay needs
+nothing of envs."""
 
 from __future__ import annotations
 
