@@ -1,12 +1,10 @@
 """The one training loop, over S ≥ 1 members (a solo run is a cohort of one).
 
 A member is its data (:class:`~per_cli.train.loop.member_data.MemberData`). This module only orders the phases,
-each ONE call of :class:`~per_cli.train.loop.steps.Steps` for the members alive: collect, ``due`` then
-``train.gradient_steps`` learning steps, ``end_steps``, and a member whose budget is spent finishes and leaves.
-The phases and ``train.priority_lag``: docs/architecture.md ("One step of the loop").
-
-A member that raises is recorded ``failed`` and leaves (its row of :class:`~per_cli.train.loop.alive.Alive` turns
-False); the others go on. Ctrl-C or SIGTERM stop them all, each recorded ``interrupted`` and resumable."""
+each ONE call of :class:`~per_cli.train.loop.steps.Steps` for the members alive (docs/architecture.md, "One step
+of the loop"). A member that raises is recorded ``failed`` and leaves (its row of
+:class:`~per_cli.train.loop.alive.Alive` turns False); the others go on. Ctrl-C or SIGTERM stop them all, each
+recorded ``interrupted`` and resumable."""
 
 from __future__ import annotations
 
@@ -27,12 +25,10 @@ from per_cli.train.loop.tasks import checkpoints_now
 
 
 def run_members(members: Sequence[MemberData], run_dirs: Sequence[Path], steps: Steps) -> list[dict[str, Any]]:
-    """Train ``members`` in lockstep, each into its run directory; return their final summaries (a failed member's says
-    ``failed`` and keeps its exception in ``member.error``). SIGTERM and Ctrl-C stop the loop between steps
-    (:class:`SignalStop`, deferred) and are re-raised as RunInterrupted once every unfinished member recorded one.
-
-    Denormals are flushed to zero on this thread while training (restored after): Adam's moments of dead ReLU units
-    decay through the denormal range, where x86 arithmetic is far slower."""
+    """Train ``members`` in lockstep; return their final summaries (a failed member's says ``failed``, its exception in
+    ``member.error``). SIGTERM and Ctrl-C stop the loop between steps and are re-raised as RunInterrupted once every
+    unfinished member recorded one. Denormals are flushed to zero meanwhile: Adam's moments of dead ReLU units decay
+    through the denormal range, where x86 arithmetic is far slower."""
     alive = Alive.over(members)  # (this run's: a member fails through failures.fail)
     stop = SignalStop(deferred=True)  # (this run's: what its members' evaluations and failures look at)
     for member, run_dir in zip(members, run_dirs, strict=True):

@@ -43,11 +43,9 @@ class RunDiverged(FloatingPointError):
 
 class SignalStop:
     """Within ``installed()``, SIGTERM (and Ctrl-C, unless ignored) raise :class:`RunInterrupted`: at once, or with
-    ``deferred`` at the next :meth:`check` (a second signal still raises at once).
-
-    Training defers because an exception raised inside compiled code's callbacks crashes or is mangled; the loop raises
-    it between steps, where nothing is half done. A grid's driver and workers do not defer: the exception must break
-    their waits. The signal is this object's own record (``received``), so one run's signal never reaches another's."""
+    ``deferred`` at the next :meth:`check` (a second signal raises at once). Training defers because an exception
+    raised inside compiled code's callbacks crashes or is mangled; a grid's driver and workers do not, since it must
+    break their waits. The signal is this object's own record (``received``), so it never reaches another run."""
 
     def __init__(self, deferred: bool = False) -> None:
         self.deferred = deferred

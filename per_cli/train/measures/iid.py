@@ -1,12 +1,9 @@
-"""How far a batch is from independent draws from the memory: the study's i.i.d. measures (definitions and why:
-docs/metrics.md).
+"""How far a batch is from independent draws from the memory: the study's i.i.d. measures (docs/metrics.md).
 
-* **State diversity**: the batch's per-feature variance (:func:`batch_variances`) over the memory's, from a
-  uniform reference sample (:func:`variance_by_feature`); about 1 for a uniform batch, near 0 for consecutive states.
-* **Episode diversity**: distinct episodes in the batch / min(B, episodes the memory holds).
-
-Large or multi-dimensional states are measured on a fixed ±1 projection (same seed in every run, so values
-compare); the signs keep uint8 and bool products exact, so identical states project identically."""
+State diversity is the batch's per-feature variance (:func:`batch_variances`) over the memory's, from a uniform
+reference sample (:func:`variance_by_feature`): about 1 for a uniform batch, near 0 for consecutive states. Episode
+diversity is distinct episodes in the batch / min(B, episodes held). Large or multi-dimensional states are measured
+on a fixed ±1 projection (one seed, so values compare across runs), whose signs keep uint8 and bool products exact."""
 
 from __future__ import annotations
 

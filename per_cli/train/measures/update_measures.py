@@ -104,12 +104,10 @@ def measure_table(
     obs: np.ndarray | None, episodes: np.ndarray | None, held: Sequence[int] | np.ndarray | None,
     loss: Sequence[float], q_means: Sequence[float],
 ) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
-    """Measure U updates (row k of the (S, B) arrays ``td``, ``losses``, ``weights``, ``ages``, ``obs``, ``episodes``;
-    ``held``, ``loss``, ``q_means`` per row) as ``window`` asks: the (U, row_layout) float64 table of :data:`MEASURES`,
-    and the viewed states' feature variances (U, features) float64, or None without iid.
-
-    Floats are taken as float32 (the engines' dtype) and integers as int64. ``obs`` is needed for the correlation count
-    or iid, ``episodes`` and ``held`` for iid: a ValueError without them."""
+    """Measure U updates (row k of the (S, B) arrays) as ``window`` asks: the (U, row_layout) float64 table of
+    :data:`MEASURES`, and the viewed states' feature variances (U, features) float64, or None without iid. Floats are
+    taken as float32 (the engines' dtype), integers as int64. ``obs`` is needed for the correlation count or iid,
+    ``episodes`` and ``held`` for iid: a ValueError without them."""
     threshold, iid = window.threshold, window.iid
     if (threshold is not None or iid) and obs is None:
         raise ValueError("measure_table: the correlation count and the i.i.d. measures need the states (obs)")

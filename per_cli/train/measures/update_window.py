@@ -20,10 +20,8 @@ if TYPE_CHECKING:
 
 
 class UpdateWindow:
-    """Per-update measures kept until ``pop``, which returns every update's scalars.
-
-    The loop hands the window its measured rows (``add_measured``, ``add_block``). With ``iid``, ``pop`` draws a
-    reference (on the window's own generator, so training is unaffected) at the first pop and every ``refresh_every``
+    """Per-update measures kept until ``pop``, which returns every update's scalars. With ``iid``, ``pop`` draws a
+    reference on the window's own generator (so training is unaffected) at the first pop and every ``refresh_every``
     updates, and scores each update's state diversity against it. ``state_dict``/``from_state_dict`` save and restore
     it as plain data, to pop what this one would have."""
 
