@@ -1,12 +1,9 @@
 """The torch engine's greedy action: argmax_a Q(s, a) of one observation under the online network as it is now.
 
-Contract: ``GreedyAction(device)(q_net, obs)`` equals ``int(q_net(torch.as_tensor(obs)[None]).argmax(dim=1))``
-(the first of tied maxima) bit for bit. A call returns once its input copy is done, so the next may reuse the
-staging buffers (remade when the observation's shape or dtype changes).
-
-Why a class: on a GPU a copy from pageable memory may synchronise with the stream before the queued update ran.
-The observation goes through pinned and device buffers that live with the agent (``non_blocking``), so the one
-wait is the read of the action. On a CPU the observation is used where it lies."""
+``GreedyAction(device)(q_net, obs)`` equals ``int(q_net(torch.as_tensor(obs)[None]).argmax(dim=1))`` bit for bit.
+Why a class: on a GPU a copy from pageable memory may wait for the queued update; the observation goes through
+pinned and device buffers kept with the agent (``non_blocking``), so the one wait is the read of the action. A call
+returns once its copy is done, so the next may reuse the buffers. On a CPU the observation is used where it lies."""
 
 from __future__ import annotations
 

@@ -3,14 +3,10 @@
 :func:`loss_name` is the kind's own loss where its ``KindSpec`` names one, else ``agent.loss``; :func:`loss_params`
 gives LAP's and PAL's (κ, α) = (``replay.min_priority``, ``replay.alpha``), so sampler and loss cannot disagree.
 :func:`batch_losses` serves both torch paths; the numba engine (:func:`per_cli.rl.engines.td.loss_and_dq`) is tested
-against it. With d = Q(s, a) − target:
-
-* ``huber``: ``smooth_l1_loss`` (β 1); ``mse``: ``mse_loss``.
-* ``lap``: ``0.5 d²`` where |d| < κ, else ``κ |d|`` (Fujimoto et al. 2020; used with LAP's sampling, no IS weights).
-* ``pal``: ``κ^α 0.5 d²`` where |d| < κ, else ``κ |d|^(1+α) / (1+α)``, the mean divided by a detached
-  λ = mean of ``max(|d|, κ)^α``: in expectation LAP's gradient under LAP's sampling (tests/rl/test_losses.py).
-
-Each per-sample loss is multiplied by its IS weight, then averaged (for ``pal`` then divided by λ)."""
+against it. Each per-sample loss is multiplied by its IS weight, then averaged. With d = Q(s, a) − target:
+``huber`` is ``smooth_l1_loss`` (β 1), ``mse`` ``mse_loss``; ``lap`` (Fujimoto et al. 2020) is ``0.5 d²`` where
+|d| < κ, else ``κ |d|``; ``pal`` is ``κ^α 0.5 d²`` where |d| < κ, else ``κ |d|^(1+α) / (1+α)``, its mean divided by
+a detached λ = mean of ``max(|d|, κ)^α``: in expectation LAP's gradient under LAP's sampling."""
 
 from __future__ import annotations
 

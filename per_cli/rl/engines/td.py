@@ -61,12 +61,10 @@ def batch_lambda(q_all, target, actions, kappa, alpha):
 
 @numba.njit(**JIT)
 def loss_and_dq(q_all, target, actions, weights, loss_code, kappa, alpha, td_out, loss_out, dz):
-    """(Σ_i w_i l(q_i − target_i) (for PAL divided by λ), Σ_i q_i, λ (1 but for PAL)) over the batch; writes
-    δ = target − q into ``td_out``, each sample's loss (no IS weight, before PAL's 1/λ) into ``loss_out`` and dL/dQ of
-    the batch mean into ``dz`` (batch, n_actions), which must be zero. ``kappa``, ``alpha``: LAP's and PAL's κ and α.
-
-    The losses of :mod:`per_cli.rl.losses`, with gradients multiplied in the order torch's autograd does and κ, α and
-    the constants rounded to float32 as torch rounds a Python scalar, so the engines agree to float32 rounding."""
+    """(Σ_i w_i l(q_i − target_i) (for PAL divided by λ), Σ_i q_i, λ (1 but for PAL)); writes δ = target − q into
+    ``td_out``, each sample's loss (no IS weight, before 1/λ) into ``loss_out`` and dL/dQ of the mean into the zeroed
+    ``dz`` (batch, n_actions). The losses of :mod:`per_cli.rl.losses`, with the gradient's products in autograd's order
+    and constants rounded to float32 as torch rounds a Python scalar, so the engines agree to float32 rounding."""
     batch = q_all.shape[0]
     one, half = np.float32(1.0), np.float32(0.5)
     k, a = np.float32(kappa), np.float32(alpha)
