@@ -71,15 +71,11 @@ def store_frames_members(
     frames, frame_gid, hist, actions, rewards, terminated, truncated, ids, episode_ids, counters, frame_counters,
     last_next, o_status, o_which, o_slots, o_entering, o_positions, o_members,
 ):  # fmt: skip
-    """For k in range(len(which)): member ``which[k]`` stores row k (``obs``/``next_obs`` (n, stack, words), frames as
-    flat words, :func:`word`) as its storage's ``add`` does. A row whose ``next_obs`` is not ``obs`` shifted by one
-    frame (NOT_SHIFTED) or whose action is not a uint8 (WIDE_ACTION) is refused before anything is written; a stored one
-    writes its new frames (an episode's first stack without its zero padding), its slot's columns, ids and counters, and
-    moves ``first_sampleable_id`` past transitions whose oldest frame was overwritten. Returns the kind's events, the
-    ring positions written and the refused rows.
-
-    The callers size the ``o_*`` arrays to the bound of n (2 stack + 1) events over n rows (a row writes at most stack +
-    1 frames); exceeding it raises RuntimeError rather than writing past them."""
+    """For k in range(len(which)): member ``which[k]`` stores row k (frames as flat words, :func:`word`) as its
+    storage's ``add`` does. A row whose ``next_obs`` is not ``obs`` shifted by one frame (NOT_SHIFTED) or whose action
+    is not a uint8 (WIDE_ACTION) is refused before anything is written. Returns the kind's events, the ring positions
+    written and the refused rows. The callers size the ``o_*`` arrays for n (2 stack + 1) events over n rows;
+    exceeding that raises RuntimeError rather than writing past them."""
     stack, n_frames = obs.shape[1], frames.shape[1]
     e = p = refused = 0
     for k in range(which.shape[0]):
