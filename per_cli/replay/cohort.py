@@ -13,7 +13,7 @@ from per_cli.replay.gather import Gathered, gather_for
 from per_cli.replay.memory import Batch, ReplayMemory
 from per_cli.replay.samplers.base import DRAWN, MemberLists, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import BatchArrays, episodes_held_members, latest_slots_members, member_axis
-from per_cli.replay.storage.rows import NO_ERRORS, Rows, rows_of
+from per_cli.replay.storage.rows import NO_ERRORS, Rows, joined, rows_of
 from per_cli.replay.store import store_for
 from per_cli.replay.writers.base import Writer
 
@@ -158,9 +158,7 @@ class CohortSampling:
                 continue
             parts.append(written)
             origin.append(np.full(written.which.shape[0], k, dtype=np.int64))
-        if not parts:
-            return Rows(*(column[:0] for column in rows)), np.zeros(0, dtype=np.int64), errors
-        return Rows(*(np.concatenate(column) for column in zip(*parts, strict=True))), np.concatenate(origin), errors
+        return joined(parts, rows), np.concatenate(origin) if origin else np.zeros(0, dtype=np.int64), errors
 
     def latest(self, which: Sequence[int]) -> Gathered:
         """The transition each member of ``which`` added last, as a gather of one slot per member (each field

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from per_cli.replay.storage.frame_store import FrameColumns
+from per_cli.replay.storage.frame_store import frame_blocks
 from per_cli.replay.storage.frames import FrameStackStorage, gather_frames_members
 from per_cli.replay.storage.packed import PackedTransitionStorage, unpack_rows
 from per_cli.replay.storage.ring import (
@@ -116,9 +116,7 @@ class FrameGather:
         ((self.stack, self.frame_shape, self.dtype, n_frames),) = {
             (s.stack, s.frame_shape, s.obs_dtype, s.n_frames) for s in storages
         }  # (one config: one shape)
-        written = [min(s.frames_written, s.n_frames) for s in storages]  # (the rest of each ring: zeros)
-        blocks = FrameColumns(*(member_axis(storages, name, written if name == "frames" else None)
-                                for name in FrameColumns._fields))  # fmt: skip
+        blocks = frame_blocks(storages)
         self.columns = blocks._replace(frames=blocks.frames.reshape(len(storages), n_frames, -1))
         self.storages = list(storages)
         self.n_step, self.gamma = n_step, gamma

@@ -138,6 +138,14 @@ def store_frames_members(
     return e, p, refused
 
 
+def frame_blocks(storages: Sequence[Any]) -> FrameColumns:
+    """The frame storages' columns as blocks with a seed axis (:func:`~per_cli.replay.storage.ring.member_axis`), as
+    the gather and the store take them: the frame rings moved lazily, only the frames written so far copied."""
+    written = [min(s.frames_written, s.n_frames) for s in storages]  # (the rest of each ring: zeros)
+    return FrameColumns(*(member_axis(storages, name, written if name == "frames" else None)
+                          for name in FrameColumns._fields))  # fmt: skip
+
+
 def word(dtype: np.dtype, frame_shape: tuple[int, ...]) -> np.dtype:
     """The words a frame of ``frame_shape`` ``dtype`` values is seen as: for an integer or bool dtype unsigned
     integers of the widest size that divides its bytes (equal words are equal values, a zero word zero values, so
@@ -162,10 +170,8 @@ class FrameStore:
         ((self.stack, self.frame_shape, self.dtype, n_frames, self.obs_shape),) = {
             (s.stack, s.frame_shape, s.obs_dtype, s.n_frames, s.obs_shape) for s in storages
         }  # (one config: one shape)
-        written = [min(s.frames_written, s.n_frames) for s in storages]  # (the rest of each ring: zeros)
         n = len(storages)
-        blocks = FrameColumns(*(member_axis(storages, name, written if name == "frames" else None)
-                                for name in FrameColumns._fields))  # fmt: skip
+        blocks = frame_blocks(storages)
         self.word = word(self.dtype, self.frame_shape)
         self.columns = blocks._replace(frames=words(blocks.frames, (n, n_frames), self.word))
         self.frame_counters = member_axis(storages, "frame_counters")

@@ -15,7 +15,15 @@ import numpy as np
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
 from per_cli.replay.storage.frame_store import OPEN, WRITTEN, FrameStore
-from per_cli.replay.storage.ring import ADDED, COUNTER_BYTES, ONE, RingBookkeeping, TransitionStorage, gather_fields
+from per_cli.replay.storage.ring import (
+    ADDED,
+    COUNTER_BYTES,
+    ONE,
+    RingBookkeeping,
+    TransitionStorage,
+    counter,
+    gather_fields,
+)
 from per_cli.replay.storage.rows import rows_of
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
@@ -40,16 +48,6 @@ class Stacks(NamedTuple):
 
     obs: np.ndarray
     next_obs: np.ndarray
-
-
-def _frame_counter(position: int, kind: type, doc: str) -> property:
-    def get(self):
-        return kind(self.frame_counters[position])
-
-    def set(self, value) -> None:
-        self.frame_counters[position] = value
-
-    return property(get, set, doc=doc)
 
 
 class FrameStackStorage(RingBookkeeping):
@@ -112,8 +110,8 @@ class FrameStackStorage(RingBookkeeping):
     # ------------------------------------------------------------------------------------------------------
     # writing
 
-    frames_written = _frame_counter(WRITTEN, int, "frames ever written; also the gid of the next one")
-    _episode_open = _frame_counter(OPEN, bool, "the last transition did not end its episode")
+    frames_written = counter(WRITTEN, "frames ever written; also the gid of the next one", "frame_counters")
+    _episode_open = counter(OPEN, "the last transition did not end its episode", "frame_counters", bool)
 
     def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
         """Store one transition (:class:`~per_cli.replay.storage.frame_store.FrameStore` over this storage alone);

@@ -51,12 +51,15 @@ def member_axis(owners: Sequence[object], name: str, written: Sequence[int] | No
     return block
 
 
-def _counter(position: int, doc: str) -> property:
-    def get(self) -> int:
-        return int(self.counters[position])
+def counter(position: int, doc: str, array: str = "counters", kind: type = int) -> property:
+    """A property over entry ``position`` of the int64 array attribute ``array`` (compiled calls move it in place),
+    read as ``kind``."""
+
+    def get(self):
+        return kind(getattr(self, array)[position])
 
     def set(self, value) -> None:
-        self.counters[position] = value
+        getattr(self, array)[position] = value
 
     return property(get, set, doc=doc)
 
@@ -71,11 +74,11 @@ class RingBookkeeping:
     # True where every filled slot (0 .. size-1) is sampleable, so samplers may skip ``sampleable``
     filled_slots_sampleable = False
 
-    cursor = _counter(CURSOR, "the slot the next add writes")
-    size = _counter(SIZE, "transitions held")
-    added = _counter(ADDED, "transitions ever added; also the id of the next one")
-    episodes_ended = _counter(ENDED, "episodes ended so far; also the episode id of the next transition")
-    first_sampleable_id = _counter(FIRST, "held transitions with a smaller id are unsampleable (frame storage)")
+    cursor = counter(CURSOR, "the slot the next add writes")
+    size = counter(SIZE, "transitions held")
+    added = counter(ADDED, "transitions ever added; also the id of the next one")
+    episodes_ended = counter(ENDED, "episodes ended so far; also the episode id of the next transition")
+    first_sampleable_id = counter(FIRST, "held transitions with a smaller id are unsampleable (frame storage)")
 
     def adopted(self) -> None:
         """Its arrays moved into a cohort's blocks (:func:`member_axis`): rebuild what viewed the old ones."""

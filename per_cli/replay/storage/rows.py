@@ -4,7 +4,7 @@ events (its ``add_members``) in the order they happened. Every storage class has
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -45,6 +45,13 @@ class Stored(NamedTuple):
 
     events: Events
     errors: Mapping[int, Exception] = NO_ERRORS
+
+
+def joined(parts: Sequence[Rows], like: Rows) -> Rows:
+    """The ``parts`` one after another as one :class:`Rows` (none: ``like``'s columns with no row)."""
+    if not parts:
+        return Rows(*(column[:0] for column in like))
+    return Rows(*(np.concatenate(column) for column in zip(*parts, strict=True)))
 
 
 def rows_of(which, obs, actions, rewards, next_obs, terminated, truncated, ends=None) -> Rows:

@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from per_cli.errors import ConfigError
-from per_cli.replay.storage.rows import Rows, rows_of
+from per_cli.replay.storage.rows import Rows, joined
 from per_cli.replay.writers.base import Writer
 
 HER_STRATEGIES = ("final", "future", "episode", "random")
@@ -102,18 +102,14 @@ class HindsightWriter(Writer):
                 bool(rows.terminated[k]),
                 bool(rows.truncated[k]),
             )
-            self._episode.append(step)  # fmt: skip
+            self._episode.append(step)
             if step.terminated or step.truncated:
-                out.append(self.end_episode())
-        which = rows.which[:1]  # (one member's rows)
-        if not out:
-            return rows_of(which[:0], rows.obs[:0], [], [], rows.next_obs[:0], [], [], [])
-        parts = [np.concatenate(column) for column in zip(*out, strict=True)]
-        return Rows(np.repeat(which, parts[0].shape[0]), *parts[1:])
+                out.append(self.end_episode(int(rows.which[k])))
+        return joined(out, rows)
 
-    def end_episode(self) -> Rows:
-        """The buffered episode's rows to store, each step followed by its relabelled copies (``which`` zeros: the
-        caller's member); the episode's last row (its last copy) ends it."""
+    def end_episode(self, member: int) -> Rows:
+        """The buffered episode's rows to store (``which``: ``member``), each step followed by its relabelled
+        copies; the episode's last row (its last copy) ends it."""
         steps = self._episode
         obs, next_obs = np.stack([e.obs for e in steps]), np.stack([e.next_obs for e in steps])
         actions = np.array([e.action for e in steps], dtype=np.int64)
@@ -144,8 +140,9 @@ class HindsightWriter(Writer):
         self.relabelled += t_len * copies
         self.episodes += 1
         self._episode.clear()
-        return Rows(np.zeros(n, dtype=np.int64), new_obs.reshape(n, *obs.shape[1:]), np.repeat(actions, copies + 1),
-                    new_rewards.reshape(n), new_next.reshape(n, *obs.shape[1:]), new_terminated.reshape(n),
+        states = (n, *obs.shape[1:])
+        return Rows(np.full(n, member, dtype=np.int64), new_obs.reshape(states), np.repeat(actions, copies + 1),
+                    new_rewards.reshape(n), new_next.reshape(states), new_terminated.reshape(n),
                     new_truncated.reshape(n), ends.reshape(n))  # fmt: skip
 
     def relabel_goals(self, achieved: np.ndarray) -> np.ndarray:
