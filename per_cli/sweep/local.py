@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.errors import os_error_line
-from per_cli.sweep.cohorts import for_each_run, run_cohort_locked
-from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
+from per_cli.rundir.logger import COMPLETED, FAILED, read_summary
+from per_cli.sweep.cohorts import for_each_run, members_of, run_task_locked
+from per_cli.sweep.worker import limit_threads, record_failure, summary_result
 from per_cli.train.loop.stopping import SignalStop
 
 Event = tuple[str, str, Any]  # ("progress", run, step) | ("done", run, result dict)
@@ -67,10 +68,7 @@ def worker_main(conn, parent_pid: int) -> None:
                     conn.close()
                     os._exit(0)
                 try:
-                    if "cohort" in payload:  # runs that differ only in the seed, trained together
-                        result = run_cohort_locked(payload, _PipeProgress(conn, payload["cohort"][0]["name"]))
-                    else:
-                        result = run_locked(payload, _PipeProgress(conn, payload["name"]))
+                    result = run_task_locked(payload, _PipeProgress(conn, members_of(payload)[0]["name"]))
                 except OSError as exc:  # outside a run's own handling (its lock, its old files): a full disk
                     error = os_error_line(exc)  # (one line, no traceback from the worker)
                     result = for_each_run(payload, lambda _, error=error: {"status": "failed", "error": error})
@@ -80,6 +78,15 @@ def worker_main(conn, parent_pid: int) -> None:
                     return
     except (KeyboardInterrupt, EOFError, BrokenPipeError):
         return
+
+
+def _lost(payload: dict[str, Any], error: str) -> dict[str, Any]:
+    run_dir = Path(payload["run_dir"])
+    summary = read_summary(run_dir) or {}
+    if summary.get("status") == COMPLETED:
+        return summary_result(summary)
+    record_failure(payload, run_dir, error)
+    return {"status": FAILED, "error": error}
 
 
 class _Worker:
@@ -150,20 +157,12 @@ class LocalExecutor:
             return False
         return True
 
-    @classmethod
-    def _died(cls, worker: _Worker) -> dict[str, Any]:
+    @staticmethod
+    def _died(worker: _Worker) -> dict[str, Any]:
+        """The result of each run of a dead worker's task: completed where its summary says so, else failed."""
         code = worker.proc.exitcode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        return for_each_run(worker.task, lambda p: cls._lost(p, f"worker process died ({how}) during the run"))
-
-    @staticmethod
-    def _lost(payload: dict[str, Any], error: str) -> dict[str, Any]:
-        run_dir = Path(payload["run_dir"])
-        done = completed_result(run_dir)
-        if done is not None:
-            return done
-        record_failure(payload, run_dir, error)
-        return {"status": "failed", "error": error}
+        return for_each_run(worker.task, lambda payload: _lost(payload, f"worker process died ({how}) during the run"))
 
     def stop(self, interrupt: bool = False) -> None:
         """Stop every worker: busy ones get SIGTERM (their run records the interrupt), idle ones exit."""

@@ -7,7 +7,7 @@ import contextlib
 import os
 import shutil
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,6 @@ def record_failure(payload: dict[str, Any], run_dir: Path, error: str, tb: str =
     write_summary(run_dir, {**base, **previous, "status": FAILED, "error": error, "traceback": tb})
 
 
-def completed_result(run_dir: Path) -> dict[str, Any] | None:
-    """The result of a run whose summary says completed, else None."""
-    summary = read_summary(run_dir) or {}
-    return summary_result(summary) if summary.get("status") == COMPLETED else None
-
-
 def summary_result(summary: dict[str, Any], note: str = "") -> dict[str, Any]:
     """A finished run's result, from its summary: its status, and its numbers where it completed, else its error."""
     if summary.get("status") == COMPLETED:
@@ -75,11 +69,9 @@ def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
     action = action_for(state, payload["retry_failed"], run_dir)
     if action == "skip":
         return {"status": "skipped", "note": skip_note(state)}
-    if action == "resume":
-        refused = refuse_checkpoint(payload, run_dir)
-        if refused is not None:
-            return refused
-    return "resume" if action == "resume" else "fresh"
+    if action != "resume":
+        return "fresh"
+    return refuse_checkpoint(payload, run_dir) or "resume"
 
 
 def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
@@ -126,26 +118,22 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
     return summary_result({**summary, "status": COMPLETED}, note)
 
 
-def lock_and_decide(payload: dict[str, Any]) -> tuple[Lock | None, str | dict[str, Any]]:
-    """The run's lock, held, and :func:`decide`'s answer under it; no lock where the answer is a result (``busy``:
-    another process holds the lock)."""
-    try:
-        lock = hold_lock(Path(payload["lock"]))
-    except Locked:
-        return None, {"status": "busy", "error": "another process holds this run's lock"}
-    mode = decide(payload, Path(payload["run_dir"]))
-    if isinstance(mode, dict):
-        lock.release()
-        return None, mode
-    return lock, mode
-
-
-def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
-    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
-    lock, mode = lock_and_decide(payload)
-    if lock is None:
-        return mode
-    try:
-        return execute_run(payload, Path(payload["run_dir"]), mode, progress)
-    finally:
-        lock.release()
+def lock_members(members: Sequence[dict[str, Any]]) -> tuple[dict[str, dict], list[Lock], list[tuple[dict, str]]]:
+    """Each run's lock held and :func:`decide`'s answer under it: (the result of each run that must not train, ``busy``
+    where another process holds its lock; the locks held; each run to train, with ``resume`` or ``fresh``)."""
+    answered: dict[str, dict[str, Any]] = {}
+    locks, todo = [], []
+    for member in members:
+        try:
+            lock = hold_lock(Path(member["lock"]))
+        except Locked:
+            answered[member["name"]] = {"status": "busy", "error": "another process holds this run's lock"}
+            continue
+        mode = decide(member, Path(member["run_dir"]))
+        if isinstance(mode, dict):
+            lock.release()
+            answered[member["name"]] = mode
+        else:
+            locks.append(lock)
+            todo.append((member, mode))
+    return answered, locks, todo
