@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,14 +38,9 @@ class RunSpec:
         return int(self.config["train"]["total_steps"])
 
     def manifest(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "env": self.env,
-            "replay": self.replay,
-            "seed": self.seed,
-            "sweep": dict(self.sweep),
-            "source": self.source,
-        }
+        """The run's entry in grid.yaml: every field but the config (its config.yaml holds that), each a copy (the
+        seeds of a setting share its ``sweep``, which YAML would write as an alias)."""
+        return {f.name: copy.copy(getattr(self, f.name)) for f in fields(self) if f.name != "config"}
 
 
 class _Setting(NamedTuple):
