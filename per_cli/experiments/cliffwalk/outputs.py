@@ -81,15 +81,12 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
     ns = sorted({r.n for r in rows})
     spread = settings.runs > 1  # min == max == median for one run: no band or bar to draw
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    capped_x: list[float] = []
-    capped_y: list[float] = []
+    capped: list[tuple[float, float]] = []  # (x, median) of the points where some runs hit the cap
     methods = [m for m in settings.methods if any(r.method == m for r in rows)]
     for i, method in enumerate(methods):
         mine = sorted((r for r in rows if r.method == method), key=lambda r: r.n)
         color, marker = kind_color(method), MARKERS.get(method, "o")
-        med = np.array([max(r.median_updates, 0.5) for r in mine])
-        lo = np.array([max(r.min_updates, 0.5) for r in mine])
-        hi = np.array([max(r.max_updates, 0.5) for r in mine])
+        med, lo, hi = np.maximum([[r.median_updates, r.min_updates, r.max_updates] for r in mine], 0.5).T
         if len(ns) == 1:
             x = np.array([float(i)])
             bars = {"yerr": [med - lo, hi - med], "capsize": 4, "elinewidth": 1.2} if spread else {}
@@ -99,11 +96,9 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
             ax.plot(x, med, marker=marker, color=color, label=method, linewidth=1.5, markersize=4)
             if spread:
                 ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
-        capped = [j for j, r in enumerate(mine) if r.capped_runs]
-        capped_x += [x[j] for j in capped]
-        capped_y += [med[j] for j in capped]
-    if capped_x:
-        ax.scatter(capped_x, capped_y, marker="x", color="red", zorder=5, label=CAPPED)
+        capped += [(x[j], med[j]) for j, r in enumerate(mine) if r.capped_runs]
+    if capped:
+        ax.scatter(*zip(*capped, strict=True), marker="x", color="red", zorder=5, label=CAPPED)
     ax.set_yscale("log")
     ax.set_ylabel(f"updates until MSE < {settings.tolerance:g}")
     if len(ns) == 1:
@@ -136,7 +131,7 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
     else:
         shape = "a line per method through the medians against memory size, log-log"
     caption = f"{title}: {what}; {shape}" + (f"; {spread_text}" if spread else "")
-    caption += "; red ×: some runs hit the cap" if capped_x else ""
+    caption += "; red ×: some runs hit the cap" if capped else ""
     return fig, caption
 
 
