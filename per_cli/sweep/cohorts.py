@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from per_cli.sweep.plan import RunSpec
 from per_cli.sweep.status import FAILED, INTERRUPTED
-from per_cli.sweep.worker import execute_run, lock_members, record_failure, resume_or_restart, summary_result
+from per_cli.sweep.worker import execute_run, lock_members, prepared, record_failure, summary_result
 
 
 def default_cohort_size(todo: Sequence[RunSpec], workers: int) -> int:
@@ -94,11 +93,8 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
     try:
         cohort = Cohort([from_dict(member["config"]) for member in payloads], progress=progress)
         for i, ((_, mode), run_dir) in enumerate(zip(todo, run_dirs, strict=True)):
-            if mode == "resume":
-                member = cohort.members[i]
-                cohort.members[i], notes[i] = resume_or_restart(member, run_dir, lambda m=member: build_member(m.cfg))
-            elif run_dir.exists():
-                shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
+            member = cohort.members[i]
+            cohort.members[i], notes[i] = prepared(member, run_dir, mode, lambda m=member: build_member(m.cfg))
     except Exception as exc:  # noqa: BLE001 - a cohort that cannot even start: each of its runs failed
         error = f"{type(exc).__name__}: {exc}"
         for member, run_dir in zip(payloads, run_dirs, strict=True):

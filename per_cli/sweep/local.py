@@ -33,10 +33,9 @@ def _die_with_parent(parent_pid: int) -> None:
             pass
 
     def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(70)
+        while os.getppid() == parent_pid:
             time.sleep(1.0)
+        os._exit(70)
 
     if os.getppid() != parent_pid:
         os._exit(70)
@@ -129,15 +128,12 @@ class LocalExecutor:
         events: list[Event] = []
         by_conn = {w.conn: w for w in self._workers}
         by_sentinel = {w.proc.sentinel: w for w in self._workers}
-        ready = connection.wait(list(by_conn) + list(by_sentinel), timeout)
         dead = []
-        for obj in ready:
-            worker = by_conn.get(obj)
-            if worker is not None:
-                if not self._drain(worker, events):
-                    dead.append(worker)
-            else:
+        for obj in connection.wait(list(by_conn) + list(by_sentinel), timeout):
+            if obj in by_sentinel:  # its process ended
                 dead.append(by_sentinel[obj])
+            elif not self._drain(by_conn[obj], events):  # its pipe closed
+                dead.append(by_conn[obj])
         for worker in dict.fromkeys(dead):
             self._drain(worker, events)
             worker.proc.join(timeout=5)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from per_cli.config import parse_override
+from per_cli.config import parse_override, read_yaml
 from per_cli.config.seeds import parse_seeds
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
@@ -117,8 +117,6 @@ def check_replay_label(label: str) -> None:
 def config_axes(config: Path) -> tuple[str, str]:
     """The env and replay label (``kind+her`` where ``replay.her_strategy`` is on) of a base config's file: what
     ``per grid --config C`` without ``--envs`` runs."""
-    from per_cli.config import read_yaml
-
     data = read_yaml(config)
     env = (data.get("env") or {}).get("id")
     if not env:
@@ -130,8 +128,6 @@ def config_axes(config: Path) -> tuple[str, str]:
 
 def plugins_named(config: Path | None, sets: list[str]) -> list[str]:
     """The plugins a grid's runs import: the base config's ``plugins`` and any ``--set plugins=[...]``."""
-    from per_cli.config import read_yaml
-
     names: list = []
     if config is not None:
         names += list(read_yaml(config).get("plugins") or [])

@@ -8,6 +8,7 @@ import os
 import shutil
 import traceback
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,14 @@ def summary_result(summary: dict[str, Any], note: str = "") -> dict[str, Any]:
     return {"status": summary.get("status", FAILED), "error": summary.get("error"), "note": note}
 
 
-def resume_or_restart(member: Any, run_dir: Path, fresh: Callable[[], Any]) -> tuple[Any, str]:
-    """(member, note): ``member`` resumed from ``run_dir``'s latest checkpoint; where that is damaged or does not
-    fit, the run's files set aside and ``fresh()`` in its place."""
+def prepared(member: Any, run_dir: Path, mode: str, fresh: Callable[[], Any]) -> tuple[Any, str]:
+    """(member, note) ready to train into ``run_dir``: ``fresh``, any older attempt removed (an unfinished or failed
+    one: no mixed logs); ``resume``, resumed from its latest checkpoint, or where that is damaged or does not fit,
+    the run's files set aside and ``fresh()`` in its place."""
+    if mode != "resume":
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        return member, ""
     from per_cli.train.loop.trainer_state import resume
 
     try:
@@ -98,11 +104,8 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         from per_cli.train.loop.trainer import build_member, run_member
 
         cfg = from_dict(payload["config"])
-        member = build_member(cfg, progress=progress)
-        if mode == "resume":
-            member, note = resume_or_restart(member, run_dir, lambda: build_member(cfg, progress=progress))
-        elif run_dir.exists():
-            shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
+        fresh = partial(build_member, cfg, progress=progress)
+        member, note = prepared(fresh(), run_dir, mode, fresh)
     except Exception as exc:  # noqa: BLE001 - a run that cannot even start is a failed run
         error = f"{type(exc).__name__}: {exc}"
         if run_dir.exists() and mode == "fresh":
