@@ -173,12 +173,10 @@ def variance_shares(
 def marginal(design: Design, i: int, reps: int = CI_REPS, seed: int = 0) -> list[tuple[float, float, float]]:
     """(IQM, CI low, CI high) of the final return at each level of factor i: the runs of every cell of the other
     factors pooled, resampled within each cell (a stratified bootstrap over seeds)."""
-    y = np.moveaxis(design.y, i, 0)
-    out = []
-    for level in y:
-        strata = list(level.reshape(-1, level.shape[-1]))
-        out.append(stratified_bootstrap_ci(strata, iqm, reps=reps, seed=seed))
-    return out
+    return [
+        stratified_bootstrap_ci(level.reshape(-1, level.shape[-1]), iqm, reps=reps, seed=seed)  # a stratum per cell
+        for level in np.moveaxis(design.y, i, 0)
+    ]
 
 
 def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0) -> FactorReport:
