@@ -102,18 +102,19 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
     ax.set_yscale("log")
     ax.set_ylabel(f"updates until MSE < {settings.tolerance:g}")
     if len(ns) == 1:
-        size = 2 ** (ns[0] + 1) - 2
         ax.set_xticks(range(len(methods)), methods)
         ax.set_xlim(-0.5, len(methods) - 0.5)
-        ax.set_xlabel(f"replay method (n = {ns[0]}, memory size {size})")
+        ax.set_xlabel(f"replay method (n = {ns[0]}, memory size {rows[0].memory_size})")
         ax.grid(True, axis="y", which="both", alpha=0.3)
         where = f"n = {ns[0]}"
+        shape = "a point per method" + (" (the median)" if spread else "")
     else:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("memory size (transitions, 2^(n+1) - 2)")
         ax.grid(True, which="both", alpha=0.3)
         ax.margins(x=0.05)
         where = f"n = {ns[0]}..{ns[-1]}"
+        shape = "a line per method through the medians against memory size, log-log"
     ax.margins(y=0.12)  # on the log scale: no median or bar end on the top or bottom edge
     spread_text = f"{'bars' if len(ns) == 1 else 'band'}: min–max over runs" if spread else ""
     head = f"Blind Cliffwalk, {settings.learner} Q-learning, {where}"
@@ -126,10 +127,6 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     what = "per method, updates until the MSE of Q falls below the tolerance"
-    if len(ns) == 1:
-        shape = "a point per method" + (" (the median)" if spread else "")
-    else:
-        shape = "a line per method through the medians against memory size, log-log"
     caption = f"{title}: {what}; {shape}" + (f"; {spread_text}" if spread else "")
     caption += "; red ×: some runs hit the cap" if capped else ""
     return fig, caption
