@@ -60,8 +60,8 @@ class GridRequest:
 def split_list(text: str, option: str, what: str = "item") -> list[str]:
     """Split ``a,b,c`` on commas outside brackets and quotes (``[64,64],[256,256]`` is two values); empty or
     repeated items are a ConfigError naming ``option`` and ``what`` was repeated."""
-    items, depth, quote, current = [], 0, None, []
-    for ch in text:
+    items, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
         if quote:
             quote = None if ch == quote else quote
         elif ch in "'\"":
@@ -71,11 +71,9 @@ def split_list(text: str, option: str, what: str = "item") -> list[str]:
         elif ch in "]}":
             depth -= 1
         elif ch == "," and depth == 0:
-            items.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    items.append("".join(current).strip())
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
     if any(not item for item in items):
         raise ConfigError(f"{option} {text!r}: empty item in the comma-separated list")
     twice = next((item for item in items if items.count(item) > 1), None)
