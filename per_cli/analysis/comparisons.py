@@ -13,6 +13,7 @@ from scipy import stats as sps
 from per_cli.analysis.groups import Group
 from per_cli.analysis.stats import DEFAULT_REPS, MIN_INTERVAL_SEEDS, holm, iqm, smallest_p
 from per_cli.analysis.tables import with_ci
+from per_cli.analysis.text import heading, markdown_table
 
 BASELINE = "uniform"
 
@@ -138,9 +139,7 @@ def comparisons_markdown(rows: Sequence[Comparison], final: str, made: str = "")
             f"IQM − IQM({baseline}) [95% CI]", "Mann–Whitney p", "Holm-adjusted p"]  # fmt: skip
     family = sum(math.isfinite(r.mann_whitney_p) for r in rows)
     lines = [
-        f"# Each kind against `{baseline}`",
-        "",
-        *([made, ""] if made else []),
+        *heading(f"# Each kind against `{baseline}`", made),
         f"Final return: {final}. P(kind > {baseline}): the probability that a run of the kind ends above a run of "
         f"`{baseline}`, ties counting half (Agarwal et al. 2021's probability of improvement; 0.5 = no "
         "difference). IQM difference in return units. 95% CIs: percentile bootstrap resampling each group's "
@@ -149,15 +148,14 @@ def comparisons_markdown(rows: Sequence[Comparison], final: str, made: str = "")
         f"{MIN_INTERVAL_SEEDS} seeds. Holm-adjusted p: Holm (1979) over this table's family, its {family} tests "
         f"(every row with a p); bold: adjusted p < {ALPHA}.",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" if i < 2 + with_settings else "---:" for i in range(len(head))) + "|",
     ]
+    table = []
     for r in rows:
         fewest = min(r.seeds, r.baseline_seeds)
         difference = with_ci(r.iqm_difference, r.iqm_difference_ci_low, r.iqm_difference_ci_high, 1, fewest)
-        cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), f"{r.seeds} vs {r.baseline_seeds}",
-                 with_ci(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2, fewest),
-                 marked(difference, r.mann_whitney_p_holm),
-                 *p_cells(r.mann_whitney_p, r.mann_whitney_p_holm, r.seeds, r.baseline_seeds)]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        table.append([r.env, r.replay, *([r.settings or "–"] if with_settings else []),
+                      f"{r.seeds} vs {r.baseline_seeds}",
+                      with_ci(r.p_improvement, r.p_improvement_ci_low, r.p_improvement_ci_high, 2, fewest),
+                      marked(difference, r.mann_whitney_p_holm),
+                      *p_cells(r.mann_whitney_p, r.mann_whitney_p_holm, r.seeds, r.baseline_seeds)])  # fmt: skip
+    return "\n".join(lines + markdown_table(head, table, 2 + with_settings)) + "\n"

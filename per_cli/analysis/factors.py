@@ -16,6 +16,7 @@ from per_cli.analysis.groups import Group, format_value, kind_rank
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import no_interval, rows_csv
+from per_cli.analysis.text import heading, markdown_table
 
 REPLAY_FACTOR = "replay"
 CI_REPS = 2_000  # bootstrap resamples of a marginal effect's CI
@@ -172,12 +173,10 @@ def variance_shares(
 def marginal(design: Design, i: int, reps: int = CI_REPS, seed: int = 0) -> list[tuple[float, float, float]]:
     """(IQM, CI low, CI high) of the final return at each level of factor i: the runs of every cell of the other
     factors pooled, resampled within each cell (a stratified bootstrap over seeds)."""
-    y = np.moveaxis(design.y, i, 0)
-    out = []
-    for level in y:
-        strata = list(level.reshape(-1, level.shape[-1]))
-        out.append(stratified_bootstrap_ci(strata, iqm, reps=reps, seed=seed))
-    return out
+    return [
+        stratified_bootstrap_ci(level.reshape(-1, level.shape[-1]), iqm, reps=reps, seed=seed)  # a stratum per cell
+        for level in np.moveaxis(design.y, i, 0)
+    ]
 
 
 def analyse(by_env: dict[str, list[Group]], *, reps: int = 10_000, seed: int = 0) -> FactorReport:
@@ -214,9 +213,7 @@ def factors_csv(report: FactorReport) -> str:
 def factors_markdown(report: FactorReport, final: str = "mean of the last 20 training episodes", made: str = "") -> str:
     """The η² tables; ``final`` says what a run's final return is; ``made``: the commit and command."""
     lines = [
-        "# Variance in final return explained by each factor",
-        "",
-        *([made, ""] if made else []),
+        *heading("# Variance in final return explained by each factor", made),
         "η² = SS_effect / SS_total of a balanced full-factorial ANOVA over the completed runs of each env (final "
         f"return: {final}). Residual: seed-to-seed variance and higher-order "
         "interactions. 95% CI: percentile bootstrap resampling seeds within each cell. A factor with L levels "
@@ -233,9 +230,8 @@ def factors_markdown(report: FactorReport, final: str = "mean of the last 20 tra
         if not shares:
             lines.append(f"Every run's final return is {format_value(design.y.flat[0])}: no variance to explain.")
         else:
-            lines += ["| effect | η² | 95% CI |", "|---|---:|---:|"]
-        for s in shares:
-            lines.append(f"| {s.effect} | {s.eta_sq:.3f} | {_interval(design, s.ci_low, s.ci_high, 3)} |")
+            table = [[s.effect, f"{s.eta_sq:.3f}", _interval(design, s.ci_low, s.ci_high, 3)] for s in shares]
+            lines += markdown_table(["effect", "η²", "95% CI"], table, 1)
         lines += _marginal_lines(design)
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
@@ -250,11 +246,11 @@ def _marginal_lines(design: Design) -> list[str]:
     else:
         head = ("Marginal effect of each factor: final-return IQM at each level, the other factors pooled; 95% "
                 "stratified bootstrap CI resampling seeds within each cell.")  # fmt: skip
-    lines = ["", head, "", "| factor | level | IQM | 95% CI |", "|---|---|---:|---:|"]
+    table = []
     for i, (factor, levels) in enumerate(zip(design.factors, design.levels, strict=True)):
         for level, (mid, lo, hi) in zip(levels, marginal(design, i), strict=True):
-            lines.append(f"| {factor} | {format_value(level)} | {mid:.1f} | {_interval(design, lo, hi, 1)} |")
-    return lines
+            table.append([factor, format_value(level), f"{mid:.1f}", _interval(design, lo, hi, 1)])
+    return ["", head, "", *markdown_table(["factor", "level", "IQM", "95% CI"], table, 2)]
 
 
 def _interval(design: Design, lo: float, hi: float, digits: int) -> str:

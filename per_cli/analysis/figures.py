@@ -44,10 +44,6 @@ LABELS = {
 }
 
 
-def label_of(tag: str) -> str:
-    return LABELS.get(tag, tag)
-
-
 def legend_label(group: Group, counts: bool = True) -> str:
     """The group label with its seeds: ``uniform (n=5, 1 running)``; failed runs are not counted."""
     if not counts:
@@ -103,7 +99,7 @@ def plot_curves(
 
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.set_xlabel("environment steps")
-    ax.set_ylabel(label_of(tag))
+    ax.set_ylabel(LABELS.get(tag, tag))
     return True
 
 
@@ -141,7 +137,7 @@ def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: 
     else:
         fig.suptitle(title, fontsize=8)
     legend_inside(fig, axes, list(styles), title=caption, ncol_max=ncol_max)
-    what = ", ".join(label_of(t) for t in tags)
+    what = ", ".join(LABELS.get(t, t) for t in tags)
     out.save(fig, f"{stem}_{slug(env)}", f"{title}: {what} against env steps; {caption}")
     return fig
 

@@ -86,10 +86,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
         keys = swept_keys(members)
         for run in members:
             settings = tuple((k, run.config.get(k)) for k in keys)
-            key = (env, replay, repr(settings))
-            if key not in groups:
-                groups[key] = Group(env, replay, settings, [])
-            groups[key].runs.append(run)
+            groups.setdefault((env, replay, repr(settings)), Group(env, replay, settings, [])).runs.append(run)
     return sorted(groups.values(), key=lambda g: (g.env, kind_rank(g.replay), _sort_key(g.settings)))
 
 

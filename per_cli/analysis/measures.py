@@ -12,6 +12,7 @@ from per_cli.analysis.groups import Group
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, interval
 from per_cli.analysis.tables import with_ci
+from per_cli.analysis.text import heading, markdown_table
 from per_cli.rundir.readers import LENGTH_TAG
 
 MEASURE_TAGS = {
@@ -69,9 +70,7 @@ def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
     """Per env, a table with a row per group and a column per measure: mean [95% CI] over its runs; ``made``:
     the commit and command."""
     lines = [
-        "# What the batches looked like",
-        "",
-        *([made, ""] if made else []),
+        *heading("# What the batches looked like", made),
         "Per group: the mean over its completed runs of each run's mean of the batch measure over the whole run, "
         "weighted by what it averages (metrics.csv: each episode's mean over its updates, weighted by the episode's "
         "env steps; TensorBoard: each log window's value once); in brackets a 95% bootstrap CI over the runs, none "
@@ -81,11 +80,11 @@ def measures_markdown(rows: Sequence[MeasureRow], made: str = "") -> str:
         env_rows = [r for r in rows if r.env == env]
         tags = [t for t in MEASURE_TAGS if any(r.tag == t for r in env_rows)]
         names = [MEASURE_TAGS[t].replace("|", "\\|") for t in tags]  # (a bare | would split the column)
-        lines += ["", f"## {env}", "", "| replay | settings | " + " | ".join(names) + " |",
-                  "|---|---|" + "---:|" * len(tags)]  # fmt: skip
+        table = []
         for replay, settings in dict.fromkeys((r.replay, r.settings) for r in env_rows):
             cells = {r.tag: r for r in env_rows if (r.replay, r.settings) == (replay, settings)}
-            lines.append(f"| {replay} | {settings or '–'} | " + " | ".join(_cell(cells.get(t)) for t in tags) + " |")
+            table.append([replay, settings or "–", *(_cell(cells.get(t)) for t in tags)])
+        lines += ["", f"## {env}", "", *markdown_table(["replay", "settings", *names], table, 2)]
     return "\n".join(lines) + "\n"
 
 

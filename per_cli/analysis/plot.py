@@ -25,14 +25,7 @@ from per_cli.analysis.measures import MEASURE_TAGS, MeasureRow, measure_rows, me
 from per_cli.analysis.provenance import made_by
 from per_cli.analysis.runs import Run, load_runs
 from per_cli.analysis.style import FORMATS, STYLE, Output, line_styles
-from per_cli.analysis.tables import (
-    default_threshold,
-    final_return_meaning,
-    rows_csv,
-    summarize,
-    table_csv,
-    table_markdown,
-)
+from per_cli.analysis.tables import Row, default_threshold, final_return_meaning, rows_csv, summarize, table_markdown
 from per_cli.errors import ConfigError
 from per_cli.rundir.readers import LENGTH_TAG, RETURN_TAG
 
@@ -46,11 +39,6 @@ class PlotReport:
     table_md: str = ""
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def left_out(self) -> list[Run]:
-        """Failed and unreadable runs: not in the curves or the statistics."""
-        return [r for r in self.runs if r.status in ("failed", "unreadable")]
-
 
 def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
     """``["cartpole=475", "Acrobot-v1=none"]`` -> ``{"CartPole-v1": 475.0, "Acrobot-v1": None}``; an unknown
@@ -63,14 +51,10 @@ def parse_thresholds(items: Sequence[str]) -> dict[str, float | None]:
         if not sep or not env.strip():
             raise ConfigError(f"--threshold {item!r}: expected ENV=VALUE, e.g. --threshold cartpole=475")
         env_id = checked_env_id(env.strip(), f"--threshold {item}")
-        if raw.strip().lower() == "none":
-            value = None
-        else:
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ConfigError(f"--threshold {item!r}: {raw!r} is not a number (or none)") from None
-        out[env_id] = value
+        try:
+            out[env_id] = None if raw.strip().lower() == "none" else float(raw)
+        except ValueError:
+            raise ConfigError(f"--threshold {item!r}: {raw!r} is not a number (or none)") from None
     return out
 
 
@@ -185,8 +169,9 @@ def make_plots(
             figure_marginals(design, output, env_title(design.env, by_env[design.env]))
     rows = summarize(groups, limits, smooth)
     made = made_by(plot_command(runs_dir, out, fmt, smooth, metrics, thresholds, final_episodes, envs))
-    report.table_md = table_markdown(rows, report.left_out, smooth, runs_dir, final_episodes, made)
-    tables = [("summary.csv", table_csv(rows)), ("summary.md", report.table_md)]
+    left_out = [r for r in runs if r.status in ("failed", "unreadable")]  # (not in the curves or the statistics)
+    report.table_md = table_markdown(rows, left_out, smooth, runs_dir, final_episodes, made)
+    tables = [("summary.csv", rows_csv(rows, Row)), ("summary.md", report.table_md)]
     if measures := measure_rows(groups):
         tables += [("measures.csv", rows_csv(measures, MeasureRow)), ("measures.md", measures_markdown(measures, made))]
     if comparisons := compare_groups(groups):

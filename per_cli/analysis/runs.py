@@ -111,10 +111,7 @@ def find_run_dirs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     """Nested mappings to dotted keys; lists become tuples (hashable, comparable)."""
     if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
+        return {k: v for key, value in data.items() for k, v in flatten(value, f"{prefix}{key}.").items()}
     if isinstance(data, list):
         return {prefix[:-1]: tuple(data)}
     return {prefix[:-1]: data}

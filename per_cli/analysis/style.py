@@ -46,9 +46,7 @@ def kind_color(replay: str) -> str:
     spec = KINDS.get(kind)
     if spec is not None and spec.colour is not None:
         return spec.colour
-    if kind in OTHER_COLORS:
-        return OTHER_COLORS[kind]
-    return SPARE_COLORS[zlib.crc32(kind.encode()) % len(SPARE_COLORS)]
+    return OTHER_COLORS.get(kind, SPARE_COLORS[zlib.crc32(kind.encode()) % len(SPARE_COLORS)])
 
 
 def shade(color: str, i: int, n: int) -> tuple[float, float, float]:
@@ -79,11 +77,9 @@ def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
     """Line properties per group label, from ``(group label, replay label)`` pairs in plotting order: the kind's
     colour, and across one replay label's settings a shade of it and a pattern of :data:`LINE_PATTERNS` (up to nine
     cells of a sweep told apart by more than shades); ``+her`` starts one pattern on."""
-    by_replay: dict[str, list[str]] = {}
+    by_replay: dict[str, dict[str, None]] = {}  # each replay label's group labels, in order, each once
     for label, replay in labels:
-        members = by_replay.setdefault(replay, [])
-        if label not in members:
-            members.append(label)
+        by_replay.setdefault(replay, {})[label] = None
     styles = {}
     for replay, members in by_replay.items():
         first = 1 if replay.endswith("+her") else 0
@@ -118,11 +114,9 @@ def legend_height(width_in: float, labels: Sequence[str], ncol_max: int = 3, tit
     """Inches the legend of :func:`legend_inside` takes below the panels: its rows of (wrapped) labels and its
     title's lines, so that a figure grows with its legend instead of squeezing its panels."""
     wrapped, ncol = legend_layout(width_in, labels, ncol_max)
-    per_column = [0] * ncol
-    for i, label in enumerate(wrapped):
-        per_column[i % ncol] += label.count("\n") + 1
+    rows = max(sum(label.count("\n") + 1 for label in wrapped[col::ncol]) for col in range(ncol))  # longest column
     title_lines = len(textwrap.wrap(title, int(width_in * 72 / (0.55 * 6)))) if title else 0
-    return 0.15 + 0.14 * max(per_column, default=0) + 0.11 * title_lines
+    return 0.15 + 0.14 * rows + 0.11 * title_lines
 
 
 def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None, ncol_max: int = 3) -> None:

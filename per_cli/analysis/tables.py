@@ -19,7 +19,7 @@ from per_cli.analysis.envname import registered_spec
 from per_cli.analysis.groups import Group
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, interval
-from per_cli.analysis.text import num
+from per_cli.analysis.text import heading, markdown_table, num
 from per_cli.rundir.readers import RETURN_TAG
 from per_cli.rundir.returns import return_measures
 
@@ -153,10 +153,6 @@ def rows_csv(rows: Sequence[Any], cls: type) -> str:
     return out.getvalue()
 
 
-def table_csv(rows: Sequence[Row]) -> str:
-    return rows_csv(rows, Row)
-
-
 def no_interval(seeds: int) -> str:
     """What a cell says instead of an interval below :data:`MIN_INTERVAL_SEEDS` seeds: ``no interval (n = 3)``."""
     return f"no interval (n = {seeds})"
@@ -222,9 +218,7 @@ def table_markdown(
             "steps to threshold"]  # fmt: skip
     note = _curve_note(rows)
     lines = [
-        f"# Results: {root}",
-        "",
-        *([made, ""] if made else []),
+        *heading(f"# Results: {root}", made),
         f"Final return: {final_return_meaning(final_episodes)}, over completed runs. {CURVE_MEANING} "
         "IQM: interquartile mean over seeds; CI: 95% stratified percentile bootstrap over seeds "
         f"(Agarwal et al. 2021), none below {MIN_INTERVAL_SEEDS} seeds (`no interval (n = …)`: a bootstrap of so "
@@ -234,20 +228,19 @@ def table_markdown(
         "(reached/seeds in brackets).",
         *(["", note] if note else []),
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" if i < 2 + with_settings else "---:" for i in range(len(head))) + "|",
     ]
+    table = []
     for r in rows:
         seeds = f"{r.seeds}" + "".join(f" (+{getattr(r, s)} {s})" for s in NOT_COUNTED if getattr(r, s))
         ci = with_ci(r.final_return_iqm, r.final_return_ci_low, r.final_return_ci_high, seeds=r.seeds)
         curve = [with_ci(getattr(r, f"return_{m}_iqm"), getattr(r, f"return_{m}_ci_low"),
                          getattr(r, f"return_{m}_ci_high"), seeds=r.curve_runs) if r.curve_runs else "—"
                  for m in CURVE_MEASURES]  # fmt: skip
-        cells = [r.env, r.replay, *([r.settings or "–"] if with_settings else []), seeds, ci,
-                 num(r.final_return_mean, 1, "–"), *curve,
-                 with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high, seeds=r.seeds),
-                 _steps_cell(r)]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append([r.env, r.replay, *([r.settings or "–"] if with_settings else []), seeds, ci,
+                      num(r.final_return_mean, 1, "–"), *curve,
+                      with_ci(r.eval_return_iqm, r.eval_return_ci_low, r.eval_return_ci_high, seeds=r.seeds),
+                      _steps_cell(r)])  # fmt: skip
+    lines += markdown_table(head, table, 2 + with_settings)
     if left_out:
         lines += ["", "## Failed or unreadable runs (left out of the curves and the statistics)", ""]
         lines += [f"- `{r.name}` ({r.status}): {(r.error or 'no error recorded').splitlines()[0]}" for r in left_out]

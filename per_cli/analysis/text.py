@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 
@@ -31,3 +31,15 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextI
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for row in (header, *rows):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def heading(title: str, made: str = "") -> list[str]:
+    """A Markdown document's first lines: its ``title`` and, where given, what ``made`` it
+    (:func:`per_cli.analysis.provenance.made_by`), each followed by a blank line."""
+    return [title, "", *([made, ""] if made else [])]
+
+
+def markdown_table(head: Sequence[str], rows: Iterable[Sequence[str]], left: int) -> list[str]:
+    """A Markdown table's lines: the first ``left`` columns left-aligned (labels), the others right-aligned."""
+    align = "|" + "|".join("---" if i < left else "---:" for i in range(len(head))) + "|"
+    return ["| " + " | ".join(head) + " |", align, *("| " + " | ".join(cells) + " |" for cells in rows)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from per_cli.sweep.plan import RunSpec
 from per_cli.sweep.status import FAILED, INTERRUPTED
-from per_cli.sweep.worker import lock_and_decide, record_failure, resume_or_restart, summary_result
+from per_cli.sweep.worker import execute_run, lock_members, prepared, record_failure, summary_result
 
 
 def default_cohort_size(todo: Sequence[RunSpec], workers: int) -> int:
@@ -37,36 +36,48 @@ def pack(todo: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
     return [group[i : i + size] for group in _groups(todo) for i in range(0, len(group), size)]
 
 
-def for_each_run(payload: dict[str, Any], result_of: Callable[[dict[str, Any]], dict]) -> dict[str, Any]:
-    """A task's result: ``result_of`` its run's payload, or, for a cohort task, of each of its runs'."""
+def members_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run payloads of a task: a cohort's runs, or the solo run itself."""
+    return payload.get("cohort", [payload])
+
+
+def task_result(payload: dict[str, Any], results: dict[str, dict]) -> dict[str, Any]:
+    """A task's result from a result per run name: the solo run's, or, for a cohort task, all of them."""
     if "cohort" not in payload:
-        return result_of(payload)
-    return {"status": "cohort", "members": {m["name"]: result_of(m) for m in payload["cohort"]}}
+        return results[payload["name"]]
+    return {"status": "cohort", "members": results}
+
+
+def for_each_run(payload: dict[str, Any], result_of: Callable[[dict[str, Any]], dict]) -> dict[str, Any]:
+    """A task's result: ``result_of`` each of its runs' payloads."""
+    return task_result(payload, {m["name"]: result_of(m) for m in members_of(payload)})
 
 
 def cohort_payload(payloads: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": f"{payloads[0]['name']}+{len(payloads) - 1}", "cohort": payloads}
 
 
-def run_cohort_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
-    """A local worker's cohort: each run under its own lock and re-checked on disk (skip, resume or fresh, as
-    a solo run), then the runs to train in one cohort. Returns one result per run."""
-    results: dict[str, dict[str, Any]] = {}
-    locks, todo = [], []
-    for member in payload["cohort"]:
-        lock, mode = lock_and_decide(member)
-        if lock is None:
-            results[member["name"]] = mode
-        else:
-            locks.append(lock)
-            todo.append((member, mode))
+def run_task_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
+    """A local worker's task: each run under its own lock and re-checked on disk (skip, resume or fresh), then the
+    runs to train trained (:func:`train_runs`). Returns the task's result (:func:`task_result`)."""
+    results, locks, todo = lock_members(members_of(payload))
     try:
         if todo:
-            results.update(train_cohort(todo, progress))
+            results |= train_runs(payload, todo, progress)
     finally:
         for lock in locks:
             lock.release()
-    return {"status": "cohort", "members": results}
+    return task_result(payload, results)
+
+
+def train_runs(payload: dict[str, Any], todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[str, Any]]:
+    """The runs of ``todo`` (run payload, ``fresh`` or ``resume``) of the task ``payload`` trained, each into its
+    payload's ``run_dir``: a cohort task's as one cohort (:func:`train_cohort`), a solo task's run alone
+    (:func:`~per_cli.sweep.worker.execute_run`). Returns one result per run name."""
+    if "cohort" in payload:
+        return train_cohort(todo, progress)
+    ((member, mode),) = todo
+    return {member["name"]: execute_run(member, Path(member["run_dir"]), mode, progress)}
 
 
 def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[str, Any]]:
@@ -82,11 +93,8 @@ def train_cohort(todo: list[tuple[dict, str]], progress=None) -> dict[str, dict[
     try:
         cohort = Cohort([from_dict(member["config"]) for member in payloads], progress=progress)
         for i, ((_, mode), run_dir) in enumerate(zip(todo, run_dirs, strict=True)):
-            if mode == "resume":
-                member = cohort.members[i]
-                cohort.members[i], notes[i] = resume_or_restart(member, run_dir, lambda m=member: build_member(m.cfg))
-            elif run_dir.exists():
-                shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
+            member = cohort.members[i]
+            cohort.members[i], notes[i] = prepared(member, run_dir, mode, lambda m=member: build_member(m.cfg))
     except Exception as exc:  # noqa: BLE001 - a cohort that cannot even start: each of its runs failed
         error = f"{type(exc).__name__}: {exc}"
         for member, run_dir in zip(payloads, run_dirs, strict=True):

@@ -62,24 +62,20 @@ def run_grid(
     completed, 1 any not, 130 interrupted). On the local pool, runs that differ only in the seed train as
     cohorts of up to ``cohort_size`` seeds (None: :func:`~per_cli.sweep.cohorts.default_cohort_size`; 1: solo)."""
     from per_cli.rundir.locks import Locked, hold_lock
-    from per_cli.sweep.backends import make_executor
     from per_cli.train.loop.stopping import SignalStop
 
     out = out or sys.stdout
     states = {spec.name: run_state(grid_dir / spec.name).state for spec in plan.runs}
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
     run_notes = [n for s in plan.runs if (n := missing_config_note(grid_dir / s.name, states[s.name]))]
-    # the executor first: a Ray cluster that cannot be reached is bad input, and leaves nothing on disk
+    # the executor before anything is written: a Ray cluster that cannot be reached is bad input, and leaves nothing
+    # on disk; Ray first, as how many CPUs it has is known once it has started
     n_workers = workers or (default_workers() if backend == "local" else None)  # None: all of Ray's CPUs
-    if backend == "local":
-        size = cohort_size or default_cohort_size(todo, n_workers)
-        tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
-        n_workers = max(1, min(n_workers, len(tasks)))
-        executor = make_executor(backend, n_workers, ray_address) if todo else None
-    else:  # Ray: how many CPUs there are is known once it has started
-        executor = make_executor(backend, n_workers, ray_address) if todo else None
-        size = cohort_size or (default_cohort_size(todo, executor.size) if executor is not None else 1)
-        tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
+    executor = _executor(backend, n_workers, ray_address) if todo and backend == "ray" else None
+    size = cohort_size or default_cohort_size(todo, executor.size if executor is not None else n_workers or 1)
+    tasks = pack(todo, size) if size > 1 else [[spec] for spec in todo]
+    if todo and backend == "local":
+        executor = _executor(backend, max(1, min(n_workers, len(tasks))), ray_address)
     try:
         grid_dir.mkdir(parents=True, exist_ok=True)
         (grid_dir / LOCKS_DIR).mkdir(exist_ok=True)
@@ -133,6 +129,22 @@ def run_grid(
 
     code = report(plan, grid_dir, ran, started, retry_failed, interrupted, out)
     return GridOutcome(grid_dir, code)
+
+
+def _executor(backend: str, workers: int | None, ray_address: str | None):
+    """Where the runs train: local worker processes (:mod:`.local`) or Ray tasks (:mod:`.ray_backend`), both running
+    :mod:`.worker` and answering with the same events (``backend``: local or ray, as the CLI checks)."""
+    if backend == "local":
+        from per_cli.sweep.local import LocalExecutor
+
+        return LocalExecutor(workers)
+    from per_cli.sweep.ray_backend import RayExecutor
+
+    try:
+        return RayExecutor(workers, ray_address)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"--ray-address {ray_address}" if ray_address else "--backend ray"
+        raise ConfigError(f"{where}: Ray did not start: {type(exc).__name__}: {exc}") from None
 
 
 def _payload(spec: RunSpec, grid_dir: Path, retry_failed: bool) -> dict[str, Any]:

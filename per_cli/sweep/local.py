@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.errors import os_error_line
-from per_cli.sweep.cohorts import for_each_run, run_cohort_locked
-from per_cli.sweep.worker import completed_result, limit_threads, record_failure, run_locked
+from per_cli.rundir.logger import COMPLETED, FAILED, read_summary
+from per_cli.sweep.cohorts import for_each_run, members_of, run_task_locked
+from per_cli.sweep.worker import limit_threads, record_failure, summary_result
 from per_cli.train.loop.stopping import SignalStop
 
 Event = tuple[str, str, Any]  # ("progress", run, step) | ("done", run, result dict)
@@ -32,10 +33,9 @@ def _die_with_parent(parent_pid: int) -> None:
             pass
 
     def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(70)
+        while os.getppid() == parent_pid:
             time.sleep(1.0)
+        os._exit(70)
 
     if os.getppid() != parent_pid:
         os._exit(70)
@@ -67,10 +67,7 @@ def worker_main(conn, parent_pid: int) -> None:
                     conn.close()
                     os._exit(0)
                 try:
-                    if "cohort" in payload:  # runs that differ only in the seed, trained together
-                        result = run_cohort_locked(payload, _PipeProgress(conn, payload["cohort"][0]["name"]))
-                    else:
-                        result = run_locked(payload, _PipeProgress(conn, payload["name"]))
+                    result = run_task_locked(payload, _PipeProgress(conn, members_of(payload)[0]["name"]))
                 except OSError as exc:  # outside a run's own handling (its lock, its old files): a full disk
                     error = os_error_line(exc)  # (one line, no traceback from the worker)
                     result = for_each_run(payload, lambda _, error=error: {"status": "failed", "error": error})
@@ -80,6 +77,15 @@ def worker_main(conn, parent_pid: int) -> None:
                     return
     except (KeyboardInterrupt, EOFError, BrokenPipeError):
         return
+
+
+def _lost(payload: dict[str, Any], error: str) -> dict[str, Any]:
+    run_dir = Path(payload["run_dir"])
+    summary = read_summary(run_dir) or {}
+    if summary.get("status") == COMPLETED:
+        return summary_result(summary)
+    record_failure(payload, run_dir, error)
+    return {"status": FAILED, "error": error}
 
 
 class _Worker:
@@ -122,15 +128,12 @@ class LocalExecutor:
         events: list[Event] = []
         by_conn = {w.conn: w for w in self._workers}
         by_sentinel = {w.proc.sentinel: w for w in self._workers}
-        ready = connection.wait(list(by_conn) + list(by_sentinel), timeout)
         dead = []
-        for obj in ready:
-            worker = by_conn.get(obj)
-            if worker is not None:
-                if not self._drain(worker, events):
-                    dead.append(worker)
-            else:
+        for obj in connection.wait(list(by_conn) + list(by_sentinel), timeout):
+            if obj in by_sentinel:  # its process ended
                 dead.append(by_sentinel[obj])
+            elif not self._drain(by_conn[obj], events):  # its pipe closed
+                dead.append(by_conn[obj])
         for worker in dict.fromkeys(dead):
             self._drain(worker, events)
             worker.proc.join(timeout=5)
@@ -150,20 +153,12 @@ class LocalExecutor:
             return False
         return True
 
-    @classmethod
-    def _died(cls, worker: _Worker) -> dict[str, Any]:
+    @staticmethod
+    def _died(worker: _Worker) -> dict[str, Any]:
+        """The result of each run of a dead worker's task: completed where its summary says so, else failed."""
         code = worker.proc.exitcode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        return for_each_run(worker.task, lambda p: cls._lost(p, f"worker process died ({how}) during the run"))
-
-    @staticmethod
-    def _lost(payload: dict[str, Any], error: str) -> dict[str, Any]:
-        run_dir = Path(payload["run_dir"])
-        done = completed_result(run_dir)
-        if done is not None:
-            return done
-        record_failure(payload, run_dir, error)
-        return {"status": "failed", "error": error}
+        return for_each_run(worker.task, lambda payload: _lost(payload, f"worker process died ({how}) during the run"))
 
     def stop(self, interrupt: bool = False) -> None:
         """Stop every worker: busy ones get SIGTERM (their run records the interrupt), idle ones exit."""

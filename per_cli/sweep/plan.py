@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import itertools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from per_cli.analysis.text import slug
 from per_cli.config import apply_override, from_dict, parse_override, read_yaml, to_dict
@@ -38,29 +38,14 @@ class RunSpec:
         return int(self.config["train"]["total_steps"])
 
     def manifest(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "env": self.env,
-            "replay": self.replay,
-            "seed": self.seed,
-            "sweep": dict(self.sweep),
-            "source": self.source,
-        }
+        """The run's entry in grid.yaml: every field but the config (its config.yaml holds that), each a copy (the
+        seeds of a setting share its ``sweep``, which YAML would write as an alias)."""
+        return {f.name: copy.copy(getattr(self, f.name)) for f in fields(self) if f.name != "config"}
 
-
-class _Setting(NamedTuple):
-    """One env × replay label × swept values, resolved and checked: each seed's run is ``config`` with its seed."""
-
-    env: str
-    label: str  # the env's file label, in run names
-    replay: str
-    sweep: dict[str, str]
-    source: str
-    config: dict[str, Any]
-
-    def run(self, seed: int) -> RunSpec:
-        name = run_name(self.label, self.replay, seed, self.sweep)
-        return RunSpec(name, self.env, self.replay, seed, self.sweep, self.source, {**self.config, "seed": seed})
+    def with_seed(self, seed: int, env_label: str) -> RunSpec:
+        """The run of this run's setting with ``seed`` (``env_label``: the env's in run names)."""
+        name = run_name(env_label, self.replay, seed, self.sweep)
+        return replace(self, name=name, seed=seed, config={**self.config, "seed": seed})
 
 
 @dataclass
@@ -151,11 +136,9 @@ def _sources(request: GridRequest) -> list[tuple[str, str, Path]]:
             wanted = default_labels(request.configs_dir, label)
         for replay in wanted:
             candidates = config_candidates(request.configs_dir, label, replay)
-            own = next((c for c in candidates if c.is_file()), None)
-            if request.config is not None:
-                sources.append((env, replay, request.config))
-            elif own is not None:
-                sources.append((env, replay, own))
+            source = request.config or next((c for c in candidates if c.is_file()), None)  # (a base config: for all)
+            if source is not None:
+                sources.append((env, replay, source))
             elif request.replays is not None:
                 raise ConfigError(
                     f"--replays {replay}: no config {display(candidates[0])} for {env}; "
@@ -225,7 +208,7 @@ def plan_grid(request: GridRequest) -> GridPlan:
             f"settings); one grid plans at most {MAX_RUNS:,} (a run directory each); give fewer --seeds or values"
         )
     files: dict[Path, dict] = {}
-    settings: list[_Setting] = []
+    settings: list[tuple[str, RunSpec]] = []  # (the env's label in run names, the setting's run of the first seed)
     checked: dict[str, None] = {}
     for env, replay, path in sources:
         if path not in files:
@@ -235,9 +218,11 @@ def plan_grid(request: GridRequest) -> GridPlan:
             where = f"{env} × {replay}{swept}"
             cfg, sweep = _resolve(files[path], request, env, replay, request.seeds[0], combo, where, path)
             _preflight(cfg, where, checked)
-            settings.append(_Setting(env, env_file_label(env), replay, sweep, display(path), to_dict(cfg)))
+            label, seed = env_file_label(env), request.seeds[0]
+            spec = RunSpec(run_name(label, replay, seed, sweep), env, replay, seed, sweep, display(path), to_dict(cfg))
+            settings.append((label, spec))
     # seed-major order: a grid stopped half-way has the first seeds of every setting, not all seeds of a few
-    runs = [setting.run(seed) for seed in request.seeds for setting in settings]
+    runs = [spec.with_seed(seed, label) for seed in request.seeds for label, spec in settings]
     dup = next((n for n, count in Counter(r.name for r in runs).items() if count > 1), None)
     if dup is not None:
         raise ConfigError(

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.rundir.locks import Lock
-from per_cli.sweep.cohorts import train_cohort
-from per_cli.sweep.worker import execute_run, limit_threads, lock_and_decide, record_failure
+from per_cli.sweep.cohorts import members_of, task_result, train_runs
+from per_cli.sweep.worker import limit_threads, lock_members, record_failure
 
 Event = tuple[str, str, Any]
 # an unfinished run resumes on Ray from its checkpoint only when its directory is at most this big (a
@@ -25,38 +25,23 @@ def _collect_files(run_dir: Path) -> dict[str, bytes]:
 
 
 def ray_train(payload: dict[str, Any]) -> dict[str, Any]:
-    """The body of a Ray task: train in a temporary directory on this node (starting from the files the
-    driver sent, to resume from a checkpoint); return the result and the run directory's files."""
-    import socket
-
-    limit_threads()
-    with tempfile.TemporaryDirectory(prefix="per-grid-") as tmp:
-        run_dir = Path(tmp) / payload["name"]
-        if payload.get("files"):
-            _write_files(run_dir, payload.pop("files"))
-        result = execute_run(payload, run_dir, payload.get("mode", "fresh"))
-        files = _collect_files(run_dir) if run_dir.exists() else {}
-    return {"result": {**result, "host": socket.gethostname()}, "files": files}
-
-
-def ray_train_cohort(payload: dict[str, Any]) -> dict[str, Any]:
-    """The body of a cohort's Ray task: its runs trained in lockstep as :func:`ray_train` trains one; a result and
-    the files per run."""
+    """The body of a Ray task: its runs trained as a local worker trains them (:func:`train_runs`), each in a
+    temporary directory on this node that starts from the files the driver sent (to resume from a checkpoint);
+    returns a result per run and each run directory's files."""
     import socket
 
     limit_threads()
     with tempfile.TemporaryDirectory(prefix="per-grid-") as tmp:
         todo = []
-        for member in payload["cohort"]:
+        for member in members_of(payload):
             run_dir = Path(tmp) / member["name"]
             if member.get("files"):
                 _write_files(run_dir, member.pop("files"))
             todo.append(({**member, "run_dir": str(run_dir)}, member["mode"]))
-        results = train_cohort(todo)
+        results = train_runs(payload, todo)
         files = {m["name"]: _collect_files(Path(m["run_dir"])) for m, _ in todo if Path(m["run_dir"]).exists()}
     host = socket.gethostname()
-    return {"result": {"status": "cohort", "members": {k: {**v, "host": host} for k, v in results.items()}},
-            "files": files}  # fmt: skip
+    return {"results": {name: {**result, "host": host} for name, result in results.items()}, "files": files}
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
@@ -111,7 +96,7 @@ class RayExecutor:
         # max_retries: a task whose node or worker process dies is retried (its result is written only once,
         # by this driver); an exception inside the run is never retried -- it is a failed run
         remote = ray.remote(num_cpus=1, max_retries=2, retry_exceptions=False)
-        self._task, self._cohort_task = remote(ray_train), remote(ray_train_cohort)
+        self._task = remote(ray_train)
         # a task in flight: (its payload, the lock of each run it trains, results of its runs answered at once)
         self._refs: dict[Any, tuple[dict, list[Lock], dict[str, dict]]] = {}
         self._immediate: list[Event] = []  # tasks answered without Ray (busy, or finished meanwhile)
@@ -120,27 +105,15 @@ class RayExecutor:
         return self.size - len(self._refs) - len(self._immediate)
 
     def submit(self, payload: dict[str, Any]) -> None:
-        """Send a run (or a cohort: each of its runs) to Ray under the run's lock, unless its state on disk
-        says skip or another process holds it; those are answered at once."""
-        members = payload.get("cohort", [payload])
-        answered: dict[str, dict] = {}
-        sent, locks = [], []
-        for member in members:
-            lock, mode = lock_and_decide(member)
-            if lock is None:
-                answered[member["name"]] = mode
-                continue
-            sent.append(_with_files(member, mode))
-            locks.append(lock)
-        if "cohort" not in payload:
-            if not sent:
-                self._immediate.append(("done", payload["name"], answered[payload["name"]]))
-                return
-            self._refs[self._task.remote(sent[0])] = (payload, locks, answered)
-        elif not sent:
-            self._immediate.append(("done", payload["name"], {"status": "cohort", "members": answered}))
-        else:
-            self._refs[self._cohort_task.remote(dict(payload, cohort=sent))] = (payload, locks, answered)
+        """Send a task's runs to Ray, each under its lock, but those that its state on disk says to skip or that
+        another process holds: they are answered at once (the whole task, where none is left to train)."""
+        answered, locks, todo = lock_members(members_of(payload))
+        if not todo:
+            self._immediate.append(("done", payload["name"], task_result(payload, answered)))
+            return
+        sent = [_with_files(member, mode) for member, mode in todo]
+        task = dict(payload, cohort=sent) if "cohort" in payload else sent[0]
+        self._refs[self._task.remote(task)] = (payload, locks, answered)
 
     def poll(self, timeout: float) -> list[Event]:
         if self._immediate or not self._refs:
@@ -160,25 +133,18 @@ class RayExecutor:
     def _install(self, ref, payload: dict[str, Any], answered: dict[str, dict]) -> dict[str, Any]:
         """A finished task's result; its runs' files installed into the grid directory. A task lost to Ray
         (its node died, ...) is a failed result for each run it trained."""
-        members = payload.get("cohort", [payload])
-        trained = [m for m in members if m["name"] not in answered]
+        trained = [m for m in members_of(payload) if m["name"] not in answered]
         try:
             out = self._ray.get(ref)
-            files = out["files"] if "cohort" in payload else {payload["name"]: out["files"]}
             for member in trained:
-                install_files(Path(member["run_dir"]), files.get(member["name"], {}))
-            result = out["result"]
+                install_files(Path(member["run_dir"]), out["files"].get(member["name"], {}))
+            results = out["results"]
         except Exception as exc:  # noqa: BLE001 - recorded in each run's summary; the grid goes on
             error = f"ray task failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             for member in trained:
                 record_failure(member, Path(member["run_dir"]), error, traceback.format_exc())
-            lost = {"status": "failed", "error": error}
-            if "cohort" not in payload:
-                return lost
-            result = {"members": dict.fromkeys((m["name"] for m in trained), lost)}
-        if "cohort" in payload:
-            result = {"status": "cohort", "members": {**answered, **result["members"]}}
-        return result
+            results = dict.fromkeys((m["name"] for m in trained), {"status": "failed", "error": error})
+        return task_result(payload, {**answered, **results})
 
     def stop(self, interrupt: bool = False) -> None:
         for ref, (_payload, locks, _answered) in list(self._refs.items()):

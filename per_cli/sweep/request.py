@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from per_cli.config import parse_override
+from per_cli.config import parse_override, read_yaml
 from per_cli.config.seeds import parse_seeds
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
@@ -60,8 +60,8 @@ class GridRequest:
 def split_list(text: str, option: str, what: str = "item") -> list[str]:
     """Split ``a,b,c`` on commas outside brackets and quotes (``[64,64],[256,256]`` is two values); empty or
     repeated items are a ConfigError naming ``option`` and ``what`` was repeated."""
-    items, depth, quote, current = [], 0, None, []
-    for ch in text:
+    items, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
         if quote:
             quote = None if ch == quote else quote
         elif ch in "'\"":
@@ -71,11 +71,9 @@ def split_list(text: str, option: str, what: str = "item") -> list[str]:
         elif ch in "]}":
             depth -= 1
         elif ch == "," and depth == 0:
-            items.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    items.append("".join(current).strip())
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
     if any(not item for item in items):
         raise ConfigError(f"{option} {text!r}: empty item in the comma-separated list")
     twice = next((item for item in items if items.count(item) > 1), None)
@@ -117,8 +115,6 @@ def check_replay_label(label: str) -> None:
 def config_axes(config: Path) -> tuple[str, str]:
     """The env and replay label (``kind+her`` where ``replay.her_strategy`` is on) of a base config's file: what
     ``per grid --config C`` without ``--envs`` runs."""
-    from per_cli.config import read_yaml
-
     data = read_yaml(config)
     env = (data.get("env") or {}).get("id")
     if not env:
@@ -130,8 +126,6 @@ def config_axes(config: Path) -> tuple[str, str]:
 
 def plugins_named(config: Path | None, sets: list[str]) -> list[str]:
     """The plugins a grid's runs import: the base config's ``plugins`` and any ``--set plugins=[...]``."""
-    from per_cli.config import read_yaml
-
     names: list = []
     if config is not None:
         names += list(read_yaml(config).get("plugins") or [])

@@ -7,7 +7,8 @@ import contextlib
 import os
 import shutil
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,6 @@ def record_failure(payload: dict[str, Any], run_dir: Path, error: str, tb: str =
     write_summary(run_dir, {**base, **previous, "status": FAILED, "error": error, "traceback": tb})
 
 
-def completed_result(run_dir: Path) -> dict[str, Any] | None:
-    """The result of a run whose summary says completed, else None."""
-    summary = read_summary(run_dir) or {}
-    return summary_result(summary) if summary.get("status") == COMPLETED else None
-
-
 def summary_result(summary: dict[str, Any], note: str = "") -> dict[str, Any]:
     """A finished run's result, from its summary: its status, and its numbers where it completed, else its error."""
     if summary.get("status") == COMPLETED:
@@ -56,9 +51,14 @@ def summary_result(summary: dict[str, Any], note: str = "") -> dict[str, Any]:
     return {"status": summary.get("status", FAILED), "error": summary.get("error"), "note": note}
 
 
-def resume_or_restart(member: Any, run_dir: Path, fresh: Callable[[], Any]) -> tuple[Any, str]:
-    """(member, note): ``member`` resumed from ``run_dir``'s latest checkpoint; where that is damaged or does not
-    fit, the run's files set aside and ``fresh()`` in its place."""
+def prepared(member: Any, run_dir: Path, mode: str, fresh: Callable[[], Any]) -> tuple[Any, str]:
+    """(member, note) ready to train into ``run_dir``: ``fresh``, any older attempt removed (an unfinished or failed
+    one: no mixed logs); ``resume``, resumed from its latest checkpoint, or where that is damaged or does not fit,
+    the run's files set aside and ``fresh()`` in its place."""
+    if mode != "resume":
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        return member, ""
     from per_cli.train.loop.trainer_state import resume
 
     try:
@@ -75,11 +75,9 @@ def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
     action = action_for(state, payload["retry_failed"], run_dir)
     if action == "skip":
         return {"status": "skipped", "note": skip_note(state)}
-    if action == "resume":
-        refused = refuse_checkpoint(payload, run_dir)
-        if refused is not None:
-            return refused
-    return "resume" if action == "resume" else "fresh"
+    if action != "resume":
+        return "fresh"
+    return refuse_checkpoint(payload, run_dir) or "resume"
 
 
 def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
@@ -106,11 +104,8 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
         from per_cli.train.loop.trainer import build_member, run_member
 
         cfg = from_dict(payload["config"])
-        member = build_member(cfg, progress=progress)
-        if mode == "resume":
-            member, note = resume_or_restart(member, run_dir, lambda: build_member(cfg, progress=progress))
-        elif run_dir.exists():
-            shutil.rmtree(run_dir)  # an unfinished or failed attempt: start clean (no mixed logs)
+        fresh = partial(build_member, cfg, progress=progress)
+        member, note = prepared(fresh(), run_dir, mode, fresh)
     except Exception as exc:  # noqa: BLE001 - a run that cannot even start is a failed run
         error = f"{type(exc).__name__}: {exc}"
         if run_dir.exists() and mode == "fresh":
@@ -126,26 +121,22 @@ def execute_run(payload: dict[str, Any], run_dir: Path, mode: str = "fresh", pro
     return summary_result({**summary, "status": COMPLETED}, note)
 
 
-def lock_and_decide(payload: dict[str, Any]) -> tuple[Lock | None, str | dict[str, Any]]:
-    """The run's lock, held, and :func:`decide`'s answer under it; no lock where the answer is a result (``busy``:
-    another process holds the lock)."""
-    try:
-        lock = hold_lock(Path(payload["lock"]))
-    except Locked:
-        return None, {"status": "busy", "error": "another process holds this run's lock"}
-    mode = decide(payload, Path(payload["run_dir"]))
-    if isinstance(mode, dict):
-        lock.release()
-        return None, mode
-    return lock, mode
-
-
-def run_locked(payload: dict[str, Any], progress=None) -> dict[str, Any]:
-    """A local worker's run: under the run's lock, re-check its state on disk, then train it."""
-    lock, mode = lock_and_decide(payload)
-    if lock is None:
-        return mode
-    try:
-        return execute_run(payload, Path(payload["run_dir"]), mode, progress)
-    finally:
-        lock.release()
+def lock_members(members: Sequence[dict[str, Any]]) -> tuple[dict[str, dict], list[Lock], list[tuple[dict, str]]]:
+    """Each run's lock held and :func:`decide`'s answer under it: (the result of each run that must not train, ``busy``
+    where another process holds its lock; the locks held; each run to train, with ``resume`` or ``fresh``)."""
+    answered: dict[str, dict[str, Any]] = {}
+    locks, todo = [], []
+    for member in members:
+        try:
+            lock = hold_lock(Path(member["lock"]))
+        except Locked:
+            answered[member["name"]] = {"status": "busy", "error": "another process holds this run's lock"}
+            continue
+        mode = decide(member, Path(member["run_dir"]))
+        if isinstance(mode, dict):
+            lock.release()
+            answered[member["name"]] = mode
+        else:
+            locks.append(lock)
+            todo.append((member, mode))
+    return answered, locks, todo

@@ -14,7 +14,7 @@ from per_cli.analysis.curves import curve_on_grid, dedup_steps, steps_to_thresho
 from per_cli.analysis.groups import format_value, group_runs
 from per_cli.analysis.runs import find_run_dirs, load_run, load_runs
 from per_cli.analysis.stats import iqm, stratified_bootstrap_ci
-from per_cli.analysis.tables import summarize, table_csv, table_markdown
+from per_cli.analysis.tables import Row, rows_csv, summarize, table_markdown
 from per_cli.errors import ConfigError
 from per_cli.rundir.logger import EPISODE_COLUMNS, wait_for_a_later_event_file_name
 from per_cli.rundir.readers import RETURN_TAG
@@ -312,7 +312,7 @@ def test_summary_table_values(tmp_path):
     assert uniform.steps_to_threshold == 300.0 and uniform.reached == 5  # median of 100, 200, ..., 500
     assert (combined.seeds, combined.final_return_iqm) == (1, 7.0)
 
-    table = list(csv.DictReader(io.StringIO(table_csv(rows))))
+    table = list(csv.DictReader(io.StringIO(rows_csv(rows, Row))))
     assert table[0]["replay"] == "uniform" and table[0]["seeds"] == "5" and float(table[0]["final_return_iqm"]) == 30
     assert table[1]["eval_return_mean"] == table[1]["eval_return_iqm"] == ""  # not recorded: blank, not "nan"
 

@@ -12,23 +12,34 @@ from per_cli.envs.cliffwalk import BlindCliffwalk
 INIT_STD = 0.1
 
 
-class TabularLearner:
+class _Learner:
+    """What both learners share: the chain, its discount, the number of Q-values, and the exact squared error of the
+    Q-values (:meth:`values`, shape (n, 2)) against the true ones."""
+
+    def __init__(self, mdp: BlindCliffwalk):
+        self.mdp, self.gamma, self.size = mdp, mdp.gamma, 2 * mdp.n
+
+    def exact_sse(self) -> float:
+        return float(((self.values() - self.mdp.true_q()) ** 2).sum())
+
+    def _deltas_and_errors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The δ of updating each distinct transition (s, a), and the error of each Q-value; shape (n, 2) each."""
+        q = self.values()
+        return _targets(self.mdp, q) - q, q - self.mdp.true_q()
+
+
+class TabularLearner(_Learner):
     """A table of Q-values, ``Q(s, a) = θ · onehot(s, a)``, initialised like the linear learner's weights,
     ``θ ~ N(0, 0.1²)`` (Schaul et al. 2016, appendix B.1: both representations are ``θᵀφ(s, a)``)."""
 
     def __init__(self, mdp: BlindCliffwalk, rng: np.random.Generator):
-        self.mdp = mdp
-        self.gamma = mdp.gamma
+        super().__init__(mdp)
         self.true = mdp.true_q().tolist()
         self.q = rng.normal(0.0, INIT_STD, size=(mdp.n, 2)).tolist()
-        self.size = 2 * mdp.n
         self.sse = self.exact_sse()
 
     def values(self) -> np.ndarray:
         return np.array(self.q)
-
-    def exact_sse(self) -> float:
-        return float(((self.values() - np.array(self.true)) ** 2).sum())
 
     def update(self, s: int, a: int, r: float, s2: int, term: bool, step: float) -> float:
         """Apply one update; return its TD error δ (before the update)."""
@@ -45,23 +56,19 @@ class TabularLearner:
     def sse_after_each(self, step: float) -> tuple[np.ndarray, np.ndarray]:
         """For every distinct transition (state s, action a), the squared error after updating it alone, and
         its δ. Both arrays have shape (n, 2)."""
-        q, true = self.values(), np.array(self.true)
-        delta = _targets(self.mdp, q) - q
-        err = q - true
+        delta, err = self._deltas_and_errors()
         after = self.sse - err**2 + (err + step * delta) ** 2
         return after, delta
 
 
-class LinearLearner:
+class LinearLearner(_Learner):
     """``Q(s, a) = θ[a, s] + θ[a, n]``: one-hot state features plus a bias, one weight vector per action,
     ``θ ~ N(0, 0.1²)``. An update moves the state's weight and the bias, so it changes ``Q(·, a)`` in every
     state (by ``ηδ``; in ``s`` itself by ``2ηδ``)."""
 
     def __init__(self, mdp: BlindCliffwalk, rng: np.random.Generator):
-        n = mdp.n
-        self.mdp = mdp
-        self.gamma = mdp.gamma
-        self.n = n
+        super().__init__(mdp)
+        n = self.n = mdp.n
         theta = rng.normal(0.0, INIT_STD, size=(2, n + 1))
         self.w = theta[:, :n].tolist()  # w[a][s]
         self.b = theta[:, n].tolist()  # b[a]
@@ -70,7 +77,6 @@ class LinearLearner:
         self.e = [[self.w[a][s] - self.true_t[a][s] for s in range(n)] for a in range(2)]
         self.s1 = [sum(col) for col in self.e]
         self.s2 = [sum(x * x for x in col) for col in self.e]
-        self.size = 2 * n
         self.sse = self._sse_from_sums()
 
     def _sse_from_sums(self) -> float:
@@ -78,9 +84,6 @@ class LinearLearner:
 
     def values(self) -> np.ndarray:
         return (np.array(self.w) + np.array(self.b)[:, None]).T
-
-    def exact_sse(self) -> float:
-        return float(((self.values() - self.mdp.true_q()) ** 2).sum())
 
     def update(self, s: int, a: int, r: float, s2: int, term: bool, step: float) -> float:
         w, b = self.w, self.b
@@ -97,9 +100,7 @@ class LinearLearner:
         return delta
 
     def sse_after_each(self, step: float) -> tuple[np.ndarray, np.ndarray]:
-        q, true = self.values(), self.mdp.true_q()
-        delta = _targets(self.mdp, q) - q
-        err = q - true  # (n, 2)
+        delta, err = self._deltas_and_errors()
         c = step * delta
         col_sse = (err**2).sum(axis=0)  # per action
         col_sum = err.sum(axis=0)

@@ -7,7 +7,6 @@ import numpy as np
 
 from per_cli.config import ReplayConfig
 from per_cli.envs.cliffwalk import CliffwalkTransitions
-from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.learners import converged
 
 # uniform draws do not depend on the learning, so they are fetched in chunks (the same sampler, fewer calls);
@@ -21,8 +20,6 @@ def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
     from per_cli.replay import KINDS, ReplayMemory
     from per_cli.replay.storage.ring import TransitionStorage
 
-    if method not in KINDS:
-        raise ConfigError(f"--methods: replay kind {method!r} is not available; registered: {', '.join(KINDS)}")
     size = len(transitions)
     extra = {} if settings.rank_resort_period is None else {"rank_resort_period": settings.rank_resort_period}
     cfg = ReplayConfig(
@@ -45,13 +42,11 @@ def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
 
 def run_sampled(memory, learner, method: str, cap: int, sse_tol: float, settings) -> int:
     storage, update_members, lists = memory.storage, type(memory.sampler).update_members, memory.lists
-    # slot -> transition, as plain lists (the storage was filled in a shuffled order)
-    states = storage.obs.tolist()
-    actions = storage.actions.tolist()
-    rewards = storage.rewards.astype(np.float64).tolist()
-    next_states = storage.next_obs.tolist()
-    terminated = storage.terminated.astype(bool).tolist()
-    size = len(states)
+    # slot -> (state, action, reward, next state, terminated), plain values (the storage was filled in a shuffled order)
+    rewards, terminated = storage.rewards.astype(np.float64), storage.terminated.astype(bool)
+    columns = (storage.obs, storage.actions, rewards, storage.next_obs, terminated)
+    transitions = list(zip(*(column.tolist() for column in columns), strict=True))
+    size = len(transitions)
     # samplers whose draws do not depend on priorities can be asked for several draws at once
     chunk = max(1, min(UNIFORM_CHUNK_MAX, size // 256)) if method == "uniform" else 1
     feedback = method != "uniform"
@@ -64,9 +59,7 @@ def run_sampled(memory, learner, method: str, cap: int, sse_tol: float, settings
     while updates < cap:
         slots, weights = memory.draw(min(chunk, cap - updates), beta)
         for slot, weight in zip(slots.tolist(), weights.tolist(), strict=True):
-            delta = update(
-                states[slot], actions[slot], rewards[slot], next_states[slot], terminated[slot], step * weight
-            )
+            delta = update(*transitions[slot], step * weight)
             updates += 1
             if feedback:
                 id_buf[0, 0] = storage.ids[slot]

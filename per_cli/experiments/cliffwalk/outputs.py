@@ -81,15 +81,12 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
     ns = sorted({r.n for r in rows})
     spread = settings.runs > 1  # min == max == median for one run: no band or bar to draw
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    capped_x: list[float] = []
-    capped_y: list[float] = []
+    capped: list[tuple[float, float]] = []  # (x, median) of the points where some runs hit the cap
     methods = [m for m in settings.methods if any(r.method == m for r in rows)]
     for i, method in enumerate(methods):
         mine = sorted((r for r in rows if r.method == method), key=lambda r: r.n)
         color, marker = kind_color(method), MARKERS.get(method, "o")
-        med = np.array([max(r.median_updates, 0.5) for r in mine])
-        lo = np.array([max(r.min_updates, 0.5) for r in mine])
-        hi = np.array([max(r.max_updates, 0.5) for r in mine])
+        med, lo, hi = np.maximum([[r.median_updates, r.min_updates, r.max_updates] for r in mine], 0.5).T
         if len(ns) == 1:
             x = np.array([float(i)])
             bars = {"yerr": [med - lo, hi - med], "capsize": 4, "elinewidth": 1.2} if spread else {}
@@ -99,26 +96,25 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
             ax.plot(x, med, marker=marker, color=color, label=method, linewidth=1.5, markersize=4)
             if spread:
                 ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
-        capped = [j for j, r in enumerate(mine) if r.capped_runs]
-        capped_x += [x[j] for j in capped]
-        capped_y += [med[j] for j in capped]
-    if capped_x:
-        ax.scatter(capped_x, capped_y, marker="x", color="red", zorder=5, label=CAPPED)
+        capped += [(x[j], med[j]) for j, r in enumerate(mine) if r.capped_runs]
+    if capped:
+        ax.scatter(*zip(*capped, strict=True), marker="x", color="red", zorder=5, label=CAPPED)
     ax.set_yscale("log")
     ax.set_ylabel(f"updates until MSE < {settings.tolerance:g}")
     if len(ns) == 1:
-        size = 2 ** (ns[0] + 1) - 2
         ax.set_xticks(range(len(methods)), methods)
         ax.set_xlim(-0.5, len(methods) - 0.5)
-        ax.set_xlabel(f"replay method (n = {ns[0]}, memory size {size})")
+        ax.set_xlabel(f"replay method (n = {ns[0]}, memory size {rows[0].memory_size})")
         ax.grid(True, axis="y", which="both", alpha=0.3)
         where = f"n = {ns[0]}"
+        shape = "a point per method" + (" (the median)" if spread else "")
     else:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("memory size (transitions, 2^(n+1) - 2)")
         ax.grid(True, which="both", alpha=0.3)
         ax.margins(x=0.05)
         where = f"n = {ns[0]}..{ns[-1]}"
+        shape = "a line per method through the medians against memory size, log-log"
     ax.margins(y=0.12)  # on the log scale: no median or bar end on the top or bottom edge
     spread_text = f"{'bars' if len(ns) == 1 else 'band'}: min–max over runs" if spread else ""
     head = f"Blind Cliffwalk, {settings.learner} Q-learning, {where}"
@@ -131,12 +127,8 @@ def plot(rows: list[Summary], settings: CliffwalkSettings, path: Path):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     what = "per method, updates until the MSE of Q falls below the tolerance"
-    if len(ns) == 1:
-        shape = "a point per method" + (" (the median)" if spread else "")
-    else:
-        shape = "a line per method through the medians against memory size, log-log"
     caption = f"{title}: {what}; {shape}" + (f"; {spread_text}" if spread else "")
-    caption += "; red ×: some runs hit the cap" if capped_x else ""
+    caption += "; red ×: some runs hit the cap" if capped else ""
     return fig, caption
 
 

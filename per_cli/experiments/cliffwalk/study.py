@@ -14,15 +14,7 @@ from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.learners import LEARNER_CLASSES
 from per_cli.experiments.cliffwalk.memory import make_sampler, run_sampled
 from per_cli.experiments.cliffwalk.oracle import run_oracle
-from per_cli.experiments.cliffwalk.settings import (
-    LEARNERS,
-    METHODS,
-    N_MAX,
-    N_MIN,
-    CliffwalkSettings,
-    RunResult,
-    Summary,
-)
+from per_cli.experiments.cliffwalk.settings import METHODS, N_MAX, N_MIN, CliffwalkSettings, RunResult, Summary
 
 
 def run_once(
@@ -120,10 +112,6 @@ def summarise(results: Sequence[RunResult], settings: CliffwalkSettings) -> list
 def run_experiment(
     settings: CliffwalkSettings, progress: Callable[[str], None] | None = None
 ) -> tuple[list[RunResult], list[Summary]]:
-    if settings.learner not in LEARNERS:
-        raise ConfigError(f"--learner: {settings.learner!r} is not one of {', '.join(LEARNERS)}")
-    if settings.runs < 1:
-        raise ConfigError(f"--runs: {settings.runs} must be >= 1")
     results: list[RunResult] = []
     for n in settings.ns:
         transitions = BlindCliffwalk(n).all_sequences()
