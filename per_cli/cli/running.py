@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, say_notes, shown
+from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, say_notes, shown
 from per_cli.errors import ConfigError, cut
 
 
@@ -199,13 +199,11 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         member = build_member(cfg, progress=progress)
         if resume is not None:
             resume_member(member, run_dir, loaded)
-    except BaseException as exc:
+    except BaseException:  # (bad input: the claim taken back, then its one line)
         if claim is not None:
             claim.abandon()
         if grid_lock is not None:
             grid_lock.release()
-        if isinstance(exc, ConfigError):
-            raise fail_input(str(exc)) from None
         raise
     if not quiet:
         agent = member.agent  # (where the fast path declined, said once; also in summary.json)
@@ -257,11 +255,9 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
         t = cfgs[0].train
         progress = train_progress(t.total_steps, f"cohort of {len(cfgs)} seeds", quiet, t.total_episodes)
         cohort = Cohort(cfgs, progress=progress)
-    except BaseException as exc:
+    except BaseException:  # (bad input: the claims taken back, then its one line)
         for claim in claims:
             claim.abandon()
-        if isinstance(exc, ConfigError):
-            raise fail_input(str(exc)) from None
         raise
     if not quiet:
         say_notes(single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note)
