@@ -40,8 +40,7 @@ class LearningPhases:
     _positions: PositionsOf
 
     def __init__(self, members: Sequence[MemberData], cfg: Config):
-        """``cfg``: the members' one config (:func:`~per_cli.train.loop.one_config.cohort_config`)."""
-        self._cfg = cfg
+        """``cfg``: the members' one config."""
         # β by the step on the members' one schedule (MemberData.beta at learning_rules.beta_position), for all at
         # once; under replay.beta_increment β per batch instead (learning_rules.beta_now)
         self._beta = shared((m.beta for m in members), "β's schedule")

@@ -60,11 +60,7 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
     cfg = resolve_config(cfg)
     device_ = resolve_device(device or cfg.device)
     torch.manual_seed(cfg.seed)
-    env = env if env is not None else make_env(cfg.env, cfg.seed)
-    if not isinstance(env.action_space, gym.spaces.Discrete):
-        raise ConfigError(
-            f"env.id: {cfg.env.id} has a {type(env.action_space).__name__} action space; DQN needs a Discrete one"
-        )
+    env = env if env is not None else make_env(cfg.env, cfg.seed)  # (a Discrete action space: preflight's probe_env)
     obs_space = env.observation_space
     if resolve_network(cfg.agent.network, obs_space.shape) != "cnn":
         # small networks (MLPs, MinAtar's): thread hand-offs cost more than they save

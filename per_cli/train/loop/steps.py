@@ -22,7 +22,7 @@ from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.failures import fail, guard
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
-from per_cli.train.loop.one_config import cohort_config, shared
+from per_cli.train.loop.one_config import shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.updates import reads_host_states, updates_for
@@ -50,7 +50,7 @@ class Steps(LearningPhases):
         self._n_actions = shared((m.agent.n_actions for m in members), "the action count")
         self._generators = List([m.action_rng for m in members])
         self._rule = shared((m.store_rule for m in members), "what is stored of a step (env.done_reward, ...)")
-        super().__init__(members, cohort_config(members))
+        super().__init__(members, members[0].cfg)  # (one config but for the seed: Cohort checked them)
         self._latest_ids = np.zeros((len(members), 1), dtype=np.int64)  # the ids insertion_td's gather took
         self.alive: Alive | None = None  # the loop's alive mask over the members (begin)
         self.obs: np.ndarray | None = None  # the members' observations in hand, row k member k's (begin)
