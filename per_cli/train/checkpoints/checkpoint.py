@@ -207,14 +207,11 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
     if not path.exists():
         return
     with open(path, newline="") as f:
-        reader = csv.reader(f)
-        rows = list(reader)
-    if not rows:
+        rows = list(csv.reader(f))
+    if not rows or "step" not in rows[0]:
         return
     header, *body = rows
-    col = header.index("step") if "step" in header else None
-    if col is None:
-        return
+    col = header.index("step")
     kept = [r for r in body if r and int(float(r[col])) <= step]
     if len(kept) == len(body):
         return
