@@ -108,8 +108,6 @@ class UpdateWindow:
         n = len(self._rows)
         if not n:
             return {}
-        if self.iid and memory is None:
-            raise ValueError("UpdateWindow(iid=True).pop needs the memory (the reference sample)")
         layout = row_layout(self.threshold is not None, self.iid)
         table = stack(self._rows).astype(np.float64, copy=False).T
         values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
