@@ -16,7 +16,6 @@ import torch
 from per_cli.config import Config
 from per_cli.replay import ReplayMemory
 from per_cli.rl.agent import DQNAgent
-from per_cli.rl.losses import TDLoss
 from per_cli.rl.schedules import BatchBeta
 from per_cli.rundir.logger import RunLogger
 from per_cli.train.loop.alive import Alive, AliveRow
@@ -37,10 +36,6 @@ class ObsRow(NamedTuple):
     k: int
 
 
-def _alone() -> AliveRow:
-    return AliveRow(Alive(1), 0)
-
-
 @dataclass(eq=False, repr=False)  # (identity: the loop keys members by it; its repr would print every buffer)
 class MemberData:
     """One seed's run. Built before any run directory exists (``setup.member_fields``); the fields after
@@ -51,7 +46,6 @@ class MemberData:
     progress: ProgressSink
     periodic: Periodic  # which steps carry a periodic task
     env: Any  # the training env
-    td_loss: TDLoss
     agent: DQNAgent
     memory: ReplayMemory
     action_rng: np.random.Generator  # ε-greedy's draws
@@ -66,7 +60,7 @@ class MemberData:
     log_means: RunningMeans = field(default_factory=RunningMeans)  # the window's measures since the last log
     episode_means: RunningMeans = field(default_factory=RunningMeans)  # and since the last episode's end
     state: LoopState = field(default_factory=LoopState)  # the counters: its row of the loop's
-    alive: AliveRow = field(default_factory=_alone)  # (the loop's alive mask, its row: lockstep sets it)
+    alive: AliveRow = field(default_factory=lambda: AliveRow(Alive(1), 0))  # (the loop's mask, its row: lockstep's)
     stop: SignalStop = field(default_factory=SignalStop)  # (the loop's: the signal its evaluation and failures see)
     run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
     logger: RunLogger | None = None

@@ -71,7 +71,21 @@ class _Budget:
         return int(info["episodes"]) if self.by_episodes else step
 
 
-class RichTrainProgress:
+class SilentProgress:
+    """No progress shown (``--quiet``, a grid's worker, a member of a cohort after the first); the others' base: a
+    progress sink is a context, opened around the run."""
+
+    def __enter__(self) -> SilentProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, step: int, info: dict[str, Any]) -> None:
+        pass
+
+
+class RichTrainProgress(SilentProgress):
     """A one-line bar. Where the width is short, the run name first loses its time stamp, then the stats give
     way (down to :data:`_MIN_STATS` columns, cut with …), then the name is shortened with … (to no less than 16
     characters); the bar keeps at least 20 columns."""
@@ -114,7 +128,7 @@ class RichTrainProgress:
 PLAIN_EVERY_S = 60.0
 
 
-class PlainTrainProgress:
+class PlainTrainProgress(SilentProgress):
     """About ``lines`` lines over a run, the first update's line, one a minute at least, and the final one
     once: for logs, pipes and other non-terminals."""
 
@@ -126,12 +140,6 @@ class PlainTrainProgress:
         self.stream = stream or sys.stderr
         self._printed = False
         self._last = time.monotonic()
-
-    def __enter__(self) -> PlainTrainProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
     def update(self, step: int, info: dict[str, Any]) -> None:
         """A line at each ``every`` units of the budget, and the run's final line (``info["final"]``, sent
@@ -146,19 +154,6 @@ class PlainTrainProgress:
         where = f"episode {done}/{self.budget.total}  step {step}" if self.budget.by_episodes else (
             f"step {step}/{self.budget.total}  episodes {info['episodes']}")  # fmt: skip
         print(f"{self.description}: {where}  {stats_text(info)}", file=self.stream, flush=True)
-
-
-class SilentProgress:
-    """No progress shown (``--quiet``, a grid's worker, a member of a cohort after the first)."""
-
-    def __enter__(self) -> SilentProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def update(self, step: int, info: dict[str, Any]) -> None:
-        pass
 
 
 def train_progress(total: int, description: str, quiet: bool, total_episodes: int | None = None):

@@ -65,7 +65,7 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
     if resolve_network(cfg.agent.network, obs_space.shape) != "cnn":
         # small networks (MLPs, MinAtar's): thread hand-offs cost more than they save
         torch.set_num_threads(1)
-    td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds
+    td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds (the agent keeps it)
     agent = make_agent(cfg.agent, obs_space.shape, int(env.action_space.n), device_, td_loss)
     memory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=env, frame_stack=frame_stack_of(cfg.env))
     if cfg.replay.device_frames:  # the frames on the training device too: batches gathered there
@@ -77,7 +77,6 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
         "progress": progress or SilentProgress(),
         "periodic": Periodic(cfg),
         "env": env,
-        "td_loss": td_loss,
         "agent": agent,
         "memory": memory,
         "action_rng": np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7])),
@@ -90,7 +89,7 @@ def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None
         "batch_beta": (
             None if cfg.replay.beta_increment is None else BatchBeta(cfg.replay.beta0, cfg.replay.beta_increment)
         ),
-        "store_rule": StoreRule.from_config(cfg.env),
+        "store_rule": StoreRule(cfg.env.done_reward, cfg.env.done_reward_except_return, cfg.env.truncation_terminates),
         "learn_from": max(t.learning_starts, cfg.replay.batch_size),
         "evaluator": Evaluator(cfg),
         "window": UpdateWindow(
