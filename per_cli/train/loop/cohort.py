@@ -1,6 +1,6 @@
 """A cohort: S runs of one config that differ only in the seed, trained in lockstep in one process.
 
-Each member is built as its solo run would be (:func:`~per_cli.train.loop.trainer.build_member`) and has its own
+Each member is built as its solo run would be (:func:`~per_cli.train.loop.setup.build_member`) and has its own
 RNG streams and buffers, so it computes what its solo run computes, bit for bit (tests/train/loop/test_cohort.py).
 :attr:`Cohort.note` says whether the torch members run stacked (:class:`~per_cli.rl.engines.stacked.StackedEngine`).
 See docs/cohorts.md."""
@@ -18,9 +18,9 @@ from per_cli.envs.pool import make_pooled
 from per_cli.rl.engines.stacked import stacked_refusal
 from per_cli.train.loop import trainer_state
 from per_cli.train.loop.lockstep import run_members
-from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.progress import ProgressSink
+from per_cli.train.loop.setup import build_member
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.trainer import build_member
 
 
 def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
@@ -72,9 +72,7 @@ class Cohort:
         return Steps(self.members, stacked=self.note is None)
 
     def run(self, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Train every member into its run directory; a member that fails is recorded ``failed`` in its own
-        summary while the others go on. Ctrl-C or SIGTERM: every unfinished member is recorded ``interrupted``
-        and RunInterrupted is raised."""
-        if len(run_dirs) != len(self.members):
-            raise ValueError(f"{len(self.members)} members but {len(run_dirs)} run directories")
+        """Train every member into its run directory (``run_dirs``: one per member, in order); a member that fails
+        is recorded ``failed`` in its own summary while the others go on. Ctrl-C or SIGTERM: every unfinished member
+        is recorded ``interrupted`` and RunInterrupted is raised."""
         return run_members(self.members, run_dirs, self.steps())

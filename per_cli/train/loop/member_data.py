@@ -22,7 +22,7 @@ from per_cli.train.loop.alive import Alive, AliveRow
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
-from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.progress import ProgressSink
 from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans
@@ -38,7 +38,7 @@ class ObsRow(NamedTuple):
 
 @dataclass(eq=False, repr=False)  # (identity: the loop keys members by it; its repr would print every buffer)
 class MemberData:
-    """One seed's run. Built before any run directory exists (``setup.member_fields``); the fields after
+    """One seed's run. Built before any run directory exists (``setup.build_member``); the fields after
     ``episode_means`` are its life in the loop: set by ``run_record.begin``, a resume, the loop's phases."""
 
     cfg: Config  # resolved: the kind's α, β0 and params filled in (what config.yaml shows)
@@ -96,8 +96,3 @@ class MemberData:
         """The observation in hand is row ``k`` of ``rows`` from now on (the loop's observations, one array that
         its phases read and write whole; row ``k`` holds this member's already)."""
         self.held = ObsRow(rows, k)
-
-    def replay_beta(self) -> float:
-        """β of the batch sampled last (logged at a log point): this step's, or the batch's own under
-        ``replay.beta_increment``."""
-        return self.state.beta if self.batch_beta is None else self.batch_beta(self.agent.updates)

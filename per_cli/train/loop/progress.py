@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -22,6 +22,12 @@ _STATS_WIDTH = len("1234 sps  ret -123.4  eval -123.4  ε 0.050")
 # the stats give way to the run's name down to this many columns (speed, return and evaluation still show)
 _MIN_STATS = len("1234 sps  ret -123.4  eval -12")
 _TIME_STAMP = re.compile(r"__\d{8}-\d{6}")  # in default run names: the same on every run of a session
+
+
+class ProgressSink(Protocol):
+    """What the loop calls on a progress sink (each class here is one)."""
+
+    def update(self, step: int, info: dict[str, Any]) -> None: ...
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:

@@ -90,7 +90,8 @@ def log_point(d: MemberData) -> None:
     members at one): the means of the updates' measures since the last one, β and the memory's stats."""
     flush_window(d)
     scalars = d.log_means.pop()
-    scalars["replay/beta"] = d.replay_beta()
+    # β of the batch sampled last: this step's, or the batch's own under replay.beta_increment
+    scalars["replay/beta"] = d.state.beta if d.batch_beta is None else d.batch_beta(d.agent.updates)
     scalars.update({f"replay/{k}": v for k, v in d.memory.stats().items()})
     d.logger.scalars(scalars, d.state.step + 1)
 
