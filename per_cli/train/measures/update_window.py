@@ -75,9 +75,7 @@ class UpdateWindow:
         """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
         held and the reference and generator as they were, so its pops are the saved window's."""
         window = cls(state["threshold"], iid=state["iid"], refresh_every=state["refresh_every"])
-        rng = state["rng"]
-        window._rng = np.random.Generator(getattr(np.random, rng["bit_generator"])())
-        window._rng.bit_generator.state = rng
+        window._rng.bit_generator.state = state["rng"]  # (a window's generator is always PCG64: default_rng's)
         window._ref_var = state["ref_var"]
         window._since_refresh = int(state["since_refresh"])
         window._rows = list(state["rows"])
