@@ -116,8 +116,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
             f"{root}; it was not followed"
         )
     path = inside(inside(run_dir, CHECKPOINT_DIR), name)
-    trainer = inside(path, "trainer.pt")
-    return path if trainer.is_file() else None
+    return path if inside(path, "trainer.pt").is_file() else None
 
 
 def _fsync_tree(folder: Path) -> None:
