@@ -46,17 +46,15 @@ def check_writable_dir(path: Path, option: str, what: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
         Path(tempfile.mkdtemp(prefix=".per-probe-", dir=path)).rmdir()
-        failure = None
     except OSError as exc:
-        failure = exc
-    for folder in made:  # the deepest first
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-    if failure is not None:
-        reason = failure.strerror or type(failure).__name__
+        reason = exc.strerror or type(exc).__name__
         raise ConfigError(
             f"{option} {_cut(path)}: cannot create {what} there ({reason}); give a writable directory"
         ) from None
+    finally:
+        for folder in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a rundir.locks.Lock, or None
