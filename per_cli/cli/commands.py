@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -55,10 +56,11 @@ def train(
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory (with --seeds, one per seed)."""
     check_path_length(runs_dir, "--runs-dir")  # (before the config's checks import torch: said at once)
-    if seeds is not None:
-        train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
-        return
-    train_solo(config, overrides or [], seed, runs_dir, name, device, quiet, resume)
+    with contextlib.ExitStack() as compiling:  # (the compile note, from the moment the run imports numba)
+        if seeds is not None:
+            train_cohort(compiling, config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
+        else:
+            train_solo(compiling, config, overrides or [], seed, runs_dir, name, device, quiet, resume)
 
 
 @app.command(cls=FlagCommand)

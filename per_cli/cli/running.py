@@ -140,21 +140,10 @@ def say_when_compiling(stack: contextlib.ExitStack, quiet: bool) -> None:
         stack.enter_context(compile_note(say_notes))
 
 
-def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
+def train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
     """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before anything
-    is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one."""
-    with contextlib.ExitStack() as compiling:
-        _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume)
-
-
-def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
-    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
-    Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
-    with contextlib.ExitStack() as compiling:
-        _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash)
-
-
-def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
+    is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one. ``compiling``: the
+    command's ExitStack, which holds the compile note (:func:`say_when_compiling`) until the command ends."""
     from per_cli.config import load_config
 
     claim = grid_lock = None
@@ -226,7 +215,10 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         print_summary(run_dir, summary)
 
 
-def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
+def train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
+    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
+    Exit 1 when a seed failed (its summary.json says why; the other seeds completed). ``compiling``: as
+    :func:`train_solo`'s."""
     from per_cli.config import load_config
     from per_cli.config.seeds import parse_seeds, single_seed_note
 
