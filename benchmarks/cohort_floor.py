@@ -19,7 +19,7 @@ measures each cohort size in turn (a cohort of one is a solo run: the same loop)
 
 That Python part is split in two. "events" is the Python of each member's own events, which the issue's design
 keeps per member: an episode's end (``reporting.end_episode``: the window's measures flushed, the episode's
-metrics.csv row and TensorBoard scalars), a log point (``reporting.log_updates``: the window's scalars logged) and
+metrics.csv row and TensorBoard scalars), a log point (``reporting.log_point``: the window's scalars logged) and
 a periodic task (``tasks.end_step`` where one falls): their CPU time in the plain run, less the compiled calls
 made from the window's ``pop`` (``measures/update_window.py``, ``measures/reference.py``, counted in the floor).
 "steps" is the rest, the Python every step pays whatever happens: ``python = events + steps``.
@@ -86,7 +86,7 @@ def compiled_functions() -> set[tuple[str, str]]:
 _BLAS = {(metrics.gram.__code__.co_filename, "gram")}
 _AT_EVENTS = ("update_window.py", "reference.py")  # compiled calls made from these run only at a window's pop
 # the members' own events (their CPU time in the plain run: "events")
-_EVENTS = (("end_episode", "reporting"), ("log_updates", "reporting"), ("end_step", "tasks"))
+_EVENTS = (("end_episode", "reporting"), ("log_point", "reporting"), ("end_step", "tasks"))
 
 
 def compiled_time(stats: pstats.Stats) -> tuple[dict[str, float], dict[str, float]]:
@@ -133,7 +133,7 @@ def floor(size: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     measured, floor_ = plain["cpu"] * per, sum(parts.values())
     python = measured - floor_ - start_end
     summary = {"measured": measured, **parts, "floor": floor_, "start/end": start_end, "python": python}
-    count = clock.calls["end_episode"] + clock.calls["log_updates"]  # episode ends and log points
+    count = clock.calls["end_episode"] + clock.calls["log_point"]  # episode ends and log points
     per_event = events * size * steps / count if count else 0.0  # Python µs of one member's event
     summary |= {"events": events, "steps": python - events, "per event": per_event}
     summary["event rate"] = count / (size * steps)

@@ -64,8 +64,8 @@ PHASES = [
     ("replay", ReplayMemory, "add"),
     ("replay", ReplayMemory, "sample"),
     ("replay", ReplayMemory, "update_priorities"),
-    ("logging", reporting, "log_episode"),
-    ("logging", reporting, "log_updates"),
+    ("logging", reporting, "end_episode"),
+    ("logging", reporting, "log_point"),
     ("logging", CohortRows, "add"),  # a cohort's: its step's measured rows kept over the seed axis
     ("logging", UpdateWindow, "add_block"),  # and taken by each member's window (at its pops)
     ("logging", Steps, "measure"),  # a compiled update's measures, all members at once

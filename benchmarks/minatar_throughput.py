@@ -114,7 +114,7 @@ def build(args):
         "priority update": [(member.memory, "update_priorities")],
         "update": [(member.agent, "learn"), (member.agent, "sync_target")],
         "measures": [(member.window, "add"), (member.window, "pop")],
-        "logging": [(reporting, "log_updates"), (reporting, "log_episode")],
+        "logging": [(reporting, "log_point"), (reporting, "end_episode")],
     }
     for phase, methods in phases.items():
         for obj, name in methods:

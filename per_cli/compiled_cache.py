@@ -6,6 +6,7 @@ A ``NUMBA_CACHE_DIR`` the user exports wins."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -44,12 +45,10 @@ def writable_cache_dir(package: Path = PACKAGE) -> Path:
     """:func:`cache_dir`, created; where that cannot be written (a read-only home), the same key under the
     system's temporary directory."""
     path = cache_dir(package)
-    try:
+    with contextlib.suppress(OSError):
         path.mkdir(parents=True, exist_ok=True)
         if os.access(path, os.W_OK):
             return path
-    except OSError:
-        pass
     fallback = temporary_cache_dir(path.name)
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback

@@ -18,8 +18,7 @@ def cut(text: str, limit: int = 100, keep: int = 60) -> str:
 def os_error_line(exc: OSError) -> str:
     """One line for an OSError that ended a command or a grid's run: why, and the file (cut to a readable
     length); a full disk said as such (the fix is space, not the input)."""
-    name = shlex.quote(str(exc.filename)) if exc.filename else ""
-    name = cut(name)
+    name = cut(shlex.quote(str(exc.filename))) if exc.filename else ""
     if exc.errno == errno.ENOSPC:
         where = f" while writing {name}" if name else " on the device"
         return f"the disk is full: no space left{where}; free space, then run the command again"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,7 +21,6 @@ from per_cli.cli.usage import (
     FlagCommand,
     check_run_name,
     config_listing,
-    fail_input,
     path_option,
     say_notes,
 )
@@ -55,14 +55,12 @@ def train(
     ] = None,
 ) -> None:
     """Train one DQN agent with the configured replay memory; writes a run directory (with --seeds, one per seed)."""
-    try:
-        check_path_length(runs_dir, "--runs-dir")  # (before the config's checks import torch: said at once)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
-    if seeds is not None:
-        train_cohort(config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
-        return
-    train_solo(config, overrides or [], seed, runs_dir, name, device, quiet, resume)
+    check_path_length(runs_dir, "--runs-dir")  # (before the config's checks import torch: said at once)
+    with contextlib.ExitStack() as compiling:  # (the compile note, from the moment the run imports numba)
+        if seeds is not None:
+            train_cohort(compiling, config, overrides or [], seeds, runs_dir, device, quiet, clash=(seed, name, resume))
+        else:
+            train_solo(compiling, config, overrides or [], seed, runs_dir, name, device, quiet, resume)
 
 
 @app.command(cls=FlagCommand)
@@ -77,22 +75,19 @@ def configs(
     from per_cli.config import dump_config, load_config
     from per_cli.config.shipped import describe, resolve_config, shipped_configs, shipped_root
 
-    try:
-        if name is None:
-            shipped = shipped_configs()
-            listing = [(n, describe(path, cut=False)) for n, path in shipped.items()]
-            closing = (
-                f"{len(shipped)} configs in {shipped_root()}; per configs NAME prints one with every default; "
-                "per train --config NAME runs it"
-            )
-            typer.echo(config_listing(listing, closing))
-            return
-        resolved = resolve_config(name, option="per configs")
-        from per_cli.replay import resolve_config as with_kind_defaults
+    if name is None:
+        shipped = shipped_configs()
+        listing = [(n, describe(path, cut=False)) for n, path in shipped.items()]
+        closing = (
+            f"{len(shipped)} configs in {shipped_root()}; per configs NAME prints one with every default; "
+            "per train --config NAME runs it"
+        )
+        typer.echo(config_listing(listing, closing))
+        return
+    resolved = resolve_config(name, option="per configs")
+    from per_cli.replay import resolve_config as with_kind_defaults
 
-        cfg = with_kind_defaults(load_config(resolved.path))  # (the kind's own defaults: α, β0, params)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+    cfg = with_kind_defaults(load_config(resolved.path))  # (the kind's own defaults: α, β0, params)
     say_notes(resolved.note)
     typer.echo(f"# {resolved.name or resolved.path}: {describe(resolved.path)}")
     typer.echo(f"# resolved from {resolved.path} with every default filled in; edit and run with per train --config")
@@ -165,42 +160,39 @@ def grid(
     from per_cli.config.seeds import single_seed_note
     from per_cli.sweep import grid as grid_mod
 
-    try:
-        if backend not in ("local", "ray"):
-            raise ConfigError(f"--backend {backend!r}: choose local or ray")
-        if ray_address is not None and backend != "ray":
-            raise ConfigError("--ray-address needs --backend ray")
-        if backend == "ray" and not dry_run:
-            try:
-                import ray  # noqa: F401
-            except ImportError:
-                raise ConfigError(
-                    "--backend ray needs Ray: pip install -e '.[ray]' (in a clone; else pip install 'per-cli[ray]')"
-                ) from None
-        check_run_name(name)
-        check_path_length(runs_dir, "--runs-dir")
-        request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
-        say_notes(single_seed_note(seeds, request.seeds))
-        plan = grid_mod.plan_grid(request)
-        if not dry_run:
-            check_writable_dir(runs_dir, "--runs-dir", "run directories")
-        grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)
-        if dry_run:
-            grid_mod.dry_run_table(plan, grid_dir, exists, retry_failed)
-            return
-        if backend == "local":
-            grid_mod.check_devices(plan)
-        outcome = grid_mod.run_grid(
-            plan,
-            grid_dir,
-            workers=workers,
-            backend=backend,
-            ray_address=ray_address,
-            retry_failed=retry_failed,
-            cohort_size=cohort_size,
-        )
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"--backend {backend!r}: choose local or ray")
+    if ray_address is not None and backend != "ray":
+        raise ConfigError("--ray-address needs --backend ray")
+    if backend == "ray" and not dry_run:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "--backend ray needs Ray: pip install -e '.[ray]' (in a clone; else pip install 'per-cli[ray]')"
+            ) from None
+    check_run_name(name)
+    check_path_length(runs_dir, "--runs-dir")
+    request = grid_mod.build_request(envs, replays, seeds, sweep, overrides, config, configs_dir)
+    say_notes(single_seed_note(seeds, request.seeds))
+    plan = grid_mod.plan_grid(request)
+    if not dry_run:
+        check_writable_dir(runs_dir, "--runs-dir", "run directories")
+    grid_dir, exists = grid_mod.find_grid_dir(plan, runs_dir, name)
+    if dry_run:
+        grid_mod.dry_run_table(plan, grid_dir, exists, retry_failed)
+        return
+    if backend == "local":
+        grid_mod.check_devices(plan)
+    outcome = grid_mod.run_grid(
+        plan,
+        grid_dir,
+        workers=workers,
+        backend=backend,
+        ray_address=ray_address,
+        retry_failed=retry_failed,
+        cohort_size=cohort_size,
+    )
     if plot and outcome.exit_code != 130:  # a separate process: plotting does not share the grid's imports
         import subprocess
 

@@ -10,7 +10,7 @@ import typer
 
 from per_cli.cli.app import app
 from per_cli.cli.running import check_plot_out, check_writable_dir, new_files_removed_on_error
-from per_cli.cli.usage import FlagCommand, fail_input, path_option, say_notes, shown
+from per_cli.cli.usage import FlagCommand, path_option, say_notes, shown
 from per_cli.config.schema import MAX_ALPHA
 from per_cli.errors import ConfigError
 from per_cli.experiments.cliffwalk.settings import N_MAX, N_MIN
@@ -65,27 +65,21 @@ def plot(
 ) -> None:
     """Figures (return, TD error, correlation count with 95% bootstrap bands; the hypothesis scatter) and
     tables (IQM of the final return with a stratified bootstrap CI) from run directories."""
-    try:
-        check_plot_out(runs_dir, out)  # (before the analysis imports: a bad --out is said at once)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+    check_plot_out(runs_dir, out)  # (before the analysis imports: a bad --out is said at once)
     from per_cli.analysis.plot import make_plots, parse_thresholds
 
-    try:
-        with new_files_removed_on_error(out if out is not None else runs_dir / "plots"):
-            report = make_plots(
-                runs_dir,
-                out,
-                fmt=fmt,
-                smooth=smooth,
-                metrics=metric or [],
-                thresholds=parse_thresholds(threshold or []),
-                workers=workers,
-                final_episodes=final_episodes,
-                envs=env or [],
-            )
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+    with new_files_removed_on_error(out if out is not None else runs_dir / "plots"):
+        report = make_plots(
+            runs_dir,
+            out,
+            fmt=fmt,
+            smooth=smooth,
+            metrics=metric or [],
+            thresholds=parse_thresholds(threshold or []),
+            workers=workers,
+            final_episodes=final_episodes,
+            envs=env or [],
+        )
     typer.echo(report.table_md)
     statuses = ("completed", "running", "interrupted", "failed", "unreadable")
     counts = {s: sum(r.status == s for r in report.runs) for s in statuses}
@@ -144,23 +138,20 @@ def cliffwalk(
     from per_cli.experiments.cliffwalk.settings import LEARNERS, CliffwalkSettings
     from per_cli.experiments.cliffwalk.study import default_out_dir, parse_methods, parse_ns, run_experiment
 
-    try:
-        if learner not in LEARNERS:
-            raise ConfigError(f"--learner: {learner!r} is not one of {', '.join(LEARNERS)}")
-        settings = CliffwalkSettings(
-            ns=parse_ns(n),
-            methods=parse_methods(methods),
-            runs=runs,
-            learner=learner,
-            seed=seed,
-            max_updates=max_updates,
-            alpha=alpha,
-            beta=beta,
-        )
-        out_dir = out or default_out_dir(learner)
-        check_writable_dir(out_dir, "--out", "the results")  # (before the runs: they take minutes)
-    except ConfigError as exc:
-        raise fail_input(str(exc)) from None
+    if learner not in LEARNERS:
+        raise ConfigError(f"--learner: {learner!r} is not one of {', '.join(LEARNERS)}")
+    settings = CliffwalkSettings(
+        ns=parse_ns(n),
+        methods=parse_methods(methods),
+        runs=runs,
+        learner=learner,
+        seed=seed,
+        max_updates=max_updates,
+        alpha=alpha,
+        beta=beta,
+    )
+    out_dir = out or default_out_dir(learner)
+    check_writable_dir(out_dir, "--out", "the results")  # (before the runs: they take minutes)
     started = time.perf_counter()
     results, rows = run_experiment(settings, progress=None if quiet else typer.echo)
     write_outputs(out_dir, settings, results, rows, time.perf_counter() - started)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, fail_input, say_notes, shown
+from per_cli.cli.usage import EXIT_RUN_FAILED, MAX_NAME_BYTES, check_run_name, say_notes, shown
 from per_cli.errors import ConfigError, cut
 
 
@@ -46,17 +46,15 @@ def check_writable_dir(path: Path, option: str, what: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
         Path(tempfile.mkdtemp(prefix=".per-probe-", dir=path)).rmdir()
-        failure = None
     except OSError as exc:
-        failure = exc
-    for folder in made:  # the deepest first
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-    if failure is not None:
-        reason = failure.strerror or type(failure).__name__
+        reason = exc.strerror or type(exc).__name__
         raise ConfigError(
             f"{option} {_cut(path)}: cannot create {what} there ({reason}); give a writable directory"
         ) from None
+    finally:
+        for folder in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def hold_grid_run(run_dir: Path):  # noqa: ANN201 - a rundir.locks.Lock, or None
@@ -142,21 +140,10 @@ def say_when_compiling(stack: contextlib.ExitStack, quiet: bool) -> None:
         stack.enter_context(compile_note(say_notes))
 
 
-def train_solo(config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
+def train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
     """``per train`` of one seed (or ``--resume RUN_DIR``): every check, and the run directory's claim, before anything
-    is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one."""
-    with contextlib.ExitStack() as compiling:
-        _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume)
-
-
-def train_cohort(config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
-    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
-    Exit 1 when a seed failed (its summary.json says why; the other seeds completed)."""
-    with contextlib.ExitStack() as compiling:
-        _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash)
-
-
-def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet, resume) -> None:  # noqa: ANN001
+    is written; exit 2 for bad input, 1 for a failed run, 128 + the signal for an interrupted one. ``compiling``: the
+    command's ExitStack, which holds the compile note (:func:`say_when_compiling`) until the command ends."""
     from per_cli.config import load_config
 
     claim = grid_lock = None
@@ -199,13 +186,11 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         member = build_member(cfg, progress=progress)
         if resume is not None:
             resume_member(member, run_dir, loaded)
-    except BaseException as exc:
+    except BaseException:  # (bad input: the claim taken back, then its one line)
         if claim is not None:
             claim.abandon()
         if grid_lock is not None:
             grid_lock.release()
-        if isinstance(exc, ConfigError):
-            raise fail_input(str(exc)) from None
         raise
     if not quiet:
         agent = member.agent  # (where the fast path declined, said once; also in summary.json)
@@ -230,7 +215,10 @@ def _train_solo(compiling, config, overrides, seed, runs_dir, name, device, quie
         print_summary(run_dir, summary)
 
 
-def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
+def train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
+    """``per train --seeds``: one run directory per seed (named as solo runs are), trained as one cohort.
+    Exit 1 when a seed failed (its summary.json says why; the other seeds completed). ``compiling``: as
+    :func:`train_solo`'s."""
     from per_cli.config import load_config
     from per_cli.config.seeds import parse_seeds, single_seed_note
 
@@ -257,11 +245,9 @@ def _train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, 
         t = cfgs[0].train
         progress = train_progress(t.total_steps, f"cohort of {len(cfgs)} seeds", quiet, t.total_episodes)
         cohort = Cohort(cfgs, progress=progress)
-    except BaseException as exc:
+    except BaseException:  # (bad input: the claims taken back, then its one line)
         for claim in claims:
             claim.abandon()
-        if isinstance(exc, ConfigError):
-            raise fail_input(str(exc)) from None
         raise
     if not quiet:
         say_notes(single_seed_note(seeds, seed_list), *notes(cfgs[0]), cohort.note)

@@ -1,5 +1,5 @@
-"""How the ``per`` command line reports bad input: click's and Typer's own usage errors as the tool's one-line
-``error: ...`` with exit code 2, and the checks of option values that need no stage."""
+"""How the ``per`` command line reports bad input: click's and Typer's own usage errors and every ConfigError as the
+tool's one-line ``error: ...`` with exit code 2, and the checks of option values that need no stage."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ class FlagCommand(TyperCommand):
 
 
 class OneLineErrors(TyperGroup):
-    """Click's and Typer's usage errors (``--seed abc``, an unknown option) as the tool's one-line ``error: ...``,
-    exit code 2, like every other bad input; ``per`` alone prints the help, exit 0."""
+    """Click's and Typer's usage errors (``--seed abc``, an unknown option) and every ConfigError a command raises as
+    the tool's one-line ``error: ...``, exit code 2; ``per`` alone prints the help, exit 0."""
 
     def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
         return _no_flag_metavars(super().get_params(ctx))
@@ -77,6 +77,9 @@ class OneLineErrors(TyperGroup):
         except _clicks.ClickException as exc:
             typer.echo(f"error: {exc.format_message()}", err=True)
             code = exc.exit_code
+        except ConfigError as exc:  # bad input found by a command or the stage it calls: one line, nothing written
+            typer.echo(f"error: {exc}", err=True)
+            code = EXIT_BAD_INPUT
         except typer.Abort:
             typer.echo("aborted", err=True)
             code = 1
@@ -124,11 +127,6 @@ def say_notes(*notes: str | None) -> None:
     for note in notes:
         if note:
             typer.echo(f"note: {note}", err=True)
-
-
-def fail_input(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(EXIT_BAD_INPUT)
 
 
 def check_run_name(name: str | None, option: str = "--name") -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -52,10 +53,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if len(options) == 1:  # `float | None`: the float's own message (a NaN is "not finite", not "not a float")
             return _coerce(value, options[0], key)
         for arg in options:
-            try:
+            with contextlib.suppress(ConfigError):
                 return _coerce(value, arg, key)
-            except ConfigError:
-                pass
         raise ConfigError(f"{key}: expected {_type_name(tp)}, got {_short(value)}")
     if origin is Literal:
         allowed = typing.get_args(tp)
@@ -234,8 +233,7 @@ def apply_override(data: dict, key: str, value: Any) -> None:
         names = [f.name for f in dataclasses.fields(cls)] if cls is not None else None
         if names is not None and part not in names:
             raise _unknown_key(dotted, part, names)
-        last = depth == len(parts) - 1
-        if last:
+        if depth == len(parts) - 1:
             node[part] = value
             return
         tp = typing.get_type_hints(cls)[part] if cls is not None else None

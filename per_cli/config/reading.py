@@ -27,9 +27,6 @@ class Expansion(NamedTuple):
     values: int
     chars: int
 
-    def exceeds(self, limit: Expansion) -> bool:
-        return self.values > limit.values or self.chars > limit.chars
-
 
 # what a config may expand to
 CONFIG_LIMIT = Expansion(MAX_EXPANDED_NODES, MAX_EXPANDED_CHARS)
@@ -52,7 +49,7 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int]
         for child in children:
             sub = _expanded_size(child, sizes, open_, limit)
             total = Expansion(total.values + sub.values, total.chars + sub.chars)
-            if total.exceeds(limit):
+            if total.values > limit.values or total.chars > limit.chars:
                 break
     open_.discard(key)
     sizes[key] = total

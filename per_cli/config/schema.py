@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from per_cli.errors import ConfigError
+
 # Upper bounds of counts that multiply a run's time or memory (without one, a huge value hangs a run); each far above
 # what papers use.
 MAX_UPDATES_PER_STEP = 1024  # gradient steps per env step: high replay ratios in the literature are <= 128
@@ -13,7 +15,7 @@ MAX_EVAL_EPISODES = 10_000  # per evaluation (papers: 10 to 200)
 MAX_BITS = 10_000  # bit flipping's n (see EnvConfig.n_bits)
 MAX_NOOPS = 10_000  # Atari no-op starts (the papers: 30)
 MAX_HER_K = 1_000  # relabelled copies per transition (Andrychowicz et al. 2017: 4 or 8)
-# the largest priority exponent α (see ReplayConfig._check_alpha)
+# the largest priority exponent α (see ReplayConfig.__post_init__)
 MAX_ALPHA = 10.0
 # the longest train_freq a replay ratio may mean: integers past 2^53 are not exact in float64
 MAX_TRAIN_FREQ = 2**53
@@ -136,27 +138,17 @@ class ReplayConfig:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._check()
+        """Constraints among replay keys (kind names, which kinds draw runs and a kind's ``params`` are checked
+        against the registry in per_cli.train.preflight).
 
-    def _check_alpha(self) -> None:
-        """Refuse an α whose priorities leave float64's range. Priorities are p^α: proportional kinds (prioritized, and
-        lap/pal's max(|δ|, κ)) raise |δ| + ε, rank-based ones 1/rank; past MAX_ALPHA, p^α reaches 0 or inf and every
-        importance-sampling weight 0 (nothing learnt, silently). Below it priorities stay finite and non-zero."""
-        from per_cli.errors import ConfigError
-
+        An α past MAX_ALPHA is refused: priorities are p^α (proportional kinds raise |δ| + ε, or lap/pal's
+        max(|δ|, κ); rank-based ones 1/rank), and beyond it p^α reaches 0 or inf and every importance-sampling weight
+        0 (nothing learnt, silently). Below it priorities stay finite and non-zero."""
         if self.alpha is not None and self.alpha > MAX_ALPHA:
             raise ConfigError(
                 f"replay.alpha: {self.alpha:g} makes priorities p^α overflow or vanish in float64 (every "
                 f"importance-sampling weight 0, nothing learnt); the paper's α is in [0, 1], give at most {MAX_ALPHA:g}"
             )
-
-    def _check(self) -> None:
-        """Constraints among replay keys (kind names, which kinds draw runs and a kind's ``params`` are checked
-        against the registry in per_cli.train.preflight)."""
-        from per_cli.errors import ConfigError
-
-        self._check_alpha()
-
         if self.kind == "hindsight":
             raise ConfigError(
                 "replay.kind: hindsight is now a writer over any sampler; use replay.kind: uniform (or "
@@ -229,8 +221,6 @@ class TrainConfig:
 def replay_schedule(ratio: float) -> tuple[int, int]:
     """(train_freq, gradient_steps) of a replay ratio: (1, r) for an integer r >= 1, (1/r, 1) where 1/r is an
     integer; anything else is a ConfigError naming the nearest ratios that are."""
-    from per_cli.errors import ConfigError
-
     if ratio >= 1 and abs(ratio - round(ratio)) < 1e-9:
         return 1, round(ratio)
     if ratio * MAX_TRAIN_FREQ < 1:  # (1 / 5e-324 is inf)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -46,12 +47,8 @@ def normalize_name(text: str) -> str:
 def describe(path: Path, cut: bool = True) -> str:
     """The first sentence of the file's leading ``#`` lines, on one line; past :data:`DESCRIPTION_MAX` characters,
     the lead of a "lead: details" sentence, or (with ``cut``) the sentence cut with "…"."""
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line.lstrip("#").strip())
-    text = " ".join(t for t in lines if t)
+    header = itertools.takewhile(lambda line: line.startswith("#"), path.read_text(encoding="utf-8").splitlines())
+    text = " ".join(words for line in header if (words := line.lstrip("#").strip()))
     match = _SENTENCE_END.search(text)
     if match:
         text = text[: match.start() + 1]

@@ -16,12 +16,12 @@ _MAX_SUFFIX = 100
 class Claim:
     """A run directory held by this process until :meth:`release` (or its exit)."""
 
-    def __init__(self, path: Path, lock: Lock, made_dir: bool, made_lock: bool):
+    def __init__(self, path: Path, lock: Lock, made_dir: bool, made_lock: bool, made_parents: list[Path]):
         self.path = path
         self._lock = lock
         self._made_dir = made_dir
         self._made_lock = made_lock
-        self.made_parents: list[Path] = []  # the missing folders above a new run directory, made for it
+        self.made_parents = made_parents  # the missing folders above a new run directory, made for it
 
     def release(self) -> None:
         self._lock.release()
@@ -38,7 +38,7 @@ class Claim:
                     folder.rmdir()
 
 
-def _lock(path: Path, made_dir: bool) -> Claim:
+def _lock(path: Path, made_dir: bool, made_parents: list[Path]) -> Claim:
     """Hold ``path``'s lock file."""
     made_lock = not (path / LOCK_FILE).exists()
     try:
@@ -47,7 +47,7 @@ def _lock(path: Path, made_dir: bool) -> Claim:
         raise ConfigError(
             f"--resume: {path} is being trained by another process (pid {exc}); wait for it to end or stop it"
         ) from None
-    return Claim(path, lock, made_dir, made_lock)
+    return Claim(path, lock, made_dir, made_lock, made_parents)
 
 
 def claim_new(path: Path) -> Claim:
@@ -59,9 +59,7 @@ def claim_new(path: Path) -> Claim:
         os.mkdir(path)
     except FileExistsError:
         raise ConfigError(f"--name: run directory {path} already exists; choose another --name") from None
-    claim = _lock(path, made_dir=True)
-    claim.made_parents = parents
-    return claim
+    return _lock(path, made_dir=True, made_parents=parents)
 
 
 def claim_free_name(runs_dir: Path, name: str) -> Claim:
@@ -75,4 +73,4 @@ def claim_free_name(runs_dir: Path, name: str) -> Claim:
 
 def claim_existing(path: Path) -> Claim:
     """Hold the existing run directory ``path`` (``--resume``). ConfigError when another process holds it."""
-    return _lock(path, made_dir=False)
+    return _lock(path, made_dir=False, made_parents=[])

@@ -118,15 +118,13 @@ def damage(run_dir: Path) -> list[str]:
     the middle of a line (its partial row is never used), and event files of zero bytes."""
     found = []
     csv_path = run_dir / "metrics.csv"
-    try:
+    with contextlib.suppress(FileNotFoundError):
         size = csv_path.stat().st_size
         if size:
             with csv_path.open("rb") as f:
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
                     found.append("metrics.csv ends in the middle of a line (cut short?); its last row is left out")
-    except FileNotFoundError:
-        pass
     empty = [p.name for p in event_files(run_dir) if p.stat().st_size == 0]
     if empty:
         found.append(f"event file {', '.join(empty)} is empty (0 bytes)")

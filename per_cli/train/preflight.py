@@ -29,8 +29,7 @@ def preflight(cfg: Config, members: int = 1) -> None:
     if cfg.replay.her_strategy != "off" and probe.goal_error is not None:
         raise ConfigError(probe.goal_error)
     check_network(cfg.agent, probe.obs_shape)
-    check_network_memory(cfg, probe.obs_shape, probe.n_actions)
-    check_memory(cfg, probe.obs_shape, probe.obs_dtype, members, probe.n_actions)
+    check_memory(cfg, probe, members)
 
 
 def notes(cfg: Config) -> list[str]:
@@ -122,7 +121,6 @@ def _env_defaults(env_id: str) -> dict[str, object]:
     return {**found, **(spec.kwargs or {})}
 
 
-
 def check_schedule(cfg: Config) -> None:
     """A run whose learning never starts exits 0 having learnt nothing: reject it (a train_freq too long to
     reach an update is the config layer's check)."""
@@ -142,7 +140,7 @@ class EnvProbe:
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
     goal_error: str | None
-    n_actions: int = 2
+    n_actions: int
 
 
 def probe_env(env_cfg: EnvConfig) -> EnvProbe:
@@ -178,17 +176,25 @@ MEMBER_OVERHEAD_BYTES = 4_000_000
 PARAMETER_COPIES = 5
 
 
-def check_memory(
-    cfg: Config, obs_shape: tuple[int, ...], obs_dtype: np.dtype, members: int = 1, n_actions: int = 2
-) -> None:
-    """The replay memory's size (the replay layer's estimate of what it will allocate) against the memory this
-    machine can give now, with the same rule and message as the storages' own check before they allocate; for
-    a cohort, the members' memories, networks and overhead together (``--seeds``), before any is built."""
-    need = memory_bytes(cfg, obs_shape, obs_dtype, frame_stack_of(cfg.env))
+def check_memory(cfg: Config, probe: EnvProbe, members: int = 1) -> None:
+    """The Q-network's memory (:func:`network_bytes`: ``agent.hidden_sizes: [1000000, 1000000]`` is 10^12
+    parameters, a traceback from the allocator) and the replay memory's (the replay layer's estimate of what it will
+    allocate) against the memory this machine can give now, with the same rule and message as the storages' own check
+    before they allocate; for a cohort, the members' memories, networks and overhead together (``--seeds``), before
+    any is built."""
+    shape, n_actions = probe.obs_shape, probe.n_actions
+    network = network_bytes(cfg, shape, n_actions)
+    ensure_memory_fits(
+        network,
+        f"a Q-network for {'x'.join(map(str, shape))} observations and {n_actions:,} actions with hidden sizes "
+        f"{list(cfg.agent.hidden_sizes)}",
+        key="agent.hidden_sizes",
+    )
+    need = memory_bytes(cfg, shape, probe.obs_dtype, frame_stack_of(cfg.env))
     capacity = cfg.replay.capacity
     ensure_memory_fits(need, f"a replay memory of {capacity:,} transitions", per_unit=max(need // capacity, 1))
     if members > 1:
-        each = need + MEMBER_OVERHEAD_BYTES + network_bytes(cfg, obs_shape, n_actions)
+        each = need + MEMBER_OVERHEAD_BYTES + network
         ensure_memory_fits(
             members * each,
             f"a cohort of {members:,} seeds (each {each / 1e6:,.0f} MB with its replay memory and network)",
@@ -208,19 +214,6 @@ def network_bytes(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> in
     widths = math.prod(obs_shape) + sum(cfg.agent.hidden_sizes) + n_actions
     activations = cfg.replay.batch_size * widths * ACTIVATION_BYTES
     return PARAMETER_COPIES * 4 * network_parameters(cfg, obs_shape, n_actions) + activations
-
-
-def check_network_memory(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> None:
-    """The network's memory (:func:`network_bytes`) against what the machine can give, before torch allocates
-    it (``agent.hidden_sizes: [1000000, 1000000]`` is 10^12 parameters: a traceback from the allocator)."""
-    need = network_bytes(cfg, obs_shape, n_actions)
-    shape = "x".join(map(str, obs_shape))
-    ensure_memory_fits(
-        need,
-        f"a Q-network for {shape} observations and {n_actions:,} actions with hidden sizes "
-        f"{list(cfg.agent.hidden_sizes)}",
-        key="agent.hidden_sizes",
-    )
 
 
 def network_parameters(cfg: Config, obs_shape: tuple[int, ...], n_actions: int) -> int:

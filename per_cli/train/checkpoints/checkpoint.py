@@ -86,7 +86,7 @@ def remove_leftovers(run_dir: Path) -> list[Path]:
     ``checkpoints/.tmp-*`` and the atomic writes' ``.NAME.*.tmp`` files (summary.json, latest, metrics.csv).
     Called when a run (re)starts in ``run_dir``; returns what was removed. None of these is ever read."""
     removed = []
-    for folder in (run_dir, checkpoints_dir(run_dir)):
+    for folder in (run_dir, run_dir / CHECKPOINT_DIR):
         if not folder.is_dir():
             continue
         for path in folder.iterdir():
@@ -99,15 +99,11 @@ def remove_leftovers(run_dir: Path) -> list[Path]:
     return removed
 
 
-def checkpoints_dir(run_dir: Path) -> Path:
-    return run_dir / CHECKPOINT_DIR
-
-
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The folder ``checkpoints/latest`` names, if it holds a ``trainer.pt``; None when there is none.
     CheckpointRefused when ``latest`` holds anything but a step folder's name, or that folder or its file is a
     symlink leading out of ``checkpoints/``: a run directory's paths resolve inside it."""
-    root = checkpoints_dir(run_dir)
+    root = run_dir / CHECKPOINT_DIR
     try:
         name = (root / "latest").read_text().strip()
     except (FileNotFoundError, NotADirectoryError):
@@ -120,8 +116,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
             f"{root}; it was not followed"
         )
     path = inside(inside(run_dir, CHECKPOINT_DIR), name)
-    trainer = inside(path, "trainer.pt")
-    return path if trainer.is_file() else None
+    return path if inside(path, "trainer.pt").is_file() else None
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -134,7 +129,7 @@ def _fsync_tree(folder: Path) -> None:
 def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | None) -> Path:
     """Write a complete checkpoint, point ``latest`` at it, then delete the older ones. ``state`` gets the
     format version added."""
-    root = checkpoints_dir(run_dir)
+    root = run_dir / CHECKPOINT_DIR
     root.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:012d}"
     tmp = root / f"{TMP_PREFIX}{name}"
@@ -207,14 +202,11 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
     if not path.exists():
         return
     with open(path, newline="") as f:
-        reader = csv.reader(f)
-        rows = list(reader)
-    if not rows:
+        rows = list(csv.reader(f))
+    if not rows or "step" not in rows[0]:
         return
     header, *body = rows
-    col = header.index("step") if "step" in header else None
-    if col is None:
-        return
+    col = header.index("step")
     kept = [r for r in body if r and int(float(r[col])) <= step]
     if len(kept) == len(body):
         return

@@ -31,10 +31,9 @@ def encode(node: Any) -> Any:
     that a weights-only load reads the tree. TypeError for an array of objects or strings (not plain data)."""
     if isinstance(node, dict):
         return {key: encode(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [encode(value) for value in node]
-    if isinstance(node, tuple):
-        return tuple(encode(value) for value in node)
+    if isinstance(node, list | tuple):  # (a tuple of any kind comes back a plain tuple)
+        items = [encode(value) for value in node]
+        return items if isinstance(node, list) else tuple(items)
     if isinstance(node, (np.ndarray, np.generic)):
         array = np.asarray(node)
         if array.dtype.hasobject or array.dtype.kind in "USV":
@@ -52,10 +51,9 @@ def decode(node: Any) -> Any:
             array = tensor.numpy()
             return array[()] if key == _SCALAR else array
         return {key: decode(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [decode(value) for value in node]
-    if isinstance(node, tuple):
-        return tuple(decode(value) for value in node)
+    if isinstance(node, list | tuple):
+        items = [decode(value) for value in node]
+        return items if isinstance(node, list) else tuple(items)
     return node
 
 

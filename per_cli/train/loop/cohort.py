@@ -1,6 +1,6 @@
 """A cohort: S runs of one config that differ only in the seed, trained in lockstep in one process.
 
-Each member is built as its solo run would be (:func:`~per_cli.train.loop.trainer.build_member`) and has its own
+Each member is built as its solo run would be (:func:`~per_cli.train.loop.setup.build_member`) and has its own
 RNG streams and buffers, so it computes what its solo run computes, bit for bit (tests/train/loop/test_cohort.py).
 :attr:`Cohort.note` says whether the torch members run stacked (:class:`~per_cli.rl.engines.stacked.StackedEngine`).
 See docs/cohorts.md."""
@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from per_cli.config import Config, ConfigError, to_dict
-from per_cli.envs import check_backend, resolve_env_id
+from per_cli.envs import resolve_env_id
 from per_cli.envs.pool import make_pooled
 from per_cli.rl.engines.stacked import stacked_refusal
 from per_cli.train.loop import trainer_state
 from per_cli.train.loop.lockstep import run_members
-from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.progress import ProgressSink
+from per_cli.train.loop.setup import build_member
 from per_cli.train.loop.steps import Steps
-from per_cli.train.loop.trainer import build_member
 
 
 def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
@@ -29,8 +29,7 @@ def cohort_configs(cfg: Config, seeds: Sequence[int]) -> list[Config]:
 
 
 def _check_same_but_seed(cfgs: Sequence[Config]) -> None:
-    if not cfgs:
-        raise ConfigError("--seeds: a cohort needs at least one seed")
+    """The configs differ in nothing but the seed (at least one, each seed once: ``parse_seeds`` checks those)."""
     lead, *others = cfgs
     first = {**to_dict(lead), "seed": None}
     for cfg in others:
@@ -38,9 +37,6 @@ def _check_same_but_seed(cfgs: Sequence[Config]) -> None:
         if other != first:
             keys = sorted(k for k in first if first[k] != other.get(k))
             raise ConfigError(f"a cohort's runs differ only in the seed; seed {cfg.seed} differs in {', '.join(keys)}")
-    seeds = [c.seed for c in cfgs]
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError("--seeds: each seed of a cohort is one run; a seed appears twice")
 
 
 class Cohort:
@@ -49,11 +45,9 @@ class Cohort:
 
     def __init__(self, cfgs: Sequence[Config], device: str | None = None, progress: ProgressSink | None = None):
         _check_same_but_seed(cfgs)
-        first, *_ = cfgs
-        env = first.env  # (the members' env settings are the same)
+        env = cfgs[0].env  # (the members' env settings are the same)
         envs: list = [None] * len(cfgs)
-        if env.backend == "envpool":  # one EnvPool for the seeds, each member its own env in it
-            check_backend(env)
+        if env.backend == "envpool":  # one EnvPool for the seeds, each member its own env in it (preflight: supported)
             envs = make_pooled(resolve_env_id(env.id), [c.seed for c in cfgs], env.max_episode_steps)
         self.members = [
             build_member(cfg, device, progress if i == 0 else None, own)
@@ -78,9 +72,7 @@ class Cohort:
         return Steps(self.members, stacked=self.note is None)
 
     def run(self, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Train every member into its run directory; a member that fails is recorded ``failed`` in its own
-        summary while the others go on. Ctrl-C or SIGTERM: every unfinished member is recorded ``interrupted``
-        and RunInterrupted is raised."""
-        if len(run_dirs) != len(self.members):
-            raise ValueError(f"{len(self.members)} members but {len(run_dirs)} run directories")
+        """Train every member into its run directory (``run_dirs``: one per member, in order); a member that fails
+        is recorded ``failed`` in its own summary while the others go on. Ctrl-C or SIGTERM: every unfinished member
+        is recorded ``interrupted`` and RunInterrupted is raised."""
         return run_members(self.members, run_dirs, self.steps())

@@ -30,18 +30,16 @@ class Evaluator:
         """Evaluate ``agent``; returns the ``eval/*`` scalars. Acting draws from an RNG seeded by the run's
         seed and ``seed_step``, so an evaluation repeats exactly after a resume. ``stop``: the run's, checked
         before every action (a signal the run deferred stops an Atari evaluation of minutes at once)."""
-        cfg = self.cfg
-        if self.env is None:
-            self.env = make_env(cfg.env, cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
+        cfg, env = self.cfg, self._env()
         returns, successes = [], []
         rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, seed_step, 0xE7A1]))
         for _ in range(cfg.train.eval_episodes):
-            obs, _ = self.env.reset()
+            obs, _ = env.reset()
             total, done, info = 0.0, False, {}
             while not done:
                 stop.check()
                 action = agent.act(obs, cfg.train.eval_eps, rng)
-                obs, reward, terminated, truncated, info = self.env.step(action)
+                obs, reward, terminated, truncated, info = env.step(action)
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
@@ -53,6 +51,12 @@ class Evaluator:
             self.success_rate = float(np.mean(successes))
             scalars["eval/success_rate"] = self.success_rate
         return scalars
+
+    def _env(self) -> gym.Env:
+        """The evaluation env, made on first use."""
+        if self.env is None:
+            self.env = make_env(self.cfg.env, self.cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
+        return self.env
 
     def close(self) -> None:
         if self.env is not None:
@@ -68,8 +72,6 @@ class Evaluator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["env"] is not None:
-            if self.env is None:
-                self.env = make_env(self.cfg.env, self.cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
-            restore_env(self.env, state["env"])
+            restore_env(self._env(), state["env"])
         self.return_mean, self.return_std = state["return_mean"], state["return_std"]
         self.success_rate = state["success_rate"]

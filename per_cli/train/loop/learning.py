@@ -40,8 +40,7 @@ class LearningPhases:
     _positions: PositionsOf
 
     def __init__(self, members: Sequence[MemberData], cfg: Config):
-        """``cfg``: the members' one config (:func:`~per_cli.train.loop.one_config.cohort_config`)."""
-        self._cfg = cfg
+        """``cfg``: the members' one config."""
         # β by the step on the members' one schedule (MemberData.beta at learning_rules.beta_position), for all at
         # once; under replay.beta_increment β per batch instead (learning_rules.beta_now)
         self._beta = shared((m.beta for m in members), "β's schedule")
@@ -167,15 +166,16 @@ class LearningPhases:
         for k in (~np.asarray(finite, dtype=bool)).nonzero()[0].tolist():
             refused(members[k], k)
 
-    def measure(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> Measured:
-        """The members' update measures in one pass over the update's (S, B) arrays and the draw's
-        (``measure_table``), with the batches' states' feature variances where the windows measure iid."""
+    def measure(
+        self, members: Sequence[MemberData], batches: Sequence[Batch], results
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The members' update measures in one pass over the update's (S, B) arrays and the draw's: the table and
+        the batches' states' feature variances (None unless the windows measure iid), as ``measure_table``'s."""
         results, stacked = results.wait(), stacked_rows(batches)
         window = self._measured_by
         held = self.sampling.episodes_held(self._positions(members).rows) if window.iid else None
-        table, variances = measure_table(window, results.td, results.losses, stacked.weights, stacked.ages,
-                                         stacked.obs, stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
-        return Measured(table, variances)
+        return measure_table(window, results.td, results.losses, stacked.weights, stacked.ages, stacked.obs,
+                             stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
 
     def record_updates(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> None:
         """Each member's update measured (``measure``, the one measuring route) into its window, kept over the seed
@@ -202,14 +202,6 @@ class MeasureSettings(NamedTuple):
 
     threshold: float | None
     iid: bool
-
-
-class Measured(NamedTuple):
-    """One update's measures over the seed axis (``measure_table``): the table and the states' feature variances
-    (with iid; else None)."""
-
-    table: np.ndarray
-    variances: np.ndarray | None
 
 
 def _td_diverged(member: MemberData, k: int) -> None:  # noqa: ARG001 - the priority update's refused(member, k)

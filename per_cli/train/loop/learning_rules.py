@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,15 +33,7 @@ def beta_position(cfg: Config) -> Callable[[np.ndarray, np.ndarray], np.ndarray]
     members at once), chosen once per run. β's schedule is defined over total_steps; under an episode budget
     (without ``replay.beta_end_step``) the run may end sooner, so the position follows whichever budget is further
     along and β reaches 1 at the end; else it is the step."""
-    t = cfg.train
-    if t.total_episodes is None or cfg.replay.beta_end_step is not None:
-        return _the_step
-    return partial(_further_along, t.total_steps, t.total_episodes)
-
-
-def _the_step(step: np.ndarray, _episode: np.ndarray) -> np.ndarray:
-    return step
-
-
-def _further_along(total_steps: int, total_episodes: int, step: np.ndarray, episode: np.ndarray) -> np.ndarray:
-    return np.maximum(step, episode * total_steps // total_episodes)
+    total_steps, total_episodes = cfg.train.total_steps, cfg.train.total_episodes
+    if total_episodes is None or cfg.replay.beta_end_step is not None:
+        return lambda step, _episode: step
+    return lambda step, episode: np.maximum(step, episode * total_steps // total_episodes)

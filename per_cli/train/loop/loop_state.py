@@ -7,7 +7,7 @@ every member at once; a member's :class:`LoopState` reads and writes its own row
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,8 +15,9 @@ import numpy as np
 from per_cli.rundir.returns import FINAL_RETURN_WINDOW
 
 
-def _window() -> deque:
-    return deque(maxlen=FINAL_RETURN_WINDOW)
+def _window(items: Iterable[float] = ()) -> deque:
+    """The last FINAL_RETURN_WINDOW of ``items``."""
+    return deque(items, maxlen=FINAL_RETURN_WINDOW)
 
 
 class Counters:
@@ -128,10 +129,8 @@ class LoopState:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.episode = int(state["step"]), int(state["episode"])
         self.episode_return, self.episode_length = state["episode_return"], state["episode_length"]
-        self.recent_returns = _window()
-        self.recent_returns.extend(state["recent_returns"])
-        self.recent_successes = _window()
-        self.recent_successes.extend(state["recent_successes"])
+        self.recent_returns = _window(state["recent_returns"])
+        self.recent_successes = _window(state["recent_successes"])
         self.target_syncs = int(state["target_syncs"])
         self.return_sum = float(state["return_sum"])
         self.return_peak = None if state["return_peak"] is None else float(state["return_peak"])

@@ -16,14 +16,13 @@ import torch
 from per_cli.config import Config
 from per_cli.replay import ReplayMemory
 from per_cli.rl.agent import DQNAgent
-from per_cli.rl.losses import TDLoss
 from per_cli.rl.schedules import BatchBeta
 from per_cli.rundir.logger import RunLogger
 from per_cli.train.loop.alive import Alive, AliveRow
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.loop_state import LoopState
 from per_cli.train.loop.periodic import Periodic
-from per_cli.train.loop.setup import ProgressSink
+from per_cli.train.loop.progress import ProgressSink
 from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.metrics import RunningMeans
@@ -37,13 +36,9 @@ class ObsRow(NamedTuple):
     k: int
 
 
-def _alone() -> AliveRow:
-    return AliveRow(Alive(1), 0)
-
-
 @dataclass(eq=False, repr=False)  # (identity: the loop keys members by it; its repr would print every buffer)
 class MemberData:
-    """One seed's run. Built before any run directory exists (``setup.member_fields``); the fields after
+    """One seed's run. Built before any run directory exists (``setup.build_member``); the fields after
     ``episode_means`` are its life in the loop: set by ``run_record.begin``, a resume, the loop's phases."""
 
     cfg: Config  # resolved: the kind's α, β0 and params filled in (what config.yaml shows)
@@ -51,7 +46,6 @@ class MemberData:
     progress: ProgressSink
     periodic: Periodic  # which steps carry a periodic task
     env: Any  # the training env
-    td_loss: TDLoss
     agent: DQNAgent
     memory: ReplayMemory
     action_rng: np.random.Generator  # ε-greedy's draws
@@ -66,7 +60,7 @@ class MemberData:
     log_means: RunningMeans = field(default_factory=RunningMeans)  # the window's measures since the last log
     episode_means: RunningMeans = field(default_factory=RunningMeans)  # and since the last episode's end
     state: LoopState = field(default_factory=LoopState)  # the counters: its row of the loop's
-    alive: AliveRow = field(default_factory=_alone)  # (the loop's alive mask, its row: lockstep sets it)
+    alive: AliveRow = field(default_factory=lambda: AliveRow(Alive(1), 0))  # (the loop's mask, its row: lockstep's)
     stop: SignalStop = field(default_factory=SignalStop)  # (the loop's: the signal its evaluation and failures see)
     run_dir: Path | None = None  # set first thing in begin(), so a failure there is still recorded
     logger: RunLogger | None = None
@@ -102,8 +96,3 @@ class MemberData:
         """The observation in hand is row ``k`` of ``rows`` from now on (the loop's observations, one array that
         its phases read and write whole; row ``k`` holds this member's already)."""
         self.held = ObsRow(rows, k)
-
-    def replay_beta(self) -> float:
-        """β of the batch sampled last (logged at a log point): this step's, or the batch's own under
-        ``replay.beta_increment``."""
-        return self.state.beta if self.batch_beta is None else self.batch_beta(self.agent.updates)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -22,6 +22,12 @@ _STATS_WIDTH = len("1234 sps  ret -123.4  eval -123.4  ε 0.050")
 # the stats give way to the run's name down to this many columns (speed, return and evaluation still show)
 _MIN_STATS = len("1234 sps  ret -123.4  eval -12")
 _TIME_STAMP = re.compile(r"__\d{8}-\d{6}")  # in default run names: the same on every run of a session
+
+
+class ProgressSink(Protocol):
+    """What the loop calls on a progress sink (each class here is one)."""
+
+    def update(self, step: int, info: dict[str, Any]) -> None: ...
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -71,7 +77,21 @@ class _Budget:
         return int(info["episodes"]) if self.by_episodes else step
 
 
-class RichTrainProgress:
+class SilentProgress:
+    """No progress shown (``--quiet``, a grid's worker, a member of a cohort after the first); the others' base: a
+    progress sink is a context, opened around the run."""
+
+    def __enter__(self) -> SilentProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, step: int, info: dict[str, Any]) -> None:
+        pass
+
+
+class RichTrainProgress(SilentProgress):
     """A one-line bar. Where the width is short, the run name first loses its time stamp, then the stats give
     way (down to :data:`_MIN_STATS` columns, cut with …), then the name is shortened with … (to no less than 16
     characters); the bar keeps at least 20 columns."""
@@ -114,7 +134,7 @@ class RichTrainProgress:
 PLAIN_EVERY_S = 60.0
 
 
-class PlainTrainProgress:
+class PlainTrainProgress(SilentProgress):
     """About ``lines`` lines over a run, the first update's line, one a minute at least, and the final one
     once: for logs, pipes and other non-terminals."""
 
@@ -126,12 +146,6 @@ class PlainTrainProgress:
         self.stream = stream or sys.stderr
         self._printed = False
         self._last = time.monotonic()
-
-    def __enter__(self) -> PlainTrainProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
     def update(self, step: int, info: dict[str, Any]) -> None:
         """A line at each ``every`` units of the budget, and the run's final line (``info["final"]``, sent
@@ -146,19 +160,6 @@ class PlainTrainProgress:
         where = f"episode {done}/{self.budget.total}  step {step}" if self.budget.by_episodes else (
             f"step {step}/{self.budget.total}  episodes {info['episodes']}")  # fmt: skip
         print(f"{self.description}: {where}  {stats_text(info)}", file=self.stream, flush=True)
-
-
-class SilentProgress:
-    """No progress shown (``--quiet``, a grid's worker, a member of a cohort after the first)."""
-
-    def __enter__(self) -> SilentProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def update(self, step: int, info: dict[str, Any]) -> None:
-        pass
 
 
 def train_progress(total: int, description: str, quiet: bool, total_episodes: int | None = None):

@@ -28,9 +28,8 @@ def begin(d: MemberData, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint.remove_leftovers(run_dir)  # a killed or disk-full run's half-written files
     (run_dir / "config.yaml").write_text(dump_config(d.cfg))
-    started = time.time() - d.elapsed_before  # a resumed run's wall time goes on from its checkpoint
-    d.start_time = started
-    d.base = _summary_base(d, run_dir, started)
+    d.start_time = time.time() - d.elapsed_before  # a resumed run's wall time goes on from its checkpoint
+    d.base = _summary_base(d)
     resumed = d.resumed_from is not None
     if resumed:
         checkpoint.truncate_metrics(run_dir, d.resumed_from)
@@ -78,7 +77,8 @@ def close(d: MemberData) -> None:
     d.evaluator.close()
 
 
-def _summary_base(d: MemberData, run_dir: Path, started: float) -> dict[str, Any]:
+def _summary_base(d: MemberData) -> dict[str, Any]:
+    """summary.json's fields from the run's start (``begin`` set ``d.run_dir`` and ``d.start_time``)."""
     base = {
         "status": RUNNING,
         "env": d.cfg.env.id,
@@ -86,12 +86,12 @@ def _summary_base(d: MemberData, run_dir: Path, started: float) -> dict[str, Any
         "seed": d.cfg.seed,
         "device": str(d.device),
         "engine": d.agent.engine,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(d.start_time)),
     }
     if d.agent.engine_note:  # why `auto` did not pick the numba engine
         base["engine_note"] = d.agent.engine_note
     if d.resumed_from is not None:
-        base["started_at"] = (read_summary(run_dir) or {}).get("started_at", base["started_at"])
+        base["started_at"] = (read_summary(d.run_dir) or {}).get("started_at", base["started_at"])
         base["resumed_from_step"] = d.resumed_from
     return base
 

@@ -1,10 +1,10 @@
-"""What a run needs before its loop: its member's data built from the config (:func:`member_fields`), the device,
-the run's default name, whether the env reports its own episodes, and the progress sink's face."""
+"""What a run needs before its loop: its member's data built from the config (:func:`build_member`), the device,
+the run's default name, and whether the env reports its own episodes."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,14 +20,11 @@ from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
 from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
 from per_cli.train.loop.evaluation import Evaluator
+from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.periodic import Periodic
-from per_cli.train.loop.progress import SilentProgress
+from per_cli.train.loop.progress import ProgressSink, SilentProgress
 from per_cli.train.loop.transitions import StoreRule
 from per_cli.train.measures.update_window import UpdateWindow
-
-
-class ProgressSink(Protocol):
-    def update(self, step: int, info: dict[str, Any]) -> None: ...
 
 
 def resolve_device(name: str) -> torch.device:
@@ -52,56 +49,53 @@ def reports_episodes(env: gym.Env) -> bool:
     return False
 
 
-def member_fields(cfg: Config, device: str | None, progress: ProgressSink | None, env: Any) -> dict[str, Any]:
-    """A member's data (:class:`~per_cli.train.loop.member_data.MemberData`'s fields) from its config: env, agent,
-    memory, generators, schedules, evaluator and window, before any run directory exists (bad input leaves
-    nothing behind). ``env``: the training env, when a cohort made it (its seed's EnvPool env); else
-    ``make_env``'s. torch is seeded first: what the agent and memory draw follows from the seed alone."""
+def build_member(
+    cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None
+) -> MemberData:
+    """A member's data from its config: env, agent, memory, generators, schedules, evaluator and window, before any
+    run directory exists (bad input leaves nothing behind). ``env``: the training env, when a cohort made it (its
+    seed's EnvPool env); else ``make_env``'s. torch is seeded first: what the agent and memory draw follows from the
+    seed alone."""
     cfg = resolve_config(cfg)
     device_ = resolve_device(device or cfg.device)
     torch.manual_seed(cfg.seed)
-    env = env if env is not None else make_env(cfg.env, cfg.seed)
-    if not isinstance(env.action_space, gym.spaces.Discrete):
-        raise ConfigError(
-            f"env.id: {cfg.env.id} has a {type(env.action_space).__name__} action space; DQN needs a Discrete one"
-        )
+    env = env if env is not None else make_env(cfg.env, cfg.seed)  # (a Discrete action space: preflight's probe_env)
     obs_space = env.observation_space
     if resolve_network(cfg.agent.network, obs_space.shape) != "cnn":
         # small networks (MLPs, MinAtar's): thread hand-offs cost more than they save
         torch.set_num_threads(1)
-    td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds
+    td_loss = TDLoss.from_config(cfg)  # agent.loss, or LAP's or PAL's for those replay kinds (the agent keeps it)
     agent = make_agent(cfg.agent, obs_space.shape, int(env.action_space.n), device_, td_loss)
     memory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=env, frame_stack=frame_stack_of(cfg.env))
     if cfg.replay.device_frames:  # the frames on the training device too: batches gathered there
         mirror_frames(memory.storage, device_)
     t = cfg.train
-    return {
-        "cfg": cfg,
-        "device": device_,
-        "progress": progress or SilentProgress(),
-        "periodic": Periodic(cfg),
-        "env": env,
-        "td_loss": td_loss,
-        "agent": agent,
-        "memory": memory,
-        "action_rng": np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7])),
-        "epsilon": (
+    return MemberData(
+        cfg=cfg,
+        device=device_,
+        progress=progress or SilentProgress(),
+        periodic=Periodic(cfg),
+        env=env,
+        agent=agent,
+        memory=memory,
+        action_rng=np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7])),
+        epsilon=(
             epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
             if t.eps_decay_steps is None
             else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
         ),
-        "beta": beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps),
-        "batch_beta": (
+        beta=beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps),
+        batch_beta=(
             None if cfg.replay.beta_increment is None else BatchBeta(cfg.replay.beta0, cfg.replay.beta_increment)
         ),
-        "store_rule": StoreRule.from_config(cfg.env),
-        "learn_from": max(t.learning_starts, cfg.replay.batch_size),
-        "evaluator": Evaluator(cfg),
-        "window": UpdateWindow(
+        store_rule=StoreRule(cfg.env.done_reward, cfg.env.done_reward_except_return, cfg.env.truncation_terminates),
+        learn_from=max(t.learning_starts, cfg.replay.batch_size),
+        evaluator=Evaluator(cfg),
+        window=UpdateWindow(
             cfg.metrics.correlation_threshold if cfg.metrics.correlation else None,
             iid=cfg.metrics.iid,
             refresh_every=cfg.log.every,
             seed=cfg.seed,
         ),
-        "env_reports_episodes": reports_episodes(env),
-    }
+        env_reports_episodes=reports_episodes(env),
+    )

@@ -22,7 +22,7 @@ from per_cli.train.loop.alive import Alive
 from per_cli.train.loop.failures import fail, guard
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.loop_state import Counters
-from per_cli.train.loop.one_config import cohort_config, shared
+from per_cli.train.loop.one_config import shared
 from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.stopping import SignalStop
 from per_cli.train.loop.updates import reads_host_states, updates_for
@@ -42,15 +42,14 @@ class Steps(LearningPhases):
         self.index = {id(m): i for i, m in enumerate(members)}
         self._positions = PositionsOf(self.index)  # (members' rows in counters: Positions)
         self.counters = Counters.over([m.state for m in members])  # the members' counters, row k member k's
-        memories = [m.memory for m in members]
         self.updates = updates_for(members, stacked)
         # (every memory: the one draw, its storages' gather and store; the host states gathered where read)
-        self.sampling = CohortSampling(memories, reads_host_states(members, self.updates))
+        self.sampling = CohortSampling([m.memory for m in members], reads_host_states(members, self.updates))
         self._schedule = shared((m.epsilon for m in members), "ε's schedule")
         self._n_actions = shared((m.agent.n_actions for m in members), "the action count")
         self._generators = List([m.action_rng for m in members])
         self._rule = shared((m.store_rule for m in members), "what is stored of a step (env.done_reward, ...)")
-        super().__init__(members, cohort_config(members))
+        super().__init__(members, members[0].cfg)  # (one config but for the seed: Cohort checked them)
         self._latest_ids = np.zeros((len(members), 1), dtype=np.int64)  # the ids insertion_td's gather took
         self.alive: Alive | None = None  # the loop's alive mask over the members (begin)
         self.obs: np.ndarray | None = None  # the members' observations in hand, row k member k's (begin)
@@ -86,14 +85,10 @@ class Steps(LearningPhases):
         greedy = (draws < 0).nonzero()[0].tolist()
         if greedy:  # (all of them: the list itself, whose positions are known)
             acting = members if len(greedy) == n else [members[k] for k in greedy]
-            for k, action in zip(greedy, self.greedy(acting), strict=True):
+            at = self._positions(acting)  # (their greedy actions for the observations in hand)
+            for k, action in zip(greedy, self.updates.greedy(at.which, acting, self.obs[at.index]), strict=True):
                 actions[k] = action
         return actions
-
-    def greedy(self, members: Sequence[MemberData]) -> list:
-        """Each member's greedy action for the observation in hand."""
-        at = self._positions(members)
-        return self.updates.greedy(at.which, members, self.obs[at.index])
 
     def step_envs(self, members: Sequence[MemberData], actions: Sequence[Any]) -> None:
         """The members' envs step with their actions as one batch and the transitions are stored in one call;

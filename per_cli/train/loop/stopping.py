@@ -57,28 +57,24 @@ class SignalStop:
         if again or not self.deferred:
             raise RunInterrupted(signum)
 
-    def pending(self) -> RunInterrupted | None:
-        """The interrupt of a signal received since ``installed()``, or None."""
-        return None if self.received is None else RunInterrupted(self.received)
-
     def check(self) -> None:
         """Raise the interrupt of a signal received since ``installed()`` (deferred: here)."""
-        interrupt = self.pending()
-        if interrupt is not None:
-            raise interrupt
+        if self.received is not None:
+            raise RunInterrupted(self.received)
 
-    def interrupt_behind(self, exc: BaseException) -> KeyboardInterrupt | None:
-        """The KeyboardInterrupt (a signal's RunInterrupted) in ``exc``'s chain of causes, else the interrupt of a
-        signal received and not yet raised through (an error then may stand in for it with no chain: numba
-        unboxing a typed list while the handler's exception is set), if any."""
+    def interrupt_behind(self, exc: BaseException) -> RunInterrupted | None:
+        """The KeyboardInterrupt in ``exc``'s chain of causes (a signal's RunInterrupted; one raised outside our
+        handler, e.g. a caller's own, counts as Ctrl-C), else the interrupt of a signal received since
+        ``installed()`` and not yet raised through (an error then may stand in for it with no chain: numba unboxing a
+        typed list while the handler's exception is set), if any."""
         seen: set[int] = set()
         link: BaseException | None = exc
         while link is not None and id(link) not in seen:
             if isinstance(link, KeyboardInterrupt):
-                return as_interrupt(link)
+                return link if isinstance(link, RunInterrupted) else RunInterrupted(signal.SIGINT)
             seen.add(id(link))
             link = link.__cause__ or link.__context__
-        return self.pending()
+        return None if self.received is None else RunInterrupted(self.received)
 
     @contextmanager
     def installed(self) -> Iterator[SignalStop]:
@@ -95,11 +91,6 @@ class SignalStop:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-
-def as_interrupt(exc: KeyboardInterrupt) -> RunInterrupted:
-    """A KeyboardInterrupt raised outside our handler (e.g. a caller's own) counts as Ctrl-C."""
-    return exc if isinstance(exc, RunInterrupted) else RunInterrupted(signal.SIGINT)
 
 
 def full_disk(exc: BaseException) -> OSError | None:

@@ -17,10 +17,9 @@ def end_step(d: MemberData, learning: bool) -> None:
     """The rest of ``d``'s step: target syncs (by period once ``learning``, at an episode's end), the budget check
     (``done``), periodic evaluation, progress and checkpoint; then the step counter moves on. The loop calls it
     where a task may fall (``state.quiet_until``, an episode's end) and moves the others' steps itself."""
-    s = d.state
+    s, cfg, due = d.state, d.cfg, d.periodic
     step = s.step
     after = step + 1
-    cfg, due = d.cfg, d.periodic
     s.quiet_until = due.next_due(after + 1)  # (the steps before it carry no task: the loop moves them on)
     if learning and due.syncs(after):
         sync_target(d)

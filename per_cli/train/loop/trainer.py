@@ -1,25 +1,19 @@
-"""A run's entry: build a member from its config (:func:`build_member`), then run it (:func:`run_member`), after
-:func:`~per_cli.train.loop.trainer_state.resume` where it continues a checkpoint. The member is data
-(:class:`~per_cli.train.loop.member_data.MemberData`) that the collaborators take at the loop's events."""
+"""A run's entry: build a member from its config (:func:`~per_cli.train.loop.setup.build_member`), then run it
+(:func:`run_member`), after :func:`~per_cli.train.loop.trainer_state.resume` where it continues a checkpoint. The
+member is data (:class:`~per_cli.train.loop.member_data.MemberData`) that the collaborators take at the loop's
+events."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from per_cli.config import Config
 from per_cli.train.loop.lockstep import run_members
 from per_cli.train.loop.member_data import MemberData
-from per_cli.train.loop.setup import ProgressSink, member_fields
+from per_cli.train.loop.setup import build_member
 from per_cli.train.loop.steps import Steps
 
-
-def build_member(
-    cfg: Config, device: str | None = None, progress: ProgressSink | None = None, env: Any = None
-) -> MemberData:
-    """Env, agent and memory from ``cfg``, before any run directory exists (bad input leaves nothing behind).
-    ``env``: the training env, when a cohort made it (its seed's EnvPool env); else ``make_env``'s."""
-    return MemberData(**member_fields(cfg, device, progress, env))
+__all__ = ["build_member", "run_member"]  # (a run's two calls, from one module)
 
 
 def run_member(member: MemberData, run_dir: Path) -> dict[str, Any]:

@@ -89,9 +89,8 @@ def resume(d: MemberData, run_dir: Path, loaded: checkpoint.Loaded | None = None
     replay = checkpoint.load_replay(path) if state["replay_saved"] else None
     if replay is not None:
         d.memory.load_state_dict(replay)
-    else:  # an empty memory: collect learning_starts transitions again before learning
-        t = d.cfg.train
-        d.refill = min(max(t.learning_starts, d.cfg.replay.batch_size), d.cfg.replay.capacity)
+    else:  # an empty memory: collect learning_starts transitions (a batch at least) again before learning
+        d.refill = min(d.learn_from, d.cfg.replay.capacity)
     d.resumed_from = d.state.step
     return d.state.step
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from per_cli.config import EnvConfig
-
 
 @dataclass(frozen=True)
 class StoreRule:
@@ -25,10 +23,6 @@ class StoreRule:
     done_reward: float | None = None
     except_return: float | None = None
     truncation_terminates: bool = False
-
-    @classmethod
-    def from_config(cls, env: EnvConfig) -> StoreRule:
-        return cls(env.done_reward, env.done_reward_except_return, env.truncation_terminates)
 
     @property
     def identity(self) -> bool:

@@ -8,20 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import NamedTuple
 
 import numpy as np
 
 from per_cli.train.measures.update_window import UpdateWindow
 
 RING_BYTES = 64 << 20  # the most the ring takes: fewer steps where it would take more
-
-
-class _Shapes(NamedTuple):
-    """What the ring was made for: each array's shape per update (None: not kept)."""
-
-    table: tuple[int, ...]
-    variances: tuple[int, ...] | None
 
 
 class CohortRows:
@@ -36,7 +28,7 @@ class CohortRows:
         self._written = 0  # steps written so far: the next one goes to slot written % len(ring)
         self._taken = np.zeros(len(self._windows), dtype=np.int64)  # per member: the steps it has taken
         self._behind = 0  # at most the fewest steps any member has taken (``_taken`` only grows): checked first
-        self._key: tuple | None = None  # what the ring was made for, as add compares it (a _Shapes' fields)
+        self._key: tuple | None = None  # what the ring was made for: (table, variances) shapes per update
         for k, window in enumerate(self._windows):
             window.attach(partial(self.pull, k))
 
@@ -46,7 +38,7 @@ class CohortRows:
         ``slice(None)``: every member in order)."""
         key = (table.shape[1:], None if variances is None else variances.shape[1:])
         if key != self._key:
-            self._make(_Shapes(*key))
+            self._make(*key)
             self._key = key
         ring = len(self._has)
         if self._written - self._behind >= ring:
@@ -74,11 +66,12 @@ class CohortRows:
         if len(slots):
             self._windows[k].add_block(self._table[slots, k], self._vars[slots, k] if self._vars is not None else None)
 
-    def _make(self, shapes: _Shapes) -> None:
-        """A ring for arrays of these shapes (every window first takes what an older ring held)."""
+    def _make(self, table: tuple[int, ...], variances: tuple[int, ...] | None) -> None:
+        """A ring for arrays of these shapes per update (None: no variances kept; every window first takes what an
+        older ring held)."""
         for k in range(len(self._windows)):
             self.pull(k)
-        (columns,), variances = shapes.table, shapes.variances
+        (columns,) = table
         size = len(self._windows)
         per_step = size * (columns + (0 if variances is None else int(np.prod(variances)))) * 8  # (float64)
         steps = max(1, min(self._steps, RING_BYTES // max(per_step, 1)))

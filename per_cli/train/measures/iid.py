@@ -68,8 +68,6 @@ def state_view(states: np.ndarray, obs_ndim: int) -> np.ndarray:
 def reference_variance(reference: np.ndarray) -> np.ndarray:
     """Per-feature ddof-1 variance of a reference sample (n, k), n ≥ 2; NaN where the feature is constant
     (dropped from the measure). Numpy's arithmetic, in one compiled pass (:func:`variance_by_feature`)."""
-    if reference.ndim != 2:
-        raise ValueError(f"a reference sample is (states, features), got shape {reference.shape}")
     if len(reference) < 2:
         raise ValueError(f"a reference sample needs at least 2 states, got {len(reference)}")
     return variance_by_feature(np.ascontiguousarray(reference, dtype=np.float64))
@@ -107,8 +105,6 @@ def batch_variances(views: np.ndarray) -> np.ndarray:
     """Each batch's per-feature ddof-1 variance (U, k), float64, of viewed states ``views`` (U, B, k) (any real
     dtype; :func:`state_view` gives float64): :func:`feature_variances`, the one implementation for every shape.
     NaN for batches of one (no variance: state diversity stays blank, as ``preflight.notes`` says)."""
-    if views.ndim != 3:
-        raise ValueError(f"batch_variances takes viewed states (updates, batch, features), got shape {views.shape}")
     if views.shape[1] < 2:
         return np.full((views.shape[0], views.shape[2]), np.nan)
     return feature_variances(np.ascontiguousarray(views))

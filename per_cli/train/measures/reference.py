@@ -16,8 +16,6 @@ from per_cli.train.measures.iid import REFERENCE_CHUNK_BYTES, REFERENCE_SIZE, re
 def drawn_reference_variance(memory, rng: np.random.Generator, n: int = REFERENCE_SIZE) -> np.ndarray:
     """The per-feature ddof-1 variance (NaN where constant) of ``n`` (>= 2) states of ``memory`` drawn with
     ``rng`` (:func:`reference_slots`), viewed (:func:`reference_views`). ValueError for an empty memory."""
-    if n < 2:
-        raise ValueError(f"a reference sample needs at least 2 states, got {n}")
     storage = memory.storage
     return reference_variance(reference_views(storage, reference_slots(storage, rng, n)))
 

@@ -75,28 +75,20 @@ MEASURES: dict[str, Measure] = {
 }
 
 
-class RowPlan(NamedTuple):
-    """The per-update measures of a row of :func:`measure_table` for one window setting, looked up in
-    :data:`MEASURES` once: ``layout`` (tag, dtype) and ``functions`` (each entry's ``of``), in the row's order."""
-
-    layout: tuple[tuple[str, type], ...]
-    functions: tuple[Callable[[Updates], np.ndarray], ...]
-
-
 @lru_cache(maxsize=4)
-def row_plan(correlation: bool, iid: bool) -> RowPlan:
-    """The :class:`RowPlan` of a window with (``correlation``) or without a correlation threshold, with or without
-    ``iid`` (the entries whose ``when`` is None or on)."""
+def row_plan(correlation: bool, iid: bool) -> tuple[tuple[str, Measure], ...]:
+    """The (tag, entry) of :data:`MEASURES` that a row of :func:`measure_table` holds, in the row's order, for a
+    window with (``correlation``) or without a correlation threshold, with or without ``iid`` (the entries whose
+    ``when`` is None or on): looked up once per setting."""
     on = {None, *(("correlation",) if correlation else ()), *(("iid",) if iid else ())}
-    entries = [(tag, m) for tag, m in MEASURES.items() if m.when in on]
-    return RowPlan(tuple((tag, m.dtype) for tag, m in entries), tuple(m.of for _, m in entries))
+    return tuple((tag, m) for tag, m in MEASURES.items() if m.when in on)
 
 
 def row_layout(correlation: bool, iid: bool) -> tuple[tuple[str, type], ...]:
-    """The per-update measures of a row of :func:`measure_table` (:func:`row_plan`'s ``layout``) as (tag, dtype) in
-    the row's order (and the order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row
-    and popped as its dtype."""
-    return row_plan(correlation, iid).layout
+    """The per-update measures of a row of :func:`measure_table` (:func:`row_plan`'s) as (tag, dtype) in the row's
+    order (and the order ``UpdateWindow.pop`` returns them in): each value is held as float64 in the row and popped
+    as its dtype."""
+    return tuple((tag, m.dtype) for tag, m in row_plan(correlation, iid))
 
 
 def measure_table(
@@ -114,6 +106,6 @@ def measure_table(
     if iid and (episodes is None or held is None):
         raise ValueError("measure_table: the i.i.d. measures need the episode ids and the episodes held")
     updates = Updates(window, td, losses, weights, ages, obs, episodes, held, loss, q_means)
-    table = np.array([of(updates) for of in row_plan(threshold is not None, iid).functions], np.float64).T
+    table = np.array([m.of(updates) for _, m in row_plan(threshold is not None, iid)], np.float64).T
     variances = batch_variances(state_view(obs, obs.ndim - 2)) if iid else None
     return table, variances

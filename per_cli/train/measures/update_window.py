@@ -46,9 +46,6 @@ class UpdateWindow:
         self._rows: list[np.ndarray] = []  # per update: its measures (row_layout), float64
         self._vars: list[np.ndarray] = []  # per update, with iid: its states' feature variances (batch_variances)
 
-    # the per-update lists, by their state_dict keys
-    _LISTS = {"rows": "_rows", "variances": "_vars"}
-
     def attach(self, pull: Callable[[], None]) -> None:
         """``pull()`` hands this window, through :meth:`add_block`, the updates a cohort measured for it and
         keeps until then (:class:`~per_cli.train.measures.cohort_rows.CohortRows`); the window calls it before it
@@ -62,26 +59,23 @@ class UpdateWindow:
         ``bit_generator.state``, a dict): what :meth:`from_state_dict` needs to continue it exactly. The lists are
         copies; the arrays in them are the window's own (it never writes into them)."""
         self._pull()
-        state = {
+        return {
             "threshold": self.threshold,
             "iid": self.iid,
             "refresh_every": self.refresh_every,
             "rng": self._rng.bit_generator.state,
             "ref_var": self._ref_var,
             "since_refresh": self._since_refresh,
+            "rows": list(self._rows),
+            "variances": list(self._vars),
         }
-        for key, attribute in self._LISTS.items():
-            state[key] = list(getattr(self, attribute))
-        return state
 
     @classmethod
     def from_state_dict(cls, state: dict) -> UpdateWindow:
         """The window :meth:`state_dict` described: its settings (those of the run that saved it), the updates it
         held and the reference and generator as they were, so its pops are the saved window's."""
         window = cls(state["threshold"], iid=state["iid"], refresh_every=state["refresh_every"])
-        rng = state["rng"]
-        window._rng = np.random.Generator(getattr(np.random, rng["bit_generator"])())
-        window._rng.bit_generator.state = rng
+        window._rng.bit_generator.state = state["rng"]  # (a window's generator is always PCG64: default_rng's)
         window._ref_var = state["ref_var"]
         window._since_refresh = int(state["since_refresh"])
         window._rows = list(state["rows"])
@@ -112,8 +106,6 @@ class UpdateWindow:
         n = len(self._rows)
         if not n:
             return {}
-        if self.iid and memory is None:
-            raise ValueError("UpdateWindow(iid=True).pop needs the memory (the reference sample)")
         layout = row_layout(self.threshold is not None, self.iid)
         table = stack(self._rows).astype(np.float64, copy=False).T
         values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
