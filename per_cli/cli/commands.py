@@ -184,7 +184,7 @@ def grid(
         return
     if backend == "local":
         grid_mod.check_devices(plan)
-    outcome = grid_mod.run_grid(
+    code = grid_mod.run_grid(
         plan,
         grid_dir,
         workers=workers,
@@ -193,10 +193,10 @@ def grid(
         retry_failed=retry_failed,
         cohort_size=cohort_size,
     )
-    if plot and outcome.exit_code != 130:  # a separate process: plotting does not share the grid's imports
+    if plot and code != 130:  # a separate process: plotting does not share the grid's imports
         import subprocess
 
-        done = subprocess.run([sys.executable, "-m", "per_cli", "plot", str(outcome.grid_dir)], check=False)
-        if done.returncode != 0 and outcome.exit_code == 0:
+        done = subprocess.run([sys.executable, "-m", "per_cli", "plot", str(grid_dir)], check=False)
+        if done.returncode != 0 and code == 0:
             raise typer.Exit(done.returncode)
-    raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(code)

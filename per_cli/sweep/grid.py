@@ -7,7 +7,6 @@ import os
 import shlex
 import sys
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,12 +39,6 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-@dataclass
-class GridOutcome:
-    grid_dir: Path
-    exit_code: int
-
-
 def run_grid(
     plan: GridPlan,
     grid_dir: Path,
@@ -57,7 +50,7 @@ def run_grid(
     argv: list[str] | None = None,
     out: TextIO | None = None,
     cohort_size: int | None = None,
-) -> GridOutcome:
+) -> int:
     """Run every run of ``plan`` that is not complete into ``grid_dir``; returns the exit code (0 all
     completed, 1 any not, 130 interrupted). On the local pool, runs that differ only in the seed train as
     cohorts of up to ``cohort_size`` seeds (None: :func:`~per_cli.sweep.cohorts.default_cohort_size`; 1: solo)."""
@@ -127,8 +120,7 @@ def run_grid(
         events.close()
         grid_lock.release()
 
-    code = report(plan, grid_dir, ran, started, retry_failed, interrupted, out)
-    return GridOutcome(grid_dir, code)
+    return report(plan, grid_dir, ran, started, retry_failed, interrupted, out)
 
 
 def _executor(backend: str, workers: int | None, ray_address: str | None):
