@@ -15,7 +15,6 @@ import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 
-_NONE = np.zeros(0, dtype=np.int64)
 _PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # action, reward, terminated, truncated, id, episode id
 # the positions of ``RingBookkeeping.counters`` (an array, not a NamedTuple: the compiled calls move them in place)
 CURSOR, SIZE, ADDED, ENDED, FIRST, CAPACITY = range(6)
@@ -68,11 +67,6 @@ class RingBookkeeping:
     """The per-transition columns and ring counters every storage shares; a storage allocates its own
     ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ) and calls ``_init_ring`` for the
     rest."""
-
-    # slots the last add made unsampleable (the frame storage sets it; a plain ring never has any)
-    newly_unsampleable: np.ndarray = _NONE
-    # True where every filled slot (0 .. size-1) is sampleable, so samplers may skip ``sampleable``
-    filled_slots_sampleable = False
 
     cursor = counter(CURSOR, "the slot the next add writes")
     size = counter(SIZE, "transitions held")
@@ -137,8 +131,6 @@ class TransitionStorage(RingBookkeeping):
         self.terminated = np.zeros(capacity, dtype=np.float32)
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
-        # a stored transition is whole, unless a subclass says otherwise with its own ``sampleable``
-        self.filled_slots_sampleable = type(self).sampleable is TransitionStorage.sampleable
         self.adopted()
 
     def adopted(self) -> None:
