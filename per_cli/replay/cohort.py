@@ -236,7 +236,4 @@ def _rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     first = arrays[0]
     if any(a.dtype != first.dtype or a.shape != first.shape or a.ndim != 1 for a in arrays):
         raise ValueError("the members' rows must be 1-D arrays of one length and dtype")
-    out = np.empty((len(arrays), first.shape[0]), dtype=first.dtype)
-    for k, array in enumerate(arrays):
-        out[k] = array
-    return out
+    return np.stack(arrays)
