@@ -71,12 +71,7 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
     ``learn`` would, else the reason why not (one human sentence)."""
     if not agents:
         return "a stacked update needs at least one member"
-    first, *_ = agents
-    for agent in agents:
-        why = _member_misfit(agent, first)
-        if why is not None:
-            return why
-    return None
+    return next(filter(None, (_member_misfit(agent, agents[0]) for agent in agents)), None)
 
 
 # On the CPU a stacked update pays for small networks only (larger ones run out of cache: docs/cohorts.md,
