@@ -110,29 +110,23 @@ class HindsightWriter(Writer):
     def end_episode(self, member: int) -> Rows:
         """The buffered episode's rows to store (``which``: ``member``), each step followed by its relabelled
         copies; the episode's last row (its last copy) ends it."""
-        steps = self._episode
-        obs, next_obs = np.stack([e.obs for e in steps]), np.stack([e.next_obs for e in steps])
-        actions = np.array([e.action for e in steps], dtype=np.int64)
-        rewards = np.array([e.reward for e in steps], dtype=np.float32)
-        terminated = np.array([e.terminated for e in steps], dtype=np.bool_)
-        truncated = np.array([e.truncated for e in steps], dtype=np.bool_)
+        obs, actions, rewards, next_obs, terminated, truncated = map(np.array, zip(*self._episode, strict=True))
         goals = self.relabel_goals(next_obs[:, self.layout.achieved])  # (T, copies, G)
         t_len, copies = goals.shape[:2]
         # the copies: the same transition with the desired goal swapped, reward and terminal flag recomputed;
         # column 0 of each step is the step as it happened
-        new_obs = np.repeat(obs[:, None], copies + 1, axis=1)
-        new_next = np.repeat(next_obs[:, None], copies + 1, axis=1)
+        new_obs, new_next, new_terminated, new_truncated = (
+            np.repeat(column[:, None], copies + 1, axis=1) for column in (obs, next_obs, terminated, truncated)
+        )
         new_obs[:, 1:, self.layout.desired] = goals
         new_next[:, 1:, self.layout.desired] = goals
         achieved_next = next_obs[:, None, self.layout.achieved]
         new_rewards = np.empty((t_len, copies + 1), dtype=np.float32)
         new_rewards[:, 0] = rewards
         new_rewards[:, 1:] = np.broadcast_to(self.layout.compute_reward(achieved_next, goals), (t_len, copies))
-        new_terminated = np.repeat(terminated[:, None], copies + 1, axis=1)
         if self.layout.terminate_on_success:
             success = np.broadcast_to(self.layout.compute_success(achieved_next, goals), (t_len, copies))
             new_terminated[:, 1:] = success
-        new_truncated = np.repeat(truncated[:, None], copies + 1, axis=1)
         new_truncated[:, 1:] &= ~new_terminated[:, 1:]
         ends = np.zeros((t_len, copies + 1), dtype=np.bool_)
         ends[-1, -1] = True
@@ -141,9 +135,9 @@ class HindsightWriter(Writer):
         self.episodes += 1
         self._episode.clear()
         states = (n, *obs.shape[1:])
-        return Rows(np.full(n, member, dtype=np.int64), new_obs.reshape(states), np.repeat(actions, copies + 1),
-                    new_rewards.reshape(n), new_next.reshape(states), new_terminated.reshape(n),
-                    new_truncated.reshape(n), ends.reshape(n))  # fmt: skip
+        return Rows(np.full(n, member, dtype=np.int64), new_obs.reshape(states),
+                    np.repeat(actions, copies + 1).astype(np.int64), new_rewards.reshape(n), new_next.reshape(states),
+                    new_terminated.reshape(n), new_truncated.reshape(n), ends.reshape(n))  # fmt: skip
 
     def relabel_goals(self, achieved: np.ndarray) -> np.ndarray:
         """Goals for each step of an episode whose achieved goals after each step are ``achieved`` (T, G):
