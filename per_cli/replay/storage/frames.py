@@ -14,17 +14,15 @@ import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
-from per_cli.replay.storage.frame_store import OPEN, WRITTEN, FrameStore
+from per_cli.replay.storage.frame_store import OPEN, WRITTEN
 from per_cli.replay.storage.ring import (
     ADDED,
     COUNTER_BYTES,
-    ONE,
     RingBookkeeping,
     TransitionStorage,
     counter,
     gather_fields,
 )
-from per_cli.replay.storage.rows import rows_of
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
 # episodes only make the oldest transitions unsampleable
@@ -88,7 +86,6 @@ class FrameStackStorage(RingBookkeeping):
         self._init_ring(capacity)
         self.frame_counters = np.zeros(2, dtype=np.int64)  # frames_written, _episode_open (frame_store.py)
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # the last transition's next_obs
-        self._own_store: FrameStore | None = None  # ``add``'s store over this storage alone (built on first use)
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
         self.mirror: DeviceFrames | None = None  # the frame ring on the training device (mirror_to)
 
@@ -110,28 +107,6 @@ class FrameStackStorage(RingBookkeeping):
 
     frames_written = counter(WRITTEN, "frames ever written; also the gid of the next one", "frame_counters")
     _episode_open = counter(OPEN, "the last transition did not end its episode", "frame_counters", bool)
-
-    def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
-        """Store one transition (:class:`~per_cli.replay.storage.frame_store.FrameStore` over this storage alone);
-        returns its slot. ValueError, nothing written, for
-        observations of another shape, a ``next_obs`` that is not ``obs`` shifted by one frame, an action that is
-        not a uint8."""
-        if self._own_store is None:
-            self._own_store = FrameStore([self])
-        obs, next_obs = np.asarray(obs), np.asarray(next_obs)
-        ends = None if ends_episode is None else [ends_episode]
-        rows = rows_of(ONE, obs[None], [action], [reward], next_obs[None], [terminated], [truncated], ends)
-        stored = self._own_store(rows)
-        if stored.errors:
-            raise stored.errors[0]
-        return int(stored.events.slots[0])
-
-    def adopted(self) -> None:
-        """Its arrays moved into a cohort's blocks: its own store (which viewed the old ones) is rebuilt."""
-        self._own_store = None
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_own_store": None}  # (views: rebuilt on the copy's own arrays)
 
     # ------------------------------------------------------------------------------------------------------
     # reading
