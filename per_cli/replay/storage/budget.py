@@ -40,10 +40,8 @@ def ensure_memory_fits(nbytes: int, what: str, *, per_unit: int | None = None, k
     budget = int(available * MEMORY_HEADROOM)
     if nbytes <= budget:
         return
-    hint = ""
-    if per_unit:
-        hint = f"lower {key} to at most {max(budget // per_unit, 1):,} or free memory"
+    most = f" to at most {max(budget // per_unit, 1):,}" if per_unit else ""
     raise ConfigError(
         f"{key}: {what} needs {_gb(nbytes)} of memory but only {_gb(available)} is available; "
-        f"{hint or 'lower ' + key + ' or free memory'}"
+        f"lower {key}{most} or free memory"
     )
