@@ -125,11 +125,10 @@ class FlatAdam:
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        match state_dict["param_groups"]:
-            case [group] if len(group["params"]) == len(self.shapes):
-                pass
-            case _:
-                raise ValueError("optimizer state does not match this network's parameters")
+        groups = state_dict["param_groups"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.shapes):
+            raise ValueError("optimizer state does not match this network's parameters")
+        (group,) = groups
         if group.get("amsgrad") or group.get("weight_decay") or group.get("maximize"):
             raise ValueError("the numba engine implements plain Adam (no amsgrad, weight decay or maximize)")
         if "momentum" in group or "alpha" in group:
