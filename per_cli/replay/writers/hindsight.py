@@ -17,8 +17,6 @@ from per_cli.errors import ConfigError
 from per_cli.replay.storage.rows import Rows, joined
 from per_cli.replay.writers.base import Writer
 
-HER_STRATEGIES = ("final", "future", "episode", "random")
-
 
 class GoalLayout(Protocol):
     """Where the goals sit in a flat observation, and the env's reward for any goal (vectorised over leading axes,
@@ -58,7 +56,8 @@ def goal_layout_of(env) -> GoalLayout:
 class HindsightWriter(Writer):
     """Buffers an episode and stores it, with relabelled copies, at its end (``add`` is the memory's).
 
-    ``storage`` is read only by the ``random`` strategy (achieved goals of stored transitions); ``pending``
+    ``strategy`` and ``k`` are ``replay.her_strategy`` (not ``off``) and ``replay.her_k`` as the config schema checks
+    them; ``storage`` is read only by the ``random`` strategy (achieved goals of stored transitions); ``pending``
     counts the running episode's transitions, which are not sampleable yet."""
 
     def __init__(
@@ -69,12 +68,6 @@ class HindsightWriter(Writer):
         rng: np.random.Generator | None = None,
         storage=None,
     ):
-        if strategy not in HER_STRATEGIES:
-            raise ValueError(f"replay.her_strategy: {strategy!r} is not one of {', '.join(HER_STRATEGIES)}")
-        if k < 1:
-            raise ValueError(f"replay.her_k: {k} must be >= 1")
-        if strategy == "random" and storage is None:
-            raise ValueError("replay.her_strategy: random draws goals from the storage; pass it")
         self.layout = layout
         self.strategy = strategy
         self.k = k
