@@ -9,6 +9,7 @@ import numba
 import numpy as np
 import torch
 
+from per_cli.replay.storage.ring import counter
 from per_cli.rl.engines.dense import JIT, aligned_empty
 
 
@@ -93,14 +94,7 @@ class FlatAdam:
         beta1, beta2 = betas
         self.lr, self.betas, self.eps = float(lr), (float(beta1), float(beta2)), float(eps)
 
-    @property
-    def step(self) -> int:
-        """Adam's step count (updates made)."""
-        return int(self.steps[0])
-
-    @step.setter
-    def step(self, value: int) -> None:
-        self.steps[0] = value
+    step = counter(0, "Adam's step count (updates made)", "steps")
 
     def move_to(self, m: np.ndarray, v: np.ndarray, steps: np.ndarray) -> None:
         """Keep the moments in ``m`` and ``v`` and the step count in ``steps[0]`` from now on (values copied)."""
