@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from per_cli.rl.engines.cohort import Blocks, CohortEngine
-from per_cli.rl.engines.dense import aligned_empty, offsets
+from per_cli.rl.engines.dense import offsets
 from per_cli.rl.engines.kernels import UpdateSettings
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
@@ -41,13 +41,10 @@ def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
     return None
 
 
-def share_flat_parameters(net: nn.Module, flat: np.ndarray | None = None) -> np.ndarray:
-    """Move ``net``'s parameters (values kept) into one flat float32 buffer, ``flat`` or a new one, returned, and
-    re-point the module at views of it: writing into the buffer changes the module's parameters."""
+def share_flat_parameters(net: nn.Module, flat: np.ndarray) -> np.ndarray:
+    """Move ``net``'s parameters (values kept) into the flat float32 buffer ``flat``, returned, and re-point the
+    module at views of it: writing into the buffer changes the module's parameters."""
     layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
-    params = [p for lin in layers for p in (lin.weight, lin.bias)]
-    if flat is None:
-        flat = aligned_empty(sum(p.numel() for p in params))  # 64-byte aligned: see dense.aligned_empty
     pos = 0
     for lin in layers:
         for name in ("weight", "bias"):
@@ -79,7 +76,6 @@ class MLPEngine:
         max_grad_norm: float | None,
         lr: float,
         adam_eps: float = 1e-8,
-        betas: tuple[float, float] = (0.9, 0.999),
     ):
         for name, net in (("q_net", q_net), ("target_net", target_net)):
             why = structure_mismatch(net, spec)
@@ -90,7 +86,7 @@ class MLPEngine:
             raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss.name!r}")
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
-        self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, betas, adam_eps)
+        self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, eps=adam_eps)
         self.gamma, self.double_dqn = float(gamma), bool(double_dqn)
         self.loss = loss
         self.loss_code = LOSS_CODES[loss.name]
