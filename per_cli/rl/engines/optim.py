@@ -83,7 +83,7 @@ class FlatAdam:
     ``state_dict`` is in ``torch.optim.Adam``'s format, so checkpoints load into either engine; a load writes into the
     moments in place (a cohort's blocks may hold them: :meth:`move_to`)."""
 
-    def __init__(self, shapes: list[tuple[int, ...]], lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+    def __init__(self, shapes: list[tuple[int, ...]], lr: float, eps: float = 1e-8):
         self.shapes = shapes
         self.sizes = [math.prod(s) for s in shapes]
         n = sum(self.sizes)
@@ -91,8 +91,7 @@ class FlatAdam:
         self.m[:] = 0.0
         self.v[:] = 0.0
         self.steps = np.zeros(1, dtype=np.int64)  # [the step count]
-        beta1, beta2 = betas
-        self.lr, self.betas, self.eps = float(lr), (float(beta1), float(beta2)), float(eps)
+        self.lr, self.betas, self.eps = float(lr), (0.9, 0.999), float(eps)  # (torch.optim.Adam's betas)
 
     step = counter(0, "Adam's step count (updates made)", "steps")
 
