@@ -87,11 +87,12 @@ class MLPEngine:
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
         self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, eps=adam_eps)
-        self.gamma, self.double_dqn = float(gamma), bool(double_dqn)
         self.loss = loss
-        self.loss_code = LOSS_CODES[loss.name]
-        self.max_grad_norm = max_grad_norm
-        self.hyper = self._settings()
+        clip = -1.0 if max_grad_norm is None else float(max_grad_norm)
+        self.hyper = self._settings(UpdateSettings(
+            gamma=float(gamma), double_dqn=bool(double_dqn), loss_code=LOSS_CODES[loss.name], max_grad_norm=clip,
+            lr=0.0, beta1=0.0, beta2=0.0, eps=0.0, kappa=float(loss.kappa), alpha=float(loss.alpha),
+        ))  # fmt: skip
         self.adopt(Blocks.allocate(1, int(offsets(self.dims)[-1])), 0)
 
     def adopt(self, blocks: Blocks, s: int) -> None:
@@ -105,16 +106,11 @@ class MLPEngine:
         self.rows = blocks.rows(s)
         self.alone = CohortEngine([self])
 
-    def _settings(self) -> UpdateSettings:
-        """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
+    def _settings(self, hyper: UpdateSettings) -> UpdateSettings:
+        """The update kernel's settings ``hyper`` with its optimizer's (which a checkpoint load sets)."""
         opt = self.optimizer
-        clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
         beta1, beta2 = opt.betas
-        return UpdateSettings(
-            gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
-            max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
-            kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
-        )  # fmt: skip
+        return hyper._replace(lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps))
 
     def update(self, obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """One gradient step; returns its results (S = 1: δ and the weighted loss per sample, the loss, the mean
@@ -141,7 +137,7 @@ class MLPEngine:
     def loaded(self) -> None:
         """After a checkpoint was loaded into the networks and the optimizer: take the optimizer's settings, and
         raise if a network's parameters no longer live in the engine's buffers (a load writes into them)."""
-        self.hyper = self._settings()
+        self.hyper = self._settings(self.hyper)
         self.alone = CohortEngine([self])
         for name, net, flat in (
             ("q_net", self.q_net, self.params),
