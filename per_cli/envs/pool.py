@@ -72,9 +72,6 @@ class _Pool:
                 terminated[k] = terminal(self.env_id, obs[k])
         return obs, reward, terminated, truncated
 
-    def reset(self, index: int) -> np.ndarray:
-        return self.reset_many(np.array([index]))[0]
-
     def reset_many(self, ids: np.ndarray) -> np.ndarray:
         """The first observations of envs ``ids``' next episodes (reset in one EnvPool call), in the order of
         ``ids``."""
@@ -119,9 +116,9 @@ class PooledEnv:
             self._first_obs, self._stepped = None, False
         if not self._stepped:
             if self._first_obs is None:
-                self._first_obs = self.pool.reset(self.index)
+                self._first_obs = self.pool.reset_many(np.array([self.index]))[0]
             return self._first_obs.copy(), {}
-        return self.pool.reset(self.index), {}
+        return self.pool.reset_many(np.array([self.index]))[0], {}
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if not self._stepped and self._first_obs is None:
