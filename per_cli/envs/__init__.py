@@ -48,12 +48,8 @@ def _register_optional_envs(env_id: str) -> None:
     if minatar.looks_like_minatar(env_id):
         minatar.register()
     if is_atari_id(env_id) and env_id not in gym.registry:
-        try:
-            import ale_py
-        except ImportError:  # pragma: no cover - ale-py is a dependency
-            raise ConfigError(
-                f"env.id: {env_id} needs ale-py; install it with pip install 'gymnasium[atari]'"
-            ) from None
+        import ale_py  # (a dependency: gymnasium[atari])
+
         gym.register_envs(ale_py)
 
 

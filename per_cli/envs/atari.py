@@ -56,13 +56,8 @@ class UnitRewardClip(gym.RewardWrapper):
 
 
 class FireOnReset(gym.Wrapper):
-    """Press FIRE (then the next action) after every reset, for games that wait for it to start."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        if not has_fire_action(env):
-            meanings = env.unwrapped.get_action_meanings()
-            raise ValueError(f"FireOnReset needs FIRE as action {FIRE}, the game has {meanings}")
+    """Press FIRE (then the next action) after every reset, for games that wait for it to start (those with FIRE
+    as action 1: :func:`has_fire_action`, which ``make_atari_env`` asks before wrapping)."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)

@@ -53,20 +53,40 @@ class EachEnv:
         self.dtype, self.shape = like.dtype, like.shape
 
     def step(self, which: Sequence[int], actions: np.ndarray) -> EnvStep:
-        return _step_each([self.envs[i] for i in which], actions, self.dtype, self.shape)
+        """Each env's own ``step`` with its action, as rows; an env that raises leaves its row as it is."""
+        n = len(which)
+        obs, rewards = np.zeros((n, *self.shape), dtype=self.dtype), np.zeros(n, dtype=np.float64)
+        terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        infos: list[dict] = [{}] * n
+        errors: dict[int, Exception] = {}
+        for k, (i, action) in enumerate(zip(which, actions.tolist(), strict=True)):
+            try:
+                next_obs, rewards[k], terminated[k], truncated[k], infos[k] = self.envs[i].step(action)
+                _put(obs, k, next_obs)
+            except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
+                errors[k] = exc
+        return EnvStep(obs, rewards, terminated, truncated, infos, errors)
 
     def reset(self, which: Sequence[int]) -> Reset:
-        return _reset_each([self.envs[i] for i in which], self.dtype, self.shape)
+        """Each env's own ``reset()``, as rows; an env that raises leaves its row as it is."""
+        obs = np.zeros((len(which), *self.shape), dtype=self.dtype)
+        errors: dict[int, Exception] = {}
+        for k, i in enumerate(which):
+            try:
+                first_obs, _info = self.envs[i].reset()
+                _put(obs, k, first_obs)
+            except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
+                errors[k] = exc
+        return Reset(obs, errors)
 
 
-class PooledBatch:
+class PooledBatch(EachEnv):
     """EnvPool envs (:class:`~per_cli.envs.pool.PooledEnv`), stepped and reset in one call per pool. Should that
     call raise, ``interrupt(exc)`` says whether a signal is behind it (then raised: the loop stops); else each
-    env steps alone and only the envs that raise fail."""
+    env steps alone (:class:`EachEnv`'s calls) and only the envs that raise fail."""
 
     def __init__(self, envs: Sequence[PooledEnv], like: np.ndarray, interrupt: Callable[[BaseException], Any]):
-        self.envs = list(envs)
-        self.dtype, self.shape = like.dtype, like.shape
+        super().__init__(envs, like)
         self._interrupt = interrupt
 
     def step(self, which: Sequence[int], actions: np.ndarray) -> EnvStep:
@@ -75,16 +95,15 @@ class PooledBatch:
             obs, rewards, terminated, truncated = step_arrays(envs, actions)
         except Exception as exc:  # noqa: BLE001 - each env's own step reports its own error
             self._raise_interrupt(exc)
-            return _step_each(envs, actions, self.dtype, self.shape)
+            return super().step(which, actions)
         return EnvStep(obs, rewards, terminated, truncated, [{}] * len(envs), NO_ERRORS)  # (EnvPool reports none)
 
     def reset(self, which: Sequence[int]) -> Reset:
-        envs = [self.envs[i] for i in which]
         try:
-            return Reset(reset_arrays(envs), NO_ERRORS)
+            return Reset(reset_arrays([self.envs[i] for i in which]), NO_ERRORS)
         except Exception as exc:  # noqa: BLE001 - each env's own reset reports its own error
             self._raise_interrupt(exc)
-            return _reset_each(envs, self.dtype, self.shape)
+            return super().reset(which)
 
     def _raise_interrupt(self, exc: Exception) -> None:
         interrupt = self._interrupt(exc)
@@ -100,35 +119,6 @@ def env_batch(
     if all(type(env) is PooledEnv for env in envs):
         return PooledBatch(envs, like, interrupt)
     return EachEnv(envs, like)
-
-
-def _step_each(envs: Sequence[Any], actions: np.ndarray, dtype: np.dtype, shape: tuple) -> EnvStep:
-    """Each env's own ``step`` with its action, as rows; an env that raises leaves its row as it is."""
-    n = len(envs)
-    obs, rewards = np.zeros((n, *shape), dtype=dtype), np.zeros(n, dtype=np.float64)
-    terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    infos: list[dict] = [{}] * n
-    errors: dict[int, Exception] = {}
-    for k, (env, action) in enumerate(zip(envs, actions.tolist(), strict=True)):
-        try:
-            next_obs, rewards[k], terminated[k], truncated[k], infos[k] = env.step(action)
-            _put(obs, k, next_obs)
-        except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
-            errors[k] = exc
-    return EnvStep(obs, rewards, terminated, truncated, infos, errors)
-
-
-def _reset_each(envs: Sequence[Any], dtype: np.dtype, shape: tuple) -> Reset:
-    """Each env's own ``reset()``, as rows; an env that raises leaves its row as it is."""
-    obs = np.zeros((len(envs), *shape), dtype=dtype)
-    errors: dict[int, Exception] = {}
-    for k, env in enumerate(envs):
-        try:
-            first_obs, _info = env.reset()
-            _put(obs, k, first_obs)
-        except Exception as exc:  # noqa: BLE001 - this env's row fails, the others go on
-            errors[k] = exc
-    return Reset(obs, errors)
 
 
 def _put(rows: np.ndarray, k: int, obs: Any) -> None:

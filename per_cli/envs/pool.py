@@ -5,6 +5,7 @@ Env i of a pool made with seed s is seeded s + i. Dynamics, rewards, termination
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -71,9 +72,6 @@ class _Pool:
                 terminated[k] = terminal(self.env_id, obs[k])
         return obs, reward, terminated, truncated
 
-    def reset(self, index: int) -> np.ndarray:
-        return self.reset_many(np.array([index]))[0]
-
     def reset_many(self, ids: np.ndarray) -> np.ndarray:
         """The first observations of envs ``ids``' next episodes (reset in one EnvPool call), in the order of
         ``ids``."""
@@ -118,9 +116,9 @@ class PooledEnv:
             self._first_obs, self._stepped = None, False
         if not self._stepped:
             if self._first_obs is None:
-                self._first_obs = self.pool.reset(self.index)
+                self._first_obs = self.pool.reset_many(np.array([self.index]))[0]
             return self._first_obs.copy(), {}
-        return self.pool.reset(self.index), {}
+        return self.pool.reset_many(np.array([self.index]))[0], {}
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if not self._stepped and self._first_obs is None:
@@ -136,14 +134,10 @@ class PooledEnv:
 def make_pooled(env_id: str, seeds: Sequence[int], max_episode_steps: int | None = None) -> list[PooledEnv]:
     """One :class:`PooledEnv` per seed; seeds that follow each other (5, 6, 7) share one pool."""
     envs: list[PooledEnv] = []
-    start = 0
-    while start < len(seeds):
-        end = start + 1
-        while end < len(seeds) and seeds[end] == seeds[end - 1] + 1:
-            end += 1
-        pool = _Pool(env_id, int(seeds[start]), end - start, max_episode_steps)
-        envs += [PooledEnv(pool, i, int(seeds[start + i])) for i in range(end - start)]
-        start = end
+    for _, run in itertools.groupby(enumerate(map(int, seeds)), key=lambda ks: ks[1] - ks[0]):  # (consecutive seeds)
+        run_seeds = [seed for _, seed in run]
+        pool = _Pool(env_id, run_seeds[0], len(run_seeds), max_episode_steps)
+        envs += [PooledEnv(pool, i, seed) for i, seed in enumerate(run_seeds)]
     return envs
 
 
@@ -174,13 +168,7 @@ def _per_pool(envs: Sequence[PooledEnv], call) -> tuple[np.ndarray, ...]:
     by_pool: dict[int, list[int]] = {}
     for k, env in enumerate(envs):
         by_pool.setdefault(id(env.pool), []).append(k)
-    parts = []
-    for ks in by_pool.values():
-        rows = np.array(ks)
-        parts.append((rows, call(envs[ks[0]].pool, np.array([envs[k].index for k in ks]), rows)))
-    first = parts[0][1]
-    out = tuple(np.empty((len(envs), *a.shape[1:]), dtype=a.dtype) for a in first)
-    for rows, arrays in parts:
-        for array_out, array in zip(out, arrays, strict=True):
-            array_out[rows] = array
-    return out
+    groups = [np.array(ks) for ks in by_pool.values()]
+    results = [call(envs[rows[0]].pool, np.array([envs[k].index for k in rows]), rows) for rows in groups]
+    back = np.argsort(np.concatenate(groups))  # (each env's row among the pools' rows, one pool after another)
+    return tuple(np.concatenate(arrays)[back] for arrays in zip(*results, strict=True))

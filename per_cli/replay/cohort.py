@@ -118,7 +118,6 @@ class CohortSampling:
         self._structured = defines(self.kind, "add_members")
         self._prioritized = defines(self.kind, "update_members")  # (else an update only checks the TD errors)
         self._gather = gather_for(storages, n_step, gamma, host_states)
-        self._counters = member_axis(storages, "counters")
         self._episode_ids = member_axis(storages, "episode_ids")
         self.storer = store_for(storages)  # (chosen once: the storages' class; before the memories rebuild views)
         for memory in self.memories:
@@ -164,12 +163,12 @@ class CohortSampling:
         """The transition each member of ``which`` added last, as a gather of one slot per member (each field
         (members, 1, ...); its id ``indices``): each member's ``memory.latest()``."""
         members = np.asarray(which, dtype=np.int64)
-        slots = latest_slots_members(self._counters, members).reshape(-1, 1)
+        slots = latest_slots_members(self._lists.counters, members).reshape(-1, 1)
         return self._gather(members, slots, np.ones(slots.shape, dtype=np.float32))
 
     def episodes_held(self, which: Sequence[int]) -> np.ndarray:
         """Each member's ``memory.episodes_held()`` (members ``which``), in one compiled call."""
-        return episodes_held_members(self._counters, self._episode_ids, np.asarray(which, dtype=np.int64))
+        return episodes_held_members(self._lists.counters, self._episode_ids, np.asarray(which, dtype=np.int64))
 
     def sample(self, which: Sequence[int], batch_size: int, betas: Sequence[float]) -> DrawnBatches:
         """The batches of members ``which``, as their ``memory.sample(batch_size, beta)`` draws them; None where
@@ -216,16 +215,11 @@ class CohortSampling:
         ``td_errors`` are rows of one length, as a draw or an insertion makes them (ValueError otherwise); ``ids``
         may be a function returning them (called only where priorities are kept)."""
         if not self._prioritized:
-            return _finite_rows(td_errors)
+            return np.isfinite(_rows(td_errors)).all(axis=1)
         ids, td_errors = _rows(ids() if callable(ids) else ids), _rows(td_errors)
         if ids.dtype != np.int64:
             raise ValueError(f"priority updates need int64 transition ids, got {ids.dtype}")
         return self.kind.update_members(self._lists, np.asarray(which, dtype=np.int64), ids, td_errors)
-
-
-def _finite_rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
-    """Per row of ``arrays`` (``_rows``): whether all its values are finite."""
-    return np.isfinite(_rows(arrays)).all(axis=1)
 
 
 def _rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
@@ -236,7 +230,4 @@ def _rows(arrays: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     first = arrays[0]
     if any(a.dtype != first.dtype or a.shape != first.shape or a.ndim != 1 for a in arrays):
         raise ValueError("the members' rows must be 1-D arrays of one length and dtype")
-    out = np.empty((len(arrays), first.shape[0]), dtype=first.dtype)
-    for k, array in enumerate(arrays):
-        out[k] = array
-    return out
+    return np.stack(arrays)

@@ -71,6 +71,23 @@ def ring_blocks(storages: Sequence[TransitionStorage]) -> RingColumns:
     return blocks._replace(obs=blocks.obs.reshape(rows), next_obs=blocks.next_obs.reshape(rows))
 
 
+def _fields(which, slots, weights, columns, n_step: int, gamma: float) -> tuple[BatchArrays, np.ndarray, tuple]:
+    """A gather's batches but the states (None) and ``weights``, to fill; the slots whose next states they take
+    (``slots``, or with ``n_step`` > 1 their look-ahead's last, the n-step rewards and terminations written by
+    :func:`~per_cli.replay.storage.ring.nstep_members`); and where the gather writes the stored rewards and
+    terminated flags (the batches', or spares under n-step)."""
+    shape, c = slots.shape, columns
+    actions, ids, ages, episodes = (np.empty(shape, dtype=np.int64) for _ in range(4))
+    rewards, terminated = (np.empty(shape, dtype=np.float32) for _ in range(2))
+    arrays = BatchArrays(None, actions, rewards, None, terminated, ids, weights, ages, episodes)
+    if n_step == 1:
+        return arrays, slots, (rewards, terminated)
+    last = np.empty(shape, dtype=np.int64)
+    nstep_members(which, slots, n_step, gamma, c.rewards, c.terminated, c.truncated, c.ids, c.counters, rewards,
+                  terminated, last)  # fmt: skip
+    return arrays, last, (np.empty(shape, dtype=np.float32), np.empty(shape, dtype=np.float32))
+
+
 class RingGather:
     """Rings, plain or bit-packed: rows gathered by :func:`~per_cli.replay.storage.ring.gather_members` (n-step
     returns by :func:`~per_cli.replay.storage.ring.nstep_members`) for all members in one call, on the rings'
@@ -86,23 +103,13 @@ class RingGather:
         self.n_step, self.gamma = n_step, gamma
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
-        shape, c = slots.shape, self.columns
-        rows = np.empty((2, *shape, *self.row_shape), dtype=self.dtype)  # (states, next states: one block)
+        arrays, last, (rewards, terminated) = _fields(which, slots, weights, self.columns, self.n_step, self.gamma)
+        rows = np.empty((2, *slots.shape, *self.row_shape), dtype=self.dtype)  # (states, next states: one block)
         obs_rows, next_rows = rows
-        actions, ids = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
-        ages, episodes = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
-        rewards, terminated = np.empty(shape, dtype=np.float32), np.empty(shape, dtype=np.float32)
-        if self.n_step > 1:  # (the n-step rewards and terminations kept, the stored ones gathered into spares)
-            last = np.empty(shape, dtype=np.int64)
-            nstep_members(which, slots, self.n_step, self.gamma, c.rewards, c.terminated, c.truncated, c.ids,
-                          c.counters, rewards, terminated, last)  # fmt: skip
-            gather_members(which, slots, last, *c, obs_rows, actions, np.empty(shape, dtype=np.float32), next_rows,
-                           np.empty(shape, dtype=np.float32), ids, weights, ages, episodes)  # fmt: skip
-        else:
-            gather_members(which, slots, slots, *c, obs_rows, actions, rewards, next_rows, terminated, ids, weights,
-                           ages, episodes)  # fmt: skip
+        gather_members(which, slots, last, *self.columns, obs_rows, arrays.actions, rewards, next_rows, terminated,
+                       arrays.indices, weights, arrays.ages, arrays.episodes)  # fmt: skip
         obs, next_obs = rows if self.states is None else unpack_rows(rows, self.states)
-        return Gathered(BatchArrays(obs, actions, rewards, next_obs, terminated, ids, weights, ages, episodes), None)
+        return Gathered(arrays._replace(obs=obs, next_obs=next_obs), None)
 
 
 class FrameGather:
@@ -124,30 +131,19 @@ class FrameGather:
         self._skipped = {} if host_states else dict.fromkeys(_STATES, SKIPPED)
 
     def __call__(self, which: np.ndarray, slots: np.ndarray, weights: np.ndarray) -> Gathered:
-        shape, c, stack = slots.shape, self.columns, self.stack
-        pixels = c.frames.shape[2] if self.width else 1
+        shape, stack = slots.shape, self.stack
+        arrays, last, (rewards, terminated) = _fields(which, slots, weights, self.columns, self.n_step, self.gamma)
+        pixels = self.columns.frames.shape[2] if self.width else 1
         frames = np.empty((*shape, self.width, pixels), dtype=self.dtype)
-        actions, ids = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
-        ages, episodes = np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64)
-        rewards, terminated = np.empty(shape, dtype=np.float32), np.empty(shape, dtype=np.float32)
-        last = None
-        if self.n_step > 1:  # (the n-step rewards and terminations kept, the stored ones gathered into spares)
-            last = np.empty(shape, dtype=np.int64)
-            nstep_members(which, slots, self.n_step, self.gamma, c.rewards, c.terminated, c.truncated, c.ids,
-                          c.counters, rewards, terminated, last)  # fmt: skip
-            gather_frames_members(which, slots, last, stack, *c, frames, actions, np.empty(shape, dtype=np.float32),
-                                  np.empty(shape, dtype=np.float32), ids, ages, episodes)  # fmt: skip
-        else:
-            gather_frames_members(which, slots, slots, stack, *c, frames, actions, rewards, terminated, ids, ages,
-                                  episodes)  # fmt: skip
+        gather_frames_members(which, slots, last, stack, *self.columns, frames, arrays.actions, rewards, terminated,
+                              arrays.indices, arrays.ages, arrays.episodes)  # fmt: skip
         if self.width:
             frames = frames.reshape(*shape, self.width, *self.frame_shape)
             states = {"obs": frames[:, :, :stack], "next_obs": frames[:, :, self.width - stack :]}
         else:
             states = self._skipped
-        arrays = BatchArrays(**states, actions=actions, rewards=rewards, terminated=terminated, indices=ids,
-                             weights=weights, ages=ages, episodes=episodes)  # fmt: skip
-        return Gathered(arrays, self._device(which, slots, last))
+        device = self._device(which, slots, None if self.n_step == 1 else last)
+        return Gathered(arrays._replace(**states), device)
 
     def _device(self, which: np.ndarray, slots: np.ndarray, last: np.ndarray | None) -> list | None:
         """Each member's stacks on the training device (``device_stacks``; None where no storage mirrors its

@@ -73,8 +73,7 @@ class KindSpec:
 
     def resolve(self, replay: ReplayConfig) -> ReplayConfig:
         """``replay`` with its kind's defaults filled in: α and β0 where null, every key of ``replay.params``."""
-        resolved, _ = self._resolved(replay)
-        return resolved
+        return self._resolved(replay)[0]
 
     def _resolved(self, replay: ReplayConfig) -> tuple[ReplayConfig, Any]:
         """:meth:`resolve`'s config and the parsed ``replay.params`` it holds (None for a kind without any)."""

@@ -33,8 +33,8 @@ def register_kind(spec: KindSpec) -> None:
         raise TypeError(f"replay kind {kind!r}: params {spec.params!r} is not a dataclass")
     known = KINDS.get(kind)
     if known is not None:
-        if _same_class(known.sampler, cls):
-            return
+        if (known.sampler.__module__, known.sampler.__qualname__) == (cls.__module__, cls.__qualname__):
+            return  # (the same class, imported again)
         raise ValueError(f"replay kind {kind!r} is already registered (by {_qualified(known.sampler)})")
     KINDS[kind] = spec
 
@@ -55,10 +55,6 @@ def resolve_config(cfg: Config) -> Config:
     ``plugins``: what a run is built from and what its config.yaml shows. Idempotent."""
     load_plugins(cfg.plugins)
     return dataclasses.replace(cfg, replay=kind_spec(cfg.replay.kind).resolve(cfg.replay))
-
-
-def _same_class(a: type, b: type) -> bool:
-    return a.__qualname__ == b.__qualname__ and a.__module__ == b.__module__
 
 
 def _qualified(cls: type) -> str:

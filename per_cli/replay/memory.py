@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -31,6 +32,9 @@ class Batch:
     device_stacks = None
 
 
+_VIEWS = ("gather", "lists", "storer")  # (ReplayMemory's views of its storage and sampler, built on first use)
+
+
 class ReplayMemory:
     """``storage`` holds transitions, ``sampler`` picks batches, ``writer`` decides what ``add`` stores (each
     transition as it comes by default; hindsight relabelling stores episodes with relabelled copies). Its calls
@@ -45,9 +49,6 @@ class ReplayMemory:
         self.writer = writer if writer is not None else Writer()
         self.n_step, self.gamma = n_step, gamma  # replay.n_step returns, at gather (storage.nstep)
         self._structured = defines(type(sampler), "add_members")  # (else an add is the storage's alone)
-        self._gather: RingGather | FrameGather | None = None
-        self._lists: MemberLists | None = None
-        self._storer: Store | None = None
 
     def __len__(self) -> int:
         """Stored (sampleable or not) transitions; a writer's pending ones are not counted."""
@@ -99,36 +100,30 @@ class ReplayMemory:
             raise draw_error(self.sampler, int(status), batch_size)
         return slots[0], weights[0]
 
-    @property
+    @cached_property
     def lists(self) -> MemberLists:
         """The kind's lists of this member alone (built on first use)."""
-        if self._lists is None:
-            self._lists = MemberLists.of([self.sampler])
-        return self._lists
+        return MemberLists.of([self.sampler])
 
-    @property
+    @cached_property
     def gather(self) -> RingGather | FrameGather:
         """How this memory's drawn slots become a batch (chosen once, on first use, by its storage's class)."""
-        if self._gather is None:
-            self._gather = gather_for([self.storage], self.n_step, self.gamma)
-        return self._gather
+        return gather_for([self.storage], self.n_step, self.gamma)
 
-    @property
+    @cached_property
     def storer(self) -> Store:
         """How rows reach this memory's storage (chosen once, on first use, by its storage's class)."""
-        if self._storer is None:
-            self._storer = store_for([self.storage])
-        return self._storer
+        return store_for([self.storage])
 
     def adopted(self) -> None:
         """Its storage's or its sampler's arrays moved into a cohort's blocks
-        (:func:`~per_cli.replay.storage.ring.member_axis`): its views of the old ones are rebuilt."""
-        self._gather = self._lists = self._storer = None
+        (:func:`~per_cli.replay.storage.ring.member_axis`): its views of the old ones are rebuilt (on first use)."""
+        for name in _VIEWS:
+            self.__dict__.pop(name, None)
         self.storage.adopted()
 
     def __getstate__(self) -> dict:
-        views = {"_gather": None, "_lists": None, "_storer": None}  # (views and typed lists: rebuilt on first use)
-        return {**self.__dict__, **views}
+        return {k: v for k, v in self.__dict__.items() if k not in _VIEWS}  # (views and typed lists: rebuilt)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Give sampled transitions new priorities from their TD errors; ids overwritten since are skipped

@@ -252,8 +252,7 @@ class TorchAgent(DQNAgent):
     def score(self, batch: Batch) -> Scores:
         x = self._on_device(batch)
         target = self._targets(x.rewards, x.next_obs, x.terminated)
-        q = self.q_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
-        q_target = self.target_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
+        q, q_target = (net(x.obs).gather(1, x.actions[:, None]).squeeze(1) for net in (self.q_net, self.target_net))
         loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
         td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
         return Scores(td, loss, target_loss)

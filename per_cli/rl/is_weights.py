@@ -13,7 +13,8 @@ IS_WEIGHT_RULES = ("memory_max", "batch_max", "batch_mean", "off")
 
 
 def apply_rule(weights: np.ndarray, rule: str) -> None:
-    """Rewrite ``weights`` in place (shape (..., B): one batch per row, float32) by ``rule``. The sampler's
+    """Rewrite ``weights`` in place (shape (..., B): one batch per row, float32) by ``rule`` (one of
+    :data:`IS_WEIGHT_RULES`: the config schema's ``replay.is_weights``). The sampler's
     weights are positive and finite, so the divisors are too; an all-zero row (never drawn by a sampler) is left
     as it is rather than divided by zero."""
     if rule == "memory_max":
@@ -21,8 +22,6 @@ def apply_rule(weights: np.ndarray, rule: str) -> None:
     if rule == "off":
         weights.fill(1.0)
         return
-    if rule not in ("batch_max", "batch_mean"):
-        raise ValueError(f"replay.is_weights: {rule!r} is not one of {', '.join(IS_WEIGHT_RULES)}")
     rows = np.ascontiguousarray(weights).reshape(-1, weights.shape[-1])  # (a view where the batches are C-contiguous)
     _scale_rows(rows, rule == "batch_mean")
     if not np.shares_memory(rows, weights):

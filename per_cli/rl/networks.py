@@ -110,25 +110,6 @@ def resolve_network(kind: str, obs_shape: tuple[int, ...]) -> str:
     return "mlp"
 
 
-def network_misfit(kind: str, obs_shape: tuple[int, ...]) -> str | None:
-    """Why network ``kind`` cannot take observations of ``obs_shape``, or None when it can."""
-    kind = resolve_network(kind, obs_shape)
-    shape = tuple(int(d) for d in obs_shape)
-    if kind == "cnn" and (len(shape) != 3 or min(shape[1:]) < CNN_MIN_SCREEN):
-        return (
-            f"cnn needs (channels, height, width) image observations of at least {CNN_MIN_SCREEN}x{CNN_MIN_SCREEN}, "
-            f"but this env's observations have shape {shape}"
-        )
-    if kind == "minatar" and (len(shape) != 3 or min(shape[:2]) < MINATAR_KERNEL):
-        return (
-            f"minatar needs (height, width, channels) grid observations of at least "
-            f"{MINATAR_KERNEL}x{MINATAR_KERNEL} (MinAtar's 10x10xC), but this env's observations have shape {shape}"
-        )
-    if kind not in ("mlp", "cnn", "minatar"):
-        return f"unknown network {kind!r}"
-    return None
-
-
 def check_network(agent_cfg, obs_shape: tuple[int, ...]) -> None:
     """Raise ConfigError (one line naming ``agent.network`` and the fix) when ``agent_cfg.network`` cannot take
     observations of ``obs_shape``. Needs no env and no training: preflight calls it for every run of a sweep."""
@@ -136,10 +117,23 @@ def check_network(agent_cfg, obs_shape: tuple[int, ...]) -> None:
 
 
 def _refuse_misfit(kind: str, obs_shape: tuple[int, ...]) -> None:
-    why = network_misfit(kind, obs_shape)
-    if why is not None:
-        fitting = resolve_network("auto", obs_shape)
-        raise ConfigError(f"agent.network: {why}; use agent.network=auto (which picks {fitting} here)")
+    """:func:`check_network` for network ``kind`` (``agent.network`` is one of the schema's: auto, mlp, cnn,
+    minatar)."""
+    resolved, shape = resolve_network(kind, obs_shape), tuple(int(d) for d in obs_shape)
+    if resolved == "cnn" and (len(shape) != 3 or min(shape[1:]) < CNN_MIN_SCREEN):
+        why = (
+            f"cnn needs (channels, height, width) image observations of at least {CNN_MIN_SCREEN}x{CNN_MIN_SCREEN}, "
+            f"but this env's observations have shape {shape}"
+        )
+    elif resolved == "minatar" and (len(shape) != 3 or min(shape[:2]) < MINATAR_KERNEL):
+        why = (
+            f"minatar needs (height, width, channels) grid observations of at least "
+            f"{MINATAR_KERNEL}x{MINATAR_KERNEL} (MinAtar's 10x10xC), but this env's observations have shape {shape}"
+        )
+    else:
+        return
+    fitting = resolve_network("auto", obs_shape)
+    raise ConfigError(f"agent.network: {why}; use agent.network=auto (which picks {fitting} here)")
 
 
 def make_q_network(

@@ -26,7 +26,7 @@ def test_gymnasium_envs_step_and_reset_as_rows_each_its_own():
     envs whose episode ended reset as rows of their own resets."""
     seeds = [1, 2, 3]
     batch, alone = env_batch(_envs(seeds), np.zeros(4, np.float32), _no_interrupt), _envs(seeds)
-    assert isinstance(batch, EachEnv)
+    assert type(batch) is EachEnv
     rng, which, resets = np.random.default_rng(0), [2, 0], 0
     for _ in range(200):
         actions = rng.integers(0, 2, size=2)

@@ -315,11 +315,6 @@ class PartlySampleable(TransitionStorage):
         return self.ids[np.asarray(slots)] >= max(self.first_sampleable_id, 0)
 
 
-def test_samplers_skip_the_sampleable_check_only_where_every_stored_transition_is_whole():
-    assert TransitionStorage(8, (2,), np.float32).filled_slots_sampleable
-    assert not PartlySampleable(8, (2,), np.float32).filled_slots_sampleable  # its own sampleable: asked
-
-
 @pytest.mark.parametrize("sampler_cls", ALL_KINDS)
 def test_unsampleable_slots_are_never_drawn(sampler_cls):
     storage = PartlySampleable(64, (2,), np.float32)

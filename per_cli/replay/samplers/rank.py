@@ -9,7 +9,7 @@ import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.samplers.base import DRAWN, FAILED, RESERVE, WINDOW, Sampler, Storage, strata_uniforms, window_of
-from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, member_axis
+from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, counter, member_axis
 from per_cli.replay.structures.rank_heap import (
     SLOT_MASK,
     heap_add,
@@ -161,28 +161,11 @@ class RankSampler(Sampler):
         """The CDF (float64), the heap keys (uint64) and positions (int32)."""
         return capacity * (8 + 8 + 4)
 
-    @property
-    def n(self) -> int:
-        """Slots in the heap (the sampleable ones)."""
-        return int(self.heap[ENTRIES])
-
-    @n.setter
-    def n(self, value: int) -> None:
-        self.heap[ENTRIES] = value
-
-    @property
-    def updated_since_sort(self) -> int:
-        """Update calls since the last re-sort, or updated priorities where ``resort_period`` is None."""
-        return int(self.heap[UPDATED])
-
-    @updated_since_sort.setter
-    def updated_since_sort(self, value: int) -> None:
-        self.heap[UPDATED] = value
-
-    @property
-    def sorts(self) -> int:
-        """Re-sorts made."""
-        return int(self.heap[SORTS])
+    n = counter(ENTRIES, "slots in the heap (the sampleable ones)", "heap")
+    updated_since_sort = counter(
+        UPDATED, "update calls since the last re-sort, or updated priorities where resort_period is None", "heap"
+    )
+    sorts = counter(SORTS, "re-sorts made", "heap")
 
     @property
     def resort_period(self) -> int | None:

@@ -3,6 +3,7 @@ is a config error naming ``replay.capacity``, not numpy's ``_ArrayMemoryError`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from per_cli.errors import ConfigError
@@ -13,14 +14,11 @@ MEMORY_HEADROOM = 0.9
 
 def available_memory_bytes() -> int | None:
     """Memory the system can give this process without swapping (``MemAvailable``), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    _, kib, *_ = line.split()  # "MemAvailable: <n> kB"
-                    return int(kib) * 1024
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                _, kib, *_ = line.split()  # "MemAvailable: <n> kB"
+                return int(kib) * 1024
     try:  # other Unixes: free pages (an underestimate: caches could be dropped)
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
@@ -40,10 +38,8 @@ def ensure_memory_fits(nbytes: int, what: str, *, per_unit: int | None = None, k
     budget = int(available * MEMORY_HEADROOM)
     if nbytes <= budget:
         return
-    hint = ""
-    if per_unit:
-        hint = f"lower {key} to at most {max(budget // per_unit, 1):,} or free memory"
+    most = f" to at most {max(budget // per_unit, 1):,}" if per_unit else ""
     raise ConfigError(
         f"{key}: {what} needs {_gb(nbytes)} of memory but only {_gb(available)} is available; "
-        f"{hint or 'lower ' + key + ' or free memory'}"
+        f"lower {key}{most} or free memory"
     )

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.storage.ring import ADDED, CAPACITY, CURSOR, FIRST, SIZE, member_axis, record_fields
-from per_cli.replay.storage.rows import NO_ERRORS, Events, Rows, Stored, no_events
+from per_cli.replay.storage.rows import Events, Rows, Stored, no_events
 
 # the positions of a frame storage's ``frame_counters`` (an int64 array: the compiled store moves them in place)
 WRITTEN, OPEN = range(2)  # frames ever written (the gid of the next one); the last transition left its episode open
@@ -216,10 +216,9 @@ class FrameStore:
 
 def _errors(rows: Rows, status: np.ndarray) -> dict[int, Exception]:
     """The ValueError each refused row's ``add`` raises (``status``: :func:`store_frames_members`')."""
-    errors: dict[int, Exception] = {}
-    for k in status.nonzero()[0].tolist():
-        if status[k] == NOT_SHIFTED:
-            errors[k] = ValueError("FrameStackStorage needs next_obs to be obs shifted by one frame (a frame stack)")
-        else:
-            errors[k] = ValueError(f"FrameStackStorage keeps actions as uint8 (Atari has <= 18), got {rows.actions[k]}")
-    return errors or NO_ERRORS
+    return {
+        k: ValueError("FrameStackStorage needs next_obs to be obs shifted by one frame (a frame stack)")
+        if status[k] == NOT_SHIFTED
+        else ValueError(f"FrameStackStorage keeps actions as uint8 (Atari has <= 18), got {rows.actions[k]}")
+        for k in status.nonzero()[0].tolist()
+    }

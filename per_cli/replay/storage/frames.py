@@ -2,7 +2,7 @@
 
 Consecutive stacks share all but one frame, so each frame is written once into a ring and ``obs``/``next_obs`` are
 rebuilt at sample time; a slot's ``frame_gid`` and ``hist`` keep a stack within one episode. Transitions whose
-oldest frames were overwritten become unsampleable (``first_sampleable_id``, ``newly_unsampleable``).
+oldest frames were overwritten become unsampleable (``first_sampleable_id``).
 ``mirror_to(device)`` keeps a byte-equal copy on the training device. The whole contract: docs/atari.md."""
 
 from __future__ import annotations
@@ -14,23 +14,20 @@ import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
-from per_cli.replay.storage.frame_store import OPEN, WRITTEN, FrameStore
+from per_cli.replay.storage.frame_store import OPEN, WRITTEN
 from per_cli.replay.storage.ring import (
     ADDED,
     COUNTER_BYTES,
-    ONE,
     RingBookkeeping,
     TransitionStorage,
     counter,
     gather_fields,
 )
-from per_cli.replay.storage.rows import rows_of
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
 # episodes only make the oldest transitions unsampleable
 EXTRA_DIVISOR = 512
 
-_NONE = np.zeros(0, dtype=np.int64)
 # frame_gid, hist, action, reward, terminated, truncated, id, episode id
 _PER_SLOT_BYTES = 8 + 1 + 1 + 4 + 1 + 1 + 8 + 8
 
@@ -88,9 +85,7 @@ class FrameStackStorage(RingBookkeeping):
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
         self.frame_counters = np.zeros(2, dtype=np.int64)  # frames_written, _episode_open (frame_store.py)
-        self.newly_unsampleable = _NONE  # slots the last add made unsampleable (add_members: leaving)
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # the last transition's next_obs
-        self._own_store: FrameStore | None = None  # ``add``'s store over this storage alone (built on first use)
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
         self.mirror: DeviceFrames | None = None  # the frame ring on the training device (mirror_to)
 
@@ -112,30 +107,6 @@ class FrameStackStorage(RingBookkeeping):
 
     frames_written = counter(WRITTEN, "frames ever written; also the gid of the next one", "frame_counters")
     _episode_open = counter(OPEN, "the last transition did not end its episode", "frame_counters", bool)
-
-    def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
-        """Store one transition (:class:`~per_cli.replay.storage.frame_store.FrameStore` over this storage alone);
-        returns its slot, ``newly_unsampleable`` the slots it made unsampleable. ValueError, nothing written, for
-        observations of another shape, a ``next_obs`` that is not ``obs`` shifted by one frame, an action that is
-        not a uint8."""
-        if self._own_store is None:
-            self._own_store = FrameStore([self])
-        obs, next_obs = np.asarray(obs), np.asarray(next_obs)
-        ends = None if ends_episode is None else [ends_episode]
-        rows = rows_of(ONE, obs[None], [action], [reward], next_obs[None], [terminated], [truncated], ends)
-        stored = self._own_store(rows)
-        if stored.errors:
-            raise stored.errors[0]
-        events = stored.events
-        self.newly_unsampleable = events.slots[1:] if events.slots.shape[0] > 1 else _NONE
-        return int(events.slots[0])
-
-    def adopted(self) -> None:
-        """Its arrays moved into a cohort's blocks: its own store (which viewed the old ones) is rebuilt."""
-        self._own_store = None
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_own_store": None}  # (views: rebuilt on the copy's own arrays)
 
     # ------------------------------------------------------------------------------------------------------
     # reading
@@ -247,35 +218,27 @@ def gather_frames_members(
                           o_ages, o_episodes)  # fmt: skip
 
 
-def uses_frame_storage(frame_stack: int | None, obs_shape: tuple[int, ...]) -> bool:
-    """Stacks of ``frame_stack`` frames (``(frame_stack, H, W)`` observations): ``frame_stack`` is the env's, a value
-    the caller gives (None for an env whose observations are not frame stacks), so replay needs nothing of envs."""
-    return frame_stack is not None and len(obs_shape) == 3 and obs_shape[0] == frame_stack
+def storage_class(obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None) -> type:
+    """The storage of a run's observations: each frame once for stacks of ``frame_stack`` frames (``(frame_stack, H,
+    W)`` observations; ``frame_stack`` is the env's, a value the caller gives, None where the observations are not
+    frame stacks, so replay needs nothing of envs), bool states bit-packed (MinAtar's grids), else the plain ring."""
+    if frame_stack is not None and len(obs_shape) == 3 and obs_shape[0] == frame_stack:
+        return FrameStackStorage
+    if np.dtype(obs_dtype) == np.bool_:  # (storage/packed.py)
+        from per_cli.replay.storage.packed import PackedTransitionStorage
+
+        return PackedTransitionStorage
+    return TransitionStorage
 
 
 def storage_bytes(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None) -> int:
-    """Bytes ``make_storage`` would allocate for this config (the same dispatch), allocating nothing."""
-    capacity = cfg.replay.capacity
-    if uses_frame_storage(frame_stack, obs_shape):
-        return FrameStackStorage.bytes_needed(capacity, obs_shape, obs_dtype)
-    if np.dtype(obs_dtype) == np.bool_:
-        from per_cli.replay.storage.packed import PackedTransitionStorage
-
-        return PackedTransitionStorage.bytes_needed(capacity, obs_shape)
-    return TransitionStorage.bytes_needed(capacity, obs_shape, obs_dtype)
+    """Bytes ``make_storage`` would allocate for this config (the same :func:`storage_class`), allocating nothing."""
+    return storage_class(obs_shape, obs_dtype, frame_stack).bytes_needed(cfg.replay.capacity, obs_shape, obs_dtype)
 
 
 def make_storage(cfg, obs_shape: tuple[int, ...], obs_dtype: np.dtype, frame_stack: int | None = None):
-    """The storage for a run: each frame once for frame stacks (Atari's: ``frame_stack`` frames an observation),
-    transitions as they come otherwise."""
-    if uses_frame_storage(frame_stack, obs_shape):
-        return FrameStackStorage(cfg.replay.capacity, obs_shape, obs_dtype)
-    if np.dtype(obs_dtype) == np.bool_:  # MinAtar's bool grids, bit-packed (storage/packed.py)
-        from per_cli.replay.storage.packed import PackedTransitionStorage
-
-        return PackedTransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)
-
-    return TransitionStorage(cfg.replay.capacity, obs_shape, obs_dtype)
+    """The storage for a run (:func:`storage_class`)."""
+    return storage_class(obs_shape, obs_dtype, frame_stack)(cfg.replay.capacity, obs_shape, obs_dtype)
 
 
 def mirror_frames(storage, device) -> None:

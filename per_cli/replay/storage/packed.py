@@ -52,12 +52,6 @@ class PackedTransitionStorage(TransitionStorage):
         """Bytes the storage allocates for ``capacity`` transitions: the plain ring's, with packed rows as states."""
         return TransitionStorage.bytes_needed(capacity, (packed_row_bytes(obs_shape),), np.uint8)
 
-    def _pack(self, obs) -> np.ndarray:
-        return packed_rows(np.asarray(obs)[None], self.obs_shape)[0]
-
-    def add(self, obs, action, reward, next_obs, *args, **kwargs) -> int:
-        return super().add(self._pack(obs), action, reward, self._pack(next_obs), *args, **kwargs)
-
     def observations(self, slots: np.ndarray) -> np.ndarray:
         return unpack_rows(super().observations(slots), self.obs_shape)
 

@@ -14,8 +14,8 @@ import numba
 import numpy as np
 
 from per_cli.replay.storage.budget import ensure_memory_fits
+from per_cli.replay.storage.rows import rows_of
 
-_NONE = np.zeros(0, dtype=np.int64)
 _PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # action, reward, terminated, truncated, id, episode id
 # the positions of ``RingBookkeeping.counters`` (an array, not a NamedTuple: the compiled calls move them in place)
 CURSOR, SIZE, ADDED, ENDED, FIRST, CAPACITY = range(6)
@@ -69,19 +69,38 @@ class RingBookkeeping:
     ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ) and calls ``_init_ring`` for the
     rest."""
 
-    # slots the last add made unsampleable (the frame storage sets it; a plain ring never has any)
-    newly_unsampleable: np.ndarray = _NONE
-    # True where every filled slot (0 .. size-1) is sampleable, so samplers may skip ``sampleable``
-    filled_slots_sampleable = False
-
     cursor = counter(CURSOR, "the slot the next add writes")
     size = counter(SIZE, "transitions held")
     added = counter(ADDED, "transitions ever added; also the id of the next one")
     episodes_ended = counter(ENDED, "episodes ended so far; also the episode id of the next transition")
     first_sampleable_id = counter(FIRST, "held transitions with a smaller id are unsampleable (frame storage)")
 
+    _own_store = None  # ``add``'s store over this storage alone (built on first use)
+
     def adopted(self) -> None:
         """Its arrays moved into a cohort's blocks (:func:`member_axis`): rebuild what viewed the old ones."""
+        self._own_store = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("own", "_own_store")}  # (views: rebuilt)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.adopted()
+
+    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
+        """Store one transition by the storage's store over it alone (:func:`per_cli.replay.store.store_for`);
+        returns its slot. ValueError, nothing written, for a transition the store refuses (states of another shape,
+        a frame storage's ``next_obs`` that is not ``obs`` shifted by one frame or an action that is not a uint8)."""
+        if self._own_store is None:
+            from per_cli.replay.store import store_for  # (the stores are built over the storages)
+
+            self._own_store = store_for([self])
+        states, next_states = np.asarray(obs)[None], np.asarray(next_obs)[None]
+        stored = self._own_store(rows_of(ONE, states, [action], [reward], next_states, [terminated], [truncated]))
+        if stored.errors:
+            raise stored.errors[0]
+        return int(stored.events.slots[0])
 
     def _init_ring(self, capacity: int) -> None:
         self.capacity = int(capacity)
@@ -137,21 +156,13 @@ class TransitionStorage(RingBookkeeping):
         self.terminated = np.zeros(capacity, dtype=np.float32)
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
-        # a stored transition is whole, unless a subclass says otherwise with its own ``sampleable``
-        self.filled_slots_sampleable = type(self).sampleable is TransitionStorage.sampleable
         self.adopted()
 
     def adopted(self) -> None:
         """(Re)build ``own``, this storage's columns with a member axis of one (its columns moved into a cohort's
         blocks: :func:`member_axis`)."""
+        super().adopted()
         self.own = RingColumns(*(column[None] for column in self.columns()))
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "own"}  # (views: rebuilt on the copy's own columns)
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.adopted()
 
     def columns(self) -> RingColumns:
         """The arrays the member calls take, in their order: states and next states as (capacity, row) views,
@@ -166,18 +177,6 @@ class TransitionStorage(RingBookkeeping):
     def bytes_needed(capacity: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> int:
         """Bytes this storage allocates: obs and next_obs rows and the per-transition columns."""
         return capacity * (2 * int(np.prod(obs_shape)) * np.dtype(obs_dtype).itemsize + _PER_SLOT_BYTES) + COUNTER_BYTES
-
-    def add(self, obs, action, reward, next_obs, terminated, truncated, ends_episode: bool | None = None) -> int:
-        dtype = self.obs.dtype
-        ends = (terminated or truncated) if ends_episode is None else ends_episode
-        slots = np.empty(1, dtype=np.int64)
-        store_members(
-            ONE, np.asarray(obs, dtype=dtype).reshape(1, -1), np.array([action], dtype=np.int64),
-            np.array([reward], dtype=np.float32), np.asarray(next_obs, dtype=dtype).reshape(1, -1),
-            np.array([terminated], dtype=np.float32), np.array([truncated], dtype=np.bool_),
-            np.array([ends], dtype=np.bool_), *self.own, slots,
-        )  # fmt: skip
-        return int(slots.item())
 
     def observations(self, slots: np.ndarray) -> np.ndarray:
         return self.obs.take(slots, axis=0)

@@ -17,8 +17,6 @@ from per_cli.errors import ConfigError
 from per_cli.replay.storage.rows import Rows, joined
 from per_cli.replay.writers.base import Writer
 
-HER_STRATEGIES = ("final", "future", "episode", "random")
-
 
 class GoalLayout(Protocol):
     """Where the goals sit in a flat observation, and the env's reward for any goal (vectorised over leading axes,
@@ -58,7 +56,8 @@ def goal_layout_of(env) -> GoalLayout:
 class HindsightWriter(Writer):
     """Buffers an episode and stores it, with relabelled copies, at its end (``add`` is the memory's).
 
-    ``storage`` is read only by the ``random`` strategy (achieved goals of stored transitions); ``pending``
+    ``strategy`` and ``k`` are ``replay.her_strategy`` (not ``off``) and ``replay.her_k`` as the config schema checks
+    them; ``storage`` is read only by the ``random`` strategy (achieved goals of stored transitions); ``pending``
     counts the running episode's transitions, which are not sampleable yet."""
 
     def __init__(
@@ -69,12 +68,6 @@ class HindsightWriter(Writer):
         rng: np.random.Generator | None = None,
         storage=None,
     ):
-        if strategy not in HER_STRATEGIES:
-            raise ValueError(f"replay.her_strategy: {strategy!r} is not one of {', '.join(HER_STRATEGIES)}")
-        if k < 1:
-            raise ValueError(f"replay.her_k: {k} must be >= 1")
-        if strategy == "random" and storage is None:
-            raise ValueError("replay.her_strategy: random draws goals from the storage; pass it")
         self.layout = layout
         self.strategy = strategy
         self.k = k
@@ -110,29 +103,23 @@ class HindsightWriter(Writer):
     def end_episode(self, member: int) -> Rows:
         """The buffered episode's rows to store (``which``: ``member``), each step followed by its relabelled
         copies; the episode's last row (its last copy) ends it."""
-        steps = self._episode
-        obs, next_obs = np.stack([e.obs for e in steps]), np.stack([e.next_obs for e in steps])
-        actions = np.array([e.action for e in steps], dtype=np.int64)
-        rewards = np.array([e.reward for e in steps], dtype=np.float32)
-        terminated = np.array([e.terminated for e in steps], dtype=np.bool_)
-        truncated = np.array([e.truncated for e in steps], dtype=np.bool_)
+        obs, actions, rewards, next_obs, terminated, truncated = map(np.array, zip(*self._episode, strict=True))
         goals = self.relabel_goals(next_obs[:, self.layout.achieved])  # (T, copies, G)
         t_len, copies = goals.shape[:2]
         # the copies: the same transition with the desired goal swapped, reward and terminal flag recomputed;
         # column 0 of each step is the step as it happened
-        new_obs = np.repeat(obs[:, None], copies + 1, axis=1)
-        new_next = np.repeat(next_obs[:, None], copies + 1, axis=1)
+        new_obs, new_next, new_terminated, new_truncated = (
+            np.repeat(column[:, None], copies + 1, axis=1) for column in (obs, next_obs, terminated, truncated)
+        )
         new_obs[:, 1:, self.layout.desired] = goals
         new_next[:, 1:, self.layout.desired] = goals
         achieved_next = next_obs[:, None, self.layout.achieved]
         new_rewards = np.empty((t_len, copies + 1), dtype=np.float32)
         new_rewards[:, 0] = rewards
         new_rewards[:, 1:] = np.broadcast_to(self.layout.compute_reward(achieved_next, goals), (t_len, copies))
-        new_terminated = np.repeat(terminated[:, None], copies + 1, axis=1)
         if self.layout.terminate_on_success:
             success = np.broadcast_to(self.layout.compute_success(achieved_next, goals), (t_len, copies))
             new_terminated[:, 1:] = success
-        new_truncated = np.repeat(truncated[:, None], copies + 1, axis=1)
         new_truncated[:, 1:] &= ~new_terminated[:, 1:]
         ends = np.zeros((t_len, copies + 1), dtype=np.bool_)
         ends[-1, -1] = True
@@ -141,9 +128,9 @@ class HindsightWriter(Writer):
         self.episodes += 1
         self._episode.clear()
         states = (n, *obs.shape[1:])
-        return Rows(np.full(n, member, dtype=np.int64), new_obs.reshape(states), np.repeat(actions, copies + 1),
-                    new_rewards.reshape(n), new_next.reshape(states), new_terminated.reshape(n),
-                    new_truncated.reshape(n), ends.reshape(n))  # fmt: skip
+        return Rows(np.full(n, member, dtype=np.int64), new_obs.reshape(states),
+                    np.repeat(actions, copies + 1).astype(np.int64), new_rewards.reshape(n), new_next.reshape(states),
+                    new_terminated.reshape(n), new_truncated.reshape(n), ends.reshape(n))  # fmt: skip
 
     def relabel_goals(self, achieved: np.ndarray) -> np.ndarray:
         """Goals for each step of an episode whose achieved goals after each step are ``achieved`` (T, G):

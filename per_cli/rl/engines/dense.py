@@ -80,10 +80,7 @@ def matrix(flat, start, rows, cols):
 
 @numba.njit(**JIT)
 def max_width(dims):
-    width = 0
-    for d in dims:
-        width = max(width, d)
-    return width
+    return dims.max()
 
 
 @numba.njit(**JIT)

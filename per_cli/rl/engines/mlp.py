@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from per_cli.rl.engines.cohort import Blocks, CohortEngine
-from per_cli.rl.engines.dense import aligned_empty, offsets
+from per_cli.rl.engines.dense import offsets
 from per_cli.rl.engines.kernels import UpdateSettings
 from per_cli.rl.engines.optim import FlatAdam, lerp_kernel
 from per_cli.rl.engines.td import LOSS_CODES
@@ -41,13 +41,10 @@ def structure_mismatch(net: nn.Module, spec: MLPSpec) -> str | None:
     return None
 
 
-def share_flat_parameters(net: nn.Module, flat: np.ndarray | None = None) -> np.ndarray:
-    """Move ``net``'s parameters (values kept) into one flat float32 buffer, ``flat`` or a new one, returned, and
-    re-point the module at views of it: writing into the buffer changes the module's parameters."""
+def share_flat_parameters(net: nn.Module, flat: np.ndarray) -> np.ndarray:
+    """Move ``net``'s parameters (values kept) into the flat float32 buffer ``flat``, returned, and re-point the
+    module at views of it: writing into the buffer changes the module's parameters."""
     layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
-    params = [p for lin in layers for p in (lin.weight, lin.bias)]
-    if flat is None:
-        flat = aligned_empty(sum(p.numel() for p in params))  # 64-byte aligned: see dense.aligned_empty
     pos = 0
     for lin in layers:
         for name in ("weight", "bias"):
@@ -79,7 +76,6 @@ class MLPEngine:
         max_grad_norm: float | None,
         lr: float,
         adam_eps: float = 1e-8,
-        betas: tuple[float, float] = (0.9, 0.999),
     ):
         for name, net in (("q_net", q_net), ("target_net", target_net)):
             why = structure_mismatch(net, spec)
@@ -90,12 +86,13 @@ class MLPEngine:
             raise ValueError(f"the numba engine implements the losses {sorted(LOSS_CODES)}, not {loss.name!r}")
         self.q_net, self.target_net = q_net, target_net
         self.dims = np.array(spec.dims, dtype=np.int64)
-        self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, betas, adam_eps)
-        self.gamma, self.double_dqn = float(gamma), bool(double_dqn)
+        self.optimizer = FlatAdam([tuple(p.shape) for p in q_net.parameters()], lr, eps=adam_eps)
         self.loss = loss
-        self.loss_code = LOSS_CODES[loss.name]
-        self.max_grad_norm = max_grad_norm
-        self.hyper = self._settings()
+        clip = -1.0 if max_grad_norm is None else float(max_grad_norm)
+        self.hyper = self._settings(UpdateSettings(
+            gamma=float(gamma), double_dqn=bool(double_dqn), loss_code=LOSS_CODES[loss.name], max_grad_norm=clip,
+            lr=0.0, beta1=0.0, beta2=0.0, eps=0.0, kappa=float(loss.kappa), alpha=float(loss.alpha),
+        ))  # fmt: skip
         self.adopt(Blocks.allocate(1, int(offsets(self.dims)[-1])), 0)
 
     def adopt(self, blocks: Blocks, s: int) -> None:
@@ -109,16 +106,11 @@ class MLPEngine:
         self.rows = blocks.rows(s)
         self.alone = CohortEngine([self])
 
-    def _settings(self) -> UpdateSettings:
-        """The update kernel's settings: the engine's and its optimizer's (which a checkpoint load sets)."""
+    def _settings(self, hyper: UpdateSettings) -> UpdateSettings:
+        """The update kernel's settings ``hyper`` with its optimizer's (which a checkpoint load sets)."""
         opt = self.optimizer
-        clip = -1.0 if self.max_grad_norm is None else float(self.max_grad_norm)
         beta1, beta2 = opt.betas
-        return UpdateSettings(
-            gamma=float(self.gamma), double_dqn=bool(self.double_dqn), loss_code=int(self.loss_code),
-            max_grad_norm=clip, lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps),
-            kappa=float(self.loss.kappa), alpha=float(self.loss.alpha),
-        )  # fmt: skip
+        return hyper._replace(lr=float(opt.lr), beta1=float(beta1), beta2=float(beta2), eps=float(opt.eps))
 
     def update(self, obs, actions, rewards, next_obs, terminated, weights) -> UpdateResults:
         """One gradient step; returns its results (S = 1: δ and the weighted loss per sample, the loss, the mean
@@ -145,7 +137,7 @@ class MLPEngine:
     def loaded(self) -> None:
         """After a checkpoint was loaded into the networks and the optimizer: take the optimizer's settings, and
         raise if a network's parameters no longer live in the engine's buffers (a load writes into them)."""
-        self.hyper = self._settings()
+        self.hyper = self._settings(self.hyper)
         self.alone = CohortEngine([self])
         for name, net, flat in (
             ("q_net", self.q_net, self.params),

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 import torch
 
+from per_cli.replay.storage.ring import counter
 from per_cli.rl.engines.dense import JIT, aligned_empty
 
 
@@ -82,7 +83,7 @@ class FlatAdam:
     ``state_dict`` is in ``torch.optim.Adam``'s format, so checkpoints load into either engine; a load writes into the
     moments in place (a cohort's blocks may hold them: :meth:`move_to`)."""
 
-    def __init__(self, shapes: list[tuple[int, ...]], lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+    def __init__(self, shapes: list[tuple[int, ...]], lr: float, eps: float = 1e-8):
         self.shapes = shapes
         self.sizes = [math.prod(s) for s in shapes]
         n = sum(self.sizes)
@@ -90,17 +91,9 @@ class FlatAdam:
         self.m[:] = 0.0
         self.v[:] = 0.0
         self.steps = np.zeros(1, dtype=np.int64)  # [the step count]
-        beta1, beta2 = betas
-        self.lr, self.betas, self.eps = float(lr), (float(beta1), float(beta2)), float(eps)
+        self.lr, self.betas, self.eps = float(lr), (0.9, 0.999), float(eps)  # (torch.optim.Adam's betas)
 
-    @property
-    def step(self) -> int:
-        """Adam's step count (updates made)."""
-        return int(self.steps[0])
-
-    @step.setter
-    def step(self, value: int) -> None:
-        self.steps[0] = value
+    step = counter(0, "Adam's step count (updates made)", "steps")
 
     def move_to(self, m: np.ndarray, v: np.ndarray, steps: np.ndarray) -> None:
         """Keep the moments in ``m`` and ``v`` and the step count in ``steps[0]`` from now on (values copied)."""
@@ -125,11 +118,10 @@ class FlatAdam:
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        match state_dict["param_groups"]:
-            case [group] if len(group["params"]) == len(self.shapes):
-                pass
-            case _:
-                raise ValueError("optimizer state does not match this network's parameters")
+        groups = state_dict["param_groups"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.shapes):
+            raise ValueError("optimizer state does not match this network's parameters")
+        (group,) = groups
         if group.get("amsgrad") or group.get("weight_decay") or group.get("maximize"):
             raise ValueError("the numba engine implements plain Adam (no amsgrad, weight decay or maximize)")
         if "momentum" in group or "alpha" in group:

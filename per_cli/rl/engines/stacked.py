@@ -71,12 +71,7 @@ def stacked_misfit(agents: Sequence[Any]) -> str | None:
     ``learn`` would, else the reason why not (one human sentence)."""
     if not agents:
         return "a stacked update needs at least one member"
-    first, *_ = agents
-    for agent in agents:
-        why = _member_misfit(agent, first)
-        if why is not None:
-            return why
-    return None
+    return next(filter(None, (_member_misfit(agent, agents[0]) for agent in agents)), None)
 
 
 # On the CPU a stacked update pays for small networks only (larger ones run out of cache: docs/cohorts.md,
@@ -190,20 +185,14 @@ class StackedEngine:
     def td_errors(self, which: Sequence[int], arrays: Any) -> np.ndarray:
         """δ of members ``which``'s batches (``arrays``: Batch's fields stacked over them, row k member
         ``which[k]``'s) without learning, as each member's own ``td_errors``: (k, B)."""
-        rows = self._member_rows(which)
-        b = _on_device(arrays, self.device)
-        params = self._named(self.params, rows)
-        target = self._targets(params, self._named(self.target_params, rows), b)
+        b, params, _, target = self._inputs(which, arrays)
         return (target - _taken(self._batched_q(params, b["obs"]), b["actions"])).cpu().numpy()
 
     @torch.no_grad()
     def score(self, which: Sequence[int], arrays: Any) -> Scores:
         """The networks' :class:`~per_cli.rl.results.Scores` of members ``which``'s batches, nothing learnt, as each
         member's own ``score``."""
-        rows = self._member_rows(which)
-        b = _on_device(arrays, self.device)
-        params, targets = self._named(self.params, rows), self._named(self.target_params, rows)
-        target = self._targets(params, targets, b)
+        b, params, targets, target = self._inputs(which, arrays)
         q, q_target = (_taken(self._batched_q(p, b["obs"]), b["actions"]) for p in (params, targets))
         loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
         return Scores(*torch.stack([target - q, loss, target_loss]).cpu().numpy())
@@ -211,11 +200,7 @@ class StackedEngine:
     def learn(self, which: Sequence[int], batches: Sequence[Batch]) -> UpdateResults:
         """Members ``which`` (distinct indices into the agents) each learn from their batch (in the order of
         ``which``), as their own ``learn`` would; returns their results in that order."""
-        rows = self._member_rows(which)
-        b = _on_device(stacked_rows(batches), self.device, weighted=True)  # (a draw's rows: its arrays, no copy)
-        params = self._named(self.params, rows)
-        with torch.no_grad():
-            target = self._targets(params, self._named(self.target_params, rows), b)
+        b, params, _, target = self._inputs(which, stacked_rows(batches), weighted=True)  # (a draw's rows: no copy)
         grads, (loss, q, samples) = self._batched_grad(params, b["obs"], b["actions"], target, b["weights"])
         grads = list(grads.values())
         if self.cfg.max_grad_norm is not None:
@@ -227,10 +212,16 @@ class StackedEngine:
             self.agents[i].updates += 1
         return UpdateResults(td, losses, loss, q_mean)
 
-    def _targets(self, params: dict, target_params: dict, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        online = self._batched_q(params, b["next_obs"]) if self.cfg.double_dqn else None
-        next_q = next_values(self._batched_q(target_params, b["next_obs"]), online)
-        return td_targets(b["rewards"], b["terminated"], next_q, self.cfg.gamma)
+    def _inputs(self, which: Sequence[int], arrays: Any, weighted: bool = False) -> tuple[dict, dict, dict, Any]:
+        """Members ``which``'s batches on the device (``arrays``: Batch's fields stacked over them; the IS weights
+        where ``weighted``), their online and target parameters, and their TD targets (no gradient flows into them)."""
+        rows = self._member_rows(which)
+        b = _on_device(arrays, self.device, weighted)
+        params, targets = self._named(self.params, rows), self._named(self.target_params, rows)
+        with torch.no_grad():
+            online = self._batched_q(params, b["next_obs"]) if self.cfg.double_dqn else None
+            next_q = next_values(self._batched_q(targets, b["next_obs"]), online)
+            return b, params, targets, td_targets(b["rewards"], b["terminated"], next_q, self.cfg.gamma)
 
     @torch.no_grad()
     def _step(self, which: Sequence[int], grads: list[torch.Tensor]) -> None:
