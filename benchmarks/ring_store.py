@@ -1,7 +1,7 @@
 """A cohort's store of one step (a transition per member) into bit-packed rings, MinAtar's (10, 10, 4) bool states
 under a prioritized kind: the one store call over the members (replay/store.py: every row packed in one packbits,
-then one compiled write) against the route it replaced, each member's own ``storage.add`` and kind event, written
-here as the baseline, in one invocation. µs per step, best of ``--repeats``.
+then one compiled write) against the member-by-member route it replaced: each member's own ``storage.add`` (since
+the store, that store over the one storage) and kind event, in one invocation. µs per step, best of ``--repeats``.
 
     python benchmarks/ring_store.py [--sizes 1,10,100] [--steps 2000] [--repeats 5]
 """
@@ -50,7 +50,7 @@ def _one_call(size: int, steps: list[tuple], capacity: int) -> float:
 
 
 def _each_member(size: int, steps: list[tuple], capacity: int) -> float:
-    """The replaced route: member by member, its storage's own add, then its kind's event for the slot."""
+    """The per-member route: member by member, its storage's own add, then its kind's event for the slot."""
     memories = _memories(size, capacity)
     lists = [MemberLists.of([m.sampler]) for m in memories]
     slot, entering = np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.bool_)
