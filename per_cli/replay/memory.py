@@ -12,7 +12,7 @@ from per_cli.replay.gather import FrameGather, RingGather, gather_for
 from per_cli.replay.samplers.base import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import ONE, TransitionStorage
 from per_cli.replay.storage.rows import Rows, rows_of
-from per_cli.replay.store import Store, store_for
+from per_cli.replay.store import Store
 from per_cli.replay.writers.base import Writer
 
 
@@ -32,7 +32,7 @@ class Batch:
     device_stacks = None
 
 
-_VIEWS = ("gather", "lists", "storer")  # (ReplayMemory's views of its storage and sampler, built on first use)
+_VIEWS = ("gather", "lists")  # (ReplayMemory's views of its storage and sampler, built on first use)
 
 
 class ReplayMemory:
@@ -110,10 +110,10 @@ class ReplayMemory:
         """How this memory's drawn slots become a batch (chosen once, on first use, by its storage's class)."""
         return gather_for([self.storage], self.n_step, self.gamma)
 
-    @cached_property
+    @property
     def storer(self) -> Store:
-        """How rows reach this memory's storage (chosen once, on first use, by its storage's class)."""
-        return store_for([self.storage])
+        """How rows reach this memory's storage: the storage's own store (chosen once, on first use, by its class)."""
+        return self.storage.own_store
 
     def adopted(self) -> None:
         """Its storage's or its sampler's arrays moved into a cohort's blocks

@@ -88,16 +88,22 @@ class RingBookkeeping:
         self.__dict__.update(state)
         self.adopted()
 
-    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
-        """Store one transition by the storage's store over it alone (:func:`per_cli.replay.store.store_for`);
-        returns its slot. ValueError, nothing written, for a transition the store refuses (states of another shape,
-        a frame storage's ``next_obs`` that is not ``obs`` shifted by one frame or an action that is not a uint8)."""
+    @property
+    def own_store(self):
+        """The store over this storage alone (:func:`per_cli.replay.store.store_for`), which its own ``add`` and its
+        solo memory write through; built on first use, and again after :meth:`adopted`."""
         if self._own_store is None:
             from per_cli.replay.store import store_for  # (the stores are built over the storages)
 
             self._own_store = store_for([self])
+        return self._own_store
+
+    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
+        """Store one transition by :attr:`own_store`; returns its slot. ValueError, nothing written, for a transition
+        the store refuses (states of another shape, a frame storage's ``next_obs`` that is not ``obs`` shifted by one
+        frame or an action that is not a uint8)."""
         states, next_states = np.asarray(obs)[None], np.asarray(next_obs)[None]
-        stored = self._own_store(rows_of(ONE, states, [action], [reward], next_states, [terminated], [truncated]))
+        stored = self.own_store(rows_of(ONE, states, [action], [reward], next_states, [terminated], [truncated]))
         if stored.errors:
             raise stored.errors[0]
         return int(stored.events.slots[0])
