@@ -29,6 +29,7 @@ import numpy as np
 
 from per_cli.replay.gather import FrameGather
 from per_cli.replay.storage.frames import FrameStackStorage
+from per_cli.replay.store import add_transition
 
 STACK, SIZE, BATCH, GAMMA = 4, 84, 32, 0.99
 
@@ -53,7 +54,7 @@ def filled(capacity: int, transitions: int, seed: int) -> FrameStackStorage:
         next_obs = np.concatenate([obs[1:], pool[(i * 7 + 3) % 61][None]])
         t += 1
         done = t >= length
-        storage.add(obs, i % 6, float(rng.normal()), next_obs, done, False)
+        add_transition(storage, obs, i % 6, float(rng.normal()), next_obs, done, False)
         obs, t = (obs, 0) if done else (next_obs, t)
     return storage
 

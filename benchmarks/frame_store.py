@@ -23,6 +23,7 @@ import numpy as np
 from per_cli.replay.storage.frame_store import FrameStore
 from per_cli.replay.storage.frames import FrameStackStorage, ring_frames
 from per_cli.replay.storage.rows import Rows, rows_of
+from per_cli.replay.store import add_transition
 
 STACK, SIZE = 4, 84
 
@@ -100,7 +101,7 @@ def old_store(olds: list[OldFrames], rows: Rows) -> list[tuple]:
     events = []
     for k, i in enumerate(rows.which.tolist()):
         st = olds[i]
-        slot = st.add(rows.obs[k], rows.actions[k], rows.rewards[k], rows.next_obs[k], rows.terminated[k],
+        slot = add_transition(st, rows.obs[k], rows.actions[k], rows.rewards[k], rows.next_obs[k], rows.terminated[k],
                       rows.truncated[k])  # fmt: skip
         dropped = st.newly_unsampleable
         if not dropped.size:

@@ -8,7 +8,7 @@ thread's CPU time, and prints each variant's median per-cycle µs and its ratio 
 paired blocks' ratios). The knobs measured so far (issue 34's target: <= 1.2x):
 
 * ``replay.chunk`` 8 on ``uniform``, ``prioritized`` and ``rank``: B / 8 run starts drawn by the kind's rule,
-  then expanded to runs of 8 (``samplers/base.draw_batches``);
+  then expanded to runs of 8 (``replay/sampler.draw_batches``);
 * ``replay.is_weights`` ``batch_mean`` and ``off`` on ``prioritized`` (the paper's ``memory_max`` is the
   baseline, which applies nothing);
 * ``replay.n_step`` 3 on ``uniform`` and ``prioritized`` (the returns summed at the draw; target <= 1.5x);

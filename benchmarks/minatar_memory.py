@@ -23,6 +23,7 @@ import numpy as np
 
 from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.store import add_transition
 
 CHANNELS = {"asterix": 4, "breakout": 4, "freeway": 7, "seaquest": 10, "spaceinvaders": 6}
 
@@ -42,7 +43,7 @@ def states(rng: np.random.Generator, n: int, shape: tuple[int, ...]) -> np.ndarr
 def fill(storage, shape: tuple[int, ...], n: int, rng: np.random.Generator) -> None:
     pool = states(rng, 1024, shape)  # drawing 10^6 fresh states would cost more than the adds
     for t in range(n):
-        storage.add(pool[t % 1024], t % 3, 0.0, pool[(t + 1) % 1024], t % 100 == 99, False)
+        add_transition(storage, pool[t % 1024], t % 3, 0.0, pool[(t + 1) % 1024], t % 100 == 99, False)
 
 
 def gather_us(storage, rng: np.random.Generator, repeats: int = 2000) -> float:

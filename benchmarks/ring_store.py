@@ -1,7 +1,7 @@
 """A cohort's store of one step (a transition per member) into bit-packed rings, MinAtar's (10, 10, 4) bool states
 under a prioritized kind: the one store call over the members (replay/store.py: every row packed in one packbits,
-then one compiled write) against the member-by-member route it replaced: each member's own ``storage.add`` (since
-the store, that store over the one storage) and kind event, in one invocation. µs per step, best of ``--repeats``.
+then one compiled write) against the member-by-member route it replaced: each member's own ``add_transition``
+(the store over that one storage) and kind event, in one invocation. µs per step, best of ``--repeats``.
 
     python benchmarks/ring_store.py [--sizes 1,10,100] [--steps 2000] [--repeats 5]
 """
@@ -15,10 +15,11 @@ import numpy as np
 
 from per_cli.replay.cohort import CohortSampling
 from per_cli.replay.memory import ReplayMemory
+from per_cli.replay.sampler import MemberLists
 from per_cli.replay.samplers import PrioritizedSampler
-from per_cli.replay.samplers.base import MemberLists
 from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import ONE
+from per_cli.replay.store import add_transition
 
 SHAPE = (10, 10, 4)
 
@@ -57,7 +58,9 @@ def _each_member(size: int, steps: list[tuple], capacity: int) -> float:
     start = time.perf_counter()
     for obs, actions, rewards, next_obs, terminated, truncated in steps:
         for k, memory in enumerate(memories):
-            slot[0] = memory.storage.add(obs[k], actions[k], rewards[k], next_obs[k], terminated[k], truncated[k])
+            slot[0] = add_transition(
+                memory.storage, obs[k], actions[k], rewards[k], next_obs[k], terminated[k], truncated[k]
+            )
             PrioritizedSampler.add_members(lists[k], ONE, slot, entering)
     return time.perf_counter() - start
 

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.integers import uniform_integer
-from per_cli.replay.samplers.base import draw_distinct
+from per_cli.replay.sampler import draw_distinct
 
 
 @numba.njit(cache=True)

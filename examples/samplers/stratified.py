@@ -14,9 +14,7 @@ import numba
 import numpy as np
 
 from per_cli.replay import KindSpec, register_kind
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
-from per_cli.replay.samplers.uniform import candidate_ids
-from per_cli.replay.storage.ring import CAPACITY
+from per_cli.replay.sampler import DRAWN, TOO_FEW, Sampler, candidate_ids
 
 
 @numba.njit(cache=True, nogil=True)
@@ -34,7 +32,7 @@ def draw_stratified(generators, counters, windows, which, betas, slots, weights)
             continue
         for j in range(batch):
             first, end = j * n // batch, (j + 1) * n // batch
-            slots[k, j] = (lo + first + generator.integers(0, end - first)) % c[CAPACITY]
+            slots[k, j] = (lo + first + generator.integers(0, end - first)) % c.capacity
             weights[k, j] = 1.0
     return status
 
@@ -46,7 +44,7 @@ class StratifiedSampler(Sampler):
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Each slot's expected count in the next batch: 1 / (its slice's size)."""
-        lo, n = candidate_ids(self.storage.counters, self.window_row())
+        lo, n = self.candidates()
         counts = np.zeros(self.storage.capacity)
         for j in range(batch_size):
             first, end = j * n // batch_size, (j + 1) * n // batch_size

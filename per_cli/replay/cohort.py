@@ -11,7 +11,7 @@ import numpy as np
 
 from per_cli.replay.gather import Gathered, gather_for
 from per_cli.replay.memory import Batch, ReplayMemory
-from per_cli.replay.samplers.base import DRAWN, MemberLists, defines, draw_batches, draw_error
+from per_cli.replay.sampler import DRAWN, MemberLists, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import BatchArrays, episodes_held_members, latest_slots_members, member_axis
 from per_cli.replay.storage.rows import NO_ERRORS, Rows, joined, rows_of
 from per_cli.replay.store import store_for

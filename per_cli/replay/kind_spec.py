@@ -17,7 +17,7 @@ from per_cli.config.loading import MAX_STR
 from per_cli.errors import ConfigError
 
 if TYPE_CHECKING:
-    from per_cli.replay.samplers.base import Sampler, Storage
+    from per_cli.replay.sampler import Sampler, Storage
 
 # factory(replay_cfg, storage, rng, params): the kind's sampler; params is its params dataclass's instance, or None
 SamplerFactory = Callable[[ReplayConfig, "Storage", np.random.Generator, Any], "Sampler"]

@@ -13,7 +13,7 @@ from per_cli.config import Config
 from per_cli.errors import ConfigError
 from per_cli.plugins import load_plugins
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import Sampler
+from per_cli.replay.sampler import Sampler
 
 KINDS: dict[str, KindSpec] = {}
 

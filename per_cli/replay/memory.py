@@ -9,10 +9,10 @@ from functools import cached_property
 import numpy as np
 
 from per_cli.replay.gather import FrameGather, RingGather, gather_for
-from per_cli.replay.samplers.base import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
+from per_cli.replay.sampler import DRAWN, MemberLists, Sampler, defines, draw_batches, draw_error
 from per_cli.replay.storage.ring import ONE, TransitionStorage
 from per_cli.replay.storage.rows import Rows, rows_of
-from per_cli.replay.store import Store
+from per_cli.replay.store import Store, own_store
 from per_cli.replay.writers.base import Writer
 
 
@@ -113,7 +113,7 @@ class ReplayMemory:
     @property
     def storer(self) -> Store:
         """How rows reach this memory's storage: the storage's own store (chosen once, on first use, by its class)."""
-        return self.storage.own_store
+        return own_store(self.storage)
 
     def adopted(self) -> None:
         """Its storage's or its sampler's arrays moved into a cohort's blocks

@@ -2,7 +2,8 @@
 storages, one implementation per storage class chosen once by :func:`store_for`, each ONE compiled call on the
 blocks the gather reads: :class:`RingStore` (plain or bit-packed rings) and
 :class:`~per_cli.replay.storage.frame_store.FrameStore`. A store returns the kind's
-:class:`~per_cli.replay.storage.rows.Events` and knows nothing of the kind or the writer."""
+:class:`~per_cli.replay.storage.rows.Events` and knows nothing of the kind or the writer. A storage is written
+only through a store (:func:`add_transition` for one transition), so the storages import no store."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from per_cli.replay.gather import ring_blocks
 from per_cli.replay.storage.frame_store import FrameStore
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.replay.storage.packed import PackedTransitionStorage, packed_rows
-from per_cli.replay.storage.ring import TransitionStorage, store_members
-from per_cli.replay.storage.rows import Events, Rows, Stored, no_events
+from per_cli.replay.storage.ring import ONE, TransitionStorage, store_members
+from per_cli.replay.storage.rows import Events, Rows, Stored, no_events, rows_of
 
 
 class RingStore:
@@ -68,3 +69,22 @@ def store_for(storages: Sequence[Any]) -> Store:
     if classes == {FrameStackStorage}:
         return FrameStore(storages)
     raise ValueError(f"no store serves storages of {sorted(c.__name__ for c in classes)}: rings or frame storages")
+
+
+def own_store(storage: Any) -> Store:
+    """The store over ``storage`` alone, which its solo memory and :func:`add_transition` write through: built on
+    first use and kept as the storage's ``own_store`` until its arrays move into a cohort's blocks (``adopted``)."""
+    if storage.own_store is None:
+        storage.own_store = store_for([storage])
+    return storage.own_store
+
+
+def add_transition(storage: Any, obs, action, reward, next_obs, terminated, truncated) -> int:
+    """One transition stored in ``storage`` by :func:`own_store`; returns its slot. ValueError, nothing written, for
+    a transition the store refuses (states of another shape, a frame storage's ``next_obs`` that is not ``obs``
+    shifted by one frame or an action that is not a uint8)."""
+    states, next_states = np.asarray(obs)[None], np.asarray(next_obs)[None]
+    stored = own_store(storage)(rows_of(ONE, states, [action], [reward], next_states, [terminated], [truncated]))
+    if stored.errors:
+        raise stored.errors[0]
+    return int(stored.events.slots[0])

@@ -71,7 +71,7 @@ def test_a_members_state_is_its_row_of_the_cohorts_blocks_whoever_writes_it(samp
     alone = copy.deepcopy(memories)
     sampling = CohortSampling(memories)
     counters = sampling._lists.counters
-    assert type(counters) is np.ndarray and counters.shape == (3, 6)
+    assert type(counters) is np.ndarray and counters.shape == (3,)
     assert all(np.shares_memory(m.storage.counters, counters[i]) for i, m in enumerate(memories))
     saved = _memory(9, 70, sampler=sampler).state_dict()
     rng = np.random.default_rng(5)

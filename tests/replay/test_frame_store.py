@@ -14,6 +14,7 @@ from per_cli.replay.gather import FrameGather
 from per_cli.replay.storage.frame_store import FrameStore
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.replay.storage.rows import Rows, rows_of
+from per_cli.replay.store import add_transition
 from tests.replay.test_frames import SIZE, CounterEnv
 
 _SHIFTED = "FrameStackStorage needs next_obs to be obs shifted by one frame (a frame stack)"
@@ -222,7 +223,7 @@ def test_observations_of_another_shape_refuse_every_row():
     stored = store(rows_of([0, 0], obs, [0, 0], [0.0, 0.0], obs, [False, False], [False, False]))
     assert sorted(stored.errors) == [0, 1] and stored.events.slots.size == 0 and st.added == 0
     with pytest.raises(ValueError, match=r"expected observations of shape \(4, 6, 6\), got \(3, 6, 6\)"):
-        st.add(obs[0], 0, 0.0, obs[0], False, False)
+        add_transition(st, obs[0], 0, 0.0, obs[0], False, False)
 
 
 @pytest.mark.parametrize("store_first", [True, False])
@@ -232,11 +233,11 @@ def test_a_store_and_a_gather_over_the_same_storages_share_their_blocks(store_fi
     cohort = [storage(9, stack, 5) for _ in range(members)]
     for i in range(members):  # (rows before either is built: the blocks take what was written)
         for row in streams[i][:4]:
-            cohort[i].add(*row)
+            add_transition(cohort[i], *row)
     solos = [storage(9, stack, 5) for _ in range(members)]
     for i in range(members):
         for row in streams[i][:4]:
-            solos[i].add(*row)
+            add_transition(solos[i], *row)
     if store_first:
         store = FrameStore(cohort)
         gather = FrameGather(cohort, 1, 0.99)
@@ -250,11 +251,11 @@ def test_a_store_and_a_gather_over_the_same_storages_share_their_blocks(store_fi
         if t % 2:
             store(rows(which, [streams[i][t] for i in which]))
             for i in which:
-                solos[i].add(*streams[i][t])
+                add_transition(solos[i], *streams[i][t])
         else:  # (a member's own add writes the same blocks)
             for i in which:
-                cohort[i].add(*streams[i][t])
-                solos[i].add(*streams[i][t])
+                add_transition(cohort[i], *streams[i][t])
+                add_transition(solos[i], *streams[i][t])
         slots = np.array([[s.latest_slot, (s.latest_slot - 1) % s.capacity] for s in cohort])
         batch = gather(np.arange(members), slots, np.ones(slots.shape, np.float32)).arrays
         for i in range(members):
@@ -286,13 +287,13 @@ def test_a_checkpoint_keeps_its_format_and_loads_into_the_store():
     stream = transitions(0, 30, stack)
     a, b = storage(9, stack, 5), storage(9, stack, 5)
     for row in stream[:17]:
-        a.add(*row)
+        add_transition(a, *row)
     state = a.state_dict()  # (the keys and scalar types the Python add's checkpoints had)
     assert type(state["frames_written"]) is int and type(state["_episode_open"]) is bool
     b.load_state_dict(state)
     store = FrameStore([b])
     for row in stream[17:]:
-        a.add(*row)
+        add_transition(a, *row)
         store(rows([0], [row]))
     assert_same_state(a, b)
 

@@ -7,6 +7,8 @@ gave, frame by frame: never two episodes in one stack, zero padding at an episod
 
 from __future__ import annotations
 
+from functools import partial
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from per_cli.errors import ConfigError
 from per_cli.replay import KINDS, ReplayMemory
 from per_cli.replay.storage.frames import FrameStackStorage, ensure_memory_fits
+from per_cli.replay.store import add_transition
 
 SIZE = 6  # frames are SIZE x SIZE
 
@@ -77,12 +80,13 @@ def fill(memory_or_storage, steps: int, stack: int = 4, max_len: int = 12, seed:
     """Run the stacked CounterEnv for ``steps`` steps into the storage; returns {id: (obs, next_obs)}."""
     env = gym.wrappers.FrameStackObservation(CounterEnv(max_len, seed), stack, padding_type="zero")
     storage = getattr(memory_or_storage, "storage", memory_or_storage)
+    add = getattr(memory_or_storage, "add", None) or partial(add_transition, storage)
     given = {}
     obs, _ = env.reset()
     for i in range(steps):
         action = i % 3
         next_obs, reward, terminated, truncated, _ = env.step(action)
-        memory_or_storage.add(obs, action, reward, next_obs, terminated, truncated)
+        add(obs, action, reward, next_obs, terminated, truncated)
         given[storage.added - 1] = (obs.copy(), next_obs.copy())
         obs = next_obs
         if terminated or truncated:
@@ -162,7 +166,7 @@ def test_reset_padding_is_rebuilt_exactly_too():
     obs, _ = env.reset()
     for _ in range(100):
         next_obs, reward, terminated, truncated, _ = env.step(0)
-        storage.add(obs, 0, reward, next_obs, terminated, truncated)
+        add_transition(storage, obs, 0, reward, next_obs, terminated, truncated)
         given[storage.added - 1] = (obs.copy(), next_obs.copy())
         obs = env.reset()[0] if terminated or truncated else next_obs
     slots = np.arange(20)
@@ -176,7 +180,7 @@ def test_next_obs_must_be_the_shifted_stack():
     storage = FrameStackStorage(10, (4, SIZE, SIZE), check_memory=False)
     obs = np.ones((4, SIZE, SIZE), np.uint8)
     with pytest.raises(ValueError, match="shifted"):
-        storage.add(obs, 0, 0.0, obs * 2, False, False)
+        add_transition(storage, obs, 0, 0.0, obs * 2, False, False)
 
 
 def _cfg(**replay):
@@ -252,7 +256,7 @@ def test_state_dict_round_trip():
     # and b continues the episode a was in
     obs_a = a._last_next.copy()
     nxt = np.concatenate([obs_a[1:], obs_a[-1:] + 1])
-    assert a.add(obs_a, 0, 0.0, nxt, False, False) == b.add(obs_a, 0, 0.0, nxt, False, False)
+    assert add_transition(a, obs_a, 0, 0.0, nxt, False, False) == add_transition(b, obs_a, 0, 0.0, nxt, False, False)
     np.testing.assert_array_equal(
         a.gather(np.array([a.latest_slot]))["obs"], b.gather(np.array([b.latest_slot]))["obs"]
     )

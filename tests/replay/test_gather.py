@@ -16,6 +16,7 @@ from per_cli.replay.samplers import UniformSampler
 from per_cli.replay.storage.frames import FrameStackStorage
 from per_cli.replay.storage.packed import PackedTransitionStorage
 from per_cli.replay.storage.ring import BatchArrays
+from per_cli.replay.store import add_transition
 from tests.replay.test_frames import SIZE as FRAME
 from tests.replay.test_frames import fill
 
@@ -32,7 +33,7 @@ def _packed(n: int, seed: int) -> PackedTransitionStorage:
     for _ in range(n):
         next_obs = rng.random(SHAPE) < 0.3
         done, cut = bool(rng.random() < 0.15), bool(rng.random() < 0.05)
-        storage.add(obs, int(rng.integers(6)), float(rng.normal()), next_obs, done, cut)
+        add_transition(storage, obs, int(rng.integers(6)), float(rng.normal()), next_obs, done, cut)
         obs = rng.random(SHAPE) < 0.3 if done or cut else next_obs
     return storage
 

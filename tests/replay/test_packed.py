@@ -7,6 +7,7 @@ from per_cli.config import ConfigError, load_config
 from per_cli.replay.storage.frames import FrameStackStorage, make_storage
 from per_cli.replay.storage.packed import PackedTransitionStorage, packed_row_bytes
 from per_cli.replay.storage.ring import TransitionStorage
+from per_cli.replay.store import add_transition
 
 
 def _fill(storages, shape, n, seed=0):
@@ -17,7 +18,7 @@ def _fill(storages, shape, n, seed=0):
         next_obs = rng.random(shape) < 0.3
         action, done = int(rng.integers(6)), bool(rng.random() < 0.1)
         for s in storages:
-            s.add(obs, action, 0.5 * t, next_obs, done, False)
+            add_transition(s, obs, action, 0.5 * t, next_obs, done, False)
         obs = rng.random(shape) < 0.3 if done else next_obs
 
 
@@ -63,9 +64,9 @@ def test_only_bool_states_of_the_declared_shape_are_packed():
         PackedTransitionStorage(8, (10, 10, 4), np.uint8)
     s = PackedTransitionStorage(8, (10, 10, 4))
     with pytest.raises(ValueError, match="expected bool observations of shape"):
-        s.add(np.ones((10, 10, 4), np.uint8), 0, 0.0, np.ones((10, 10, 4), bool), False, False)
+        add_transition(s, np.ones((10, 10, 4), np.uint8), 0, 0.0, np.ones((10, 10, 4), bool), False, False)
     with pytest.raises(ValueError, match="expected bool observations of shape"):
-        s.add(np.ones((10, 10, 5), bool), 0, 0.0, np.ones((10, 10, 5), bool), False, False)
+        add_transition(s, np.ones((10, 10, 5), bool), 0, 0.0, np.ones((10, 10, 5), bool), False, False)
     assert s.added == 0
 
 

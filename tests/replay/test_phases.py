@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from per_cli.replay.memory import ReplayMemory
+from per_cli.replay.sampler import draw_distinct
 from per_cli.replay.samplers import CombinedSampler, RecentSampler
-from per_cli.replay.samplers.base import draw_distinct
 from per_cli.replay.storage.ring import TransitionStorage
 
 

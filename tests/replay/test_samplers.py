@@ -14,7 +14,6 @@ from per_cli.replay.samplers import (
     RecentSampler,
     UniformSampler,
 )
-from per_cli.replay.samplers.rank import SORTS
 from per_cli.replay.storage.ring import TransitionStorage
 
 from .support import leave
@@ -214,7 +213,7 @@ def test_rank_resort_bookkeeping_is_each_members_row_of_the_cohorts_heap_counter
     ]
     sampling = CohortSampling(memories)
     heaps = sampling._lists.own.heaps
-    assert heaps.shape == (3, 4) and all(np.shares_memory(m.sampler.heap, heaps[i]) for i, m in enumerate(memories))
+    assert heaps.shape == (3,) and all(np.shares_memory(m.sampler.heap, heaps[i]) for i, m in enumerate(memories))
     state = memories[0].sampler.state_dict()
     memories[0].sampler.load_state_dict({**state, "updated_since_sort": 48})  # (None: a re-sort at 50 priorities)
     memories[2].sampler.resort_period = 1
@@ -225,7 +224,7 @@ def test_rank_resort_bookkeeping_is_each_members_row_of_the_cohorts_heap_counter
         assert sampling.update_priorities([2, 0, 1], [rng.integers(0, 40, size=4) for _ in range(3)], td).all()
         expected = (sorts[0] + 1, sorts[1] + (call + 1) // 2, sorts[2] + call + 1)
         assert tuple(m.sampler.sorts for m in memories) == expected
-        assert heaps[:, SORTS].tolist() == list(expected)
+        assert heaps["sorts"].tolist() == list(expected)
         for memory in memories[2:] if call else memories[::2]:  # (re-sorted by this update: exact)
             assert np.all(np.diff(memory.sampler.priorities()) <= 0)
     assert memories[0].sampler.updated_since_sort == 8 and memories[1].sampler.updated_since_sort == 1
@@ -341,7 +340,7 @@ def test_draw_distinct_gives_every_ordered_sample_the_same_probability(n, count)
     sample equally likely (χ² over all n!/(n-count)! of them, or over the values for count 1)."""
     from itertools import permutations
 
-    from per_cli.replay.samplers.base import draw_distinct
+    from per_cli.replay.sampler import draw_distinct
 
     rng, out = np.random.default_rng(7), np.empty(count, dtype=np.int64)
     outcomes = {p: 0 for p in permutations(range(n), count)}

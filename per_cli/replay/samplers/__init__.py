@@ -1,13 +1,13 @@
 """Samplers decide which stored transitions form a batch; the storage turns their slots into arrays.
 
-A sampler reads a storage only through :class:`~per_cli.replay.samplers.base.Storage` (counters, ids, oldest
+A sampler reads a storage only through :class:`~per_cli.replay.sampler.Storage` (counters, ids, oldest
 sampleable id), so every sampler works on every storage; a slot that became unsampleable has zero mass in the
 structured kinds until it is written again. Each kind's file states its rule and ``KindSpec``; priorities, IS
 weights and phases: docs/replay.md."""
 
 from __future__ import annotations
 
-from per_cli.replay.samplers.base import Sampler, Storage
+from per_cli.replay.sampler import Sampler, Storage
 from per_cli.replay.samplers.combined import CombinedSampler
 from per_cli.replay.samplers.lap import LAPSampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler

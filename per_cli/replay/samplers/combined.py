@@ -6,18 +6,19 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, draw_distinct
+from per_cli.replay.records import counters_dtype, new_counters
+from per_cli.replay.sampler import DRAWN, TOO_FEW, candidate_ids, draw_distinct
 from per_cli.replay.samplers.recent import RecentSampler
-from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
-from per_cli.replay.storage.ring import ADDED, CAPACITY
+from per_cli.replay.samplers.uniform import UniformSampler
 
-NEW_FROM, NEW_TO, BATCHES, TAKEN = range(4)  # a member's phase: its new ids [from, to), batches, batches drawn
+# a member's phase: its new ids [new_from, new_to), batches in it, batches drawn
+COMBINED_PHASE = counters_dtype("new_from", "new_to", "batches", "taken")
 
 
 @numba.njit(cache=True, nogil=True)
 def draw_combined(generators, counters, windows, phases, which, betas, slots, weights):
     """For k in range(len(which)): member ``which[k]``'s batch: the new ids this batch carries (its phase
-    ``phases[i]`` = (first new id, upto, batches, drawn)), last; before them the rest uniform without replacement
+    ``phases[i]``), last; before them the rest uniform without replacement
     over the candidate ids other than the phase's new ones (only the batch's own where too few are left); weights
     1. TOO_FEW where the candidates cannot fill the batch."""
     batch = slots.shape[1]
@@ -26,9 +27,9 @@ def draw_combined(generators, counters, windows, phases, which, betas, slots, we
     for k in range(which.shape[0]):
         i = which[k]
         c, phase = counters[i], phases[i]
-        first, upto, batches, drawn = phase[NEW_FROM], phase[NEW_TO], phase[BATCHES], phase[TAKEN]
+        first, upto, batches, drawn = phase.new_from, phase.new_to, phase.batches, phase.taken
         if drawn >= batches:  # outside a phase: the latest transition
-            new_lo, new_hi = c[ADDED] - 1, c[ADDED]
+            new_lo, new_hi = c.added - 1, c.added
             placed_lo, placed_hi = new_lo, new_hi
         else:
             first = max(first, upto - batches * batch)
@@ -43,15 +44,15 @@ def draw_combined(generators, counters, windows, phases, which, betas, slots, we
             status[k] = TOO_FEW
             continue
         if drawn < batches:
-            phase[TAKEN] = drawn + 1
+            phase.taken = drawn + 1
         draw_distinct(generators[i], n - (placed_hi - placed_lo), count, positions)
         for j in range(count):  # skip the placed ids: positions at or above them move past them
             tid = lo + positions[j]
             if tid >= placed_lo:
                 tid += placed_hi - placed_lo
-            slots[k, j] = tid % c[CAPACITY]
+            slots[k, j] = tid % c.capacity
         for j in range(new_hi - new_lo):
-            slots[k, count + j] = (new_lo + j) % c[CAPACITY]
+            slots[k, count + j] = (new_lo + j) % c.capacity
         for j in range(batch):
             weights[k, j] = 1.0
     return status
@@ -69,7 +70,7 @@ class CombinedSampler(UniformSampler):
     def __init__(self, storage, rng: np.random.Generator, window: int | None = None):
         super().__init__(storage, rng, window)
         self.placed = -1  # ids below this were due to an earlier phase; -1: no phase yet
-        self.phase = np.zeros(4, dtype=np.int64)  # new ids [from, to), batches, batches drawn
+        self.phase = new_counters(COMBINED_PHASE)
 
     def begin_phase(self, n_batches: int) -> None:
         added = self.storage.added
@@ -77,23 +78,23 @@ class CombinedSampler(UniformSampler):
         first = max(first, self.storage.oldest_sampleable_id())
         if self.window is not None:  # only candidates are placed: new ones older than the window are not
             first = max(first, added - self.window)
-        self.phase[:] = (first, added, n_batches, 0)
+        self.phase[...] = (first, added, n_batches, 0)
         self.placed = added
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """Outside a phase: the latest once, each other candidate (B - 1) / (n - 1)."""
-        lo, n = candidate_ids(self.storage.counters, self.window_row())
+        lo, n = self.candidates()
         counts = np.zeros(self.storage.capacity)
         counts[(lo + np.arange(n - 1)) % self.storage.capacity] = (batch_size - 1) / (n - 1)
         counts[self.storage.latest_slot] = 1.0
         return counts
 
     def state_dict(self) -> dict:
-        return {"placed": self.placed, "phase": self.phase.copy()}
+        return {"placed": self.placed, "phase": np.array(self.phase.item(), dtype=np.int64)}  # (in field order)
 
     def load_state_dict(self, state: dict) -> None:
         self.placed = int(state["placed"])
-        self.phase[:] = state["phase"]
+        self.phase[...] = tuple(np.asarray(state["phase"]).tolist())
 
 
 # (no runs: each new transition enters one batch, and runs would repeat them)

@@ -15,9 +15,8 @@ import numpy as np
 from per_cli.replay.integers import uniform_integer
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.kinds import register_kind
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Storage
-from per_cli.replay.samplers.uniform import UniformSampler, candidate_ids
-from per_cli.replay.storage.ring import CAPACITY
+from per_cli.replay.sampler import DRAWN, TOO_FEW, Storage, candidate_ids
+from per_cli.replay.samplers.uniform import UniformSampler
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class LaBERParams:
 @numba.njit(cache=True, nogil=True)
 def draw_large(generators, counters, windows, which, betas, slots, weights):
     """For k in range(len(which)): member ``which[k]``'s large batch, uniform with replacement over its candidate
-    ids (``uniform.candidate_ids``), weights 1. TOO_FEW where it holds no candidate."""
+    ids (``sampler.candidate_ids``), weights 1. TOO_FEW where it holds no candidate."""
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     for k in range(which.shape[0]):
         i = which[k]
@@ -40,7 +39,7 @@ def draw_large(generators, counters, windows, which, betas, slots, weights):
             status[k] = TOO_FEW
             continue
         for j in range(slots.shape[1]):
-            slots[k, j] = (lo + uniform_integer(generators[i], 0, n)) % c[CAPACITY]
+            slots[k, j] = (lo + uniform_integer(generators[i], 0, n)) % c.capacity
             weights[k, j] = 1.0
     return status
 

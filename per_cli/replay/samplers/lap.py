@@ -10,7 +10,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN
+from per_cli.replay.sampler import DRAWN
 from per_cli.replay.samplers.prioritized import PrioritizedSampler, draw_prioritized
 from per_cli.replay.samplers.uniform import UniformSampler
 

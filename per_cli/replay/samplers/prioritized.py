@@ -8,8 +8,8 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, FAILED, Sampler, Storage, strata_uniforms, window_of
-from per_cli.replay.storage.ring import CAPACITY, member_axis
+from per_cli.replay.sampler import DRAWN, FAILED, Sampler, Storage, strata_uniforms
+from per_cli.replay.storage.ring import member_axis
 from per_cli.replay.structures.sum_tree import MAX, SumTree, set_leaf, stratified_sample, update_current
 from per_cli.replay.structures.window_tree import window_sample
 
@@ -32,7 +32,7 @@ def draw_prioritized(generators, counters, windows, trees, offsets, marks, eps, 
             continue
         try:
             if width > 0:
-                drawn, w = window_sample(trees[i], offsets[i], uniforms, betas[k], lo, width, c[CAPACITY])
+                drawn, w = window_sample(trees[i], offsets[i], uniforms, betas[k], lo, width, c.capacity)
             else:
                 drawn, w = stratified_sample(trees[i], offsets[i], uniforms, betas[k])
         except Exception:  # noqa: BLE001 - the member's error: draw_error
@@ -127,7 +127,7 @@ class PrioritizedSampler(Sampler):
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(i), P ∝ the leaves' p^α over the active window (or the whole tree)."""
         values = self.tree.values().astype(np.float64)
-        lo, width = window_of(self.storage.counters, self.window_row())
+        lo, width = self.active_window()
         if width:
             inside = np.zeros_like(values)
             window = (lo + np.arange(width)) % self.storage.capacity

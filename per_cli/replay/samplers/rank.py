@@ -8,8 +8,9 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, FAILED, RESERVE, WINDOW, Sampler, Storage, strata_uniforms, window_of
-from per_cli.replay.storage.ring import ADDED, CAPACITY, SIZE, counter, member_axis
+from per_cli.replay.records import Counter, counters_dtype, new_counters
+from per_cli.replay.sampler import DRAWN, FAILED, Sampler, Storage, strata_uniforms
+from per_cli.replay.storage.ring import member_axis
 from per_cli.replay.structures.rank_heap import (
     SLOT_MASK,
     heap_add,
@@ -21,10 +22,9 @@ from per_cli.replay.structures.rank_heap import (
 )
 
 NO_POSITIONS = np.zeros(0, dtype=np.int64)  # (no heap position skipped)
-# the positions of ``RankSampler.heap``, the heap's counters (an array, so that compiled calls move them in place):
-# the slots in the heap, the updates counted towards the next re-sort, the re-sorts made, and ``resort_period`` (0:
-# None, a re-sort once ``capacity`` priorities changed)
-ENTRIES, UPDATED, SORTS, PERIOD = range(4)
+# ``RankSampler.heap``, the heap's counters: the slots in the heap, the updates counted towards the next re-sort,
+# the re-sorts made, and ``resort_period`` (0: None, a re-sort once ``capacity`` priorities changed)
+HEAP_COUNTERS = counters_dtype("entries", "updated", "sorts", "period")
 
 
 @numba.njit(cache=True, nogil=True)
@@ -33,7 +33,7 @@ def newest_positions(pos_of, counters, count, n):
     found = np.empty(count, dtype=np.int64)
     m = 0
     for back in range(1, count + 1):
-        position = pos_of[(counters[ADDED] - back) % counters[CAPACITY]]
+        position = pos_of[(counters.added - back) % counters.capacity]
         if 0 <= position < n:
             found[m] = position
             m += 1
@@ -44,7 +44,7 @@ def newest_positions(pos_of, counters, count, n):
 def draw_rank(generators, counters, windows, cums, cum_of, keys, pos_of, heaps, alphas, which, betas, slots,
               weights):  # fmt: skip
     """For k in range(len(which)): member ``which[k]``'s batch: one uniform per stratum from its generator, then
-    ``rank_sample`` over the entries of its heap (``heaps[i][ENTRIES]``; ``rank_window_sample`` inside its active
+    ``rank_sample`` over the entries of its heap (``heaps[i].entries``; ``rank_window_sample`` inside its active
     window) with its CDF ``cums[cum_of[i]]``, IS exponent α·β. FAILED where the heap (or the window) holds no
     entry; an empty heap draws no uniform."""
     batch = slots.shape[1]
@@ -52,7 +52,7 @@ def draw_rank(generators, counters, windows, cums, cum_of, keys, pos_of, heaps, 
     uniforms = np.empty(batch, dtype=np.float64)
     for k in range(which.shape[0]):
         i = which[k]
-        n = heaps[i][ENTRIES]
+        n = heaps[i].entries
         if n == 0:
             status[k] = FAILED
             continue
@@ -63,11 +63,11 @@ def draw_rank(generators, counters, windows, cums, cum_of, keys, pos_of, heaps, 
             continue
         exponent, cum = alphas[i] * betas[k], cums[cum_of[i]]
         try:
-            if width > 0 and (windows[i][WINDOW] <= 0 or windows[i][WINDOW] >= c[SIZE]):  # only the newest left out
-                newest = newest_positions(pos_of[i], c, windows[i][RESERVE], n)
+            if width > 0 and (windows[i].window <= 0 or windows[i].window >= c.size):  # only the newest left out
+                newest = newest_positions(pos_of[i], c, windows[i].reserve, n)
                 drawn, w = rank_sample(cum, n, keys[i], uniforms, exponent, newest)
             elif width > 0:
-                drawn, w = rank_window_sample(cum, n, keys[i], uniforms, exponent, lo, width, c[CAPACITY])
+                drawn, w = rank_window_sample(cum, n, keys[i], uniforms, exponent, lo, width, c.capacity)
             else:
                 drawn, w = rank_sample(cum, n, keys[i], uniforms, exponent, NO_POSITIONS)
         except Exception:  # noqa: BLE001 - the member's error: draw_error
@@ -84,30 +84,31 @@ def enter_members(keys, pos_of, heaps, which, slots, entering):
     order."""
     for k in range(which.shape[0]):
         i = which[k]
+        h = heaps[i]
         if entering[k]:
-            heaps[i][ENTRIES] = heap_add(keys[i], pos_of[i], heaps[i][ENTRIES], slots[k])
+            h.entries = heap_add(keys[i], pos_of[i], h.entries, slots[k])
         else:
-            heaps[i][ENTRIES] = heap_remove(keys[i], pos_of[i], heaps[i][ENTRIES], slots[k : k + 1])
+            h.entries = heap_remove(keys[i], pos_of[i], h.entries, slots[k : k + 1])
 
 
 @numba.njit(cache=True, nogil=True)
 def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors, counts, due):
     """For k in range(len(which)): member ``which[k]``'s ``heap_update_current`` with ids ``ids[k]`` and TD
     errors ``td_errors[k]``, its result in ``counts[k]`` (the count of priorities updated, or -1: a non-finite TD
-    error, that member's heap unchanged), counted towards its re-sort (its ``PERIOD``: update calls that changed a
+    error, that member's heap unchanged), counted towards its re-sort (its ``period``: update calls that changed a
     priority, or, where 0, priorities changed, up to its capacity); ``due[k]``: that made one due (counted as
     made: the caller sorts the heap array). Returns how many are due."""
     n_due = 0
     for k in range(which.shape[0]):
         i = which[k]
         h = heaps[i]
-        counts[k] = heap_update_current(keys[i], pos_of[i], h[ENTRIES], ids[k], td_errors[k], stored_ids[i])
+        counts[k] = heap_update_current(keys[i], pos_of[i], h.entries, ids[k], td_errors[k], stored_ids[i])
         due[k] = False
         if counts[k] > 0:
-            h[UPDATED] += 1 if h[PERIOD] > 0 else counts[k]
-            if h[UPDATED] >= (h[PERIOD] if h[PERIOD] > 0 else keys[i].shape[0]):
-                h[UPDATED] = 0
-                h[SORTS] += 1
+            h.updated += 1 if h.period > 0 else counts[k]
+            if h.updated >= (h.period if h.period > 0 else keys[i].shape[0]):
+                h.updated = 0
+                h.sorts += 1
                 due[k] = True
                 n_due += 1
     return n_due
@@ -115,13 +116,13 @@ def update_members(keys, pos_of, heaps, stored_ids, which, ids, td_errors, count
 
 class HeapLists(NamedTuple):
     """The rank kind's state over the seed axis: the distinct CDFs of the ranks' mass and each member's row in
-    them, the heaps (keys, each slot's position, their counters: ``ENTRIES`` ...) and each member's α."""
+    them, the heaps (keys, each slot's position, their counters: :data:`HEAP_COUNTERS`) and each member's α."""
 
     cums: np.ndarray  # (distinct CDFs, capacity) float64
     cum_of: np.ndarray  # (S,) int64
     keys: np.ndarray  # (S, capacity) uint64
     pos_of: np.ndarray  # (S, capacity) int32
-    heaps: np.ndarray  # (S, 4) int64
+    heaps: np.ndarray  # (S,) HEAP_COUNTERS
     alphas: np.ndarray
 
 
@@ -153,7 +154,7 @@ class RankSampler(Sampler):
         self.cum = np.cumsum(np.arange(1, capacity + 1, dtype=np.float64) ** -self.alpha)
         self.keys = np.zeros(capacity, dtype=np.uint64)  # the heap: (~float32 bits of abs(δ)) << 32 | slot
         self.pos_of = np.full(capacity, -1, dtype=np.int32)  # slot -> heap position, -1 if absent
-        self.heap = np.zeros(4, dtype=np.int64)  # its counters: ENTRIES, UPDATED, SORTS, PERIOD
+        self.heap = new_counters(HEAP_COUNTERS)
         self.resort_period = resort_period
 
     @staticmethod
@@ -161,20 +162,20 @@ class RankSampler(Sampler):
         """The CDF (float64), the heap keys (uint64) and positions (int32)."""
         return capacity * (8 + 8 + 4)
 
-    n = counter(ENTRIES, "slots in the heap (the sampleable ones)", "heap")
-    updated_since_sort = counter(
-        UPDATED, "update calls since the last re-sort, or updated priorities where resort_period is None", "heap"
+    n = Counter("slots in the heap (the sampleable ones)", "heap", name="entries")
+    updated_since_sort = Counter(
+        "update calls since the last re-sort, or updated priorities where resort_period is None", "heap", name="updated"
     )
-    sorts = counter(SORTS, "re-sorts made", "heap")
+    sorts = Counter("re-sorts made", "heap")
 
     @property
     def resort_period(self) -> int | None:
         """Update calls between re-sorts; None: a re-sort once ``capacity`` priorities changed."""
-        return int(self.heap[PERIOD]) or None
+        return int(self.heap["period"]) or None
 
     @resort_period.setter
     def resort_period(self, value: int | None) -> None:
-        self.heap[PERIOD] = 0 if value is None else value
+        self.heap["period"] = 0 if value is None else value
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> HeapLists:
@@ -191,14 +192,14 @@ class RankSampler(Sampler):
         counts, due = np.empty(which.shape[0], dtype=np.int64), np.empty(which.shape[0], dtype=np.bool_)
         if update_members(own.keys, own.pos_of, own.heaps, lists.stored_ids, which, ids, td_errors, counts, due):
             for i in which[due].tolist():  # (the re-sorts the updates made due, counted already)
-                sort_keys(own.keys[i], own.pos_of[i], int(own.heaps[i, ENTRIES]))
+                sort_keys(own.keys[i], own.pos_of[i], int(own.heaps[i]["entries"]))
         return counts >= 0
 
     def resort(self) -> None:
         """Sort the heap array exactly by abs(δ), descending (O(N log N))."""
         sort_keys(self.keys, self.pos_of, self.n)
-        self.heap[UPDATED] = 0
-        self.heap[SORTS] += 1
+        self.updated_since_sort = 0
+        self.sorts += 1
 
     def ranks(self) -> np.ndarray:
         """The slots in rank order (rank 1 first), as the sampler reads them now."""
@@ -211,7 +212,7 @@ class RankSampler(Sampler):
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B · P(rank): the heap array's order (of the entries inside the active window) as the ranks."""
         order = self.ranks()
-        lo, width = window_of(self.storage.counters, self.window_row())
+        lo, width = self.active_window()
         if width:
             order = order[(order - lo) % self.storage.capacity < width]
         counts = np.zeros(self.storage.capacity)

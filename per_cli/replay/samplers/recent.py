@@ -8,31 +8,32 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, TOO_FEW, Sampler
-from per_cli.replay.storage.ring import ADDED, CAPACITY, member_axis, oldest_id
+from per_cli.replay.records import counters_dtype, new_counters
+from per_cli.replay.sampler import DRAWN, TOO_FEW, Sampler
+from per_cli.replay.storage.ring import member_axis, oldest_id
 
-BATCHES, TAKEN = 0, 1  # a member's phase: batches in the burst, batches drawn in it
+RECENT_PHASE = counters_dtype("batches", "taken")  # a member's phase: batches in the burst, batches drawn in it
 
 
 @numba.njit(cache=True, nogil=True)
 def draw_recent(generators, counters, windows, phases, which, betas, slots, weights):
     """For k in range(len(which)): member ``which[k]``'s batch, block ``drawn % max(held // B, 1)`` of B ids
-    walking back from the newest (its phase counter ``phases[i]`` = (batches, drawn) advanced), oldest first,
+    walking back from the newest (its phase ``phases[i]``'s ``taken`` advanced), oldest first,
     weights 1. TOO_FEW where fewer than B transitions are sampleable."""
     batch = slots.shape[1]
     status = np.full(which.shape[0], DRAWN, dtype=np.int8)
     for k in range(which.shape[0]):
         i = which[k]
         c, phase = counters[i], phases[i]
-        held = c[ADDED] - oldest_id(c)
+        held = c.added - oldest_id(c)
         if held < batch:
             status[k] = TOO_FEW
             continue
-        batches, drawn = phase[BATCHES], phase[TAKEN]
-        phase[TAKEN] = (drawn + 1) % batches
-        start = c[ADDED] - (drawn % (held // batch) + 1) * batch
+        drawn = phase.taken
+        phase.taken = (drawn + 1) % phase.batches
+        start = c.added - (drawn % (held // batch) + 1) * batch
         for j in range(batch):
-            slots[k, j] = (start + j) % c[CAPACITY]
+            slots[k, j] = (start + j) % c.capacity
             weights[k, j] = 1.0
     return status
 
@@ -40,7 +41,7 @@ def draw_recent(generators, counters, windows, phases, which, betas, slots, weig
 class PhaseLists(NamedTuple):
     """A phase-planning kind's state over the seed axis: each member's phase counters."""
 
-    phases: np.ndarray  # (S, 2) int64
+    phases: np.ndarray  # (S,) of the kind's phase dtype (RECENT_PHASE, combined's COMBINED_PHASE)
 
 
 class RecentSampler(Sampler):
@@ -53,7 +54,7 @@ class RecentSampler(Sampler):
 
     def __init__(self, storage, rng: np.random.Generator):
         super().__init__(storage, rng)
-        self.phase = np.array([1, 0], dtype=np.int64)  # batches in the phase, batches drawn
+        self.phase = new_counters(RECENT_PHASE, batches=1)
 
     @classmethod
     def member_lists(cls, samplers: list[Sampler]) -> PhaseLists:
@@ -66,7 +67,7 @@ class RecentSampler(Sampler):
         return counts
 
     def begin_phase(self, n_batches: int) -> None:
-        self.phase[:] = (n_batches, 0)
+        self.phase[...] = (n_batches, 0)
 
 
 # (no window, no runs: its batch is already the newest run of B)

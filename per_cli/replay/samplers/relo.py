@@ -11,7 +11,7 @@ import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
 from per_cli.replay.kinds import register_kind
-from per_cli.replay.samplers.base import Sampler
+from per_cli.replay.sampler import Sampler
 from per_cli.replay.samplers.prioritized import PrioritizedSampler
 
 

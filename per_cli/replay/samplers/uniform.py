@@ -6,19 +6,7 @@ import numba
 import numpy as np
 
 from per_cli.replay.kind_spec import KindSpec
-from per_cli.replay.samplers.base import DRAWN, RESERVE, TOO_FEW, WINDOW, Sampler, draw_distinct
-from per_cli.replay.storage.ring import ADDED, CAPACITY, oldest_id
-
-
-@numba.njit(cache=True, nogil=True)
-def candidate_ids(counters, row):
-    """(lowest id, count) of the candidates, ``row`` being the member's ``windows`` row (W, reserve): the
-    sampleable ids, or the W newest of them, without the ``reserve`` newest (no run of ``replay.chunk`` may
-    reach past the newest)."""
-    lo = oldest_id(counters)
-    if row[WINDOW] > 0:
-        lo = max(lo, counters[ADDED] - row[WINDOW])
-    return lo, max(counters[ADDED] - row[RESERVE] - lo, 0)
+from per_cli.replay.sampler import DRAWN, TOO_FEW, Sampler, candidate_ids, draw_distinct
 
 
 @numba.njit(cache=True, nogil=True)
@@ -37,7 +25,7 @@ def draw_uniform(generators, counters, windows, which, betas, slots, weights):
             continue
         draw_distinct(generators[i], n, batch, positions)
         for j in range(batch):
-            slots[k, j] = (lo + positions[j]) % c[CAPACITY]
+            slots[k, j] = (lo + positions[j]) % c.capacity
             weights[k, j] = 1.0
     return status
 
@@ -51,7 +39,7 @@ class UniformSampler(Sampler):
 
     def expected_counts(self, batch_size: int) -> np.ndarray:
         """B / n for each of the n candidates."""
-        lo, n = candidate_ids(self.storage.counters, self.window_row())
+        lo, n = self.candidates()
         counts = np.zeros(self.storage.capacity)
         counts[(lo + np.arange(n)) % self.storage.capacity] = batch_size / n
         return counts

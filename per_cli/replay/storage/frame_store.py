@@ -12,11 +12,13 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from per_cli.replay.storage.ring import ADDED, CAPACITY, CURSOR, FIRST, SIZE, member_axis, record_fields
+from per_cli.replay.records import counters_dtype
+from per_cli.replay.storage.ring import member_axis, record_fields
 from per_cli.replay.storage.rows import Events, Rows, Stored, no_events
 
-# the positions of a frame storage's ``frame_counters`` (an int64 array: the compiled store moves them in place)
-WRITTEN, OPEN = range(2)  # frames ever written (the gid of the next one); the last transition left its episode open
+# a frame storage's own counters: frames ever written (the gid of the next one); the last transition left its
+# episode open (0 or 1)
+FRAME_COUNTERS = counters_dtype("frames_written", "episode_open")
 STORED, NOT_SHIFTED, WIDE_ACTION = range(3)  # a row's status after the store
 
 
@@ -57,9 +59,9 @@ def _blank(a) -> bool:
 @numba.njit(cache=True, nogil=True, inline="always")
 def _write_frame(ring, fc, n_frames, source, o_positions, o_members, i, p):
     """The ring's next frame becomes ``source``; its position is reported (entry ``p`` of the ``o_*``)."""
-    position = fc[WRITTEN] % n_frames
+    position = fc.frames_written % n_frames
     ring[position, :] = source
-    fc[WRITTEN] += 1
+    fc.frames_written += 1
     o_positions[p] = position
     o_members[p] = i
     return p + 1
@@ -93,15 +95,15 @@ def store_frames_members(
             refused += 1
             continue
         c, fc, ring, gids, hists, last = counters[i], frame_counters[i], frames[i], frame_gid[i], hist[i], last_next[i]
-        capacity = c[CAPACITY]
-        continues = fc[OPEN] != 0
+        capacity = c.capacity
+        continues = fc.episode_open != 0
         if continues:
             for s in range(stack):
                 if _differ(row[s], last[s]):
                     continues = False
                     break
         if continues:
-            h = min(np.int64(hists[(c[CURSOR] - 1) % capacity]) + 1, stack - 1)
+            h = min(np.int64(hists[(c.cursor - 1) % capacity]) + 1, stack - 1)
         else:  # an episode starts: its first stack, leaving out the leading zero (padding) frames
             pad = 0
             while pad < stack - 1 and _blank(row[pad]):
@@ -109,26 +111,26 @@ def store_frames_members(
             for s in range(pad, stack):
                 p = _write_frame(ring, fc, n_frames, row[s], o_positions, o_members, i, p)
             h = stack - 1 - pad
-        slot = c[CURSOR]
-        gids[slot] = fc[WRITTEN] - 1
+        slot = c.cursor
+        gids[slot] = fc.frames_written - 1
         hists[slot] = h
         p = _write_frame(ring, fc, n_frames, nxt[stack - 1], o_positions, o_members, i, p)
         record_fields(k, i, slot, actions_in, rewards_in, terminated_in, truncated_in, ends_in, actions, rewards,
                       terminated, truncated, ids, episode_ids, c)  # fmt: skip
-        fc[OPEN] = not (terminated_in[k] or truncated_in[k])
+        fc.episode_open = not (terminated_in[k] or truncated_in[k])
         last[:, :] = nxt
         # first_sampleable_id past the live transitions whose oldest frame was overwritten
         entering = e
         o_which[e], o_slots[e] = i, slot
         e += 1
-        oldest_kept = fc[WRITTEN] - n_frames
-        first = start = max(c[FIRST], c[ADDED] - c[SIZE])
-        while first < c[ADDED]:
+        oldest_kept = fc.frames_written - n_frames
+        first = start = max(c.first_sampleable_id, c.added - c.size)
+        while first < c.added:
             old = first % capacity
             if gids[old] - np.int64(hists[old]) >= oldest_kept:
                 break
             first += 1
-        c[FIRST] = first
+        c.first_sampleable_id = first
         if e + first - start > o_slots.shape[0]:  # (never, by the bound below; an error, not a write past it)
             raise RuntimeError("store_frames_members: more events than its bound (a frame storage's state broken)")
         for dropped in range(start, first):

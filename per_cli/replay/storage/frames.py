@@ -12,17 +12,11 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from per_cli.replay.records import Counter, new_counters
 from per_cli.replay.storage.budget import ensure_memory_fits
 from per_cli.replay.storage.device_frames import DeviceFrames, DeviceStacks
-from per_cli.replay.storage.frame_store import OPEN, WRITTEN
-from per_cli.replay.storage.ring import (
-    ADDED,
-    COUNTER_BYTES,
-    RingBookkeeping,
-    TransitionStorage,
-    counter,
-    gather_fields,
-)
+from per_cli.replay.storage.frame_store import FRAME_COUNTERS
+from per_cli.replay.storage.ring import COUNTER_BYTES, RingBookkeeping, TransitionStorage, gather_fields
 
 # extra frames beyond one per transition: enough for episodes of >= EXTRA_DIVISOR steps on average; shorter
 # episodes only make the oldest transitions unsampleable
@@ -84,7 +78,7 @@ class FrameStackStorage(RingBookkeeping):
         self.terminated = np.zeros(capacity, dtype=bool)  # float32 in batches
         self.truncated = np.zeros(capacity, dtype=bool)
         self._init_ring(capacity)
-        self.frame_counters = np.zeros(2, dtype=np.int64)  # frames_written, _episode_open (frame_store.py)
+        self.frame_counters = new_counters(FRAME_COUNTERS)
         self._last_next = np.zeros(self.obs_shape, dtype=self.obs_dtype)  # the last transition's next_obs
         self._offsets = np.arange(-(self.stack - 1), 2, dtype=np.int64)  # obs frames, then next_obs' newest
         self.mirror: DeviceFrames | None = None  # the frame ring on the training device (mirror_to)
@@ -105,8 +99,8 @@ class FrameStackStorage(RingBookkeeping):
     # ------------------------------------------------------------------------------------------------------
     # writing
 
-    frames_written = counter(WRITTEN, "frames ever written; also the gid of the next one", "frame_counters")
-    _episode_open = counter(OPEN, "the last transition did not end its episode", "frame_counters", bool)
+    frames_written = Counter("frames ever written; also the gid of the next one", "frame_counters")
+    _episode_open = Counter("the last transition did not end its episode", "frame_counters", bool, "episode_open")
 
     # ------------------------------------------------------------------------------------------------------
     # reading
@@ -200,7 +194,7 @@ def gather_frames_members(
     width, pixels, n_frames = o_frames.shape[2], frames.shape[2], frames.shape[1]
     for k in range(which.shape[0]):
         i = which[k]
-        ring, gids, hists, newest = frames[i], frame_gid[i], hist[i], counters[i, ADDED] - 1
+        ring, gids, hists, newest = frames[i], frame_gid[i], hist[i], counters[i].added - 1
         acts, rews, terms, tids, eps = actions[i], rewards[i], terminated[i], ids[i], episode_ids[i]
         for j in range(slots.shape[1]):
             slot = slots[k, j]

@@ -13,20 +13,19 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from per_cli.replay.records import Counter, counters_dtype, new_counters
 from per_cli.replay.storage.budget import ensure_memory_fits
-from per_cli.replay.storage.rows import rows_of
 
 _PER_SLOT_BYTES = 8 + 4 + 4 + 1 + 8 + 8  # action, reward, terminated, truncated, id, episode id
-# the positions of ``RingBookkeeping.counters`` (an array, not a NamedTuple: the compiled calls move them in place)
-CURSOR, SIZE, ADDED, ENDED, FIRST, CAPACITY = range(6)
-COUNTER_BYTES = 6 * 8  # the counters array
+RING_COUNTERS = counters_dtype("cursor", "size", "added", "episodes_ended", "first_sampleable_id", "capacity")
+COUNTER_BYTES = RING_COUNTERS.itemsize
 ONE = np.zeros(1, dtype=np.int64)  # ``which`` of a call over a list of one member
 
 
 @numba.njit(cache=True, nogil=True)
 def oldest_id(counters):
     """The id of the oldest sampleable transition of the ring with these ``counters``."""
-    return max(counters[FIRST], counters[ADDED] - counters[SIZE])
+    return max(counters.first_sampleable_id, counters.added - counters.size)
 
 
 def member_axis(owners: Sequence[object], name: str, written: Sequence[int] | None = None) -> np.ndarray:
@@ -40,28 +39,19 @@ def member_axis(owners: Sequence[object], name: str, written: Sequence[int] | No
         return first[None]
     block = first.base
     rows = isinstance(block, np.ndarray) and block.shape == (len(arrays), *first.shape) and block.flags.c_contiguous
-    if rows and all(a.base is block and a.ctypes.data == row.ctypes.data for a, row in zip(arrays, block, strict=True)):
+    if rows and all(a.base is block and a.ctypes.data == block[s, ...].ctypes.data for s, a in enumerate(arrays)):
         return block
     shape = (len(arrays), *first.shape)
     block = np.empty(shape, dtype=first.dtype) if written is None else np.zeros(shape, dtype=first.dtype)
     counts = [None] * len(arrays) if written is None else [int(n) for n in written]  # (None: every row)
-    for owner, array, row, n in zip(owners, arrays, block, counts, strict=True):
-        row[:n] = array[:n]
+    for s, (owner, array, n) in enumerate(zip(owners, arrays, counts, strict=True)):
+        row = block[s, ...]  # (a view, also of a 0-d counters row)
+        if n is None:
+            row[...] = array
+        else:
+            row[:n] = array[:n]
         setattr(owner, name, row)
     return block
-
-
-def counter(position: int, doc: str, array: str = "counters", kind: type = int) -> property:
-    """A property over entry ``position`` of the int64 array attribute ``array`` (compiled calls move it in place),
-    read as ``kind``."""
-
-    def get(self):
-        return kind(getattr(self, array)[position])
-
-    def set(self, value) -> None:
-        getattr(self, array)[position] = value
-
-    return property(get, set, doc=doc)
 
 
 class RingBookkeeping:
@@ -69,51 +59,30 @@ class RingBookkeeping:
     ``actions``/``rewards``/``terminated``/``truncated`` columns (dtypes differ) and calls ``_init_ring`` for the
     rest."""
 
-    cursor = counter(CURSOR, "the slot the next add writes")
-    size = counter(SIZE, "transitions held")
-    added = counter(ADDED, "transitions ever added; also the id of the next one")
-    episodes_ended = counter(ENDED, "episodes ended so far; also the episode id of the next transition")
-    first_sampleable_id = counter(FIRST, "held transitions with a smaller id are unsampleable (frame storage)")
+    cursor = Counter("the slot the next add writes")
+    size = Counter("transitions held")
+    added = Counter("transitions ever added; also the id of the next one")
+    episodes_ended = Counter("episodes ended so far; also the episode id of the next transition")
+    first_sampleable_id = Counter("held transitions with a smaller id are unsampleable (frame storage)")
 
-    _own_store = None  # ``add``'s store over this storage alone (built on first use)
+    own_store = None  # the store over this storage alone (``store.own_store``'s, dropped when its arrays move)
 
     def adopted(self) -> None:
-        """Its arrays moved into a cohort's blocks (:func:`member_axis`): rebuild what viewed the old ones."""
-        self._own_store = None
+        """Its arrays moved into a cohort's blocks (:func:`member_axis`): drop what viewed the old ones."""
+        self.own_store = None
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("own", "_own_store")}  # (views: rebuilt)
+        return {k: v for k, v in self.__dict__.items() if k not in ("own", "own_store")}  # (views: rebuilt)
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.adopted()
 
-    @property
-    def own_store(self):
-        """The store over this storage alone (:func:`per_cli.replay.store.store_for`), which its own ``add`` and its
-        solo memory write through; built on first use, and again after :meth:`adopted`."""
-        if self._own_store is None:
-            from per_cli.replay.store import store_for  # (the stores are built over the storages)
-
-            self._own_store = store_for([self])
-        return self._own_store
-
-    def add(self, obs, action, reward, next_obs, terminated, truncated) -> int:
-        """Store one transition by :attr:`own_store`; returns its slot. ValueError, nothing written, for a transition
-        the store refuses (states of another shape, a frame storage's ``next_obs`` that is not ``obs`` shifted by one
-        frame or an action that is not a uint8)."""
-        states, next_states = np.asarray(obs)[None], np.asarray(next_obs)[None]
-        stored = self.own_store(rows_of(ONE, states, [action], [reward], next_states, [terminated], [truncated]))
-        if stored.errors:
-            raise stored.errors[0]
-        return int(stored.events.slots[0])
-
     def _init_ring(self, capacity: int) -> None:
         self.capacity = int(capacity)
         self.ids = np.full(capacity, -1, dtype=np.int64)
         self.episode_ids = np.full(capacity, -1, dtype=np.int64)
-        self.counters = np.zeros(6, dtype=np.int64)
-        self.counters[CAPACITY] = capacity
+        self.counters = new_counters(RING_COUNTERS, capacity=capacity)
 
     @property
     def latest_slot(self) -> int:
@@ -268,7 +237,7 @@ def store_members(
     for k in range(which.shape[0]):
         i = which[k]
         c = counters[i]
-        slot = c[CURSOR]
+        slot = c.cursor
         states, next_states = obs[i], next_obs[i]  # (member i's rows taken once, not per number)
         for f in range(states.shape[1]):
             states[slot, f] = obs_in[k, f]
@@ -287,13 +256,13 @@ def record_fields(k, i, slot, actions_in, rewards_in, terminated_in, truncated_i
     rewards[i][slot] = rewards_in[k]
     terminated[i][slot] = terminated_in[k]
     truncated[i][slot] = truncated_in[k]
-    ids[i][slot] = c[ADDED]
-    episode_ids[i][slot] = c[ENDED]
+    ids[i][slot] = c.added
+    episode_ids[i][slot] = c.episodes_ended
     if ends_in[k]:
-        c[ENDED] += 1
-    c[ADDED] += 1
-    c[CURSOR] = (slot + 1) % c[CAPACITY]
-    c[SIZE] = min(c[SIZE] + 1, c[CAPACITY])
+        c.episodes_ended += 1
+    c.added += 1
+    c.cursor = (slot + 1) % c.capacity
+    c.size = min(c.size + 1, c.capacity)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -322,7 +291,7 @@ def gather_members(
     flat_next = o_next.reshape(o_next.shape[0], o_next.shape[1], width)
     for k in range(which.shape[0]):
         i = which[k]
-        states, next_states, newest = obs[i], next_obs[i], counters[i][ADDED] - 1
+        states, next_states, newest = obs[i], next_obs[i], counters[i].added - 1
         acts, rews, terms, tids, eps = actions[i], rewards[i], terminated[i], ids[i], episode_ids[i]
         for j in range(slots.shape[1]):
             slot, last = slots[k, j], next_slots[k, j]
@@ -342,9 +311,9 @@ def episodes_held_members(counters, episode_ids, which):
     for k in range(which.shape[0]):
         c, column = counters[which[k]], episode_ids[which[k]]
         oldest = oldest_id(c)
-        if oldest < c[ADDED]:
-            capacity = c[CAPACITY]
-            out[k] = column[(c[ADDED] - 1) % capacity] - column[oldest % capacity] + 1
+        if oldest < c.added:
+            capacity = c.capacity
+            out[k] = column[(c.added - 1) % capacity] - column[oldest % capacity] + 1
     return out
 
 
@@ -354,7 +323,7 @@ def latest_slots_members(counters, which):
     out = np.empty(which.shape[0], dtype=np.int64)
     for k in range(which.shape[0]):
         c = counters[which[k]]
-        out[k] = (c[CURSOR] - 1) % c[CAPACITY]
+        out[k] = (c.cursor - 1) % c.capacity
     return out
 
 
@@ -369,7 +338,7 @@ def nstep_members(which, slots, n, gamma, rewards, terminated, truncated, ids, c
     for k in range(which.shape[0]):
         i = which[k]
         c = counters[i]
-        capacity, newest = c[CAPACITY], c[ADDED] - 1
+        capacity, newest = c.capacity, c.added - 1
         r, done, cut, held = rewards[i], terminated[i], truncated[i], ids[i]
         for j in range(slots.shape[1]):
             slot = slots[k, j]

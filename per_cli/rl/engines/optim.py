@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import torch
 
-from per_cli.replay.storage.ring import counter
+from per_cli.replay.records import Counter
 from per_cli.rl.engines.dense import JIT, aligned_empty
 
 
@@ -93,7 +93,7 @@ class FlatAdam:
         self.steps = np.zeros(1, dtype=np.int64)  # [the step count]
         self.lr, self.betas, self.eps = float(lr), (0.9, 0.999), float(eps)  # (torch.optim.Adam's betas)
 
-    step = counter(0, "Adam's step count (updates made)", "steps")
+    step = Counter("Adam's step count (updates made)", "steps", name=0)
 
     def move_to(self, m: np.ndarray, v: np.ndarray, steps: np.ndarray) -> None:
         """Keep the moments in ``m`` and ``v`` and the step count in ``steps[0]`` from now on (values copied)."""

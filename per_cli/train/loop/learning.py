@@ -12,7 +12,7 @@ import numpy as np
 from per_cli.config import Config
 from per_cli.replay import Batch, kind_spec
 from per_cli.replay.cohort import CohortSampling, stacked_rows
-from per_cli.replay.samplers.base import defines
+from per_cli.replay.sampler import defines
 from per_cli.rl.is_weights import apply_rule
 from per_cli.rl.results import Pending, UpdateResults
 from per_cli.train.loop import learning_rules, reporting

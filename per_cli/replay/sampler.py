@@ -15,11 +15,13 @@ import numpy as np
 from numba.typed import List
 
 from per_cli.replay.integers import uniform_integer
+from per_cli.replay.records import counters_dtype, new_counters
 from per_cli.replay.stateless import Stateless
-from per_cli.replay.storage.ring import CAPACITY, CURSOR, SIZE, member_axis
+from per_cli.replay.storage.ring import member_axis, oldest_id
 
 DRAWN, TOO_FEW, FAILED = 0, 1, 2  # the status of a member's draw; FAILED: its structure found no mass
-WINDOW, RESERVE = 0, 1  # the columns of ``windows``: replay.window (0: none), the newest ids no run may start at
+# a member's ``windows`` row: replay.window (0: none), the newest ids no run may start at
+WINDOW_ROW = counters_dtype("window", "reserve")
 
 
 class Storage(Protocol):
@@ -28,7 +30,7 @@ class Storage(Protocol):
     capacity: int
     added: int
     ids: np.ndarray  # the id each slot holds (-1: empty)
-    counters: np.ndarray  # cursor, size, added, episodes ended, first sampleable id, capacity (storage/ring.py)
+    counters: np.ndarray  # 0-d, storage/ring.py's RING_COUNTERS: cursor, size, added, ...
 
     @property
     def latest_slot(self) -> int: ...
@@ -38,15 +40,26 @@ class Storage(Protocol):
 
 @numba.njit(cache=True, nogil=True)
 def window_of(counters, row):
-    """(first slot, width) of the ring slots a draw is restricted to, ``row`` being the member's ``windows`` row
-    (W, reserve): the W newest (all held where W is 0 or covers them) without the ``reserve`` newest. (0, 0) when
+    """(first slot, width) of the ring slots a draw is restricted to, ``row`` being the member's ``windows`` row:
+    the ``window`` newest (all held where it is 0 or covers them) without the ``reserve`` newest. (0, 0) when
     nothing restricts the draw; width -1 when nothing is left."""
-    window, reserve, size = row[WINDOW], row[RESERVE], counters[SIZE]
+    window, reserve, size = row.window, row.reserve, counters.size
     span = window if 0 < window < size else size
     if span == size and reserve == 0:
         return 0, 0
     width = span - reserve
-    return (counters[CURSOR] - span) % counters[CAPACITY], width if width > 0 else -1
+    return (counters.cursor - span) % counters.capacity, width if width > 0 else -1
+
+
+@numba.njit(cache=True, nogil=True)
+def candidate_ids(counters, row):
+    """(lowest id, count) of the candidates, ``row`` being the member's ``windows`` row: the sampleable ids, or
+    the ``window`` newest of them, without the ``reserve`` newest (no run of ``replay.chunk`` may reach past the
+    newest)."""
+    lo = oldest_id(counters)
+    if row.window > 0:
+        lo = max(lo, counters.added - row.window)
+    return lo, max(counters.added - row.reserve - lo, 0)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -63,7 +76,7 @@ def expand_runs(counters, which, starts, start_weights, chunk, slots, weights):
     """Row k of ``slots``: the runs of ``chunk`` consecutive slots from each of member ``which[k]``'s ``starts[k]``
     (its ring's slots, in order), each transition with its run's weight."""
     for k in range(which.shape[0]):
-        capacity = counters[which[k]][CAPACITY]
+        capacity = counters[which[k]].capacity
         for r in range(starts.shape[1]):
             for m in range(chunk):
                 slots[k, r * chunk + m] = (starts[k, r] + m) % capacity
@@ -77,8 +90,8 @@ class MemberLists(NamedTuple):
     the members' own (a typed list)."""
 
     generators: List
-    counters: np.ndarray  # int64 (S, 6): the storages' counters (storage/ring.py: member_axis)
-    windows: np.ndarray  # int64 (S, 2): Sampler.window_row per member
+    counters: np.ndarray  # (S,) RING_COUNTERS: the storages' counters (storage/ring.py: member_axis)
+    windows: np.ndarray  # (S,) WINDOW_ROW: Sampler.window_row per member
     stored_ids: np.ndarray  # int64 (S, capacity): the storages' ``ids`` columns (the stale-id rule)
     own: tuple  # the kind's member_lists
     samplers: list  # the members' samplers (for the kinds that read their one config's settings from them: LaBER)
@@ -208,9 +221,17 @@ class Sampler(Stateless):
         return 0
 
     def window_row(self) -> np.ndarray:
-        """This member's ``windows`` row: (``replay.window`` or 0, the ``chunk - 1`` newest ids no run may start
-        at)."""
-        return np.array([self.window or 0, self.chunk - 1], dtype=np.int64)
+        """This member's ``windows`` row (0-d :data:`WINDOW_ROW`): ``replay.window`` or 0, and the ``chunk - 1``
+        newest ids no run may start at."""
+        return new_counters(WINDOW_ROW, window=self.window or 0, reserve=self.chunk - 1)
+
+    def active_window(self) -> tuple[int, int]:
+        """(first slot, width) of the slots a draw is restricted to now (:func:`window_of`)."""
+        return window_of(self.storage.counters[()], self.window_row()[()])
+
+    def candidates(self) -> tuple[int, int]:
+        """(lowest id, count) of the ids a draw may pick now (:func:`candidate_ids`)."""
+        return candidate_ids(self.storage.counters[()], self.window_row()[()])
 
 
 def defines(kind: type[Sampler], name: str) -> bool:
@@ -220,7 +241,7 @@ def defines(kind: type[Sampler], name: str) -> bool:
 
 def draw_error(sampler: Sampler, status: int, batch_size: int) -> ValueError:
     """The error of a draw that returned ``status`` (not DRAWN) for this member."""
-    _, width = window_of(sampler.storage.counters, sampler.window_row())
+    _, width = sampler.active_window()
     if status == FAILED and width < 0:
         return ValueError(f"no run of replay.chunk {sampler.chunk} fits inside the sampleable transitions")
     if status == FAILED:
