@@ -40,21 +40,19 @@ def updates_for(members: Sequence[MemberData], stacked: bool = True) -> Updates:
 
 def reads_host_states(members: Sequence[MemberData], updates: Updates) -> bool:
     """Whether the loop reads a batch's states (``obs``, ``next_obs``) on the host; chosen once, before the gather is
-    built. They go unread only where the frames live on the agent's device (``replay.device_frames``), each agent
-    updates itself, the kind scores no batch, and no window measures states (correlation count, i.i.d. measures)."""
-    on_device = all(
-        m.cfg.replay.device_frames and getattr(m.memory.storage, "mirror", None) is not None
-        and m.memory.storage.mirror.device.type == m.agent.device.type
-        for m in members
-    )  # fmt: skip
-    own = type(updates) is TorchUpdates
+    built. They go unread only where the frames live on the agent's device (``replay.device_frames``: setup mirrored
+    them there), the agents learn from their batches' device stacks, the kind scores no batch, and no window
+    measures states (correlation count, i.i.d. measures)."""
+    on_device = all(m.cfg.replay.device_frames for m in members) and updates.reads_device_stacks
     scored = any(kind_spec(m.cfg.replay.kind).scores for m in members)
     measured = any(m.window.threshold is not None or m.window.iid for m in members)
-    return not (on_device and own) or scored or measured
+    return not on_device or scored or measured
 
 
 class CompiledUpdates:
     """The members' numba engines, each call ONE compiled call over them (members by position: ``which``)."""
+
+    reads_device_stacks = False  # (its batches are host arrays)
 
     def __init__(self, members: Sequence[MemberData]):
         self.engine = CohortEngine([m.agent.numba_engine for m in members])
@@ -88,6 +86,8 @@ class StackedUpdates:
     insertion TD errors, scores and updates each ONE batched call over the members ``which`` (equal to each agent's
     own to float32 rounding)."""
 
+    reads_device_stacks = False  # (it stacks the host arrays)
+
     def __init__(self, members: Sequence[MemberData]):
         self.engine = StackedEngine([m.agent for m in members])
 
@@ -107,6 +107,8 @@ class StackedUpdates:
 class TorchUpdates:
     """The members' torch agents, each its own (a run of one; members the stacked engine does not serve: the
     cohort's note says why): acting, insertion TD errors, scores and updates each agent's own call on its row."""
+
+    reads_device_stacks = True  # (each agent's batch carries its frames' device stacks, where kept)
 
     def __init__(self, members: Sequence[MemberData]):
         self._wait = all(m.cfg.train.priority_lag == 0 for m in members)  # (lagged: each read an update later)
