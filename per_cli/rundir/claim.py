@@ -39,7 +39,6 @@ class Claim:
 
 
 def _lock(path: Path, made_dir: bool, made_parents: list[Path]) -> Claim:
-    """Hold ``path``'s lock file."""
     made_lock = not (path / LOCK_FILE).exists()
     try:
         lock = hold_lock(path / LOCK_FILE, wait_s=0)

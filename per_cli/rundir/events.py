@@ -35,17 +35,12 @@ _TABLE = _crc32c_table()
 
 
 @numba.njit(cache=True, nogil=True)
-def _crc32c(data, table):
+def _masked_crc(data, table):
+    """The TFRecord format's masked CRC-32C of ``data``."""
     crc = 0xFFFFFFFF
     for j in range(data.shape[0]):
         crc = table[(crc ^ data[j]) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-@numba.njit(cache=True, nogil=True)
-def _masked_crc(data, table):
-    """The TFRecord format's masked CRC-32C of ``data``."""
-    crc = _crc32c(data, table)
+    crc ^= 0xFFFFFFFF
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 

@@ -133,7 +133,6 @@ class RunLogger:
         self._flush_csv()
         self._tb: EventFile | None = None
         if tensorboard:
-            # purge_step: TensorBoard hides this dir's older events at steps >= it (a resumed run logs them anew)
             if append:
                 wait_for_a_later_event_file_name(run_dir)
             self._tb = EventFile(run_dir, purge_step=purge_step)

@@ -131,32 +131,17 @@ def damage(run_dir: Path) -> list[str]:
     return found
 
 
-def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    """The CSV's header and its whole rows: a last line without its newline (cut short) is left out, and so
-    is any row with another number of cells than the header."""
+def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
+    """The per-episode CSV as scalars over env steps (blank cells are left out); only ``tags`` if given. Whole rows
+    only: a last line without its newline (cut short) is left out, and so is any row with another number of cells
+    than the header."""
     with path.open(newline="") as f:
-        text = f.read()
-    lines = text.splitlines(keepends=True)
+        lines = f.read().splitlines(keepends=True)
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines.pop()
     reader = csv.reader(lines)
     header = next(reader, [])
-    return header, [row for row in reader if len(row) == len(header)]
-
-
-def _number_pairs(rows: list[list[str]], step_at: int, at: int) -> list[tuple[int, float]]:
-    """(step, value) of each row whose two cells parse: a blank or damaged cell drops its row."""
-    pairs = []
-    for row in rows:
-        with contextlib.suppress(ValueError):
-            pairs.append((int(row[step_at]), float(row[at])))
-    return pairs
-
-
-def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
-    """The per-episode CSV as scalars over env steps (blank cells are left out); only ``tags`` if given.
-    Whole rows only (see :func:`_rows`)."""
-    header, rows = _rows(path)
+    rows = [row for row in reader if len(row) == len(header)]
     if "step" not in header:
         return {}
     step_at = header.index("step")
@@ -165,7 +150,10 @@ def read_metrics_csv(path: Path, tags: set[str] | None = None) -> Scalars:
         if column not in header or (tags is not None and tag not in tags):
             continue
         at = header.index(column)
-        pairs = _number_pairs(rows, step_at, at)
+        pairs = []
+        for row in rows:
+            with contextlib.suppress(ValueError):  # a blank or damaged cell drops its row
+                pairs.append((int(row[step_at]), float(row[at])))
         if pairs:
             steps, values = zip(*pairs, strict=True)
             out[tag] = Series(np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
