@@ -85,22 +85,19 @@ def _finals(group: Group) -> np.ndarray:
     return np.array([r.final_return for r in group.completed if r.final_return is not None], dtype=np.float64)
 
 
-def compare_groups(
-    groups: Sequence[Group], baseline: str = BASELINE, *, reps: int = DEFAULT_REPS, seed: int = 0
-) -> list[Comparison]:
-    """Every group that has a ``baseline`` group of the same env and settings, against it, in ``groups``'
+def compare_groups(groups: Sequence[Group]) -> list[Comparison]:
+    """Every group that has a :data:`BASELINE` group of the same env and settings, against it, in ``groups``'
     order (groups without completed runs are left out)."""
-    base = {(g.env, g.settings): g for g in groups if g.replay == baseline}
+    base = {(g.env, g.settings): g for g in groups if g.replay == BASELINE}
     rows = []
     for g in groups:
         ref = base.get((g.env, g.settings))
-        if g.replay == baseline or ref is None:
+        if g.replay == BASELINE or ref is None:
             continue
         x, y = _finals(g), _finals(ref)
         if not len(x) or not len(y):
             continue
-        measures = compare_pair(x, y, reps=reps, seed=seed)
-        rows.append(Comparison(g.env, g.replay, g.settings_label, baseline, len(x), len(y), **measures,
+        rows.append(Comparison(g.env, g.replay, g.settings_label, BASELINE, len(x), len(y), **compare_pair(x, y),
                                mann_whitney_p_holm=math.nan))  # fmt: skip
     for row, adjusted in zip(rows, holm([r.mann_whitney_p for r in rows]), strict=True):
         row.mann_whitney_p_holm = float(adjusted)

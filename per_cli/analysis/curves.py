@@ -12,13 +12,9 @@ def dedup_steps(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     """Sorted unique steps, averaging values logged at the same step (a burst of updates at one env step)."""
     keep = np.isfinite(values)
     steps, values = steps[keep], values[keep]
-    if len(steps) == 0:
-        return steps.astype(np.float64), values
     order = np.argsort(steps, kind="stable")
     steps, values = steps[order], values[order]
     unique, start = np.unique(steps, return_index=True)
-    if len(unique) == len(steps):
-        return steps.astype(np.float64), values
     sums = np.add.reduceat(values, start)
     counts = np.diff(np.append(start, len(steps)))
     return unique.astype(np.float64), sums / counts

@@ -14,11 +14,11 @@ from per_cli.analysis.style import DOUBLE, SINGLE, Output, kind_color
 from per_cli.analysis.text import slug
 
 
-def figure_heatmap(design: Design, out: Output, env: str | None = None) -> bool:
-    """The IQM of the final return over the first two factors; False for a one-factor design. ``env``: the env
-    as run, for the title (default its id)."""
+def figure_heatmap(design: Design, out: Output, env: str) -> None:
+    """The IQM of the final return over the first two factors; nothing for a one-factor design. ``env``: the env
+    as run, for the title."""
     if len(design.factors) < 2:
-        return False
+        return
     import matplotlib.pyplot as plt
 
     y = design.y  # the IQM in each (level of factor 0, level of factor 1), over seeds and other factors
@@ -36,14 +36,13 @@ def figure_heatmap(design: Design, out: Output, env: str | None = None) -> bool:
     ax.set_ylabel(design.factors[0])
     ax.grid(False)
     others = f", pooled over {', '.join(design.factors[2:])}" if len(design.factors) > 2 else ""
-    ax.set_title(f"{env or design.env}: final-return IQM over {len(design.seeds)} seeds{others}")
+    ax.set_title(f"{env}: final-return IQM over {len(design.seeds)} seeds{others}")
     fig.colorbar(image, ax=ax, label="final return IQM")
     caption = (
         f"{design.env}: IQM over seeds of the final return (mean of the last 20 training episodes) in each cell of "
         f"{design.factors[0]} × {design.factors[1]}{others}"
     )
     out.save(fig, f"factors_heatmap_{slug(design.env)}", caption)
-    return True
 
 
 def figure_marginals(design: Design, out: Output, env: str | None = None):

@@ -21,7 +21,7 @@ from per_cli.rundir.readers import RETURN_TAG
 GRID_POINTS = 200
 TD_TAGS = ("td_error/mean", "td_error/max")
 IID_TAGS = ("iid/state_diversity", "iid/episode_diversity")
-HYPOTHESIS_TAGS = (*IID_TAGS, "td_error/mean")  # the x axes of the hypothesis figure
+HYPOTHESIS_TAGS = (*IID_TAGS, "td_error/mean")  # the x axes of the hypothesis figure (in MEASURE_TAGS)
 LABELS = {
     RETURN_TAG: "episodic return",
     "eval/return": "evaluation return",
@@ -189,7 +189,6 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
 
 
 def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], out: Output,
-                      tags: Sequence[str] = HYPOTHESIS_TAGS,
                       final: str = "mean of the last 20 training episodes"):  # fmt: skip
     """Each completed run's mean of each batch measure against its final return (``final``: what that is), a row
     per env. Returns the figure (saved and closed); None, and nothing written, if no run has both."""
@@ -198,10 +197,10 @@ def figure_hypothesis(by_env: dict[str, list[Group]], styles: dict[str, dict], o
         return None
     labels = list(dict.fromkeys(g.label for env in envs for g in by_env[env]))
     height = 2.1 * len(envs) + legend_height(DOUBLE, labels, 3, SCATTER_TITLE)
-    fig, axes = _subplots(len(envs), len(tags), DOUBLE, height)
+    fig, axes = _subplots(len(envs), len(HYPOTHESIS_TAGS), DOUBLE, height)
     anything = False
     for row, env in enumerate(envs):
-        for col, tag in enumerate(tags):
+        for col, tag in enumerate(HYPOTHESIS_TAGS):
             anything |= _scatter_panel(axes[row, col], by_env[env], tag, styles, env, col == 0)
     if not anything:
         import matplotlib.pyplot as plt

@@ -47,9 +47,6 @@ class Group:
     def completed(self) -> list[Run]:
         return [r for r in self.runs if r.status == "completed"]
 
-    def count(self, status: str) -> int:
-        return sum(r.status == status for r in self.runs)
-
 
 def is_bookkeeping(key: str) -> bool:
     return any(key == k or (k.endswith(".") and key.startswith(k)) for k in BOOKKEEPING_KEYS)
@@ -121,13 +118,10 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def short_key(key: str, keys: Sequence[str]) -> str:
-    """The last part of a dotted key (``capacity``) where it is unambiguous among ``keys``."""
-    last = key.rsplit(".", 1)[-1]
-    return last if [k.rsplit(".", 1)[-1] for k in keys].count(last) == 1 else key
-
-
 def settings_text(settings: tuple[tuple[str, Any], ...]) -> list[str]:
     """``key=value`` with the shortest unambiguous key (``capacity`` for ``replay.capacity``)."""
-    keys = [k for k, _ in settings]
-    return [f"{short_key(key, keys)}={format_value(value)}" for key, value in settings]
+    lasts = [key.rsplit(".", 1)[-1] for key, _ in settings]
+    return [
+        f"{last if lasts.count(last) == 1 else key}={format_value(value)}"
+        for (key, value), last in zip(settings, lasts, strict=True)
+    ]

@@ -12,7 +12,6 @@ from per_cli.analysis.comparisons import Comparison, compare_groups, comparisons
 from per_cli.analysis.factor_figures import figure_heatmap, figure_marginals
 from per_cli.analysis.factors import analyse, factors_csv, factors_markdown
 from per_cli.analysis.figures import (
-    HYPOTHESIS_TAGS,
     IID_TAGS,
     TD_TAGS,
     env_title,
@@ -129,7 +128,7 @@ def make_plots(
     if final_episodes is not None and final_episodes < 1:
         raise ConfigError(f"--final-episodes {final_episodes}: must be >= 1 (leave it out for the summaries' last 20)")
     out = out if out is not None else runs_dir / "plots"
-    needed = {RETURN_TAG, LENGTH_TAG, *TD_TAGS, *IID_TAGS, *HYPOTHESIS_TAGS, *MEASURE_TAGS, *metrics}
+    needed = {RETURN_TAG, LENGTH_TAG, *TD_TAGS, *IID_TAGS, *MEASURE_TAGS, *metrics}
     runs = load_runs(runs_dir, workers=workers, exclude=[out], tags=needed, envs=envs)
     _check_metrics(runs, metrics)
     for run in runs:

@@ -117,11 +117,6 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: data}
 
 
-def _status(summary: dict[str, Any] | None) -> str:
-    status = (summary or {}).get("status", RUNNING)
-    return status if status in STATUSES else RUNNING
-
-
 def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozenset[str] | None = None) -> Run | None:
     """One run directory; a damaged file costs that run its curves (``read_error``), never the whole plot. ``tags``:
     the scalars needed (None: all); ``envs``: the env ids to keep (another env's run is None, its scalars unread)."""
@@ -130,10 +125,11 @@ def load_run(path: Path, root: Path, tags: set[str] | None = None, envs: frozens
     summary, problems = checked_summary(read_summary(path) or {})
     config, read_error = read_run_config(path / "config.yaml")
     env = summary.get("env") or config.get("env.id") or "unknown"
+    status = summary.get("status")
     run = Run(
         path=path,
         name=str(path.relative_to(root)) if path != root else path.name,
-        status=_status(summary),
+        status=status if status in STATUSES else RUNNING,
         env=resolve_env_id(str(env)),
         replay=str(summary.get("replay") or config.get("replay.kind") or "unknown"),
         seed=summary.get("seed", config.get("seed")),

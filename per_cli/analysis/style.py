@@ -146,7 +146,7 @@ class Output:
     files: list[Path] = field(default_factory=list)
     captions: dict[str, str] = field(default_factory=dict)
 
-    def save(self, fig, stem: str, caption: str) -> Path:
+    def save(self, fig, stem: str, caption: str) -> None:
         """Write the figure as ``<stem>.<fmt>`` and close it."""
         import matplotlib.pyplot as plt
 
@@ -155,7 +155,6 @@ class Output:
         plt.close(fig)
         self.files.append(path)
         self.captions[path.name] = caption
-        return path
 
     def write_captions(self, preamble: str = "") -> None:
         if not self.captions:

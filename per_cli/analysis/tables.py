@@ -120,7 +120,7 @@ def summarize(
                 replay=g.replay,
                 settings=g.settings_label,
                 seeds=len(finals),
-                **{status: g.count(status) for status in NOT_COUNTED},
+                **{status: sum(r.status == status for r in g.runs) for status in NOT_COUNTED},
                 **_iqm_fields("final_return", finals, reps, seed),
                 final_return_mean=float(np.mean(finals)) if finals else math.nan,
                 eval_return_mean=float(np.mean(evals)) if evals else math.nan,
