@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from per_cli.analysis.groups import Group, format_value, kind_rank
+from per_cli.analysis.groups import Group, format_value, is_numeric, kind_rank
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import no_interval, rows_csv
@@ -69,10 +69,6 @@ class FactorReport:
 
 def _level_of(run: Run, factor: str) -> Any:
     return run.replay if factor == REPLAY_FACTOR else run.config.get(factor)
-
-
-def is_numeric(values: Sequence[Any]) -> bool:
-    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
 def _sorted_levels(factor: str, values: Sequence[Any]) -> list[Any]:

@@ -97,9 +97,11 @@ def kind_rank(replay: str) -> tuple:
 
 
 def _sort_key(settings: tuple[tuple[str, Any], ...]) -> tuple:
-    return tuple(
-        (k, (0, v) if isinstance(v, int | float) and not isinstance(v, bool) else (1, repr(v))) for k, v in settings
-    )
+    return tuple((k, (0, v) if is_numeric([v]) else (1, repr(v))) for k, v in settings)
+
+
+def is_numeric(values: Sequence[Any]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
 def format_value(value: Any) -> str:

@@ -131,9 +131,8 @@ def legend_inside(fig, axes, order: Sequence[str] = (), title: str | None = None
     rank = {label: i for i, label in enumerate(order)}
     items = sorted(handles.items(), key=lambda item: rank.get(item[0], len(rank)))
     labels, ncol = legend_layout(fig.get_figwidth(), [label for label, _ in items], ncol_max)
-    width_pt = fig.get_figwidth() * 72
     fig.legend([h for _, h in items], labels, loc="outside lower center", ncol=ncol, frameon=False,
-               title=textwrap.fill(title, int(width_pt / (0.55 * 6))) if title else None)  # fmt: skip
+               title=textwrap.fill(title, int(fig.get_figwidth() * 72 / (0.55 * 6))) if title else None)  # fmt: skip
 
 
 @dataclass

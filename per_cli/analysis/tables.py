@@ -16,7 +16,7 @@ import numpy as np
 
 from per_cli.analysis.curves import steps_to_threshold
 from per_cli.analysis.envname import registered_spec
-from per_cli.analysis.groups import Group
+from per_cli.analysis.groups import Group, is_numeric
 from per_cli.analysis.runs import Run
 from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, interval
 from per_cli.analysis.text import heading, markdown_table, num
@@ -88,7 +88,7 @@ def _curve_measures(g: Group, reps: int, seed: int) -> dict[str, float | int]:
     measures, from_logs = [], 0
     for r in g.completed:
         values = [r.summary.get(f"return_{name}") for name in CURVE_MEASURES]
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        if not is_numeric(values):
             returns = r.scalars.get(RETURN_TAG)
             if returns is None or not len(returns.values):
                 continue

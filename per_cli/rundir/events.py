@@ -75,41 +75,35 @@ def _framed(data, table):
     return out
 
 
-# how a file's records end (Records.end)
-WHOLE = 0  # with its last record
-CUT = 1  # in a last record cut short (a writer still writing it, or a run killed while it wrote)
-BAD_CHECKSUM = 2  # at a record whose length or data does not match its checksum (damaged, or not an event file)
-
-
 @numba.njit(cache=True, nogil=True)
 def _walk(buf, table, starts, lengths):
     """Record by record, each one's data (start, length) into ``starts``/``lengths`` while its checksums match;
-    returns (records, how the walk ended, the byte where it ended)."""
+    returns (records, whether a checksum stopped the walk, the byte where it stopped)."""
     pos, n, end = 0, 0, buf.shape[0]
-    while pos < end:
-        if pos + 12 > end:
-            return n, CUT, pos
+    while pos + 12 <= end:
         if _masked_crc(buf[pos : pos + 8], table) != _le(buf, pos + 8, 4):
-            return n, BAD_CHECKSUM, pos
+            return n, True, pos
         length = _le(buf, pos, 8)
-        if length < 0 or length > end - pos - 16:  # (< 0: a length of 2⁶³ or more, never written)
-            return n, CUT, pos
+        if length < 0 or length > end - pos - 16:  # cut short (< 0: a length of 2⁶³ or more, never written)
+            break
         data = buf[pos + 12 : pos + 12 + length]
         if _masked_crc(data, table) != _le(buf, pos + 12 + length, 4):
-            return n, BAD_CHECKSUM, pos
+            return n, True, pos
         starts[n], lengths[n] = pos + 12, length
         n += 1
         pos += length + 16
-    return n, WHOLE, pos
+    return n, False, pos
 
 
 class Records(NamedTuple):
-    """The whole records of an event file, in order: record k is ``buf[starts[k]:starts[k] + lengths[k]]``; the
-    file ends as ``end`` says (WHOLE, CUT, BAD_CHECKSUM) at byte ``at``."""
+    """The whole records of an event file, in order: record k is ``buf[starts[k]:starts[k] + lengths[k]]``. They
+    stop at byte ``at``: ``bad_checksum``, at a record whose length or data does not match its checksum (damaged, or
+    not an event file); else at the file's end or in a last record cut short (a writer still writing it, or a run
+    killed while it wrote)."""
 
     starts: np.ndarray
     lengths: np.ndarray
-    end: int
+    bad_checksum: bool
     at: int
 
 
@@ -119,8 +113,8 @@ def records(buf: bytes) -> Records:
     data = np.frombuffer(buf, dtype=np.uint8)
     most = len(buf) // 16 + 1  # (a record takes 16 bytes and its data)
     starts, lengths = np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int64)
-    n, end, at = _walk(data, _TABLE, starts, lengths)
-    return Records(starts[:n], lengths[:n], int(end), int(at))
+    n, bad_checksum, at = _walk(data, _TABLE, starts, lengths)
+    return Records(starts[:n], lengths[:n], bool(bad_checksum), int(at))
 
 
 def tfrecord(data: bytes) -> bytes:

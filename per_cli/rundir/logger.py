@@ -138,8 +138,7 @@ class RunLogger:
             self._tb = EventFile(run_dir, purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        """Log ``values`` at ``step`` as ONE event holding a value per tag (readers see what one ``add_scalar``
-        per tag writes: the same float32 values at the same step)."""
+        """Log ``values`` at ``step`` as ONE event (:meth:`EventFile.scalars`)."""
         if self._tb is not None and values:
             self._tb.scalars(values, step)
 

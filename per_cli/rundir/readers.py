@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from per_cli.errors import cut
-from per_cli.rundir.events import BAD_CHECKSUM, EVENT_FILE_PREFIX, FILE_VERSION, records
+from per_cli.rundir.events import EVENT_FILE_PREFIX, FILE_VERSION, records
 from per_cli.rundir.logger import EPISODE_UPDATE_COLUMNS, csv_header
 
 RETURN_TAG = "charts/episodic_return"
@@ -64,7 +64,7 @@ def read_event_files(run_dir: Path) -> EventsRead:
     for path in event_files(run_dir):
         buf = path.read_bytes()
         framing = records(buf)
-        if framing.end == BAD_CHECKSUM:
+        if framing.bad_checksum:
             problems.append(_left_out(path, f"byte {framing.at} does not match its checksum (damaged, or not an "
                                             "event file)", framing.starts.size))  # fmt: skip
         for k, (start, length) in enumerate(zip(framing.starts.tolist(), framing.lengths.tolist(), strict=True)):
