@@ -130,15 +130,14 @@ def p_cells(p: float, adjusted: float, n_x: int, n_y: int, exact: bool = False) 
 def comparisons_markdown(rows: Sequence[Comparison], final: str, made: str = "") -> str:
     """The table, per env; ``final``: what a run's final return is (for the header); ``made``: its commit and
     command."""
-    baseline = rows[0].baseline if rows else BASELINE
     with_settings = any(r.settings for r in rows)
-    head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", f"P(kind > {baseline}) [95% CI]",
-            f"IQM − IQM({baseline}) [95% CI]", "Mann–Whitney p", "Holm-adjusted p"]  # fmt: skip
+    head = ["env", "replay", *(["settings"] if with_settings else []), "seeds", f"P(kind > {BASELINE}) [95% CI]",
+            f"IQM − IQM({BASELINE}) [95% CI]", "Mann–Whitney p", "Holm-adjusted p"]  # fmt: skip
     family = sum(math.isfinite(r.mann_whitney_p) for r in rows)
     lines = [
-        *heading(f"# Each kind against `{baseline}`", made),
-        f"Final return: {final}. P(kind > {baseline}): the probability that a run of the kind ends above a run of "
-        f"`{baseline}`, ties counting half (Agarwal et al. 2021's probability of improvement; 0.5 = no "
+        *heading(f"# Each kind against `{BASELINE}`", made),
+        f"Final return: {final}. P(kind > {BASELINE}): the probability that a run of the kind ends above a run of "
+        f"`{BASELINE}`, ties counting half (Agarwal et al. 2021's probability of improvement; 0.5 = no "
         "difference). IQM difference in return units. 95% CIs: percentile bootstrap resampling each group's "
         f"seeds, none below {MIN_INTERVAL_SEEDS} seeds (a bootstrap of so few runs is degenerate); p: two-sided "
         "Mann–Whitney U test (scipy), with the smallest p the test can reach where a group has fewer than "

@@ -149,8 +149,7 @@ def variance_shares(
     design: Design, *, reps: int = 10_000, seed: int = 0, confidence: float = 0.95
 ) -> list[EffectShare]:
     """Each effect's η² with a percentile bootstrap CI, then the residual's share."""
-    k = len(design.factors)
-    point = effects(design.y, k)
+    point = effects(design.y, len(design.factors))
     boot = bootstrap_effects(design, reps, seed)
     tail = (1 - confidence) / 2 * 100
     shares = []

@@ -113,8 +113,7 @@ def _threshold_line(ax, value: float | None) -> None:
 def _subplots(rows: int, cols: int, width: float, height: float):
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False, layout="constrained")
-    return fig, axes
+    return plt.subplots(rows, cols, figsize=(width, height), squeeze=False, layout="constrained")
 
 
 def figure_curves(env: str, groups: Sequence[Group], tags: Sequence[str], stem: str, smooth: int,

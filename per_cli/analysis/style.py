@@ -115,7 +115,7 @@ def legend_height(width_in: float, labels: Sequence[str], ncol_max: int = 3, tit
     title's lines, so that a figure grows with its legend instead of squeezing its panels."""
     wrapped, ncol = legend_layout(width_in, labels, ncol_max)
     rows = max(sum(label.count("\n") + 1 for label in wrapped[col::ncol]) for col in range(ncol))  # longest column
-    title_lines = len(textwrap.wrap(title, int(width_in * 72 / (0.55 * 6)))) if title else 0
+    title_lines = len(textwrap.wrap(title, int(width_in * 72 / (0.55 * 6))))  # (none for no title)
     return 0.15 + 0.14 * rows + 0.11 * title_lines
 
 
