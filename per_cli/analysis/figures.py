@@ -175,7 +175,7 @@ def _scatter_panel(ax, groups: Sequence[Group], tag: str, styles: dict[str, dict
                    alpha=0.85, edgecolors="none")  # fmt: skip
         xs += list(x)
         ys += list(y)
-    rho = spearman(np.array(xs), np.array(ys)) if len(xs) >= 3 else math.nan
+    rho = spearman(np.array(xs), np.array(ys))
     stats = f"ρ = {rho:.2f}, {len(xs)} runs" if math.isfinite(rho) else f"{len(xs)} runs"
     # the env's name on a line of its own: beside ρ it ran into the next panel's title
     ax.set_title(f"{env_title(env, groups)}\n{stats}" if first else stats, loc="left")

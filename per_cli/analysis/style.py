@@ -69,8 +69,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", "*")  # the same settings' po
 
 def marker_of(style: dict) -> str:
     """The scatter marker that goes with a line style of :func:`line_styles` (its pattern's place in the list)."""
-    pattern = style.get("linestyle", "-")
-    return MARKERS[LINE_PATTERNS.index(pattern) % len(MARKERS)] if pattern in LINE_PATTERNS else "o"
+    return MARKERS[LINE_PATTERNS.index(style["linestyle"])]
 
 
 def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
@@ -89,10 +88,10 @@ def line_styles(labels: Sequence[tuple[str, str]]) -> dict[str, dict]:
     return styles
 
 
-def band_caption(smooth: int, what: str = "mean over seeds") -> str:
+def band_caption(smooth: int) -> str:
     """What a curve figure shows, in one line (the legend's title and the caption file)."""
     smoothing = "no smoothing" if smooth <= 1 else f"trailing mean of {smooth} logged points"
-    return (f"line: {what}, stopped where fewer than half a group's runs remain; band: 95% bootstrap CI over "
+    return (f"line: mean over seeds, stopped where fewer than half a group's runs remain; band: 95% bootstrap CI over "
             f"seeds (none for 1 seed); {smoothing}")  # fmt: skip
 
 

@@ -77,7 +77,6 @@ class Row:
 
 
 def _iqm_fields(prefix: str, values: Sequence[float], reps: int, seed: int) -> dict[str, float]:
-    """The Row fields ``<prefix>_iqm``, ``<prefix>_ci_low`` and ``<prefix>_ci_high`` of ``values``."""
     point, lo, hi = interval(values, reps=reps, seed=seed)
     return {f"{prefix}_iqm": point, f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi}
 
