@@ -11,7 +11,7 @@ import numpy as np
 from scipy import stats as sps
 
 from per_cli.analysis.groups import Group
-from per_cli.analysis.stats import DEFAULT_REPS, MIN_INTERVAL_SEEDS, holm, iqm, smallest_p
+from per_cli.analysis.stats import CI_PERCENTILES, DEFAULT_REPS, MIN_INTERVAL_SEEDS, holm, iqm, smallest_p
 from per_cli.analysis.tables import with_ci
 from per_cli.analysis.text import heading, markdown_table
 
@@ -52,9 +52,7 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray | flo
     return float(result) if np.ndim(result) == 0 else result
 
 
-def compare_pair(
-    x: np.ndarray, y: np.ndarray, *, reps: int = DEFAULT_REPS, confidence: float = 0.95, seed: int = 0
-) -> dict[str, float]:
+def compare_pair(x: np.ndarray, y: np.ndarray, *, reps: int = DEFAULT_REPS, seed: int = 0) -> dict[str, float]:
     """Scores ``x`` against baseline scores ``y``: the probability of improvement and the IQM difference with 95%
     percentile bootstrap CIs (NaN below :data:`MIN_INTERVAL_SEEDS` scores), the two-sided Mann–Whitney p (exact up to
     :data:`EXACT_SPLITS` splits; NaN below two scores) and the smallest p reachable at these sizes."""
@@ -72,12 +70,11 @@ def compare_pair(
     rng = np.random.default_rng(seed)
     bx = x[rng.integers(0, len(x), size=(reps, len(x)))]
     by = y[rng.integers(0, len(y), size=(reps, len(y)))]
-    tail = (1.0 - confidence) / 2 * 100
     for key, samples in (
         ("p_improvement", probability_of_improvement(bx, by)),
         ("iqm_difference", iqm(bx, axis=-1) - iqm(by, axis=-1)),
     ):
-        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = (float(v) for v in np.percentile(samples, [tail, 100 - tail]))
+        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = (float(v) for v in np.percentile(samples, CI_PERCENTILES))
     return out
 
 

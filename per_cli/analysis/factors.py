@@ -14,7 +14,7 @@ import numpy as np
 
 from per_cli.analysis.groups import Group, format_value, is_numeric, kind_rank
 from per_cli.analysis.runs import Run
-from per_cli.analysis.stats import MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
+from per_cli.analysis.stats import CI_PERCENTILES, MIN_INTERVAL_SEEDS, iqm, stratified_bootstrap_ci
 from per_cli.analysis.tables import no_interval, rows_csv
 from per_cli.analysis.text import heading, markdown_table
 
@@ -145,22 +145,19 @@ def bootstrap_effects(design: Design, reps: int, seed: int) -> dict[tuple[int, .
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
-def variance_shares(
-    design: Design, *, reps: int = 10_000, seed: int = 0, confidence: float = 0.95
-) -> list[EffectShare]:
+def variance_shares(design: Design, *, reps: int = 10_000, seed: int = 0) -> list[EffectShare]:
     """Each effect's η² with a percentile bootstrap CI, then the residual's share."""
     point = effects(design.y, len(design.factors))
     boot = bootstrap_effects(design, reps, seed)
-    tail = (1 - confidence) / 2 * 100
     shares = []
     for key, value in point.items():
-        lo, hi = np.nanpercentile(boot[key], [tail, 100 - tail])
+        lo, hi = np.nanpercentile(boot[key], CI_PERCENTILES)
         levels = math.prod(len(design.levels[i]) for i in key)
         name = " × ".join(design.factors[i] for i in key)
         shares.append(EffectShare(design.env, name, float(value), float(lo), float(hi), levels))
     rest = 1.0 - sum(point.values())
     boot_rest = 1.0 - sum(boot.values())
-    lo, hi = np.nanpercentile(boot_rest, [tail, 100 - tail])
+    lo, hi = np.nanpercentile(boot_rest, CI_PERCENTILES)
     shares.append(EffectShare(design.env, "residual", float(rest), float(lo), float(hi), design.y.size))
     return shares
 

@@ -9,6 +9,8 @@ import numpy as np
 
 DEFAULT_REPS = 10_000
 MIN_INTERVAL_SEEDS = 5  # fewer seeds in a group: no bootstrap interval, only the point and the n
+_TAIL = (1.0 - 0.95) / 2 * 100  # percent of the bootstrap values below a 95% interval, and above it
+CI_PERCENTILES = [_TAIL, 100 - _TAIL]  # the bounds of every percentile bootstrap interval
 
 
 def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray | float:
@@ -28,7 +30,6 @@ def stratified_bootstrap_ci(
     statistic: Callable[..., np.ndarray] = iqm,
     *,
     reps: int = DEFAULT_REPS,
-    confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float, float]:
     """(point estimate, CI low, CI high) of ``statistic`` (reducing the last axis) over the scores of all strata;
@@ -40,9 +41,7 @@ def stratified_bootstrap_ci(
     point = float(statistic(np.concatenate(strata), axis=-1))
     rng = np.random.default_rng(seed)
     samples = np.concatenate([s[rng.integers(0, len(s), size=(reps, len(s)))] for s in strata], axis=1)
-    values = statistic(samples, axis=-1)
-    tail = (1.0 - confidence) / 2 * 100
-    lo, hi = np.percentile(values, [tail, 100 - tail])
+    lo, hi = np.percentile(statistic(samples, axis=-1), CI_PERCENTILES)
     return point, float(lo), float(hi)
 
 
@@ -58,9 +57,7 @@ def interval(scores: Sequence[float], statistic: Callable[..., np.ndarray] = iqm
     return stratified_bootstrap_ci([scores], statistic, reps=reps, seed=seed)
 
 
-def mean_band(
-    curves: np.ndarray, *, reps: int = 2_000, confidence: float = 0.95, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_band(curves: np.ndarray, *, reps: int = 2_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and bootstrap CI of the mean across seeds at each grid point of ``curves`` (seeds, points), NaN where a
     seed has no value; the band is NaN where fewer than two seeds are present."""
     curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
@@ -71,7 +68,6 @@ def mean_band(
     lo = np.full_like(mean, np.nan)
     hi = np.full_like(mean, np.nan)
     rng = np.random.default_rng(seed)
-    tail = (1.0 - confidence) / 2 * 100
     # points covered by the same seeds share their resamples, each drawn as multinomial counts per seed: the means
     # are one matrix product, in (reps × seeds) + (reps × points) memory, not (reps × seeds × points)
     patterns, which = np.unique(present.T, axis=0, return_inverse=True)
@@ -83,7 +79,7 @@ def mean_band(
         values = curves[np.ix_(seeds, cols)]  # (k, points)
         counts = rng.multinomial(len(seeds), np.full(len(seeds), 1.0 / len(seeds)), size=reps)
         means = counts @ values / len(seeds)  # (reps, points)
-        lo[cols], hi[cols] = np.percentile(means, [tail, 100 - tail], axis=0)
+        lo[cols], hi[cols] = np.percentile(means, CI_PERCENTILES, axis=0)
     return mean, lo, hi
 
 
