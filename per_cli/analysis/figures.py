@@ -67,8 +67,7 @@ def _grid(runs: Sequence[Run], tag: str) -> np.ndarray | None:
     ]
     if not spans:
         return None
-    starts, ends = zip(*spans, strict=True)
-    lo, hi = min(starts), max(ends)
+    lo, hi = min(start for start, _ in spans), max(end for _, end in spans)
     return np.linspace(lo, hi, GRID_POINTS) if hi > lo else np.array([float(lo)])
 
 
