@@ -87,13 +87,13 @@ def run_grid(
         flush=True,
     )  # (said before the manifest is written: a large grid's takes a while)
     command = shlex.join(["per", *(argv or sys.argv)[1:]])
-    write_manifest(grid_dir, command, plan.request.manifest(), plan.notes, [s.manifest() for s in plan.runs])
+    write_manifest(grid_dir, command, plan.request.manifest(), [s.manifest() for s in plan.runs])
     for spec in todo:  # an unreadable summary with no checkpoint to resume: its files are kept, aside
         run_dir = grid_dir / spec.name
         if states[spec.name] == UNREADABLE and action_for(UNREADABLE, retry_failed, run_dir) == "retry":
             where = set_aside(run_dir)
             run_notes.append(f"{spec.name}: summary.json cannot be read; its files moved to {shlex.quote(str(where))}")
-    for note in [*plan.notes, *run_notes]:
+    for note in run_notes:
         print(f"note: {note}", file=sys.stderr)
 
     events = EventLog(grid_dir / EVENT_LOG)

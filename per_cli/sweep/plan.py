@@ -52,7 +52,6 @@ class RunSpec:
 class GridPlan:
     request: GridRequest
     runs: list[RunSpec]
-    notes: list[str]  # for the user, printed before the runs and kept in grid.yaml
 
 
 def config_candidates(configs_dir: Path, env_label: str, replay: str) -> list[Path]:
@@ -228,7 +227,7 @@ def plan_grid(request: GridRequest) -> GridPlan:
         raise ConfigError(
             f"two runs would share the directory name {dup!r}; make the --envs or --sweep values distinct"
         )
-    return GridPlan(request, runs, [])
+    return GridPlan(request, runs)
 
 
 def check_devices(plan: GridPlan) -> None:

@@ -105,7 +105,7 @@ def read_manifest(grid_dir: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str], runs: list[dict]) -> None:
+def write_manifest(grid_dir: Path, command: str, request: dict, runs: list[dict]) -> None:
     """``grid.yaml``: the request that made the grid (what resuming compares), the command, and the runs;
     its creation time is kept across resumes."""
     old = read_manifest(grid_dir) or {}
@@ -115,7 +115,7 @@ def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str]
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "command": command,
         "request": request,
-        "notes": list(notes),
+        "notes": [],
         "runs": runs,
     }
     atomic_write_text(grid_dir / MANIFEST, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
