@@ -43,7 +43,7 @@ def has_checkpoint(run_dir: Path) -> bool:
 
     try:
         return latest_checkpoint(run_dir) is not None
-    except ConfigError:  # a ``latest`` that is refused or unreadable: the resume says so (worker.refuse_checkpoint)
+    except ConfigError:  # a ``latest`` that is refused or unreadable: the resume says so (worker.decide)
         return True
 
 
