@@ -25,18 +25,17 @@ FULL_TABLE_MAX_RUNS = 60
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bool, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bool) -> None:
     rows = []
     for spec in plan.runs:
         state = run_state(grid_dir / spec.name).state if exists else "new"
         action = action_for(state, retry_failed, grid_dir / spec.name)
         rows.append((spec.name, spec.source, str(spec.total_steps), state, action))
     grid_state = "exists: resuming" if exists else "new"
-    print(f"grid {shlex.quote(str(grid_dir))} ({grid_state}); dry run, nothing is written", file=out)
-    print_table(("run", "config", "steps", "state", "action"), rows, out)
+    print(f"grid {shlex.quote(str(grid_dir))} ({grid_state}); dry run, nothing is written")
+    print_table(("run", "config", "steps", "state", "action"), rows, sys.stdout)
     skipped = sum(action == "skip" for *_, action in rows)
-    print(f"{len(rows)} runs: {len(rows) - skipped} to run, {skipped} to skip", file=out)
+    print(f"{len(rows)} runs: {len(rows) - skipped} to run, {skipped} to skip")
 
 
 def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_failed: bool) -> tuple[str, str]:
@@ -82,8 +81,8 @@ def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[st
 class GridProgress:
     """An overall bar (env steps of the runs to do) plus a line per finished run; plain lines off a terminal."""
 
-    def __init__(self, total_runs: int, total_steps: int, stream: TextIO | None = None):
-        self.stream = stream or sys.stderr
+    def __init__(self, total_runs: int, total_steps: int):
+        self.stream = sys.stderr
         self.total_runs, self.done_runs = total_runs, 0
         self.steps: dict[str, int] = {}
         self._rich = None
