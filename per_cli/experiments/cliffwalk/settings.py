@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 METHODS = ("uniform", "prioritized", "rank", "oracle")
-LEARNERS = ("tabular", "linear")
 N_MIN, N_MAX = 2, 20  # chain lengths accepted (the paper: 2..16; uniform at n = 16 already takes minutes)
 
 
