@@ -186,12 +186,11 @@ class EventLog:
     """``grid.log``: one line per start and end of a run, appended and flushed (an audit trail of attempts)."""
 
     def __init__(self, path: Path):
-        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close(); line-buffered: each line flushed
 
     def write(self, event: str, name: str, detail: str = "") -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         self._file.write(f"{stamp} {event} {name} {detail}".rstrip() + "\n")
-        self._file.flush()
 
     def close(self) -> None:
         self._file.close()
