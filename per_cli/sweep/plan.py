@@ -179,20 +179,18 @@ def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int,
     return cfg, sweep
 
 
-def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
-    """Every check that needs no training, once per distinct config up to the seed."""
+def _preflight(cfg, where: str, checked: set[str]) -> None:
+    """Every check that needs no training, once per distinct config (the plan's are all of its first seed)."""
     from per_cli.train.preflight import preflight
 
-    data = to_dict(cfg)
-    data.pop("seed", None)
-    key = repr(data)
+    key = repr(to_dict(cfg))
     if key in checked:
         return
     try:
         preflight(cfg)
     except ConfigError as exc:
         raise ConfigError(f"{exc} ({where})") from None
-    checked[key] = None
+    checked.add(key)
 
 
 def plan_grid(request: GridRequest) -> GridPlan:
@@ -208,7 +206,7 @@ def plan_grid(request: GridRequest) -> GridPlan:
         )
     files: dict[Path, dict] = {}
     settings: list[tuple[str, RunSpec]] = []  # (the env's label in run names, the setting's run of the first seed)
-    checked: dict[str, None] = {}
+    checked: set[str] = set()
     for env, replay, path in sources:
         if path not in files:
             files[path] = read_yaml(path)
