@@ -41,25 +41,19 @@ def temporary_cache_dir(key: str) -> Path:
     return Path(tempfile.gettempdir()) / f"per-numba-{user}" / key
 
 
-def writable_cache_dir(package: Path = PACKAGE) -> Path:
-    """:func:`cache_dir`, created; where that cannot be written (a read-only home), the same key under the
-    system's temporary directory."""
-    path = cache_dir(package)
-    with contextlib.suppress(OSError):
-        path.mkdir(parents=True, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
-    fallback = temporary_cache_dir(path.name)
-    fallback.mkdir(parents=True, exist_ok=True)
-    return fallback
-
-
 def point_numba_cache(package: Path = PACKAGE) -> None:
-    """Make numba cache ``package``'s kernels in :func:`writable_cache_dir`, unless ``NUMBA_CACHE_DIR`` is set.
+    """Make numba cache ``package``'s kernels in :func:`cache_dir`, created (where that cannot be written, a read-only
+    home: the same key under the system's temporary directory), unless ``NUMBA_CACHE_DIR`` is set.
     Call it before the package's first ``@njit(cache=True)`` runs: numba picks the directory when it decorates."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    path = str(writable_cache_dir(package))
+    cache = cache_dir(package)
+    with contextlib.suppress(OSError):
+        cache.mkdir(parents=True, exist_ok=True)
+    if not (os.path.isdir(cache) and os.access(cache, os.W_OK)):
+        cache = temporary_cache_dir(cache.name)
+        cache.mkdir(parents=True, exist_ok=True)
+    path = str(cache)
     os.environ["NUMBA_CACHE_DIR"] = path  # read when numba is imported (and by subprocesses)
     config = getattr(sys.modules.get("numba"), "config", None)
     if config is not None:  # numba imported before per_cli: its config has already read the environment

@@ -134,12 +134,13 @@ def cliffwalk(
     (log-log over several n; the methods side by side for one n)."""
     import time
 
+    from per_cli.experiments.cliffwalk.learners import LEARNER_CLASSES
     from per_cli.experiments.cliffwalk.outputs import format_table, write_outputs
-    from per_cli.experiments.cliffwalk.settings import LEARNERS, CliffwalkSettings
+    from per_cli.experiments.cliffwalk.settings import CliffwalkSettings
     from per_cli.experiments.cliffwalk.study import default_out_dir, parse_methods, parse_ns, run_experiment
 
-    if learner not in LEARNERS:
-        raise ConfigError(f"--learner: {learner!r} is not one of {', '.join(LEARNERS)}")
+    if learner not in LEARNER_CLASSES:
+        raise ConfigError(f"--learner: {learner!r} is not one of {', '.join(LEARNER_CLASSES)}")
     settings = CliffwalkSettings(
         ns=parse_ns(n),
         methods=parse_methods(methods),

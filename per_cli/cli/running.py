@@ -212,7 +212,10 @@ def train_solo(compiling, config, overrides, seed, runs_dir, name, device, quiet
         if grid_lock is not None:
             grid_lock.release()
     if not quiet:
-        print_summary(run_dir, summary)
+        from per_cli.train.loop.progress import done_line
+
+        view = f"view: tensorboard --logdir {shown(run_dir.parent)}"
+        typer.echo(f"{done_line(summary)}\nrun directory: {shown(run_dir)}\n{view}")
 
 
 def train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, clash) -> None:  # noqa: ANN001
@@ -267,11 +270,3 @@ def train_cohort(compiling, config, overrides, seeds, runs_dir, device, quiet, c
         typer.echo(f"{len(summaries) - len(failed)} of {len(summaries)} runs completed in {shown(runs_dir)}")
     if failed:
         raise typer.Exit(EXIT_RUN_FAILED)
-
-
-def print_summary(run_dir: Path, summary: dict) -> None:
-    from per_cli.train.loop.progress import done_line
-
-    typer.echo(
-        f"{done_line(summary)}\nrun directory: {shown(run_dir)}\nview: tensorboard --logdir {shown(run_dir.parent)}"
-    )

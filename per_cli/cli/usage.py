@@ -129,16 +129,16 @@ def say_notes(*notes: str | None) -> None:
             typer.echo(f"note: {note}", err=True)
 
 
-def check_run_name(name: str | None, option: str = "--name") -> None:
+def check_run_name(name: str | None) -> None:
     """A run (or grid) name is one printable folder name inside --runs-dir (no separators, '.' or '..'): a newline or
     an escape sequence would reach the terminal in every line that names the run."""
     if name is None:
         return
     if not name.isprintable():  # C0 and C1 controls, DEL, line separators, invisible format characters
         bad = next(ch for ch in name if not ch.isprintable())
-        raise ConfigError(f"{option} {name[:60]!r}: {bad!r} cannot be in a name; use letters, digits, '-', '_', '.'")
+        raise ConfigError(f"--name {name[:60]!r}: {bad!r} cannot be in a name; use letters, digits, '-', '_', '.'")
     parts = PurePosixPath(name).parts + PureWindowsPath(name).parts
     if not name.strip() or name in (".", "..") or len(set(parts)) != 1 or "/" in name or "\\" in name:
-        raise ConfigError(f"{option} {name!r}: a name is one folder name inside --runs-dir (no '/', '\\' or '..')")
+        raise ConfigError(f"--name {name!r}: a name is one folder name inside --runs-dir (no '/', '\\' or '..')")
     if len(name.encode()) > MAX_NAME_BYTES:  # a file name is at most 255 bytes; leave room for a suffix
-        raise ConfigError(f"{option}: the name is {len(name.encode()):,} bytes long; give at most {MAX_NAME_BYTES}")
+        raise ConfigError(f"--name: the name is {len(name.encode()):,} bytes long; give at most {MAX_NAME_BYTES}")

@@ -56,12 +56,9 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, Expansion], open_: set[int]
     return total
 
 
-def _find_duplicate_key(
-    node: yaml.Node, prefix: str = "", seen_nodes: set[int] | None = None
-) -> tuple[str, int] | None:
+def _find_duplicate_key(node: yaml.Node, prefix: str, seen_nodes: set[int]) -> tuple[str, int] | None:
     """The first key given twice in one mapping (dotted, with its line), or None: YAML keeps the last value silently.
     A node reached again through an alias is not walked again (linear in the file)."""
-    seen_nodes = set() if seen_nodes is None else seen_nodes
     if id(node) in seen_nodes:
         return None
     seen_nodes.add(id(node))
@@ -107,7 +104,7 @@ def parse_yaml(path: Path | str, text: str, limit: Expansion = CONFIG_LIMIT) -> 
                 f"{path}: its YAML aliases expand to more than {limit.chars / 1_000_000:g} MB of text (a long value "
                 "repeated by aliases?); a config is a few KB, so write the values out"
             )
-        duplicate = _find_duplicate_key(node)
+        duplicate = _find_duplicate_key(node, "", set())
         if duplicate:
             key, line = duplicate
             raise ConfigError(f"{path}: duplicate key '{key}' at line {line}; give each key once")

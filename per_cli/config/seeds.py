@@ -24,14 +24,14 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
 
 
-def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
+def parse_seeds(text: str) -> list[int]:
     """The seeds of a spec (:mod:`module docs <per_cli.config.seeds>`), distinct, in the order given; a
-    ConfigError naming ``option`` for anything else."""
+    ConfigError naming ``--seeds`` for anything else."""
     lo, hi = seed_bounds()
     compact = text.replace(" ", "")
     if not _SPEC.match(compact):
         raise ConfigError(
-            f"{option} {_shown(text)}: write a seed (3), a range (1-100: seeds 1 to 100) or a list (1,5,9 or "
+            f"--seeds {_shown(text)}: write a seed (3), a range (1-100: seeds 1 to 100) or a list (1,5,9 or "
             f"1-10,20); seeds are integers in [{lo}, {hi}]"
         )
     digits = len(str(hi))
@@ -41,24 +41,24 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
             # (a number longer than the bound is out of range: never handed to int(), which refuses 4,300 digits)
             if number and (len(number.lstrip("0")) > digits or not lo <= int(number) <= hi):
                 raise ConfigError(
-                    f"{option} {_shown(text)}: seed {_shown(number)[1:-1]} is out of range; seeds are in [{lo}, {hi}] "
+                    f"--seeds {_shown(text)}: seed {_shown(number)[1:-1]} is out of range; seeds are in [{lo}, {hi}] "
                     "as for --seed"
                 )
         low, high = int(low_text), int(high_text or low_text)
         if high < low:
-            raise ConfigError(f"{option}: the range {low}-{high} is empty; write LOW-HIGH with LOW <= HIGH")
+            raise ConfigError(f"--seeds: the range {low}-{high} is empty; write LOW-HIGH with LOW <= HIGH")
         parts.append((low, high))
     count = sum(high - low + 1 for low, high in parts)  # counted before any list is made
     if count > MAX_SEEDS:
         raise ConfigError(
-            f"{option} {_shown(text)} names {count:,} seeds; one command takes at most {MAX_SEEDS:,} (each seed is "
+            f"--seeds {_shown(text)} names {count:,} seeds; one command takes at most {MAX_SEEDS:,} (each seed is "
             "a run to plan, check and hold); split them over several commands"
         )
     seeds = [seed for low, high in parts for seed in range(low, high + 1)]
     seen: set[int] = set()
     for seed in seeds:
         if seed in seen:  # (1,01 and 1-3,2 too)
-            raise ConfigError(f"{option} {_shown(text)}: names seed {seed} twice; each seed is one run")
+            raise ConfigError(f"--seeds {_shown(text)}: names seed {seed} twice; each seed is one run")
         seen.add(seed)
     return seeds
 

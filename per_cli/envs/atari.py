@@ -15,10 +15,6 @@ STACK_PADDING = "zero"
 NOOP, FIRE = 0, 1
 
 
-def _ale(env: gym.Env):
-    return env.unwrapped.ale
-
-
 class LifeLossTerminal(gym.Wrapper):
     """End an episode when a life is lost, without resetting the game (Mnih et al. 2015)."""
 
@@ -30,7 +26,7 @@ class LifeLossTerminal(gym.Wrapper):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = terminated or truncated
-        lives = _ale(self.env).lives()
+        lives = self.env.unwrapped.ale.lives()
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -44,7 +40,7 @@ class LifeLossTerminal(gym.Wrapper):
             if terminated or truncated:
                 obs, info = self.env.reset()
         self.game_over = False
-        self.lives = _ale(self.env).lives()
+        self.lives = self.env.unwrapped.ale.lives()
         return obs, info
 
 

@@ -23,15 +23,15 @@ class CliffwalkTransitions:
 
 
 class BlindCliffwalk:
-    """The MDP with ``n`` states; ``gamma`` defaults to the paper's ``1 - 1/n``."""
+    """The MDP with ``n`` states, discounted by the paper's ``gamma = 1 - 1/n``."""
 
     n_actions = 2
 
-    def __init__(self, n: int, gamma: float | None = None):
+    def __init__(self, n: int):
         if n < 1:
             raise ValueError(f"the Blind Cliffwalk needs n >= 1 states, got {n}")
         self.n = n
-        self.gamma = 1.0 - 1.0 / n if gamma is None else gamma
+        self.gamma = 1.0 - 1.0 / n
 
     @staticmethod
     def right_action(state: int | np.ndarray) -> int | np.ndarray:

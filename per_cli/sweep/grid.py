@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from per_cli.errors import ConfigError
 from per_cli.rundir.logger import UNREADABLE
@@ -47,8 +47,6 @@ def run_grid(
     backend: str = "local",
     ray_address: str | None = None,
     retry_failed: bool = False,
-    argv: list[str] | None = None,
-    out: TextIO | None = None,
     cohort_size: int | None = None,
 ) -> int:
     """Run every run of ``plan`` that is not complete into ``grid_dir``; returns the exit code (0 all
@@ -57,7 +55,6 @@ def run_grid(
     from per_cli.rundir.locks import Locked, hold_lock
     from per_cli.train.loop.stopping import SignalStop
 
-    out = out or sys.stdout
     states = {spec.name: run_state(grid_dir / spec.name).state for spec in plan.runs}
     todo = [s for s in plan.runs if action_for(states[s.name], retry_failed) != "skip"]
     run_notes = [n for s in plan.runs if (n := missing_config_note(grid_dir / s.name, states[s.name]))]
@@ -86,14 +83,14 @@ def run_grid(
         file=sys.stderr,
         flush=True,
     )  # (said before the manifest is written: a large grid's takes a while)
-    command = shlex.join(["per", *(argv or sys.argv)[1:]])
-    write_manifest(grid_dir, command, plan.request.manifest(), plan.notes, [s.manifest() for s in plan.runs])
+    command = shlex.join(["per", *sys.argv[1:]])
+    write_manifest(grid_dir, command, plan.request.manifest(), [s.manifest() for s in plan.runs])
     for spec in todo:  # an unreadable summary with no checkpoint to resume: its files are kept, aside
         run_dir = grid_dir / spec.name
         if states[spec.name] == UNREADABLE and action_for(UNREADABLE, retry_failed, run_dir) == "retry":
             where = set_aside(run_dir)
             run_notes.append(f"{spec.name}: summary.json cannot be read; its files moved to {shlex.quote(str(where))}")
-    for note in [*plan.notes, *run_notes]:
+    for note in run_notes:
         print(f"note: {note}", file=sys.stderr)
 
     events = EventLog(grid_dir / EVENT_LOG)
@@ -120,7 +117,7 @@ def run_grid(
         events.close()
         grid_lock.release()
 
-    return report(plan, grid_dir, ran, started, retry_failed, interrupted, out)
+    return report(plan, grid_dir, ran, started, retry_failed, interrupted, sys.stdout)
 
 
 def _executor(backend: str, workers: int | None, ray_address: str | None):

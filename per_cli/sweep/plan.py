@@ -52,7 +52,6 @@ class RunSpec:
 class GridPlan:
     request: GridRequest
     runs: list[RunSpec]
-    notes: list[str]  # for the user, printed before the runs and kept in grid.yaml
 
 
 def config_candidates(configs_dir: Path, env_label: str, replay: str) -> list[Path]:
@@ -180,20 +179,18 @@ def _resolve(data: dict, request: GridRequest, env: str, replay: str, seed: int,
     return cfg, sweep
 
 
-def _preflight(cfg, where: str, checked: dict[str, None]) -> None:
-    """Every check that needs no training, once per distinct config up to the seed."""
+def _preflight(cfg, where: str, checked: set[str]) -> None:
+    """Every check that needs no training, once per distinct config (the plan's are all of its first seed)."""
     from per_cli.train.preflight import preflight
 
-    data = to_dict(cfg)
-    data.pop("seed", None)
-    key = repr(data)
+    key = repr(to_dict(cfg))
     if key in checked:
         return
     try:
         preflight(cfg)
     except ConfigError as exc:
         raise ConfigError(f"{exc} ({where})") from None
-    checked[key] = None
+    checked.add(key)
 
 
 def plan_grid(request: GridRequest) -> GridPlan:
@@ -209,7 +206,7 @@ def plan_grid(request: GridRequest) -> GridPlan:
         )
     files: dict[Path, dict] = {}
     settings: list[tuple[str, RunSpec]] = []  # (the env's label in run names, the setting's run of the first seed)
-    checked: dict[str, None] = {}
+    checked: set[str] = set()
     for env, replay, path in sources:
         if path not in files:
             files[path] = read_yaml(path)
@@ -228,7 +225,7 @@ def plan_grid(request: GridRequest) -> GridPlan:
         raise ConfigError(
             f"two runs would share the directory name {dup!r}; make the --envs or --sweep values distinct"
         )
-    return GridPlan(request, runs, [])
+    return GridPlan(request, runs)
 
 
 def check_devices(plan: GridPlan) -> None:

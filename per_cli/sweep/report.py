@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import Any, TextIO
 
 from per_cli.analysis.text import num, print_table
 from per_cli.sweep.plan import GridPlan, RunSpec
@@ -25,20 +25,17 @@ FULL_TABLE_MAX_RUNS = 60
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bool, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+def dry_run_table(plan: GridPlan, grid_dir: Path, exists: bool, retry_failed: bool) -> None:
     rows = []
     for spec in plan.runs:
         state = run_state(grid_dir / spec.name).state if exists else "new"
         action = action_for(state, retry_failed, grid_dir / spec.name)
         rows.append((spec.name, spec.source, str(spec.total_steps), state, action))
     grid_state = "exists: resuming" if exists else "new"
-    print(f"grid {shlex.quote(str(grid_dir))} ({grid_state}); dry run, nothing is written", file=out)
-    for note in plan.notes:
-        print(f"note: {note}", file=out)
-    print_table(("run", "config", "steps", "state", "action"), rows, out)
+    print(f"grid {shlex.quote(str(grid_dir))} ({grid_state}); dry run, nothing is written")
+    print_table(("run", "config", "steps", "state", "action"), rows, sys.stdout)
     skipped = sum(action == "skip" for *_, action in rows)
-    print(f"{len(rows)} runs: {len(rows) - skipped} to run, {skipped} to skip", file=out)
+    print(f"{len(rows)} runs: {len(rows) - skipped} to run, {skipped} to skip")
 
 
 def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_failed: bool) -> tuple[str, str]:
@@ -57,18 +54,6 @@ def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_
     return (INTERRUPTED if state == INTERRUPTED else UNFINISHED), "interrupted" if ran else "not reached"
 
 
-class EndRow(NamedTuple):
-    """A run's row of the end table, its cells as printed."""
-
-    name: str
-    status: str
-    steps: str
-    wall_s: str
-    return_: str
-    eval: str
-    note: str
-
-
 def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[str], retry_failed: bool,
            interrupted: bool, out: TextIO) -> int:  # fmt: skip
     """The end table and the exit code: 0 all completed, 1 any not completed, 130 interrupted."""
@@ -80,8 +65,8 @@ def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[st
         label, note = _row_label(state, summary, result, result is not None or spec.name in started, retry_failed)
         counts[label] = counts.get(label, 0) + 1
         cells = [num(summary.get(k)) for k in ("wall_time_s", "final_return_mean", "eval_return_mean")]
-        rows.append(EndRow(spec.name, label, str(summary.get("total_steps", "-")), *cells, note))
-    show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r.status not in ("completed", "skipped")]
+        rows.append((spec.name, label, str(summary.get("total_steps", "-")), *cells, note))
+    show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r[1] not in ("completed", "skipped")]
     print_table(("run", "status", "steps", "wall_s", "return", "eval", "note"), show, out)
     order = ["completed", "skipped", "failed", "unreadable", "interrupted", "unfinished", "busy"]
     tally = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
@@ -96,8 +81,8 @@ def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[st
 class GridProgress:
     """An overall bar (env steps of the runs to do) plus a line per finished run; plain lines off a terminal."""
 
-    def __init__(self, total_runs: int, total_steps: int, stream: TextIO | None = None):
-        self.stream = stream or sys.stderr
+    def __init__(self, total_runs: int, total_steps: int):
+        self.stream = sys.stderr
         self.total_runs, self.done_runs = total_runs, 0
         self.steps: dict[str, int] = {}
         self._rich = None

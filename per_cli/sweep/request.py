@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,10 @@ class GridRequest:
     envs: list[str]
     replays: list[str] | None  # replay labels (kind, or kind+her); None: every kind that has a config
     seeds: list[int]
-    sweeps: list[Sweep] = field(default_factory=list)
-    sets: list[str] = field(default_factory=list)
-    config: Path | None = None
-    configs_dir: Path = field(default_factory=default_configs_dir)
+    sweeps: list[Sweep]
+    sets: list[str]
+    config: Path | None
+    configs_dir: Path
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -57,7 +57,7 @@ class GridRequest:
         }
 
 
-def split_list(text: str, option: str, what: str = "item") -> list[str]:
+def split_list(text: str, option: str, what: str) -> list[str]:
     """Split ``a,b,c`` on commas outside brackets and quotes (``[64,64],[256,256]`` is two values); empty or
     repeated items are a ConfigError naming ``option`` and ``what`` was repeated."""
     items, depth, quote, start = [], 0, None, 0

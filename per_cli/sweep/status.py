@@ -43,7 +43,7 @@ def has_checkpoint(run_dir: Path) -> bool:
 
     try:
         return latest_checkpoint(run_dir) is not None
-    except ConfigError:  # a ``latest`` that is refused or unreadable: the resume says so (worker.refuse_checkpoint)
+    except ConfigError:  # a ``latest`` that is refused or unreadable: the resume says so (worker.decide)
         return True
 
 
@@ -105,7 +105,7 @@ def read_manifest(grid_dir: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str], runs: list[dict]) -> None:
+def write_manifest(grid_dir: Path, command: str, request: dict, runs: list[dict]) -> None:
     """``grid.yaml``: the request that made the grid (what resuming compares), the command, and the runs;
     its creation time is kept across resumes."""
     old = read_manifest(grid_dir) or {}
@@ -115,7 +115,7 @@ def write_manifest(grid_dir: Path, command: str, request: dict, notes: list[str]
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "command": command,
         "request": request,
-        "notes": list(notes),
+        "notes": [],
         "runs": runs,
     }
     atomic_write_text(grid_dir / MANIFEST, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
@@ -186,12 +186,11 @@ class EventLog:
     """``grid.log``: one line per start and end of a run, appended and flushed (an audit trail of attempts)."""
 
     def __init__(self, path: Path):
-        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close(); line-buffered: each line flushed
 
     def write(self, event: str, name: str, detail: str = "") -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         self._file.write(f"{stamp} {event} {name} {detail}".rstrip() + "\n")
-        self._file.flush()
 
     def close(self) -> None:
         self._file.close()

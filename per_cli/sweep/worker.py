@@ -70,24 +70,19 @@ def prepared(member: Any, run_dir: Path, mode: str, fresh: Callable[[], Any]) ->
 
 def decide(payload: dict[str, Any], run_dir: Path) -> str | dict[str, Any]:
     """What to do with a run, from its state on disk (:mod:`per_cli.sweep.status`): a result dict if it must
-    not run, else ``resume`` or ``fresh``."""
+    not run (a failed one, the run's files set aside, where its checkpoint is refused: crafted, altered or of an
+    older format), else ``resume`` or ``fresh``."""
     state = run_state(run_dir).state
     action = action_for(state, payload["retry_failed"], run_dir)
     if action == "skip":
         return {"status": "skipped", "note": skip_note(state)}
     if action != "resume":
         return "fresh"
-    return refuse_checkpoint(payload, run_dir) or "resume"
-
-
-def refuse_checkpoint(payload: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
-    """A failed result, the run's files set aside, when its checkpoint is refused (crafted, altered or of an older
-    format), else None."""
     from per_cli.train.checkpoints.checkpoint import refusal_of
 
     refused = refusal_of(run_dir)
     if refused is None:
-        return None
+        return "resume"
     where = set_aside(run_dir)
     why = str(refused).removeprefix("--resume: ")
     error = f"checkpoint refused: {why}; its files were moved to {where}; --retry-failed starts the run again"

@@ -70,7 +70,7 @@ def test_a_run_whose_lock_cannot_be_opened_fails_in_one_line_not_a_worker_traceb
         args += ["--set", item]
     plan = plan_grid(build_request("cartpole", "uniform", "1", None, sets, None, CONFIGS))
     (tmp_path / "g" / ".locks" / f"{plan.runs[0].name}.lock").mkdir(parents=True)  # a directory: os.open fails
-    write_manifest(tmp_path / "g", "per grid", plan.request.manifest(), plan.notes, [r.manifest() for r in plan.runs])
+    write_manifest(tmp_path / "g", "per grid", plan.request.manifest(), [r.manifest() for r in plan.runs])
     done = subprocess.run([sys.executable, "-m", "per_cli", *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "worker process died" not in done.stdout, done.stdout + done.stderr
@@ -84,7 +84,7 @@ def test_a_grid_yaml_whose_aliases_expand_past_its_size_is_refused_at_once(tmp_p
     from per_cli.sweep.status import read_manifest
 
     plan = plan_grid(build_request("cartpole", "uniform", "1", None, ["train.total_steps=2000"], None, CONFIGS))
-    write_manifest(tmp_path, "per grid", plan.request.manifest(), plan.notes, [r.manifest() for r in plan.runs])
+    write_manifest(tmp_path, "per grid", plan.request.manifest(), [r.manifest() for r in plan.runs])
     assert read_manifest(tmp_path)["runs"][0]["name"] == plan.runs[0].name  # what per writes reads back
     lines = ["l0: &l0 [lol]"] + [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 30)]
     (tmp_path / "grid.yaml").write_text("\n".join(lines) + "\n")  # 10^29 values

@@ -3,8 +3,6 @@ date (so that convergence is checked in O(1) per update)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from per_cli.envs.cliffwalk import BlindCliffwalk
@@ -122,10 +120,7 @@ def _targets(mdp: BlindCliffwalk, q: np.ndarray) -> np.ndarray:
     return targets
 
 
-LEARNER_CLASSES: dict[str, Callable[..., TabularLearner | LinearLearner]] = {
-    "tabular": TabularLearner,
-    "linear": LinearLearner,
-}
+LEARNER_CLASSES = {"tabular": TabularLearner, "linear": LinearLearner}
 
 
 def converged(learner, sse_tol: float) -> bool:

@@ -21,7 +21,6 @@ def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
     from per_cli.replay.storage.ring import TransitionStorage
 
     size = len(transitions)
-    extra = {} if settings.rank_resort_period is None else {"rank_resort_period": settings.rank_resort_period}
     cfg = ReplayConfig(
         kind=method,
         capacity=size,
@@ -29,7 +28,7 @@ def make_sampler(method: str, transitions: CliffwalkTransitions, settings, rng):
         alpha=settings.alpha_for(method),
         beta0=settings.beta,
         priority_eps=settings.priority_eps,
-        **extra,
+        rank_resort_period=settings.rank_resort_period,
     )
     storage = TransitionStorage(size, (), np.int64)
     memory = ReplayMemory(storage, KINDS[method].build(cfg, storage, rng))

@@ -17,8 +17,6 @@ def run_oracle(mdp: BlindCliffwalk, learner, cap: int, sse_tol: float, step: flo
     """Greedy in the true loss: update the (distinct) transition whose update leaves the smallest MSE. The memory's
     duplicates are identical transitions, so choosing among the 2n distinct ones is the same choice. Updates that change
     nothing (δ = 0) are not candidates."""
-    n = mdp.n
-    right = mdp.right_action(np.arange(n))
     updates, best, since_best = 0, math.inf, 0
     while updates < cap and not converged(learner, sse_tol):
         after, delta = learner.sse_after_each(step)
@@ -27,7 +25,7 @@ def run_oracle(mdp: BlindCliffwalk, learner, cap: int, sse_tol: float, step: flo
         if not np.isfinite(after.flat[flat]):
             break  # every δ is 0: a fixed point that is not the true Q (cannot happen tabular)
         s, a = (int(x) for x in np.unravel_index(flat, after.shape))
-        r, s2, term = (0.0, s, True) if a != right[s] else ((1.0, s, True) if s == n - 1 else (0.0, s + 1, False))
+        s2, r, term = mdp.step(s, a)
         learner.update(s, a, r, s2, term, step)
         updates += 1
         if learner.sse < best * (1 - 1e-9):

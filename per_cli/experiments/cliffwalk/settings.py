@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 METHODS = ("uniform", "prioritized", "rank", "oracle")
-LEARNERS = ("tabular", "linear")
-STEP_SIZE = 0.25
-TOLERANCE = 1e-3
 N_MIN, N_MAX = 2, 20  # chain lengths accepted (the paper: 2..16; uniform at n = 16 already takes minutes)
 
 
@@ -21,8 +18,8 @@ class CliffwalkSettings:
     max_updates: int | None = None  # None: cap_factor × memory size (at least min_cap)
     cap_factor: int = 200
     min_cap: int = 100_000
-    tolerance: float = TOLERANCE
-    step_size: float = STEP_SIZE
+    tolerance: float = 1e-3
+    step_size: float = 0.25
     alpha: float | None = None  # None: the paper's Atari value of each kind (its KindSpec's priority_defaults)
     beta: float = 0.0  # importance-sampling exponent; 0 leaves every weight at 1
     priority_eps: float = 1e-6

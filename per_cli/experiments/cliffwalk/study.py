@@ -83,7 +83,7 @@ def summarise(results: Sequence[RunResult], settings: CliffwalkSettings) -> list
             if not mine:
                 continue
             ups = [r.updates for r in mine]
-            size = 2 ** (n + 1) - 2
+            size = BlindCliffwalk(n).memory_size()
             rows.append(
                 Summary(
                     method=method,
@@ -114,7 +114,8 @@ def run_experiment(
 ) -> tuple[list[RunResult], list[Summary]]:
     results: list[RunResult] = []
     for n in settings.ns:
-        transitions = BlindCliffwalk(n).all_sequences()
+        mdp = BlindCliffwalk(n)
+        transitions = mdp.all_sequences()
         for method in settings.methods:
             started = time.perf_counter()
             mine = [run_once(n, method, settings.learner, run, settings, transitions) for run in range(settings.runs)]
@@ -123,7 +124,7 @@ def run_experiment(
                 ups = [r.updates for r in mine]
                 capped = sum(not r.converged for r in mine)
                 progress(
-                    f"n={n:2d} memory={2 ** (n + 1) - 2:7d} {method:11s} median {np.median(ups):12.0f} updates "
+                    f"n={n:2d} memory={mdp.memory_size():7d} {method:11s} median {np.median(ups):12.0f} updates "
                     f"[{min(ups)}, {max(ups)}]"
                     + (f" ({capped} capped)" if capped else "")
                     + f"  {time.perf_counter() - started:.1f}s"
