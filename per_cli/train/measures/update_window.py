@@ -110,18 +110,15 @@ class UpdateWindow:
         table = stack(self._rows).astype(np.float64, copy=False).T
         values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
         if self.iid:
-            diversity = self._state_diversity(memory, n)
+            self._since_refresh += n
+            if self._ref_var is None or self._since_refresh >= self.refresh_every:
+                self._ref_var = drawn_reference_variance(memory, self._rng)
+                self._since_refresh = 0
+            diversity = state_diversity(stack(self._vars), self._ref_var)
             if not np.isnan(diversity).any():  # undefined while the memory holds one state value: not logged
                 values["iid/state_diversity"] = diversity
         self._clear()
         return values
-
-    def _state_diversity(self, memory, n: int) -> np.ndarray:
-        self._since_refresh += n
-        if self._ref_var is None or self._since_refresh >= self.refresh_every:
-            self._ref_var = drawn_reference_variance(memory, self._rng)
-            self._since_refresh = 0
-        return state_diversity(stack(self._vars), self._ref_var)
 
 
 def _variances(variances: np.ndarray | None, obs: np.ndarray | None, state: dict) -> np.ndarray:
