@@ -6,7 +6,7 @@ float32 rounding; :func:`per_cli.rl.engines.make_agent` picks one per run."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -17,23 +17,13 @@ from per_cli.replay import Batch
 from per_cli.rl.acting import GreedyAction
 from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
 from per_cli.rl.explore import OneMember
-from per_cli.rl.losses import KAPPA_LOSSES, TDLoss, batch_losses, next_values, per_sample_loss, td_targets
+from per_cli.rl.losses import TDLoss, batch_losses, next_values, per_sample_loss, td_targets
 from per_cli.rl.networks import make_q_network
 from per_cli.rl.results import Scores, UpdateResults
 
 # The MinAtar paper's RMSProp (Young & Tian 2019; their code's torch.optim.RMSprop call): squared-gradient
 # momentum 0.95, "min squared gradient" 0.01 added to the denominator, centered.
 RMSPROP_ALPHA, RMSPROP_EPS = 0.95, 0.01
-
-
-def run_loss(cfg: AgentConfig, td_loss: TDLoss | None) -> TDLoss:
-    """The loss an agent trains with: ``td_loss`` (``TDLoss.from_config`` of the whole config: a replay kind may
-    bring its own), or ``agent.loss``. A huber or mse ``td_loss`` must be ``agent.loss`` (one source of truth)."""
-    if td_loss is None:
-        return TDLoss(cfg.loss)
-    if td_loss.name not in KAPPA_LOSSES and td_loss.name != cfg.loss:
-        raise ValueError(f"the loss {td_loss.name!r} is not agent.loss ({cfg.loss!r}) nor a replay kind's own")
-    return td_loss
 
 
 def _copied(obj):
@@ -191,17 +181,6 @@ def make_optimizer(
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None, capturable=capturable)
 
 
-class UpdateInputs(NamedTuple):
-    """A batch's arrays in ``TorchAgent._update``'s argument order (host arrays or device tensors)."""
-
-    obs: np.ndarray | torch.Tensor
-    actions: np.ndarray | torch.Tensor
-    rewards: np.ndarray | torch.Tensor
-    next_obs: np.ndarray | torch.Tensor
-    terminated: np.ndarray | torch.Tensor
-    weights: np.ndarray | torch.Tensor
-
-
 class TorchAgent(DQNAgent):
     """The torch engine: autograd, torch's optimizer and ``clip_grad_norm_``; any network, any device. On CUDA with
     ``agent.cuda_graph`` the update is replayed as one captured CUDA graph (:mod:`per_cli.rl.cuda_graph`)."""
@@ -230,29 +209,29 @@ class TorchAgent(DQNAgent):
         online = self.q_net(next_obs) if self.cfg.double_dqn else None
         return td_targets(rewards, terminated, next_values(self.target_net(next_obs), online), self.cfg.gamma)
 
-    def _inputs(self, batch: Batch) -> UpdateInputs:
-        """The batch's arrays for ``_update``; its stacks gathered on the device already where the memory keeps its
-        frames there (``batch.device_stacks``)."""
+    def _inputs(self, batch: Batch) -> tuple:
+        """The batch's arrays in ``_update``'s argument order (host arrays or device tensors); its stacks gathered on
+        the device already where the memory keeps its frames there (``batch.device_stacks``)."""
         obs, next_obs = batch.obs, batch.next_obs
         stacks = batch.device_stacks
         if stacks is not None and stacks.obs.device.type == self.device.type:
             obs, next_obs = stacks.obs, stacks.next_obs
-        return UpdateInputs(obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.weights)
+        return obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.weights
 
-    def _on_device(self, batch: Batch) -> UpdateInputs:
-        return UpdateInputs(*(torch.as_tensor(a, device=self.device) for a in self._inputs(batch)))
+    def _on_device(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.as_tensor(a, device=self.device) for a in self._inputs(batch))
 
     @torch.no_grad()
     def td_errors(self, batch: Batch) -> np.ndarray:
-        x = self._on_device(batch)
-        q = self.q_net(x.obs).gather(1, x.actions[:, None]).squeeze(1)
-        return (self._targets(x.rewards, x.next_obs, x.terminated) - q).cpu().numpy()
+        obs, actions, rewards, next_obs, terminated, _ = self._on_device(batch)
+        q = self.q_net(obs).gather(1, actions[:, None]).squeeze(1)
+        return (self._targets(rewards, next_obs, terminated) - q).cpu().numpy()
 
     @torch.no_grad()
     def score(self, batch: Batch) -> Scores:
-        x = self._on_device(batch)
-        target = self._targets(x.rewards, x.next_obs, x.terminated)
-        q, q_target = (net(x.obs).gather(1, x.actions[:, None]).squeeze(1) for net in (self.q_net, self.target_net))
+        obs, actions, rewards, next_obs, terminated, _ = self._on_device(batch)
+        target = self._targets(rewards, next_obs, terminated)
+        q, q_target = (net(obs).gather(1, actions[:, None]).squeeze(1) for net in (self.q_net, self.target_net))
         loss, target_loss = (per_sample_loss(values, target, self.td_loss) for values in (q, q_target))
         td, loss, target_loss = torch.stack([target - q, loss, target_loss])[:, None].cpu().numpy()
         return Scores(td, loss, target_loss)

@@ -19,8 +19,6 @@ WARMUP_UPDATES = 3  # eager calls before the capture: cuDNN's autotuning and the
 
 class GraphedUpdate:
     def __init__(self, step: Callable[..., tuple[torch.Tensor, ...]], device: torch.device):
-        if device.type != "cuda":
-            raise ValueError(f"a CUDA graph needs a CUDA device, not {device}")
         self._step = step
         self._device = device
         self._inputs: list[torch.Tensor] | None = None
@@ -42,23 +40,20 @@ class GraphedUpdate:
             self._graph.replay()
             return self._outputs
         if self._eager_left > 0:
-            self._eager_left -= 1
-            return self._on_side_stream()
+            self._eager_left -= 1  # (eager warm-up calls on a side stream, as torch's capture wants)
+            main = torch.cuda.current_stream(self._device)
+            side = torch.cuda.Stream(self._device)
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                outputs = self._step(*self._inputs)
+            main.wait_stream(side)
+            return outputs
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._outputs = self._step(*self._inputs)
         self._graph = graph
         graph.replay()  # capturing ran nothing: this is the update
         return self._outputs
-
-    def _on_side_stream(self) -> tuple[torch.Tensor, ...]:
-        main = torch.cuda.current_stream(self._device)
-        side = torch.cuda.Stream(self._device)
-        side.wait_stream(main)
-        with torch.cuda.stream(side):
-            outputs = self._step(*self._inputs)
-        main.wait_stream(side)
-        return outputs
 
     def _load(self, arrays: Sequence[np.ndarray | torch.Tensor]) -> None:
         """Copy the batch into the static device buffers (made on the first call, from its shapes and dtypes);

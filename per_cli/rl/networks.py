@@ -112,14 +112,9 @@ def resolve_network(kind: str, obs_shape: tuple[int, ...]) -> str:
 
 def check_network(agent_cfg, obs_shape: tuple[int, ...]) -> None:
     """Raise ConfigError (one line naming ``agent.network`` and the fix) when ``agent_cfg.network`` cannot take
-    observations of ``obs_shape``. Needs no env and no training: preflight calls it for every run of a sweep."""
-    _refuse_misfit(agent_cfg.network, obs_shape)
-
-
-def _refuse_misfit(kind: str, obs_shape: tuple[int, ...]) -> None:
-    """:func:`check_network` for network ``kind`` (``agent.network`` is one of the schema's: auto, mlp, cnn,
-    minatar)."""
-    resolved, shape = resolve_network(kind, obs_shape), tuple(int(d) for d in obs_shape)
+    observations of ``obs_shape``. Needs no env and no training: preflight calls it for every run of a sweep, and
+    ``make_agent`` before it builds a network."""
+    resolved, shape = resolve_network(agent_cfg.network, obs_shape), tuple(int(d) for d in obs_shape)
     if resolved == "cnn" and (len(shape) != 3 or min(shape[1:]) < CNN_MIN_SCREEN):
         why = (
             f"cnn needs (channels, height, width) image observations of at least {CNN_MIN_SCREEN}x{CNN_MIN_SCREEN}, "
@@ -140,8 +135,8 @@ def make_q_network(
     kind: str, obs_shape: tuple[int, ...], n_actions: int, hidden_sizes: list[int], activation: str = "relu"
 ) -> nn.Module:
     """The Q-network ``kind`` (auto: see :func:`resolve_network`) for ``obs_shape``; ``hidden_sizes`` and
-    ``activation`` shape the MLP only (the CNN and the MinAtar network are the papers' fixed architectures)."""
-    _refuse_misfit(kind, obs_shape)
+    ``activation`` shape the MLP only (the CNN and the MinAtar network are the papers' fixed architectures); a
+    ``kind`` that :func:`check_network` passes for ``obs_shape``."""
     kind = resolve_network(kind, obs_shape)
     if kind == "cnn":
         return NatureCNN(obs_shape[0], n_actions, obs_shape[1])

@@ -30,11 +30,9 @@ class UpdateResults(NamedTuple):
     q_mean: np.ndarray  # (S,) float64
 
     def member(self, k: int) -> UpdateResult:
-        """Member ``k``'s row."""
         return UpdateResult(self.td[k], self.losses[k], float(self.loss[k]), float(self.q_mean[k]))
 
     def members(self) -> list[UpdateResult]:
-        """Every member's row, in order."""
         return [self.member(k) for k in range(len(self.loss))]
 
     def take(self, ks: Sequence[int]) -> UpdateResults:

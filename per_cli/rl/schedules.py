@@ -29,15 +29,6 @@ class LinearSchedule:
         return np.where(steps >= self.duration, self.end, moving)
 
 
-def epsilon_schedule(eps_start: float, eps_end: float, eps_fraction: float, total_steps: int) -> LinearSchedule:
-    return LinearSchedule(eps_start, eps_end, int(eps_fraction * total_steps))
-
-
-def beta_schedule(beta0: float, end_step: int | None, total_steps: int) -> LinearSchedule:
-    """β anneals from β0 to 1 by ``end_step`` (the end of training by default), as in Schaul et al. 2016."""
-    return LinearSchedule(beta0, 1.0, end_step if end_step is not None else total_steps)
-
-
 @dataclass(frozen=True)
 class BatchBeta:
     """β by sampled batch (``replay.beta_increment``): batch ``n`` (1, 2, ...) has min(1, ``start`` + n ×

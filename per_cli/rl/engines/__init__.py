@@ -13,9 +13,9 @@ import torch
 
 from per_cli.config import AgentConfig
 from per_cli.errors import ConfigError
-from per_cli.rl.agent import DQNAgent, TorchAgent, run_loss
+from per_cli.rl.agent import DQNAgent, TorchAgent
 from per_cli.rl.engines.numba_agent import NumbaAgent
-from per_cli.rl.losses import TDLoss
+from per_cli.rl.losses import KAPPA_LOSSES, TDLoss
 from per_cli.rl.networks import check_network, resolve_network
 
 ANY = None  # a setting the kernel takes as a number, whatever its (validated) value
@@ -85,8 +85,12 @@ def make_agent(
     td_loss: TDLoss | None = None,
 ) -> DQNAgent:
     """The agent of the engine that runs ``cfg`` (chosen here, once: :func:`choose_engine`). ``td_loss``: the loss
-    the run trains with (``TDLoss.from_config`` of the whole config); None: ``agent.loss``."""
-    td_loss = run_loss(cfg, td_loss)
+    the run trains with (``TDLoss.from_config`` of the whole config: a replay kind may bring its own); None:
+    ``agent.loss``. A huber or mse ``td_loss`` must be ``agent.loss`` (one source of truth)."""
+    if td_loss is None:
+        td_loss = TDLoss(cfg.loss)
+    elif td_loss.name not in KAPPA_LOSSES and td_loss.name != cfg.loss:
+        raise ValueError(f"the loss {td_loss.name!r} is not agent.loss ({cfg.loss!r}) nor a replay kind's own")
     check_network(cfg, obs_shape)
     engine, note = choose_engine(cfg, obs_shape, device)
     return AGENTS[engine](cfg, obs_shape, n_actions, device, td_loss, note)

@@ -152,8 +152,6 @@ class CohortEngine:
     any checkpoint load: it keeps the settings it sees when built."""
 
     def __init__(self, engines: Sequence[MemberEngine]):
-        if not engines:
-            raise ValueError("a cohort engine needs at least one member")
         shapes, settings = {tuple(e.dims) for e in engines}, {e.hyper for e in engines}
         if len(shapes) != 1 or len(settings) != 1:
             raise ValueError("the cohort's networks or update settings differ: one engine runs one config")

@@ -79,11 +79,6 @@ def matrix(flat, start, rows, cols):
 
 
 @numba.njit(**JIT)
-def max_width(dims):
-    return dims.max()
-
-
-@numba.njit(**JIT)
 def transpose(x, out):
     """out = xᵀ, written row by row (contiguous stores; the strided side is the reads)."""
     rows, cols = x.shape

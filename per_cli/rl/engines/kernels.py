@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from per_cli.rl.engines.dense import JIT, aligned, aligned_empty, max_width, offsets
+from per_cli.rl.engines.dense import JIT, aligned, aligned_empty, offsets
 from per_cli.rl.engines.optim import adam_step, clip_grad_norm
 from per_cli.rl.engines.passes import activation_offsets, backward, forward_keep, forward_out
 from per_cli.rl.engines.td import PAL, loss_and_dq, next_values, targets
@@ -62,7 +62,7 @@ class Sizes(NamedTuple):
 @numba.njit(**JIT)
 def _sizes(dims, batch, act_off):
     """The :class:`Sizes` of a call on ``batch`` samples (fills ``act_off``, see activation_offsets)."""
-    width = max_width(dims)
+    width = dims.max()
     return Sizes(
         aligned(width * width), aligned(width * batch), aligned(batch),
         aligned(activation_offsets(dims, batch, act_off)), offsets(dims)[-1],

@@ -67,10 +67,8 @@ def _member_misfit(agent: Any, first: Any) -> str | None:
 
 
 def stacked_misfit(agents: Sequence[Any]) -> str | None:
-    """None when :class:`StackedEngine` computes for ``agents`` (torch-engine DQN agents) what their own
+    """None when :class:`StackedEngine` computes for ``agents`` (torch-engine DQN agents, one or more) what their own
     ``learn`` would, else the reason why not (one human sentence)."""
-    if not agents:
-        return "a stacked update needs at least one member"
     return next(filter(None, (_member_misfit(agent, agents[0]) for agent in agents)), None)
 
 
@@ -235,7 +233,7 @@ class StackedEngine:
             groups.setdefault(steps[i], []).append(k)
         for step, ks in groups.items():
             members = [which[k] for k in ks]
-            if members == list(range(len(self.agents))):
+            if members == self._everyone:
                 self._step_rows(None, step, grads)
             else:
                 picked = grads if len(ks) == len(which) else [g[ks] for g in grads]

@@ -119,13 +119,6 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return path if inside(path, "trainer.pt").is_file() else None
 
 
-def _fsync_tree(folder: Path) -> None:
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
-
-
 def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | None) -> Path:
     """Write a complete checkpoint, point ``latest`` at it, then delete the older ones. ``state`` gets the
     format version added."""
@@ -139,7 +132,10 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, replay_state: dict | 
         save_plain({**state, "format": FORMAT_VERSION}, tmp / "trainer.pt")
         if replay_state is not None:
             _save_tree(replay_state, tmp / "replay")
-        _fsync_tree(tmp)
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
     except BaseException as exc:  # a full disk, an interrupt: the half-written checkpoint must not stay behind
         full = isinstance(exc, Exception) and shutil.disk_usage(root).free < _FULL_BELOW_BYTES
         shutil.rmtree(tmp, ignore_errors=True)

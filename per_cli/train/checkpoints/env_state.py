@@ -29,20 +29,20 @@ class _Emulator(Exception):
     ``clone_state``'s bytes, or configuration the fresh env made the same."""
 
 
-def _capture(value: Any, seen: set[int]) -> Any:
+def _capture(value: Any) -> Any:
     """``value`` as plain data (see the module docstring); NoSnapshot where it cannot be."""
     if isinstance(value, _PRIMITIVE):
         if isinstance(value, np.ndarray) and (value.dtype.hasobject or value.dtype.kind in "USV"):
             raise NoSnapshot(f"an array of {value.dtype}")
         return value
     if isinstance(value, (list, tuple)):
-        return type(value)(_capture(v, seen) for v in value)
+        return type(value)(_capture(v) for v in value)
     if isinstance(value, collections.deque):
-        return {"deque": [_capture(v, seen) for v in value], "maxlen": value.maxlen}
+        return {"deque": [_capture(v) for v in value], "maxlen": value.maxlen}
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise NoSnapshot("a dict with keys other than strings")
-        return {"dict": {k: _capture(v, seen) for k, v in value.items()}}
+        return {"dict": {k: _capture(v) for k, v in value.items()}}
     if isinstance(value, np.random.Generator):
         return {"generator": value.bit_generator.state}
     if isinstance(value, np.random.RandomState):
@@ -69,7 +69,7 @@ def _object(obj: Any, seen: set[int]) -> dict | None:
                 attrs[name] = nested
             continue
         try:
-            attrs[name] = _capture(value, seen)
+            attrs[name] = _capture(value)
         except _Emulator:
             continue
     return {"object": f"{type(obj).__module__}.{type(obj).__qualname__}", "attrs": attrs}

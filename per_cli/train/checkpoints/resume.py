@@ -9,9 +9,11 @@ from per_cli.errors import ConfigError
 RESUMABLE_SECTIONS = ("train", "log", "metrics", "device")
 
 
-def check_resume_overrides(saved: dict, new: dict) -> None:
-    """ConfigError for a change of a key outside RESUMABLE_SECTIONS (env, agent, replay, seed)."""
-    for section, value in new.items():
+def check_resume(saved: dict, step: int, episodes: int, cfg: Config) -> None:
+    """ConfigError unless ``cfg`` may continue a checkpoint of config ``saved`` taken after ``step`` steps
+    and ``episodes`` episodes: no key outside RESUMABLE_SECTIONS (env, agent, replay, seed) changed, and budget is
+    left."""
+    for section, value in to_dict(cfg).items():
         if section in RESUMABLE_SECTIONS:
             continue
         if isinstance(value, dict):
@@ -23,12 +25,6 @@ def check_resume_overrides(saved: dict, new: dict) -> None:
                     )
         elif saved.get(section) != value:
             raise ConfigError(f"{section}: cannot change it when resuming; only {', '.join(RESUMABLE_SECTIONS)} may")
-
-
-def check_resume(saved_config: dict, step: int, episodes: int, cfg: Config) -> None:
-    """ConfigError unless ``cfg`` may continue a checkpoint of ``saved_config`` taken after ``step`` steps
-    and ``episodes`` episodes: only resumable keys changed, and budget is left."""
-    check_resume_overrides(saved_config, to_dict(cfg))
     t = cfg.train
     if step >= t.total_steps:
         raise ConfigError(

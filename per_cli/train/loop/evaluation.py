@@ -53,7 +53,6 @@ class Evaluator:
         return scalars
 
     def _env(self) -> gym.Env:
-        """The evaluation env, made on first use."""
         if self.env is None:
             self.env = make_env(self.cfg.env, self.cfg.seed + EVAL_SEED_OFFSET, evaluation=True)
         return self.env

@@ -5,7 +5,7 @@ then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_resu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class LearningPhases:
     def __init__(self, members: Sequence[MemberData], cfg: Config):
         """``cfg``: the members' one config."""
         # β by the step on the members' one schedule (MemberData.beta at learning_rules.beta_position), for all at
-        # once; under replay.beta_increment β per batch instead (learning_rules.beta_now)
+        # once; under replay.beta_increment β per batch instead (MemberData.batch_beta)
         self._beta = shared((m.beta for m in members), "β's schedule")
         self._beta_position = learning_rules.beta_position(cfg)
         self._beta_per_batch = cfg.replay.beta_increment is not None
@@ -62,9 +62,6 @@ class LearningPhases:
         # the members' measured updates over the seed axis (their windows measure alike: one config)
         self.rows = CohortRows([m.window for m in members], self._log_every)
         self._learning: set[int] = set()  # the members (ids) whose learning_rules.learning was True: it stays True
-
-    def _which(self, members: Sequence[Any]) -> list[int]:
-        return self._positions(members).which
 
     def due(self, members: Sequence[MemberData]) -> tuple[list, list]:
         """(the members learning at this step, those of them that train now: every ``train.train_freq`` steps).
@@ -102,8 +99,11 @@ class LearningPhases:
         sampling's ``DrawnBatches``)."""
         sampling, at = self.sampling, self._positions(members)
         which = at.which
-        # (replay.beta_increment: each member's next batch's own β; else this step's, from the counters)
-        betas = [learning_rules.beta_now(m) for m in members] if self._beta_per_batch else self.counters.beta[at.index]
+        # (replay.beta_increment: each member's next batch's own β, by its updates so far; else this step's)
+        if self._beta_per_batch:
+            betas = [m.batch_beta(m.agent.updates + 1) for m in members]
+        else:
+            betas = self.counters.beta[at.index]
         drawn = sampling.sample(which, self._draw_size, betas)
         if not drawn.complete:
             for k in (~drawn.drawn).nonzero()[0].tolist():  # (the error of the draw's status: draw_error)
@@ -116,7 +116,7 @@ class LearningPhases:
         priorities); for every other kind the draw itself."""
         if not self._scores:
             return batches
-        which = self._which(members)
+        which = self._positions(members).which
         return self.sampling.scored(which, batches, self.updates.score(which, members, stacked_rows(batches)))
 
     def weigh(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> None:
@@ -137,7 +137,7 @@ class LearningPhases:
     def learn(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults | Pending:
         """Each member's agent learns from its batch: their results, row k member k's (under
         ``train.priority_lag``, maybe still on their way: each phase after reads them by ``wait``)."""
-        return self.updates.learn(self._which(members), members, batches)
+        return self.updates.learn(self._positions(members).which, members, batches)
 
     def check_results(self, members: Sequence[MemberData], results: UpdateResults | Pending) -> None:
         """Each member's update must be finite: the losses and mean Q values checked as arrays; a member whose row
@@ -162,7 +162,7 @@ class LearningPhases:
         k)`` is called for each member whose TD errors the call refused (not finite), to fail it with its error."""
         if not members:
             return
-        finite = self.sampling.update_priorities(self._which(members), ids, td_errors)
+        finite = self.sampling.update_priorities(self._positions(members).which, ids, td_errors)
         for k in (~np.asarray(finite, dtype=bool)).nonzero()[0].tolist():
             refused(members[k], k)
 

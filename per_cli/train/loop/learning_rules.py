@@ -22,12 +22,6 @@ def learning(d: MemberData) -> bool:
     return d.state.step + 1 >= d.learn_from and len(d.memory) >= max(d.refill, d.cfg.replay.batch_size)
 
 
-def beta_now(d: MemberData) -> float:
-    """β of ``d``'s next batch under ``replay.beta_increment``: the batch's own, from the batches sampled so far
-    (one per update: ``agent.updates``, which a checkpoint carries)."""
-    return d.batch_beta(d.agent.updates + 1)
-
-
 def beta_position(cfg: Config) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """The position on β's schedule as a function of (step, episodes finished) (int64 arrays: the loop's, for all
     members at once), chosen once per run. β's schedule is defined over total_steps; under an episode budget

@@ -36,16 +36,14 @@ class Counters:
         self.beta = np.ones(size, dtype=np.float64)
         self.episode = np.zeros(size, dtype=np.int64)
 
-    _COLUMNS = ("step", "episode_return", "episode_length", "epsilon", "ended", "quiet_until", "beta", "episode")
-
     @classmethod
     def over(cls, states: Sequence[LoopState]) -> Counters:
         """One counters for ``states`` (row k: the k-th's), holding their values; each state reads and writes
         its row from now on."""
         counters = cls(len(states))
         for k, state in enumerate(states):
-            for name in cls._COLUMNS:
-                getattr(counters, name)[k] = getattr(state, name)
+            for name, column in vars(counters).items():
+                column[k] = getattr(state, name)
             state._counters, state._row = counters, k
         return counters
 

@@ -45,10 +45,6 @@ def stats_text(info: dict[str, Any], compact: bool = False) -> str:
     )
 
 
-def ellipsize(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
 def done_line(summary: dict[str, Any]) -> str:
     """The CLI's closing line, from the same summary the last progress line was made from. The training return
     names the episodes it is the mean of (``last-8`` until 20 have ended)."""
@@ -103,7 +99,9 @@ class RichTrainProgress(SilentProgress):
         fixed = count_width + len("-:--:--") + 4  # 4 spaces between the 5 columns
         if len(description) > console.width - fixed - _STATS_WIDTH - _MIN_BAR:  # the time stamp is what goes first
             description = _TIME_STAMP.sub("", description)
-        description = ellipsize(description, max(console.width - fixed - _MIN_STATS - _MIN_BAR, _MIN_NAME))
+        room = max(console.width - fixed - _MIN_STATS - _MIN_BAR, _MIN_NAME)
+        if len(description) > room:
+            description = description[: room - 1] + "…"
         bar = max(_MIN_BAR, min(_MAX_BAR, console.width - fixed - _STATS_WIDTH - len(description)))
         stats_room = max(console.width - fixed - bar - len(description), 10)
         self._progress = Progress(

@@ -97,7 +97,6 @@ def log_point(d: MemberData) -> None:
 
 
 def evaluate(d: MemberData, log_step: int) -> None:
-    """An evaluation of ``d``'s agent, its scalars logged at ``log_step``."""
     d.logger.scalars(d.evaluator.run(d.agent, d.state.step, d.stop), log_step)
 
 

@@ -18,7 +18,7 @@ from per_cli.replay.storage.frames import mirror_frames
 from per_cli.rl.engines import make_agent
 from per_cli.rl.losses import TDLoss
 from per_cli.rl.networks import resolve_network
-from per_cli.rl.schedules import BatchBeta, LinearSchedule, beta_schedule, epsilon_schedule
+from per_cli.rl.schedules import BatchBeta, LinearSchedule
 from per_cli.train.loop.evaluation import Evaluator
 from per_cli.train.loop.member_data import MemberData
 from per_cli.train.loop.periodic import Periodic
@@ -69,7 +69,8 @@ def build_member(
     memory = make_replay(cfg, obs_space.shape, obs_space.dtype, cfg.seed, env=env, frame_stack=frame_stack_of(cfg.env))
     if cfg.replay.device_frames:  # the frames on the training device too: batches gathered there
         mirror_frames(memory.storage, device_)
-    t = cfg.train
+    t, r = cfg.train, cfg.replay
+    eps_steps = int(t.eps_fraction * t.total_steps) if t.eps_decay_steps is None else t.eps_decay_steps
     return MemberData(
         cfg=cfg,
         device=device_,
@@ -79,15 +80,10 @@ def build_member(
         agent=agent,
         memory=memory,
         action_rng=np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xAC7])),
-        epsilon=(
-            epsilon_schedule(t.eps_start, t.eps_end, t.eps_fraction, t.total_steps)
-            if t.eps_decay_steps is None
-            else LinearSchedule(t.eps_start, t.eps_end, t.eps_decay_steps)
-        ),
-        beta=beta_schedule(cfg.replay.beta0, cfg.replay.beta_end_step, t.total_steps),
-        batch_beta=(
-            None if cfg.replay.beta_increment is None else BatchBeta(cfg.replay.beta0, cfg.replay.beta_increment)
-        ),
+        epsilon=LinearSchedule(t.eps_start, t.eps_end, eps_steps),
+        # β anneals from β0 to 1 by replay.beta_end_step, the end of training by default (Schaul et al. 2016)
+        beta=LinearSchedule(r.beta0, 1.0, t.total_steps if r.beta_end_step is None else r.beta_end_step),
+        batch_beta=None if r.beta_increment is None else BatchBeta(r.beta0, r.beta_increment),
         store_rule=StoreRule(cfg.env.done_reward, cfg.env.done_reward_except_return, cfg.env.truncation_terminates),
         learn_from=max(t.learning_starts, cfg.replay.batch_size),
         evaluator=Evaluator(cfg),

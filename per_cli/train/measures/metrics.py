@@ -31,11 +31,6 @@ class RunningMeans:
         self._sums: dict[str, float] = defaultdict(float)
         self._counts: dict[str, int] = defaultdict(int)
 
-    def add(self, values: dict[str, float]) -> None:
-        for key, value in values.items():
-            self._sums[key] += value
-            self._counts[key] += 1
-
     def add_totals(self, sums: dict[str, tuple[float, int]]) -> None:
         """Add ``totals(values)``: computed once when several means take the same values."""
         for key, (total, count) in sums.items():
@@ -47,9 +42,6 @@ class RunningMeans:
         self._sums.clear()
         self._counts.clear()
         return means
-
-    def __bool__(self) -> bool:
-        return bool(self._counts)
 
     def state_dict(self) -> dict[str, dict]:
         """The sums and counts by name (copies, in the order the names came: ``pop``'s order)."""

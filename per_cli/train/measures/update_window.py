@@ -89,14 +89,14 @@ class UpdateWindow:
         self._pull()
         self._rows.append(row)
         if self.iid:
-            self._vars.append(_needed(variances))
+            self._vars.append(variances)
 
     def add_block(self, rows: np.ndarray, variances: np.ndarray | None) -> None:
         """Updates measured already, in order: row k of each array one update's, as :meth:`add_measured` takes
         it."""
         self._rows.extend(rows)
         if self.iid:
-            self._vars.extend(_needed(variances))
+            self._vars.extend(variances)
 
     def pop(self, memory: ReplayMemory | None = None) -> dict[str, np.ndarray]:
         """Per-update values (one array entry per update, in the order they came) of every logged tag, in
@@ -110,25 +110,15 @@ class UpdateWindow:
         table = stack(self._rows).astype(np.float64, copy=False).T
         values = {key: table[j].astype(dtype) for j, (key, dtype) in enumerate(layout)}  # (contiguous copies)
         if self.iid:
-            diversity = self._state_diversity(memory, n)
+            self._since_refresh += n
+            if self._ref_var is None or self._since_refresh >= self.refresh_every:
+                self._ref_var = drawn_reference_variance(memory, self._rng)
+                self._since_refresh = 0
+            diversity = state_diversity(stack(self._vars), self._ref_var)
             if not np.isnan(diversity).any():  # undefined while the memory holds one state value: not logged
                 values["iid/state_diversity"] = diversity
         self._clear()
         return values
-
-    def _state_diversity(self, memory, n: int) -> np.ndarray:
-        self._since_refresh += n
-        if self._ref_var is None or self._since_refresh >= self.refresh_every:
-            self._ref_var = drawn_reference_variance(memory, self._rng)
-            self._since_refresh = 0
-        return state_diversity(stack(self._vars), self._ref_var)
-
-
-def _needed(variances):
-    """``variances``, which a window with iid needs (``measure_table`` measures them with iid)."""
-    if variances is None:
-        raise ValueError("UpdateWindow(iid=True) needs each update's feature variances (measure_table's, with iid)")
-    return variances
 
 
 def _variances(variances: np.ndarray | None, obs: np.ndarray | None, state: dict) -> np.ndarray:

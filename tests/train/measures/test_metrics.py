@@ -144,27 +144,25 @@ def test_batched_counts_equal_one_batch_at_a_time_across_chunks(monkeypatch):
 
 def test_running_means_average_since_the_last_pop():
     means = RunningMeans()
-    assert not means
-    means.add({"a": 1.0, "b": 10.0})
+    means.add_totals(totals({"a": np.array([1.0]), "b": np.array([10.0])}))
     means.add_totals(totals({"a": np.array([2.0, 3.0])}))
-    assert means
     assert means.pop() == pytest.approx({"a": 2.0, "b": 10.0})
-    assert not means and means.pop() == {}
+    assert means.pop() == {}
 
 
 def test_running_means_rebuilt_from_their_state_dict_continue_the_same():
     means = RunningMeans()
-    means.add({"b": 1.0, "a": 2.0})
+    means.add_totals(totals({"b": np.array([1.0]), "a": np.array([2.0])}))
     means.add_totals(totals({"a": np.array([3.0, 4.5])}))
     state = means.state_dict()
     assert state == {"sums": {"b": 1.0, "a": 9.5}, "counts": {"b": 1, "a": 3}}
     assert type(state["sums"]) is dict and type(state["counts"]) is dict  # plain dicts, not defaultdicts
     rebuilt = RunningMeans.from_state_dict(state)
     for m in (means, rebuilt):
-        m.add({"c": 1.0, "a": 0.5})
+        m.add_totals(totals({"c": np.array([1.0]), "a": np.array([0.5])}))
     assert list(rebuilt.pop().items()) == list(means.pop().items()) == [("b", 1.0), ("a", 2.5), ("c", 1.0)]
-    assert not rebuilt and state["counts"] == {"b": 1, "a": 3}  # the state is a copy
-    assert not RunningMeans.from_state_dict(RunningMeans().state_dict())
+    assert state["counts"] == {"b": 1, "a": 3}  # the state is a copy
+    assert RunningMeans.from_state_dict(RunningMeans().state_dict()).pop() == {}
 
 
 def numpy_correlations(states: np.ndarray) -> np.ndarray:
