@@ -6,7 +6,7 @@ float32 rounding; :func:`per_cli.rl.engines.make_agent` picks one per run."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -179,6 +179,17 @@ def make_optimizer(
         )
     fused = device is not None and device.type == "cuda"
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None, capturable=capturable)
+
+
+class UpdateInputs(NamedTuple):
+    """A batch's arrays in ``TorchAgent._update``'s argument order (host arrays or device tensors)."""
+
+    obs: np.ndarray | torch.Tensor
+    actions: np.ndarray | torch.Tensor
+    rewards: np.ndarray | torch.Tensor
+    next_obs: np.ndarray | torch.Tensor
+    terminated: np.ndarray | torch.Tensor
+    weights: np.ndarray | torch.Tensor
 
 
 class TorchAgent(DQNAgent):

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -94,17 +95,26 @@ def _walk(buf, table, starts, lengths):
     return n, False, pos
 
 
-def records(buf: bytes) -> tuple[np.ndarray, np.ndarray, bool, int]:
+class Records(NamedTuple):
+    """The whole records of an event file, in order: record k is ``buf[starts[k]:starts[k] + lengths[k]]``. They
+    stop at byte ``at``: ``bad_checksum``, at a record whose length or data does not match its checksum (damaged, or
+    not an event file); else at the file's end or in a last record cut short (a writer still writing it, or a run
+    killed while it wrote)."""
+
+    starts: np.ndarray
+    lengths: np.ndarray
+    bad_checksum: bool
+    at: int
+
+
+def records(buf: bytes) -> Records:
     """The TFRecord framing of ``buf`` read back in one compiled pass, both checksums of every record checked
-    (what TensorBoard's reader checks, at compiled speed): ``(starts, lengths, bad_checksum, at)``, record k being
-    ``buf[starts[k]:starts[k] + lengths[k]]``. The records stop at byte ``at``: ``bad_checksum``, at a record whose
-    length or data does not match its checksum (damaged, or not an event file); else at the file's end or in a last
-    record cut short (a writer still writing it, or a run killed while it wrote)."""
+    (what TensorBoard's reader checks, at compiled speed)."""
     data = np.frombuffer(buf, dtype=np.uint8)
     most = len(buf) // 16 + 1  # (a record takes 16 bytes and its data)
     starts, lengths = np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int64)
     n, bad_checksum, at = _walk(data, _TABLE, starts, lengths)
-    return starts[:n], lengths[:n], bool(bad_checksum), int(at)
+    return Records(starts[:n], lengths[:n], bool(bad_checksum), int(at))
 
 
 def tfrecord(data: bytes) -> bytes:

@@ -63,11 +63,11 @@ def read_event_files(run_dir: Path) -> EventsRead:
     problems: list[str] = []
     for path in event_files(run_dir):
         buf = path.read_bytes()
-        starts, lengths, bad_checksum, at = records(buf)
-        if bad_checksum:
-            problems.append(_left_out(path, f"byte {at} does not match its checksum (damaged, or not an event file)",
-                                      starts.size))  # fmt: skip
-        for k, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
+        framing = records(buf)
+        if framing.bad_checksum:
+            problems.append(_left_out(path, f"byte {framing.at} does not match its checksum (damaged, or not an "
+                                            "event file)", framing.starts.size))  # fmt: skip
+        for k, (start, length) in enumerate(zip(framing.starts.tolist(), framing.lengths.tolist(), strict=True)):
             try:
                 event = Event.FromString(buf[start : start + length])
             except DecodeError:

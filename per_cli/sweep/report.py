@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from per_cli.analysis.text import num, print_table
 from per_cli.sweep.plan import GridPlan, RunSpec
@@ -54,6 +54,18 @@ def _row_label(state: str, summary: dict, result: dict | None, ran: bool, retry_
     return (INTERRUPTED if state == INTERRUPTED else UNFINISHED), "interrupted" if ran else "not reached"
 
 
+class EndRow(NamedTuple):
+    """A run's row of the end table, its cells as printed."""
+
+    name: str
+    status: str
+    steps: str
+    wall_s: str
+    return_: str
+    eval: str
+    note: str
+
+
 def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[str], retry_failed: bool,
            interrupted: bool, out: TextIO) -> int:  # fmt: skip
     """The end table and the exit code: 0 all completed, 1 any not completed, 130 interrupted."""
@@ -65,8 +77,8 @@ def report(plan: GridPlan, grid_dir: Path, ran: dict[str, dict], started: set[st
         label, note = _row_label(state, summary, result, result is not None or spec.name in started, retry_failed)
         counts[label] = counts.get(label, 0) + 1
         cells = [num(summary.get(k)) for k in ("wall_time_s", "final_return_mean", "eval_return_mean")]
-        rows.append((spec.name, label, str(summary.get("total_steps", "-")), *cells, note))
-    show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r[1] not in ("completed", "skipped")]
+        rows.append(EndRow(spec.name, label, str(summary.get("total_steps", "-")), *cells, note))
+    show = rows if len(rows) <= FULL_TABLE_MAX_RUNS else [r for r in rows if r.status not in ("completed", "skipped")]
     print_table(("run", "status", "steps", "wall_s", "return", "eval", "note"), show, out)
     order = ["completed", "skipped", "failed", "unreadable", "interrupted", "unfinished", "busy"]
     tally = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
