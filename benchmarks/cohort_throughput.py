@@ -66,9 +66,10 @@ PHASES = [
     ("replay", ReplayMemory, "update_priorities"),
     ("logging", reporting, "end_episode"),
     ("logging", reporting, "log_point"),
-    ("logging", CohortRows, "add"),  # a cohort's: its step's measured rows kept over the seed axis
+    ("logging", CohortRows, "add"),  # a cohort's: its step's update arrays kept over the seed axis
+    ("logging", CohortRows, "_measure"),  # measured, every member's kept ones at once, when a window needs them
     ("logging", UpdateWindow, "add_block"),  # and taken by each member's window (at its pops)
-    ("logging", Steps, "measure"),  # a compiled update's measures, all members at once
+    ("logging", Steps, "update_arrays"),  # an update's arrays as the measures read them
     # the loop's phases over the members (train/loop/steps.py): the envs' batch (EnvPool's one call per pool, or
     # each Gymnasium env's own), the store (the rings' compiled one, or each memory's add), ε's draws
     ("env", EachEnv, "step"),

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from per_cli.config import load_config
-from per_cli.train.loop import learning
 from per_cli.train.loop.trainer import build_member, run_member
+from per_cli.train.measures import cohort_rows
 from per_cli.train.measures.iid import state_view
 from per_cli.train.measures.reference import reference_slots, reference_views
 
@@ -65,18 +65,18 @@ def run(
     pop = window.pop
     saved: dict[str, list[np.ndarray]] = {"batches": [], "refs": [], "ref_vars": [], "window": []}
     save_rng = np.random.default_rng(seed)
-    views: list[np.ndarray] = []  # the viewed batches measured since the last pop
-    measure_table = learning.measure_table
+    views: list[np.ndarray] = []  # the viewed batches measured since the last pop (a window's are measured at
+    measure_table = cohort_rows.measure_table  # its pulls: its pop, or a checkpoint's save before it)
 
     def recording_measure(settings, td, losses, weights, ages, obs, *rest):  # each update's batch, viewed
-        views.append(state_view(obs, obs.ndim - 2)[0])
+        views.extend(state_view(obs, obs.ndim - 2))
         return measure_table(settings, td, losses, weights, ages, obs, *rest)
 
     def recording_pop(memory=None):  # the window's own values, kept as they are logged
+        values = pop(memory)
         if save is not None and views:
             saved["batches"].append(np.stack(views))
             views.clear()
-        values = pop(memory)
         for key, array in values.items():
             collected.setdefault(key, []).append(array)
         if save is not None and values:
@@ -87,12 +87,12 @@ def run(
 
     member.window.pop = recording_pop
     if save is not None:
-        learning.measure_table = recording_measure
+        cohort_rows.measure_table = recording_measure
     start = time.perf_counter()
     try:
         run_member(member, out / f"{env}-{kind}")
     finally:
-        learning.measure_table = measure_table
+        cohort_rows.measure_table = measure_table
     wall = time.perf_counter() - start
     if save is not None:
         np.savez(

@@ -1,6 +1,6 @@
 """The learning phases of the loop's step (:class:`~per_cli.train.loop.steps.Steps`, whose base this is): ``due``,
-then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_results``, ``update_priorities``,
-``measure`` and ``record_updates``, each one call over the members it is given (lockstep.py orders them)."""
+then per gradient step ``sample``, ``score``, ``weigh``, ``learn``, ``check_results``, ``update_priorities``
+and ``record_updates``, each one call over the members it is given (lockstep.py orders them)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from per_cli.train.loop.positions import PositionsOf
 from per_cli.train.loop.stopping import check_update, diverged
 from per_cli.train.loop.updates import Updates
 from per_cli.train.measures.cohort_rows import CohortRows
-from per_cli.train.measures.update_measures import measure_table
+from per_cli.train.measures.update_measures import UpdateArrays
 
 if TYPE_CHECKING:
     from per_cli.train.loop.member_data import MemberData
@@ -60,7 +60,7 @@ class LearningPhases:
         self._train_freq = cfg.train.train_freq
         self._log_every = cfg.log.every
         # the members' measured updates over the seed axis (their windows measure alike: one config)
-        self.rows = CohortRows([m.window for m in members], self._log_every)
+        self.rows = CohortRows([m.window for m in members], self._log_every, self._measured_by)
         self._learning: set[int] = set()  # the members (ids) whose learning_rules.learning was True: it stays True
 
     def due(self, members: Sequence[MemberData]) -> tuple[list, list]:
@@ -166,31 +166,29 @@ class LearningPhases:
         for k in (~np.asarray(finite, dtype=bool)).nonzero()[0].tolist():
             refused(members[k], k)
 
-    def measure(
-        self, members: Sequence[MemberData], batches: Sequence[Batch], results
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The members' update measures in one pass over the update's (S, B) arrays and the draw's: the table and
-        the batches' states' feature variances (None unless the windows measure iid), as ``measure_table``'s."""
+    def update_arrays(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> UpdateArrays:
+        """The members' updates as their measures read them: the update's (S, B) arrays and the draw's, the
+        states, episode ids and episodes held where the windows measure what needs them."""
         results, stacked = results.wait(), stacked_rows(batches)
         window = self._measured_by
-        held = self.sampling.episodes_held(self._positions(members).rows) if window.iid else None
-        return measure_table(window, results.td, results.losses, stacked.weights, stacked.ages, stacked.obs,
-                             stacked.episodes, held, results.loss, results.q_mean)  # fmt: skip
+        iid, states = window.iid, window.iid or window.threshold is not None
+        held = self.sampling.episodes_held(self._positions(members).rows) if iid else None
+        return UpdateArrays(results.td, results.losses, stacked.weights, stacked.ages, stacked.obs if states else None,
+                            stacked.episodes if iid else None, held, results.loss, results.q_mean)  # fmt: skip
 
     def record_updates(self, members: Sequence[MemberData], batches: Sequence[Batch], results) -> None:
-        """Each member's update measured (``measure``, the one measuring route) into its window, kept over the seed
-        axis (``rows``); only the members at a log point are logged (``reporting.log_point``). The pass has no
-        branch on one member's data (non-finite values pass through it, for ``check_logged`` at the log point), so
-        should it raise, the error is every member's of the call: each fails with it."""
+        """Each member's update kept over the seed axis (``rows``) until its window takes it, measured then
+        (``CohortRows``, the one measuring route); only the members at a log point are logged
+        (``reporting.log_point``). Should taking the arrays raise, the error is every member's of the call: each
+        fails with it."""
         if not members:
             return
         try:
-            measured = self.measure(members, batches, results)
+            self.rows.add(self._positions(members).index, self.update_arrays(members, batches, results))
         except Exception as exc:  # noqa: BLE001 - recorded in each member's summary
             for member in members:
                 guard(member, _raise, exc)
             return
-        self.rows.add(self._positions(members).index, *measured)
         every = self._log_every
         for member in members:
             if member.agent.updates % every == 0:
@@ -198,7 +196,7 @@ class LearningPhases:
 
 
 class MeasureSettings(NamedTuple):
-    """What ``measure_table`` reads of the members' windows: the correlation threshold (or None) and iid."""
+    """What the measures read of the members' windows: the correlation threshold (or None) and iid."""
 
     threshold: float | None
     iid: bool

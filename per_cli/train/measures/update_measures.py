@@ -45,6 +45,26 @@ class Updates:
 _F32, _I64 = np.dtype(np.float32), np.dtype(np.int64)
 
 
+class UpdateArrays(NamedTuple):
+    """Updates as :func:`measure_table` reads them, row k update k's: the engine's TD errors and per-sample losses
+    and the draw's IS weights and ages (U, B); the states (U, B, ...), episode ids (U, B) and episodes held (U,)
+    where the window measures what needs them, else None; the update's loss and mean Q value (U,)."""
+
+    td: np.ndarray
+    losses: np.ndarray
+    weights: np.ndarray
+    ages: np.ndarray
+    obs: np.ndarray | None
+    episodes: np.ndarray | None
+    held: np.ndarray | None
+    loss: np.ndarray
+    q_means: np.ndarray
+
+
+# the dtype each field is kept in until measured: the one measure_table takes it as (None: the array's own)
+KEPT_AS = UpdateArrays(_F32, _F32, _F32, _I64, None, None, _I64, np.dtype(np.float64), np.dtype(np.float64))
+
+
 class Measure(NamedTuple):
     """A per-update measure: the dtype it is logged in (every value of that dtype is a float64 exactly, so the
     table's float64 rows keep its bits), its values over a call's updates (S,), and the window setting it comes

@@ -1,4 +1,4 @@
-"""The window of updates between two log points: each update measured when it comes (the loop's one pass,
+"""The window of updates between two log points: each update measured (the loop's one pass,
 :func:`per_cli.train.measures.update_measures.measure_table`) and kept as its row of floats (and its states'
 feature variances, with iid) until ``pop``; state diversity is computed at the pop, against a reference sample of
 the memory drawn then."""

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from per_cli.replay.cohort import CohortSampling
-from per_cli.train.loop import learning, learning_rules, reporting, tasks
+from per_cli.train.loop import learning_rules, reporting, tasks
 from per_cli.train.loop.cohort import Cohort
 from per_cli.train.loop.learning import LearningPhases
 from per_cli.train.loop.stopping import RunDiverged
 from per_cli.train.loop.trainer import build_member, run_member
+from per_cli.train.measures import cohort_rows
 
 from ..checkpoints.test_checkpoint import _rows
 from .test_cohort import _configs
@@ -105,19 +106,23 @@ def test_a_seed_whose_update_goes_non_finite_fails_alone_with_the_diverged_messa
     assert second["status"] == "completed" and _rows(tmp_path / "c2") == _rows(tmp_path / "solo2")
 
 
-def test_a_measuring_pass_that_raises_fails_every_member_of_its_call(tmp_path, monkeypatch):
-    """The one measuring pass has no branch on one member's data, so the member whose data made it raise cannot be
-    named: every member measured in that call fails with its error (no member measures its update again alone)."""
+def test_a_measuring_pass_that_raises_fails_every_member_whose_updates_it_held(tmp_path, monkeypatch):
+    """The one measuring pass covers every member's updates kept since the last (it has no branch on one member's
+    data, so the member whose data made it raise cannot be named): it raises again at each member's next event
+    that reads its window, and every member fails with its error (no member measures its updates again alone)."""
     cohort = Cohort(_configs([1, 2], "agent.engine=numba"))
-    table = learning.measure_table
+    table = cohort_rows.measure_table
+    calls = []
 
     def broken_at(window, *arrays):
         if cohort.members[0].state.step >= FAIL_AT:
+            calls.append(cohort.members[0].state.step)
             raise ValueError("a broken measure")
         return table(window, *arrays)
 
-    monkeypatch.setattr(learning, "measure_table", broken_at)
+    monkeypatch.setattr(cohort_rows, "measure_table", broken_at)
     summaries = cohort.run([tmp_path / "c1", tmp_path / "c2"])
     for summary, member in zip(summaries, cohort.members, strict=True):
         assert summary["status"] == "failed" and "a broken measure" in summary["error"]
-        assert member.state.step == cohort.members[0].state.step >= FAIL_AT
+        assert member.state.step >= FAIL_AT
+    assert len(calls) == 2  # (once at each member's event: the first to read fails, then the other)

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from per_cli.config import Config, ReplayConfig
 from per_cli.replay import make_replay
+from per_cli.train.measures import cohort_rows
 from per_cli.train.measures.cohort_rows import CohortRows
-from per_cli.train.measures.update_measures import measure_table
+from per_cli.train.measures.update_measures import UpdateArrays, measure_table
 from per_cli.train.measures.update_window import UpdateWindow
 from tests.train.measures.test_update_window import _result, add
 
@@ -54,6 +55,12 @@ def _step(members: list[int], seed: int) -> dict:
     }
 
 
+def _arrays(a: dict, iid: bool) -> UpdateArrays:
+    """A step's updates (``_step``) as the loop hands them over: the episode ids and episodes held with iid."""
+    return UpdateArrays(a["td"], a["sample_losses"], a["weights"], a["ages"], a["obs"], a["episodes"] if iid else None,
+                        a["held"] if iid else None, a["losses"], a["q_means"])  # fmt: skip
+
+
 def _windows(iid: bool) -> list[UpdateWindow]:
     return [UpdateWindow(0.8 if iid else None, iid=iid, refresh_every=5, seed=k) for k in range(SIZE)]
 
@@ -80,16 +87,14 @@ def test_windows_fed_by_cohort_rows_pop_and_save_as_windows_fed_each_update(even
     it) and one update at a time (``add_measured`` of the same table's rows), with a window's own updates
     (measured alone), pops and saves in between: every pop and save is the same, bit for bit."""
     fed, each = _windows(iid), _windows(iid)
-    rows = CohortRows(fed, ring)
+    rows = CohortRows(fed, ring, fed[0])
     for kind, mask, seed in events:
         who = [k for k in range(SIZE) if mask[k]]
         if kind == "step" and who:
-            a = _step(who, seed)
-            table, variances = measure_table(fed[0], a["td"], a["sample_losses"], a["weights"], a["ages"], a["obs"],
-                                             a["episodes"] if iid else None, a["held"] if iid else None,
-                                             a["losses"], a["q_means"])  # fmt: skip
+            arrays = _arrays(_step(who, seed), iid)
+            table, variances = measure_table(fed[0], *arrays)
             index = slice(None) if len(who) == SIZE else np.asarray(who, dtype=np.int64)
-            rows.add(index, table, variances)
+            rows.add(index, arrays)
             for j, k in enumerate(who):
                 each[k].add_measured(table[j], None if variances is None else variances[j])
         elif kind == "own":  # a member's window takes an update measured alone: after what rows kept
@@ -113,13 +118,35 @@ def test_windows_fed_by_cohort_rows_pop_and_save_as_windows_fed_each_update(even
 def test_a_window_attached_again_first_takes_what_the_earlier_rows_kept():
     """A loop built again over the same windows (a second ``Steps``) loses none of the updates the first kept."""
     fed, each = _windows(True), _windows(True)
-    first = CohortRows(fed, 8)
-    a = _step([0, 1, 2], 5)
-    table, variances = measure_table(fed[0], a["td"], a["sample_losses"], a["weights"], a["ages"], a["obs"],
-                                     a["episodes"], a["held"], a["losses"], a["q_means"])  # fmt: skip
-    first.add(slice(None), table, variances)
+    first = CohortRows(fed, 8, fed[0])
+    arrays = _arrays(_step([0, 1, 2], 5), True)
+    table, variances = measure_table(fed[0], *arrays)
+    first.add(slice(None), arrays)
     for k in range(SIZE):
         each[k].add_measured(table[k], variances[k])
-    CohortRows(fed, 8)
+    CohortRows(fed, 8, fed[0])
     assert all(_same(f.pop(MEMORY), e.pop(MEMORY)) for f, e in zip(fed, each, strict=True))
     assert all(f.pop(MEMORY) == {} for f in fed)
+
+
+def test_a_measuring_that_raises_keeps_the_updates_and_raises_at_each_pull(monkeypatch):
+    """Measuring covers every member's kept updates at once: should it raise, each window's pull raises the error
+    and nothing is taken, and once measuring works the windows pop what windows fed each update do."""
+    fed, each = _windows(True), _windows(True)
+    rows = CohortRows(fed, 8, fed[0])
+    for seed in range(3):
+        arrays = _arrays(_step([0, 1, 2], seed), True)
+        table, variances = measure_table(fed[0], *arrays)
+        rows.add(slice(None), arrays)
+        for k in range(SIZE):
+            each[k].add_measured(table[k], variances[k])
+
+    def broken(*_):
+        raise ValueError("a broken measure")
+
+    monkeypatch.setattr(cohort_rows, "measure_table", broken)
+    for k in range(SIZE):
+        with pytest.raises(ValueError, match="a broken measure"):
+            fed[k].pop(MEMORY)
+    monkeypatch.undo()
+    assert all(_same(f.pop(MEMORY), e.pop(MEMORY)) for f, e in zip(fed, each, strict=True))
