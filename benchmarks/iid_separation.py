@@ -114,6 +114,8 @@ def main() -> None:
     parser.add_argument("--configs-dir", type=Path, default=ROOT / "configs", help="holds <env>_uniform.yaml")
     parser.add_argument("--save", type=Path, help="write each run's viewed batches and references here (.npz)")
     args = parser.parse_args()
+    if args.save is not None:
+        args.save.mkdir(parents=True, exist_ok=True)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
