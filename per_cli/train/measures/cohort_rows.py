@@ -81,27 +81,39 @@ class CohortRows:
             self._windows[k].add_block(self._table[slots, k], self._vars[slots, k] if self._vars is not None else None)
 
     def _measure(self) -> None:
-        """Every member's updates kept unmeasured, measured in one call into the ring's table (and variances)."""
-        start, end = self._measured, self._written
-        if start == end:
-            return
-        slots = np.arange(start, end) % len(self._has)
-        steps, members = np.nonzero(self._has[slots])
-        if not len(steps):
-            self._measured = end
-            return
-        at = (slots[steps], members)  # (step-major: each member's rows in the order they came)
-        arrays = UpdateArrays(*(None if kept is None else kept[at] for kept in self._kept))
+        """Every member's updates kept unmeasured, measured into the ring's table (and variances): one call per run
+        of slots that does not wrap around the ring (at most two)."""
+        ring = len(self._has)
+        while self._measured < self._written:
+            lo = self._measured % ring
+            hi = min(ring, lo + self._written - self._measured)
+            self._measure_slots(lo, hi)
+            self._measured += hi - lo
+
+    def _measure_slots(self, lo: int, hi: int) -> None:
+        """The updates of slots ``lo:hi`` measured in one call: the kept arrays as they lie (a view, no copy) where
+        every member updated at each of those steps, else the rows of the members that did (step-major: each
+        member's rows in the order they came)."""
+        has = self._has[lo:hi]
+        if has.all():
+            at = slice(lo, hi)
+            arrays = UpdateArrays(*(None if kept is None else _flat(kept[at]) for kept in self._kept))
+        else:
+            steps, members = np.nonzero(has)
+            if not len(steps):
+                return
+            at = (steps + lo, members)
+            arrays = UpdateArrays(*(None if kept is None else kept[at] for kept in self._kept))
         table, variances = measure_table(self._measured_by, *arrays)
         if self._table is None:
             ring, size = self._has.shape
             self._table = np.empty((ring, size, *table.shape[1:]), dtype=np.float64)
             if variances is not None:
                 self._vars = np.empty((ring, size, *variances.shape[1:]), dtype=np.float64)
-        self._table[at] = table
+        lead = (hi - lo, len(self._windows)) if type(at) is slice else (len(table),)  # (the rows' places)
+        self._table[at] = table.reshape(*lead, *table.shape[1:])
         if self._vars is not None:
-            self._vars[at] = variances
-        self._measured = end
+            self._vars[at] = variances.reshape(*lead, *variances.shape[1:])
 
     def _make(self, key: tuple) -> None:
         """A ring for updates of these (shape, dtype) per field (None: not kept; every window first takes what an
@@ -115,3 +127,8 @@ class CohortRows:
         self._kept = [None if f is None else np.empty((steps, size, *f[0]), dtype=f[1]) for f in key]
         self._table: np.ndarray | None = None
         self._vars: np.ndarray | None = None
+
+
+def _flat(steps: np.ndarray) -> np.ndarray:
+    """Kept arrays (steps, S, ...) as rows (steps · S, ...), step-major: a view."""
+    return steps.reshape(-1, *steps.shape[2:])
