@@ -11,11 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
 from per_cli.train.measures.update_measures import KEPT_AS, MeasuredBy, UpdateArrays, measure_table
 from per_cli.train.measures.update_window import UpdateWindow
+
+
+class Kept(NamedTuple):
+    """How a field of :class:`UpdateArrays` is kept: one update's shape and the dtype."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
 
 RING_BYTES = 64 << 20  # the most the kept update arrays take: fewer steps where they would take more
 
@@ -37,7 +46,7 @@ class CohortRows:
         self._measured = 0  # steps measured so far: those from here to _written are kept unmeasured
         self._taken = np.zeros(len(self._windows), dtype=np.int64)  # per member: the steps it has taken
         self._behind = 0  # at most the fewest steps any member has taken (``_taken`` only grows): checked first
-        self._key: tuple | None = None  # what the ring was made for: each field's (shape per update, dtype)
+        self._key: tuple[Kept | None, ...] | None = None  # what the ring was made for, field by field
         for k, window in enumerate(self._windows):
             window.attach(partial(self.pull, k))
 
@@ -46,7 +55,7 @@ class CohortRows:
         (positions, int64, or ``slice(None)``: every member in order). The arrays are copied."""
         arrays = [None if a is None else np.asarray(a) for a in updates]
         key = tuple(
-            None if a is None else (a.shape[1:], a.dtype if as_ is None else as_)
+            None if a is None else Kept(a.shape[1:], a.dtype if as_ is None else as_)
             for a, as_ in zip(arrays, KEPT_AS, strict=True)
         )
         if key != self._key:
@@ -115,16 +124,16 @@ class CohortRows:
         if self._vars is not None:
             self._vars[at] = variances.reshape(*lead, *variances.shape[1:])
 
-    def _make(self, key: tuple) -> None:
+    def _make(self, key: tuple[Kept | None, ...]) -> None:
         """A ring for updates of these (shape, dtype) per field (None: not kept; every window first takes what an
         older ring held); its table and variances are made at its first measuring, in the shapes that gives."""
         for k in range(len(self._windows)):
             self.pull(k)
         size = len(self._windows)
-        per_step = size * sum(0 if f is None else int(np.prod(f[0])) * f[1].itemsize for f in key)
+        per_step = size * sum(0 if f is None else int(np.prod(f.shape)) * f.dtype.itemsize for f in key)
         steps = max(1, min(self._steps, RING_BYTES // max(per_step, 1)))
         self._has = np.zeros((steps, size), dtype=bool)
-        self._kept = [None if f is None else np.empty((steps, size, *f[0]), dtype=f[1]) for f in key]
+        self._kept = [None if f is None else np.empty((steps, size, *f.shape), dtype=f.dtype) for f in key]
         self._table: np.ndarray | None = None
         self._vars: np.ndarray | None = None
 
