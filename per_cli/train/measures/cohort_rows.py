@@ -105,13 +105,13 @@ class CohortRows:
         member's rows in the order they came)."""
         has = self._has[lo:hi]
         if has.all():
-            at = slice(lo, hi)
+            at, lead = slice(lo, hi), has.shape  # (the rows' places in the table: steps, members)
             arrays = UpdateArrays(*(None if kept is None else _flat(kept[at]) for kept in self._kept))
         else:
             steps, members = np.nonzero(has)
             if not len(steps):
                 return
-            at = (steps + lo, members)
+            at, lead = (steps + lo, members), steps.shape
             arrays = UpdateArrays(*(None if kept is None else kept[at] for kept in self._kept))
         table, variances = measure_table(self._measured_by, *arrays)
         if self._table is None:
@@ -119,7 +119,6 @@ class CohortRows:
             self._table = np.empty((ring, size, *table.shape[1:]), dtype=np.float64)
             if variances is not None:
                 self._vars = np.empty((ring, size, *variances.shape[1:]), dtype=np.float64)
-        lead = (hi - lo, len(self._windows)) if type(at) is slice else (len(table),)  # (the rows' places)
         self._table[at] = table.reshape(*lead, *table.shape[1:])
         if self._vars is not None:
             self._vars[at] = variances.reshape(*lead, *variances.shape[1:])

@@ -33,9 +33,11 @@ class Updates:
     ``td_sorted`` (|δ| with each row sorted by numpy: NaN last, so its last column is numpy's max)."""
 
     def __init__(self, window: MeasuredBy, td, losses, weights, ages, obs, episodes, held, loss, q_means) -> None:
-        self.td, self.losses, self.weights = (c_array(a, _F32, np.shape(a)) for a in (td, losses, weights))
-        self.ages = c_array(ages, _I64, np.shape(ages))
-        self.loss, self.q_means = np.asarray(loss, dtype=np.float64), np.asarray(q_means, dtype=np.float64)
+        self.td, self.losses, self.weights, self.ages = (
+            c_array(a, dtype, np.shape(a)) for a, dtype in ((td, KEPT_AS.td), (losses, KEPT_AS.losses),
+                                                            (weights, KEPT_AS.weights), (ages, KEPT_AS.ages))
+        )  # fmt: skip
+        self.loss, self.q_means = np.asarray(loss, KEPT_AS.loss), np.asarray(q_means, KEPT_AS.q_means)
         self.obs, self.episodes, self.held, self.threshold = obs, episodes, held, window.threshold
         self.td_abs = np.abs(self.td)
         self.td_sorted = self.td_abs.copy()
@@ -61,7 +63,7 @@ class UpdateArrays(NamedTuple):
     q_means: np.ndarray
 
 
-# the dtype each field is kept in until measured: the one measure_table takes it as (None: the array's own)
+# the dtype measure_table takes each field as, and so the one it is kept in until measured (None: the array's own)
 KEPT_AS = UpdateArrays(_F32, _F32, _F32, _I64, None, None, _I64, np.dtype(np.float64), np.dtype(np.float64))
 
 
