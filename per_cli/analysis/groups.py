@@ -12,7 +12,7 @@ from per_cli.analysis.runs import Run
 BOOKKEEPING_KEYS: dict[str, str] = {
     "seed": "the replicate itself",
     "device": "where it ran",
-    "agent.cuda_graph": "how the update is launched on a GPU (the eager update's values)",
+    "agent.cuda_graph": "how the update and the greedy action are launched on a GPU (the eager values)",
     "train.checkpoint_every": "checkpoint cadence",
     "train.save_replay": "what a checkpoint holds",
     "train.eval_every": "evaluation cadence (a separate env and RNG: training is unchanged)",

@@ -15,7 +15,7 @@ from torch import nn
 from per_cli.config import AgentConfig
 from per_cli.replay import Batch
 from per_cli.rl.acting import GreedyAction
-from per_cli.rl.cuda_graph import GraphedUpdate, match_capturable
+from per_cli.rl.cuda_graph import GraphedCall, match_capturable
 from per_cli.rl.explore import OneMember
 from per_cli.rl.losses import TDLoss, batch_losses, next_values, per_sample_loss, td_targets
 from per_cli.rl.networks import make_q_network
@@ -194,7 +194,8 @@ class UpdateInputs(NamedTuple):
 
 class TorchAgent(DQNAgent):
     """The torch engine: autograd, torch's optimizer and ``clip_grad_norm_``; any network, any device. On CUDA with
-    ``agent.cuda_graph`` the update is replayed as one captured CUDA graph (:mod:`per_cli.rl.cuda_graph`)."""
+    ``agent.cuda_graph`` the update and the greedy action are each replayed as a captured CUDA graph
+    (:mod:`per_cli.rl.cuda_graph`)."""
 
     engine = "torch"
 
@@ -206,14 +207,14 @@ class TorchAgent(DQNAgent):
         self._init_target()
         graphed = device.type == "cuda" and cfg.cuda_graph
         self.optimizer = make_optimizer(cfg, self.q_net.parameters(), device, capturable=graphed)
-        self._graph = GraphedUpdate(self._update, device) if graphed else None
-        self._greedy = GreedyAction(device)
+        self._graph = GraphedCall(self._update, device) if graphed else None
+        self._greedy = GreedyAction(self.q_net, device, graphed)
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed batch shapes: pick the fastest conv kernels once
 
     def greedy_action(self, obs: np.ndarray) -> int:
         """argmax_a Q(s, a) under the online network as it is now (:class:`~per_cli.rl.acting.GreedyAction`)."""
-        return self._greedy(self.q_net, obs)
+        return self._greedy(obs)
 
     @torch.no_grad()
     def _targets(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
@@ -282,3 +283,4 @@ class TorchAgent(DQNAgent):
         match_capturable(self.optimizer, self._graph is not None)
         if self._graph is not None:
             self._graph.reset()  # the optimizer's state tensors are new
+        self._greedy.reset()  # (the network's are loaded in place: captured again all the same)

@@ -1,7 +1,8 @@
 """The torch engine's greedy action (per_cli/rl/acting.py) and its update results (DeferredResult): the same values
 as the plain torch expressions, without the copies those made.
 
-The staged (pinned buffer) greedy action needs CUDA: it runs on a lent GPU machine and is skipped elsewhere.
+The staged (pinned buffer) and graphed greedy actions need CUDA: they run on a lent GPU machine
+(docs/results/pong/gpu.sh) and are skipped elsewhere.
 """
 
 import numpy as np
@@ -31,10 +32,10 @@ def _observations(shape, dtype, n: int, seed: int = 0) -> list[np.ndarray]:
     return [rng.normal(size=shape).astype(dtype) for _ in range(n)]
 
 
-def _agent(network: str, device: str = "cpu"):
+def _agent(network: str, device: str = "cpu", **cfg):
     shape, _, n_actions = NETWORKS[network]
     torch.manual_seed(0)
-    return make_agent(AgentConfig(network=network, engine="torch", hidden_sizes=[32]), shape, n_actions,
+    return make_agent(AgentConfig(network=network, engine="torch", hidden_sizes=[32], **cfg), shape, n_actions,
                       torch.device(device))  # fmt: skip
 
 
@@ -63,13 +64,16 @@ def test_greedy_action_takes_the_first_of_tied_maxima_and_reads_a_non_contiguous
     assert agent.greedy_action(np.ones(4, np.float32)) == 0
     net = _agent("mlp").q_net
     wide = np.arange(8, dtype=np.float32)[::2]  # (a strided view, as a row of a held array may be)
-    assert GreedyAction(torch.device("cpu"))(net, wide) == _reference(net, wide, "cpu")
+    assert GreedyAction(net, torch.device("cpu"))(wide) == _reference(net, wide, "cpu")
 
 
 @cuda
+@pytest.mark.parametrize("graphed", [False, True])
 @pytest.mark.parametrize("network", list(NETWORKS))
-def test_staged_greedy_action_on_cuda_equals_the_plain_copy_and_reuses_its_buffers(network):
-    agent = _agent(network, "cuda")
+def test_staged_greedy_action_on_cuda_equals_the_plain_copy_and_reuses_its_buffers(network, graphed):
+    """As the Pong run acts: each action read after an update was queued (and, graphed, replayed as a CUDA graph
+    after three eager calls), equal to the plain forward of the network as it is after that update."""
+    agent = _agent(network, "cuda", cuda_graph=graphed)
     shape, dtype, n_actions = NETWORKS[network]
     obs = _observations(shape, dtype, 6)
     staged = agent._greedy
@@ -77,9 +81,33 @@ def test_staged_greedy_action_on_cuda_equals_the_plain_copy_and_reuses_its_buffe
         assert [agent.greedy_action(o) for o in obs] == [_reference(agent.q_net, o, "cuda") for o in obs]
         batch = make_batch(np.stack(obs), np.arange(6) % n_actions, np.ones(6), np.stack(obs[::-1]), np.zeros(6))
         agent.learn(batch, wait=False)  # (queued: the next action waits for it on the device, not on the host)
-    buffers = staged._input.data_ptr(), staged._pinned.data_ptr()
+    assert staged.captured == graphed
+    buffers = staged._pinned.data_ptr(), None if graphed else staged._input.data_ptr()
     agent.greedy_action(obs[0])
-    assert (staged._input.data_ptr(), staged._pinned.data_ptr()) == buffers and staged._pinned.is_pinned()
+    assert (staged._pinned.data_ptr(), None if graphed else staged._input.data_ptr()) == buffers
+    assert staged._pinned.is_pinned()
+
+
+def _prefer(q_net, action: int) -> None:
+    """Make ``action`` the greedy one in every state: its output bias far above the others'."""
+    last = [m for m in q_net.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.bias.zero_()
+        last.bias[action] = 1e4
+
+
+@cuda
+def test_graphed_greedy_action_reads_the_network_a_checkpoint_loaded():
+    """A load writes the parameters in place and the graph is captured again: the actions are the loaded
+    network's, not those of the one the graph was first captured over."""
+    agent, loaded = _agent("cnn", "cuda"), _agent("cnn", "cuda")
+    shape, dtype, _ = NETWORKS["cnn"]
+    obs = _observations(shape, dtype, 5)
+    _prefer(agent.q_net, 1)
+    assert [agent.greedy_action(o) for o in obs] == [1] * 5 and agent._greedy.captured
+    _prefer(loaded.q_net, 4)
+    agent.load_state_dict(loaded.state_dict())
+    assert [agent.greedy_action(o) for o in obs] == [4] * 5 and agent._greedy.captured
 
 
 def test_deferred_result_on_a_cpu_is_the_updates_own_values_without_a_copy():

@@ -1,6 +1,6 @@
 """The CUDA-graphed update equals the eager one (on a GPU), and an optimizer state moves between the two (here).
 
-The graph tests need CUDA: they run on a lent GPU machine (docs/results/pong/gpu_lease2.sh runs this file first)
+The graph tests need CUDA: they run on a lent GPU machine (docs/results/pong/gpu.sh runs this file first)
 and are skipped elsewhere. The capturable round trip runs everywhere: a checkpoint written under a graph resumes
 on a CPU.
 """
