@@ -50,7 +50,7 @@ def train(
             parser=path_option,
             metavar="RUN_DIR",
             help="Continue RUN_DIR from its latest checkpoint, with its config.yaml; --set may change train.*, "
-            "log.* and metrics.* keys (e.g. --set train.total_steps=2000000 to train longer).",
+            "log.* and metrics.* keys and agent.cuda_graph (e.g. --set train.total_steps=2000000 to train longer).",
         ),
     ] = None,
 ) -> None:

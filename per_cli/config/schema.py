@@ -90,8 +90,8 @@ class AgentConfig:
     # torch: autograd, any network and device; numba: one compiled call per update, for the configs that
     # per_cli.rl.engines.supports accepts (a ReLU MLP on the CPU, ...); auto: see per_cli/rl/engines/__init__.py
     engine: Literal["auto", "torch", "numba"] = "auto"
-    # on a CUDA device, the torch engine's update is replayed as one captured CUDA graph (per_cli/rl/cuda_graph.py);
-    # false: eager. No effect on a CPU or under the numba engine
+    # on a CUDA device, the torch engine's update and greedy action are each replayed as a captured CUDA graph
+    # (per_cli/rl/cuda_graph.py); false: eager. No effect on a CPU or under the numba engine; a resume may change it
     cuda_graph: bool = True
 
 
