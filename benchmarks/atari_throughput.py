@@ -3,7 +3,7 @@
     python benchmarks/atari_throughput.py [--steps 3000] [--learning-starts 1000] [--device cpu]
                                           [--kinds prioritized,uniform] [--threads N] [--repeats 3]
                                           [--config pong_per] [--set KEY=VALUE ...]
-                                          [--variant NAME:KEY=VALUE,KEY=VALUE ...] [--eps E]
+                                          [--variant NAME:KEY=VALUE,KEY=VALUE ...] [--eps E] [--profile NAME]
 
 Runs ``per``'s own training loop on ``configs/pong_per.yaml`` (``--config``: another shipped config, e.g.
 ``pong_fast_per``: one update per agent step; ``--set``: overrides) and the same with ``replay.kind=uniform``:
@@ -19,11 +19,18 @@ in one invocation.
 the config's schedule, which is still near 1 in a short run: nearly every action is random and the greedy action
 (a forward pass, and on a GPU the host waiting for the update queued before it) is hardly measured; a long run
 spends most of its steps near ``eps_end``, which ``--eps 0.01`` measures.
+
+``--profile NAME``: after the timed runs, one more run of variant NAME (the first kind) whose learning phase runs
+under cProfile (not timed: the profiler slows it); its 25 functions of most own time are printed before the table.
+On a GPU the host's waits show as their own time in the calls that wait (an action's ``item``, a result's
+``synchronize``).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 from pathlib import Path
 
@@ -34,13 +41,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class Marks:
-    """A progress sink that records (step, time) at each update the loop reports (every 1000 steps)."""
+    """A progress sink that records (step, time) at each update the loop reports (every 1000 steps); with a
+    profiler, it profiles from step ``profile_from`` on."""
 
-    def __init__(self) -> None:
+    def __init__(self, profiler: cProfile.Profile | None = None, profile_from: int = 0) -> None:
         self.marks: list[tuple[int, float]] = [(0, time.perf_counter())]
+        self.profiler, self.profile_from = profiler, profile_from
 
     def update(self, step: int, info: dict) -> None:
         self.marks.append((step, time.perf_counter()))
+        if self.profiler is not None and step >= self.profile_from:
+            self.profiler.enable()
+            self.profiler = None  # (on until the run ends)
 
     def rate(self, lo: int, hi: int) -> float:
         inside = [(s, t) for s, t in self.marks if lo <= s <= hi]
@@ -48,7 +60,9 @@ class Marks:
         return (s1 - s0) / (t1 - t0)
 
 
-def measure(kind: str, variant: tuple[str, list[str]], args, run_dir: Path) -> dict:
+def measure(
+    kind: str, variant: tuple[str, list[str]], args, run_dir: Path, profiler: cProfile.Profile | None = None
+) -> dict:
     from per_cli.config import load_config
     from per_cli.config.shipped import resolve_config
     from per_cli.train.loop.trainer import build_member, run_member
@@ -65,12 +79,14 @@ def measure(kind: str, variant: tuple[str, list[str]], args, run_dir: Path) -> d
         *([] if args.eps is None else [f"train.eps_start={args.eps}", f"train.eps_end={args.eps}"]),
     ]
     cfg = load_config(resolve_config(args.config).path, overrides, device=args.device, seed=1)
-    marks = Marks()
+    marks = Marks(profiler, args.learning_starts)
     member = build_member(cfg, progress=marks)
     if args.threads:
         torch.set_num_threads(args.threads)
     marks.marks = [(0, time.perf_counter())]
     summary = run_member(member, run_dir)
+    if profiler is not None:
+        profiler.disable()
     return {
         "kind": kind,
         "variant": variant[0],
@@ -96,10 +112,14 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                         help="also runs with these overrides, interleaved with the config as given")  # fmt: skip
     parser.add_argument("--eps", type=float, default=None, help="ε fixed at this value (default: the config's)")
+    parser.add_argument("--profile", metavar="NAME", help="one more run of this variant, its learning under cProfile")
     args = parser.parse_args()
     if args.eps is not None and not 0.0 <= args.eps <= 1.0:
         parser.error(f"--eps {args.eps}: ε is a probability, between 0 and 1")
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in args.variant]
+    profiled = [v for v in variants if v[0] == args.profile]
+    if args.profile is not None and not profiled:
+        parser.error(f"--profile {args.profile}: no such variant ({', '.join(v[0] for v in variants)})")
 
     import os
     import shutil
@@ -113,6 +133,11 @@ def main() -> None:
         for variant in variants
         for kind in kinds
     ]
+    if profiled:
+        profiler = cProfile.Profile()
+        measure(kinds[0], profiled[0], args, args.runs_dir / "profiled", profiler)
+        print(f"profile: variant {args.profile}, {kinds[0]}, the learning phase")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     results = []
     for name, _ in variants:
         for kind in kinds:

@@ -1,5 +1,6 @@
 """One Pong update on a GPU: eager, the captured CUDA graph (agent.cuda_graph), and the graph fed from frames kept
-on the device (replay.device_frames) with its results read one update late (train.priority_lag), in one invocation.
+on the device (replay.device_frames) with its results read one update late (train.priority_lag), alone and with a
+greedy action after each update (eager and graphed), in one invocation.
 
     python benchmarks/cuda_update.py [--updates 500] [--rounds 3] [--batch 32] [--kind adam|rmsprop] [--device cpu]
 
@@ -11,7 +12,10 @@ The variants:
 * ``eager``, ``graphed``: host batches, results waited for (the loop before this change);
 * ``device``: the graph; each batch's 32 × 5 frames gathered on the device from a ring of frames there
   (``DeviceFrames.stacks`` from ring positions, as the memory does), results waited for;
-* ``device+lag``: the same, the results of each update read after the next is queued (``learn(wait=False)``).
+* ``device+lag``: the same, the results of each update read after the next is queued (``learn(wait=False)``);
+* ``act-eager``, ``act-graphed``: ``device+lag`` and a greedy action of one observation after each update
+  (``GreedyAction`` eager and graphed), as a run at a small ε acts at nearly every step: the action's read waits
+  for the queued update.
 
 Rounds alternate the variants; it prints each one's median ms per update and how long the host-to-device copy of
 one batch takes alone. ``--device cpu`` (no graph: the graphed variants run eagerly) rehearses it without a GPU.
@@ -30,7 +34,7 @@ from per_cli.config import AgentConfig
 from per_cli.replay import Batch
 from per_cli.replay.storage.device_frames import DeviceFrames
 
-VARIANTS = ("eager", "graphed", "device", "device+lag")
+VARIANTS = ("eager", "graphed", "device", "device+lag", "act-eager", "act-graphed")
 
 
 def batches(n: int, size: int, rng: np.random.Generator) -> list[Batch]:
@@ -50,15 +54,20 @@ def batches(n: int, size: int, rng: np.random.Generator) -> list[Batch]:
 
 
 def ms_per_update(variant: str, data: list[Batch], updates: int, optimizer: str, device: torch.device) -> float:
+    from per_cli.rl.acting import GreedyAction
     from per_cli.rl.engines import make_agent
 
     graphed = variant != "eager"
     cfg = AgentConfig(network="cnn", double_dqn=True, lr=1e-4, adam_eps=1.5e-4, optimizer=optimizer, cuda_graph=graphed)
     agent = make_agent(cfg, (4, 84, 84), 6, device)
-    feed = device_feed(data, device) if variant.startswith("device") else (lambda i: data[i % len(data)])
-    wait = variant != "device+lag"
-    for i in range(6):  # warm-up (and the capture, after the graph's 3 eager calls)
+    acting = variant.startswith("act")
+    feed = device_feed(data, device) if variant.startswith("device") or acting else (lambda i: data[i % len(data)])
+    wait = variant in ("eager", "graphed", "device")
+    act = GreedyAction(agent.q_net, device, graphed=variant == "act-graphed") if acting else None
+    for i in range(6):  # warm-up (and the captures, after the graphs' 3 eager calls)
         agent.learn(feed(i))
+        if act is not None:
+            act(data[i].obs[0])
     sync(device)
     start = time.perf_counter()
     held = None
@@ -67,6 +76,9 @@ def ms_per_update(variant: str, data: list[Batch], updates: int, optimizer: str,
         if held is not None:
             held.wait()  # the previous update's results, read now (what the lagged loop does)
         held = None if wait else result
+        if act is not None:
+            obs = data[i % len(data)].obs
+            act(obs[i % len(obs)])
     if held is not None:
         held.wait()
     sync(device)
@@ -127,8 +139,10 @@ def main() -> None:
         median = statistics.median(times[variant])
         print(f"{variant:<11} {median:7.3f} ms/update   rounds {[round(t, 3) for t in times[variant]]}")
     eager, graphed = statistics.median(times["eager"]), statistics.median(times["graphed"])
+    act_eager, act_graphed = statistics.median(times["act-eager"]), statistics.median(times["act-graphed"])
     print(f"eager / graphed: {eager / graphed:.2f}x; graphed / device+lag: "
-          f"{graphed / statistics.median(times['device+lag']):.2f}x")  # fmt: skip
+          f"{graphed / statistics.median(times['device+lag']):.2f}x; act-eager / act-graphed: "
+          f"{act_eager / act_graphed:.2f}x")  # fmt: skip
     if device.type == "cuda":
         print(f"host-to-device copy of obs + next_obs alone: {copy_ms(data):.3f} ms")
 

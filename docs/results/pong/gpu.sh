@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # One call of a lent GPU machine (at most 600 s a command), from the repository root:
 #   DEADLINE_S=540 bash docs/results/pong/gpu.sh
-#     1. the GPU tests: the CUDA graph equals the eager update, the device frame ring equals the host's on the same
-#        draws, the graph fed from device stacks with its results read one update late, the stacked torch engine
-#        (a cohort's update, acting and scores) equal to each member's own on CUDA (tests.txt);
-#     2. the loop benchmark (benchmarks/atari_throughput.py: pong_fast_per at one update per agent step as before,
-#        with replay.device_frames, with it and train.priority_lag, and that without the i.i.d. measures, whose host
-#        gather is left on the host's path) and the update one (benchmarks/cuda_update.py);
+#     1. the GPU tests: the CUDA graph equals the eager update, the greedy action (staged, and graphed) the plain
+#        forward's, the device frame ring equals the host's on the same draws, the graph fed from device stacks
+#        with its results read one update late, the stacked torch engine (a cohort's update, acting and scores)
+#        equal to each member's own on CUDA (tests.txt);
+#     2. the loop benchmark (benchmarks/atari_throughput.py at the runs' ε, EPS (0.01): pong_fast_per at one update
+#        per agent step as before, with replay.device_frames, with it and train.priority_lag, and that without the
+#        i.i.d. measures, whose host gather is left on the host's path; then that last one's learning under
+#        cProfile: where the host's time goes) and the update one (benchmarks/cuda_update.py, with a greedy action
+#        after each update, eager and graphed);
 #        with COHORT=1, a 10-seed MinAtar Breakout cohort with agent.cuda_graph true (each member's graphed update,
 #        one after another: the stacked path refuses capturable optimizers) and false (one stacked update), timed;
 #        each phase starts only where it leaves the runs RUN_MIN_S (120) seconds;
@@ -40,6 +43,7 @@ CKPT_EVERY=${CKPT_EVERY:-10000}
 RESUME=${RESUME:-0}
 FIRST=$([ "$RESUME" = 0 ] && echo 1 || echo 0)  # a first call tests and benchmarks by default, a resume does not
 BENCH_STEPS=${BENCH_STEPS:-$((3000 * FIRST))}  # atari_throughput's steps (0: skip it); it learns from step 1000
+EPS=${EPS:-0.01}                # atari_throughput's fixed ε (a long run spends most of its steps at eps_end)
 UPDATES=${UPDATES:-$((300 * FIRST))}  # cuda_update's updates per round (0: skip it)
 ROUNDS=${ROUNDS:-3}             # cuda_update's rounds
 TESTS=${TESTS:-$FIRST}          # 0: no tests (the runs keep the configs' settings)
@@ -74,12 +78,12 @@ for extra in ${EXTRA_SETS:-}; do SETS+=(--set "$extra"); done  # e.g. log.every=
 # a phase before the runs starts only where it leaves the runs RUN_MIN_S (120) before the margin
 RUN_MIN_S=${RUN_MIN_S:-120}
 time_for() { [ $(( $(left) - MARGIN_S - RUN_MIN_S )) -ge "$1" ]; }
-RESUME_SETS=(--set "train.total_steps=$STEPS")  # a resume may change train, log and metrics keys, nothing else
+RESUME_SETS=(--set "train.total_steps=$STEPS")  # a resume may change train, log and metrics keys and agent.cuda_graph
 for extra in ${EXTRA_SETS:-}; do RESUME_SETS+=(--set "$extra"); done
 if [ "$TESTS" != 0 ] && time_for 120; then
-    log "tests: the CUDA graph; the device frame ring and the lagged graph (tests.txt)"
-    timeout 100 python3 -m pytest -q -p no:cacheprovider tests/rl/test_cuda_graph.py -k "not device_stacks" \
-        >"$RUNS/tests.txt" 2>&1
+    log "tests: the CUDA graphs (update, greedy action); the device frame ring and the lagged graph (tests.txt)"
+    timeout 100 python3 -m pytest -q -p no:cacheprovider tests/rl/test_cuda_graph.py tests/rl/test_acting.py \
+        -k "not device_stacks" >"$RUNS/tests.txt" 2>&1
     GRAPH_RC=$?
     timeout 100 python3 -m pytest -q -p no:cacheprovider tests/replay/test_device_frames.py \
         tests/rl/test_cuda_graph.py -k "device" >>"$RUNS/tests.txt" 2>&1
@@ -87,10 +91,10 @@ if [ "$TESTS" != 0 ] && time_for 120; then
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/rl/test_stacked.py -k cuda >>"$RUNS/tests.txt" 2>&1
     log "the stacked torch engine on CUDA (a cohort's update, acting, scores): rc $?"
     grep -E "passed|failed|error" "$RUNS/tests.txt"
-    [ $GRAPH_RC = 0 ] || SETS+=(--set agent.cuda_graph=false)
+    [ $GRAPH_RC = 0 ] || SETS+=(--set agent.cuda_graph=false) RESUME_SETS+=(--set agent.cuda_graph=false)
     [ $FAST_RC = 0 ] || SETS+=(--set replay.device_frames=false --set train.priority_lag=0)
     log "graph tests rc $GRAPH_RC, device-frame and lag tests rc $FAST_RC; the runs take: ${SETS[*]}"
-    [ "$RESUME" = 1 ] && [ $((GRAPH_RC + FAST_RC)) != 0 ] && log "(a resume keeps its checkpoint's graph and frames)"
+    [ "$RESUME" = 1 ] && [ $FAST_RC != 0 ] && log "(a resume keeps its checkpoint's device frames and lag)"
 fi
 if [ "$COHORT" != 0 ] && time_for 150; then
     log "benchmark: a 10-seed breakout-minatar_uniform cohort, each member graphed vs stacked (cohort.txt)"
@@ -105,16 +109,16 @@ fi
 if [ "$BENCH_STEPS" != 0 ] && time_for 120; then
         log "benchmark: pong_fast_per learning at one update per step, before and after (bench_loop.txt)"
         timeout 150 python3 benchmarks/atari_throughput.py --device "$DEVICE" --config pong_fast_per \
-            --capacity 10000 --steps "$BENCH_STEPS" --learning-starts 1000 --repeats 1 --kinds prioritized \
+            --capacity 10000 --steps "$BENCH_STEPS" --learning-starts 1000 --repeats 1 --kinds prioritized --eps "$EPS" \
             --set replay.device_frames=false --set train.priority_lag=0 \
             --variant frames:replay.device_frames=true --variant fast:replay.device_frames=true,train.priority_lag=1 \
-            --variant fast-noiid:replay.device_frames=true,train.priority_lag=1,metrics.iid=false \
+            --variant fast-noiid:replay.device_frames=true,train.priority_lag=1,metrics.iid=false --profile fast-noiid \
             --runs-dir /tmp/per-atari-throughput 2>&1 | tee "$RUNS/bench_loop.txt" | tail -11
 fi
 if [ "$UPDATES" != 0 ] && time_for 60; then
-    log "benchmark: one Pong update: eager, graphed, from device frames, read an update late (bench_update.txt)"
+    log "benchmark: one Pong update: eager, graphed, from device frames, read late, with an action (bench_update.txt)"
     timeout 90 python3 benchmarks/cuda_update.py --device "$DEVICE" --updates "$UPDATES" --rounds "$ROUNDS" \
-        2>&1 | tee "$RUNS/bench_update.txt" | tail -7
+        2>&1 | tee "$RUNS/bench_update.txt" | tail -9
 fi
 if [ "$RESUME" = 1 ] && [ -n "${RESUME_FROM:-}" ] && [ ! -d "$RUNS/${CONFIGS[0]}__s$SEED" ]; then
     log "restoring the runs from $RESUME_FROM"
