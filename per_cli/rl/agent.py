@@ -221,17 +221,17 @@ class TorchAgent(DQNAgent):
         online = self.q_net(next_obs) if self.cfg.double_dqn else None
         return td_targets(rewards, terminated, next_values(self.target_net(next_obs), online), self.cfg.gamma)
 
-    def _inputs(self, batch: Batch) -> tuple:
+    def _inputs(self, batch: Batch) -> UpdateInputs:
         """The batch's arrays in ``_update``'s argument order (host arrays or device tensors); its stacks gathered on
         the device already where the memory keeps its frames there (``batch.device_stacks``)."""
         obs, next_obs = batch.obs, batch.next_obs
         stacks = batch.device_stacks
         if stacks is not None and stacks.obs.device.type == self.device.type:
             obs, next_obs = stacks.obs, stacks.next_obs
-        return obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.weights
+        return UpdateInputs(obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.weights)
 
-    def _on_device(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.as_tensor(a, device=self.device) for a in self._inputs(batch))
+    def _on_device(self, batch: Batch) -> UpdateInputs:
+        return UpdateInputs(*(torch.as_tensor(a, device=self.device) for a in self._inputs(batch)))
 
     @torch.no_grad()
     def td_errors(self, batch: Batch) -> np.ndarray:
