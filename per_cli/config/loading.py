@@ -9,7 +9,7 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 
@@ -201,8 +201,15 @@ def _check_relations(cfg: Config) -> None:
         raise ConfigError(f"agent.hidden_sizes: {cfg.agent.hidden_sizes} must hold positive layer widths")
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """``'agent.lr=3e-4'`` -> ``('agent.lr', 0.0003)``; the value is read as a YAML scalar."""
+class Override(NamedTuple):
+    """One ``--set KEY=VALUE``: the dotted key and its value."""
+
+    key: str
+    value: Any
+
+
+def parse_override(text: str) -> Override:
+    """``'agent.lr=3e-4'`` -> ``Override('agent.lr', 0.0003)``; the value is read as a YAML scalar."""
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set agent.lr=3e-4")
@@ -212,7 +219,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {text[:80]!r}: the value is not valid YAML ({str(exc).partition(': ')[2]})") from None
     if isinstance(value, str):
         value = _yaml_number(value)
-    return key.strip(), value
+    return Override(key.strip(), value)
 
 
 def _yaml_number(text: str) -> Any:

@@ -88,7 +88,7 @@ def parse_sweep(text: str) -> Sweep:
     if not sep or not key or not values.strip():
         raise ConfigError(f"--sweep {text!r}: expected KEY=v1,v2,... e.g. --sweep replay.capacity=1000,100000")
     raw = split_list(values, f"--sweep {key}=", "value")
-    parsed = [parse_override(f"{key}={v}")[1] for v in raw]
+    parsed = [parse_override(f"{key}={v}").value for v in raw]
     return Sweep(key, tuple(raw), tuple(parsed))
 
 
@@ -176,7 +176,7 @@ def build_request(
     for key in keys:
         if keys.count(key) > 1:
             raise ConfigError(f"--sweep {key}: swept twice; give all its values in one --sweep")
-    for key, option in [(k, "--sweep") for k in keys] + [(parse_override(s)[0], "--set") for s in set_list]:
+    for key, option in [(k, "--sweep") for k in keys] + [(parse_override(s).key, "--set") for s in set_list]:
         if key in AXIS_KEYS:
             raise ConfigError(f"{option} {key}: the grid sets {key} itself; use {AXIS_KEYS[key]} instead")
     cdir = configs_dir if configs_dir is not None else default_configs_dir()
