@@ -119,20 +119,14 @@ class LearningPhases:
         which = self._positions(members).which
         return self.sampling.scored(which, batches, self.updates.score(which, members, stacked_rows(batches)))
 
-    def weigh(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> None:
+    def weigh(self, batches: Sequence[Batch]) -> None:
         """Each batch's IS weights rewritten in place by the loss's rule (``replay.is_weights``; the members share
-        it): the one place it is applied, between every draw and every update (:mod:`per_cli.rl.is_weights`); on
-        a cohort draw's stacked weights in one call (row by row: the values of each batch's own). ``memory_max``
-        keeps the sampler's weights: nothing to do."""
-        rule = self._is_rule
-        if rule == "memory_max":
-            return
-        stacked = stacked_rows(batches)
-        if stacked is batches[0].rows.arrays:  # (the draw's arrays, not a gathered copy)
-            apply_rule(stacked.weights, rule)
-            return
-        for batch in batches:
-            apply_rule(batch.weights, rule)
+        it): the one place it is applied, between every draw and every update (:mod:`per_cli.rl.is_weights`), on
+        the draw's stacked weights in one call, row by row (the values of each batch's own; the rows of members
+        that left since the draw are rewritten too, and read by no one). ``memory_max`` keeps the sampler's
+        weights: nothing to do."""
+        if self._is_rule != "memory_max":
+            apply_rule(batches[0].rows.arrays.weights, self._is_rule)  # (every batch is a row of one draw)
 
     def learn(self, members: Sequence[MemberData], batches: Sequence[Batch]) -> UpdateResults | Pending:
         """Each member's agent learns from its batch: their results, row k member k's (under

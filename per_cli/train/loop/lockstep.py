@@ -129,7 +129,7 @@ class _Loop:
                 if not training:  # (every member failed: a full disk fails them all)
                     break
                 batches = steps.score(training, batches)
-                steps.weigh(training, batches)
+                steps.weigh(batches)
                 results = steps.learn(training, batches)
                 if lag:  # this update's results are read after the next one is queued
                     previous, pending = pending, (training, batches, results)

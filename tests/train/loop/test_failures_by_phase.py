@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from per_cli.replay import cohort as cohort_module
 from per_cli.replay.cohort import CohortSampling
+from per_cli.replay.sampler import FAILED
 from per_cli.train.loop import learning_rules, reporting, tasks
 from per_cli.train.loop.cohort import Cohort
 from per_cli.train.loop.learning import LearningPhases
@@ -126,3 +128,29 @@ def test_a_measuring_pass_that_raises_fails_every_member_whose_updates_it_held(t
         assert summary["status"] == "failed" and "a broken measure" in summary["error"]
         assert member.state.step >= FAIL_AT
     assert len(calls) == 2  # (once at each member's event: the first to read fails, then the other)
+
+
+@pytest.mark.parametrize("rule", ["batch_max", "batch_mean", "off"])
+def test_a_seed_whose_draw_fails_leaves_alone_and_the_others_weights_follow_the_rule(tmp_path, monkeypatch, rule):
+    """A draw that fails for one member leaves the others' batches as rows of that draw: the IS-weight rule is
+    applied to the draw's weights in one call, the failed member's row too, and the other seeds' runs are their
+    solo runs with the rule applied."""
+    cfgs = _configs([1, 2, 3], "agent.engine=numba", "replay.kind=prioritized", f"replay.is_weights={rule}")
+    cohort = Cohort(cfgs)
+    bad = cohort.members[1]
+    draw = cohort_module.draw_batches
+
+    def failing_for_seed_2(kind, lists, members, betas, slots, weights, chunk):
+        status = draw(kind, lists, members, betas, slots, weights, chunk)
+        if bad.state.step >= FAIL_AT:
+            status[members == 1] = FAILED  # (seed 2 is the cohort's member 1)
+        return status
+
+    monkeypatch.setattr(cohort_module, "draw_batches", failing_for_seed_2)
+    first, second, third = cohort.run([tmp_path / "c1", tmp_path / "c2", tmp_path / "c3"])
+    assert second["status"] == "failed" and "no sampleable transition in the memory" in second["error"]
+    assert bad.state.step >= FAIL_AT and bad.alive.loop.mask.tolist() == [True, False, True]
+    monkeypatch.undo()
+    for k, summary in ((0, first), (2, third)):
+        run_member(build_member(cfgs[k]), tmp_path / f"solo{k}")
+        assert summary["status"] == "completed" and _rows(tmp_path / f"c{k + 1}") == _rows(tmp_path / f"solo{k}")
