@@ -32,8 +32,11 @@ def terminal(env_id: str, obs: np.ndarray) -> bool:
     raise ValueError(f"no termination condition for {env_id}")
 
 
+MIN_ENVPOOL = (1, 2)  # pyproject's envpool extra: older releases, built against NumPy 1, return wrong arrays on NumPy 2
+
+
 def import_envpool():
-    """The envpool module; ConfigError with the fix when it is not installed."""
+    """The envpool module; ConfigError with the fix when it is not installed or older than :data:`MIN_ENVPOOL`."""
     try:
         import envpool
     except ImportError:
@@ -43,7 +46,22 @@ def import_envpool():
             "env.backend envpool: EnvPool is not installed; pip install envpool (or -e '.[envpool]' in a clone), "
             "or use env.backend: gymnasium"
         ) from None
+    check_envpool_version(envpool.__version__)
     return envpool
+
+
+def check_envpool_version(version: str) -> None:
+    """ConfigError naming the fix for an EnvPool release older than :data:`MIN_ENVPOOL`: EnvPool 0.8 with NumPy 2
+    returns every observation's row filled with its first value and every env id 0, and no step raises."""
+    release = tuple(int(part) if part.isdigit() else 0 for part in version.split("+")[0].split(".")[:2])
+    if release < MIN_ENVPOOL:
+        from per_cli.errors import ConfigError
+
+        floor = ".".join(map(str, MIN_ENVPOOL))
+        raise ConfigError(
+            f"env.backend envpool: EnvPool {version} is installed and per needs {floor} or newer (older releases "
+            f"step wrongly under NumPy 2); pip install -U 'envpool>={floor}', or use env.backend: gymnasium"
+        )
 
 
 class _Pool:
