@@ -83,7 +83,9 @@ class EachEnv:
 class PooledBatch(EachEnv):
     """EnvPool envs (:class:`~per_cli.envs.pool.PooledEnv`), stepped and reset in one call per pool. Should that
     call raise, ``interrupt(exc)`` says whether a signal is behind it (then raised: the loop stops); else each
-    env steps alone (:class:`EachEnv`'s calls) and only the envs that raise fail."""
+    env steps alone (:class:`EachEnv`'s calls) and only the envs that raise fail. Where none raises alone, the
+    batched call itself is broken, and every row fails with why (:func:`_unless_broken`) rather than go on at one
+    call per env."""
 
     def __init__(self, envs: Sequence[PooledEnv], like: np.ndarray, interrupt: Callable[[BaseException], Any]):
         super().__init__(envs, like)
@@ -95,7 +97,7 @@ class PooledBatch(EachEnv):
             obs, rewards, terminated, truncated = step_arrays(envs, actions)
         except Exception as exc:  # noqa: BLE001 - each env's own step reports its own error
             self._raise_interrupt(exc)
-            return super().step(which, actions)
+            return _unless_broken(super().step(which, actions), exc)
         return EnvStep(obs, rewards, terminated, truncated, [{}] * len(envs), NO_ERRORS)  # (EnvPool reports none)
 
     def reset(self, which: Sequence[int]) -> Reset:
@@ -103,12 +105,25 @@ class PooledBatch(EachEnv):
             return Reset(reset_arrays([self.envs[i] for i in which]), NO_ERRORS)
         except Exception as exc:  # noqa: BLE001 - each env's own reset reports its own error
             self._raise_interrupt(exc)
-            return super().reset(which)
+            return _unless_broken(super().reset(which), exc)
 
     def _raise_interrupt(self, exc: Exception) -> None:
         interrupt = self._interrupt(exc)
         if interrupt is not None:
             raise interrupt from None
+
+
+def _unless_broken(alone: EnvStep | Reset, exc: Exception) -> EnvStep | Reset:
+    """``alone``: what the envs gave by their own calls after their batched call raised ``exc``. Where one of them
+    raised too, their errors explain it; where none did, the batched call is broken (an EnvPool release that does
+    not fit this NumPy, say), and every row fails with that."""
+    if alone.errors:
+        return alone
+    broken = RuntimeError(
+        f"EnvPool's batched call raised {type(exc).__name__}: {exc}, and each env's own call did not: the batched "
+        f"call is broken (is EnvPool 1.2 or newer installed?)"
+    )
+    return alone._replace(errors={k: broken for k in range(len(alone.obs))})
 
 
 def env_batch(

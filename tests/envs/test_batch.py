@@ -85,3 +85,28 @@ def test_envpool_envs_step_as_rows_in_one_call_and_alone_where_it_raises():
     stopped = env_batch(make_pooled("CartPole-v1", [6]), np.zeros(4, np.float32), lambda exc: KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):  # (a signal behind the batched call's error: raised, no env stepped alone)
         stopped.step([0], np.zeros(1, dtype=np.int64))
+
+
+def test_a_batched_envpool_call_that_fails_where_no_env_fails_alone_fails_every_row(monkeypatch):
+    """A batched call that raises while each env's own call does not is broken itself (EnvPool 0.8.4 under NumPy 2
+    gave every env id 0): every row fails with why, for steps and resets, instead of going on at one call per
+    env."""
+    pytest.importorskip("envpool")
+    from per_cli.envs import batch as batch_module
+    from per_cli.envs.pool import make_pooled
+
+    envs = make_pooled("CartPole-v1", [3, 4])
+    for env in envs:
+        env.reset(seed=env.seed)
+    batch = env_batch(envs, np.zeros(4, np.float32), _no_interrupt)
+
+    def broken(*_):
+        raise IndexError("index 2 is out of bounds for axis 0 with size 2")
+
+    monkeypatch.setattr(batch_module, "step_arrays", broken)
+    monkeypatch.setattr(batch_module, "reset_arrays", broken)
+    for outcome in (batch.step([0, 1], np.zeros(2, dtype=np.int64)), batch.reset([1, 0])):
+        assert sorted(outcome.errors) == [0, 1]
+        message = str(outcome.errors[0])
+        assert "EnvPool's batched call raised IndexError: index 2 is out of bounds" in message
+        assert "each env's own call did not" in message and "EnvPool 1.2 or newer" in message
