@@ -32,7 +32,7 @@ def terminal(env_id: str, obs: np.ndarray) -> bool:
     raise ValueError(f"no termination condition for {env_id}")
 
 
-MIN_ENVPOOL = (1, 2)  # pyproject's envpool extra: older releases, built against NumPy 1, return wrong arrays on NumPy 2
+MIN_ENVPOOL = (1, 2)  # the envpool extra's floor (pyproject.toml): EnvPool 0.8.4 returns wrong arrays under NumPy 2
 
 
 def import_envpool():
