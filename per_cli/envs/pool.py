@@ -51,7 +51,7 @@ def import_envpool():
 
 
 def check_envpool_version(version: str) -> None:
-    """ConfigError naming the fix for an EnvPool release older than :data:`MIN_ENVPOOL`: EnvPool 0.8 with NumPy 2
+    """ConfigError naming the fix for an EnvPool release older than :data:`MIN_ENVPOOL`: EnvPool 0.8.4 under NumPy 2
     returns every observation's row filled with its first value and every env id 0, and no step raises."""
     release = tuple(int(part) if part.isdigit() else 0 for part in version.split("+")[0].split(".")[:2])
     if release < MIN_ENVPOOL:
@@ -59,8 +59,8 @@ def check_envpool_version(version: str) -> None:
 
         floor = ".".join(map(str, MIN_ENVPOOL))
         raise ConfigError(
-            f"env.backend envpool: EnvPool {version} is installed and per needs {floor} or newer (older releases "
-            f"step wrongly under NumPy 2); pip install -U 'envpool>={floor}', or use env.backend: gymnasium"
+            f"env.backend envpool: EnvPool {version} is installed and per needs {floor} or newer (EnvPool 0.8.4 "
+            f"steps wrongly under NumPy 2); pip install -U 'envpool>={floor}', or use env.backend: gymnasium"
         )
 
 
