@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from per_cli.cli import app
 from per_cli.config.schema import AgentConfig
 from per_cli.rundir.logger import FAILED, INTERRUPTED, UNREADABLE, read_summary, write_summary
+from per_cli.rundir.machine import machine
 from per_cli.train.checkpoints.checkpoint import latest_checkpoint
 from per_cli.train.loop.stopping import RunDiverged, RunInterrupted, check_logged, check_update
 
@@ -84,6 +85,7 @@ def test_a_diverging_run_fails_naming_the_learning_rate_without_numpy_warnings(t
     assert summary["status"] == FAILED
     assert "at step" in summary["error"] and "learning rate (agent.lr=1e30) is probably too high" in summary["error"]
     assert summary["engine"] == "numba" and "engine_note" not in summary  # auto picks numba for a CPU MLP
+    assert summary["machine"] == machine()  # (what computed it, failed runs included)
     assert "RuntimeWarning" not in result.output
 
 

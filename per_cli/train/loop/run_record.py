@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from per_cli.config import dump_config
 from per_cli.replay import replay_label
 from per_cli.rundir.logger import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunLogger, read_summary, write_summary
+from per_cli.rundir.machine import machine
 from per_cli.train.checkpoints import checkpoint
 from per_cli.train.loop import trainer_state
 from per_cli.train.loop.reporting import evaluate, progress_of, results_of
@@ -87,6 +88,7 @@ def _summary_base(d: MemberData) -> dict[str, Any]:
         "device": str(d.device),
         "engine": d.agent.engine,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(d.start_time)),
+        "machine": machine(),  # (what computed it: a run equals another bit for bit only on the same)
     }
     if d.agent.engine_note:  # why `auto` did not pick the numba engine
         base["engine_note"] = d.agent.engine_note
