@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from per_cli.envs.pool import PooledEnv, reset_arrays, step_arrays
+from per_cli.envs.pool import MIN_ENVPOOL, PooledEnv, reset_arrays, step_arrays
 
 NO_ERRORS: Mapping[int, Exception] = MappingProxyType({})  # (read-only: every step without a failed env shares it)
 
@@ -121,7 +121,7 @@ def _unless_broken(alone: EnvStep | Reset, exc: Exception) -> EnvStep | Reset:
         return alone
     broken = RuntimeError(
         f"EnvPool's batched call raised {type(exc).__name__}: {exc}, and each env's own call did not: the batched "
-        f"call is broken (is EnvPool 1.2 or newer installed?)"
+        f"call is broken (is EnvPool {'.'.join(map(str, MIN_ENVPOOL))} or newer installed?)"
     )
     return alone._replace(errors={k: broken for k in range(len(alone.obs))})
 
